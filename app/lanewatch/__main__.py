@@ -1,0 +1,3 @@
+from lanewatch.cli.main import main
+
+main()
