@@ -1,19 +1,29 @@
-"""The `lanewatch` command group."""
+"""The `lanewatch` command group. Each command group lives in its own module."""
 
 from __future__ import annotations
 
 import click
 
 from lanewatch import __version__
+from lanewatch.cli import id_cmd, roots_cmd, run_cmd
 
 
 @click.group(invoke_without_command=True)
 @click.version_option(__version__, prog_name="lanewatch")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
-    """Per-lane scratch namespaces for parallel agents, watched live."""
+    """Per-lane scratch namespaces for parallel agents, watched live.
+
+    Without a command, opens the dashboard on every known scratch root.
+    """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
+
+
+# Register commands here, one line per module.
+cli.add_command(id_cmd.id_command)
+cli.add_command(run_cmd.run_command)
+cli.add_command(roots_cmd.roots_command)
 
 
 def main() -> None:

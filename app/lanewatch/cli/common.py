@@ -1,0 +1,45 @@
+"""Helpers shared by CLI commands: one way to fail, one way to print JSON."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from lanewatch.errors import ClaimRefused, LanewatchError, Unbound
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_ERROR = 1
+EXIT_UNBOUND = 2
+EXIT_REFUSED = 3
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    click.echo(f"lanewatch: {message}", err=True)
+    sys.exit(code)
+
+
+def friendly_errors(func: F) -> F:
+    """Turn our own refusals into one line on stderr and a documented exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except Unbound as exc:
+            fail(str(exc), EXIT_UNBOUND)
+        except ClaimRefused as exc:
+            fail(str(exc), EXIT_REFUSED)
+        except LanewatchError as exc:
+            fail(str(exc), EXIT_ERROR)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))

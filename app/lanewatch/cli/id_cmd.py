@@ -1,0 +1,22 @@
+"""`lanewatch id`: the checkout identity of the current directory."""
+
+from __future__ import annotations
+
+import click
+
+from lanewatch.cli.common import echo_json, friendly_errors
+from lanewatch.scheme.checkout import resolve_checkout
+
+
+@click.command("id")
+@click.option("--checkout", "checkout", type=click.Path(), help="Bind to this path instead of cwd.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly_errors
+def id_command(checkout: str | None, as_json: bool) -> None:
+    """Print the checkout id, slug, worktree root and git common dir."""
+    bound = resolve_checkout(checkout)
+    if as_json:
+        echo_json(bound.to_json())
+        return
+    for key, value in bound.to_json().items():
+        click.echo(f"{key:12} {value}")

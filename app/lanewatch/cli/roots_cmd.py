@@ -1,0 +1,50 @@
+"""`lanewatch roots`: the registry of scratch roots."""
+
+from __future__ import annotations
+
+import click
+
+from lanewatch.cli.common import echo_json, friendly_errors
+from lanewatch.scheme.roots import Registry, default_root
+
+
+@click.group("roots", invoke_without_command=True)
+@click.pass_context
+def roots_command(ctx: click.Context) -> None:
+    """List, add or remove scratch roots (default: list)."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(list_roots)
+
+
+@roots_command.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly_errors
+def list_roots(as_json: bool = False) -> None:
+    """List every known scratch root; the default root comes first."""
+    entries = Registry().list()
+    if as_json:
+        echo_json([{"path": e.path, "added_at": e.added_at} for e in entries])
+        return
+    default = str(default_root())
+    for e in entries:
+        click.echo(e.path + ("  (default)" if e.path == default else ""))
+
+
+@roots_command.command("add")
+@click.argument("directory", type=click.Path(file_okay=False))
+@friendly_errors
+def add_root(directory: str) -> None:
+    """Register DIRECTORY as a scratch root (created if missing)."""
+    from lanewatch.scheme.roots import ensure_root
+
+    path, new = Registry().add(ensure_root(click.format_filename(directory)))  # type: ignore[arg-type]
+    click.echo(f"{'added' if new else 'already known'}: {path}")
+
+
+@roots_command.command("remove")
+@click.argument("directory", type=click.Path())
+@friendly_errors
+def remove_root(directory: str) -> None:
+    """Forget DIRECTORY (its files are left alone)."""
+    removed = Registry().remove(directory)
+    click.echo(f"{'removed' if removed else 'not registered'}: {directory}")

@@ -1,0 +1,23 @@
+"""Errors every layer can raise and every CLI command can turn into one clear line."""
+
+from __future__ import annotations
+
+
+class LanewatchError(Exception):
+    """A refusal or failure with a message meant for a person."""
+
+
+class Unbound(LanewatchError):
+    """Nothing binds this path to a checkout: we refuse rather than fall back to a shared folder."""
+
+
+class BadLaneName(LanewatchError):
+    """A lane name that cannot be turned into a namespace."""
+
+
+class ClaimRefused(LanewatchError):
+    """Another owner holds the namespace's lock."""
+
+    def __init__(self, message: str, owner: object | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner

@@ -1,0 +1,118 @@
+"""Checkout identity: one function, used by hooks, tests, the CLI and the library.
+
+The checkout id is a readable slug of the worktree's folder name plus a short hash of the
+canonical (symlink-resolved) path of the worktree root. Two worktrees of one repository get
+different ids; a symlinked path to the same worktree gets the same id. We walk up looking for
+`.git` ourselves instead of running git: it is fast enough for hooks and needs no git binary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lanewatch.errors import Unbound
+
+ENV_CHECKOUT = "LANEWATCH_CHECKOUT"
+_SLUG_RE = re.compile(r"[^a-z0-9]+")
+HASH_LEN = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Checkout:
+    checkout_id: str
+    slug: str
+    root: str  # canonical worktree root
+    git_dir: str  # this worktree's git dir
+    common_dir: str  # the repository's common git dir (shared by all its worktrees)
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def slugify(name: str) -> str:
+    slug = _SLUG_RE.sub("-", name.lower()).strip("-")
+    return slug[:32].strip("-") or "checkout"
+
+
+def checkout_id_for(root: str) -> str:
+    digest = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:HASH_LEN]
+    return f"{slugify(os.path.basename(root))}-{digest}"
+
+
+def _read_gitfile(path: Path) -> Path | None:
+    """A `.git` file (worktrees, submodules) says `gitdir: <path>`."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("gitdir:"):
+            target = Path(line[len("gitdir:") :].strip())
+            return target if target.is_absolute() else (path.parent / target)
+    return None
+
+
+def _common_dir(git_dir: Path) -> Path:
+    try:
+        rel = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return git_dir
+    p = Path(rel)
+    return p if p.is_absolute() else git_dir / p
+
+
+def find_checkout(start: str | os.PathLike[str]) -> Checkout | None:
+    """The checkout that contains `start`, or None if no `.git` is found above it."""
+    here = Path(os.path.realpath(start))
+    if here.is_file():
+        here = here.parent
+    for candidate in (here, *here.parents):
+        dotgit = candidate / ".git"
+        if dotgit.is_dir():
+            git_dir = dotgit
+        elif dotgit.is_file():
+            found = _read_gitfile(dotgit)
+            if found is None:
+                continue
+            git_dir = found
+        else:
+            continue
+        root = str(candidate)
+        git_dir = Path(os.path.realpath(git_dir))
+        return Checkout(
+            checkout_id=checkout_id_for(root),
+            slug=slugify(candidate.name),
+            root=root,
+            git_dir=str(git_dir),
+            common_dir=os.path.realpath(_common_dir(git_dir)),
+        )
+    return None
+
+
+def resolve_checkout(explicit: str | os.PathLike[str] | None = None) -> Checkout:
+    """The checkout this process is bound to, or raise Unbound.
+
+    Order: an explicit path, then $LANEWATCH_CHECKOUT (set by `lanewatch run` for its children),
+    then the current directory. Never a fallback to a shared folder.
+    """
+    sources: list[tuple[str, str]] = []
+    if explicit is not None:
+        sources.append(("--checkout", os.fspath(explicit)))
+    elif os.environ.get(ENV_CHECKOUT):
+        sources.append((ENV_CHECKOUT, os.environ[ENV_CHECKOUT]))
+    else:
+        sources.append(("the current directory", os.getcwd()))
+    origin, path = sources[0]
+    if not os.path.isdir(path):
+        raise Unbound(f"{origin} names {path!r}, which is not a folder")
+    checkout = find_checkout(path)
+    if checkout is None:
+        raise Unbound(
+            f"{path} ({origin}) is not inside a git checkout, so nothing binds it to a lane. "
+            "Run inside a git worktree, or bind one with --checkout PATH or LANEWATCH_CHECKOUT."
+        )
+    return checkout

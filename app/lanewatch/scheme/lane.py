@@ -1,0 +1,277 @@
+"""Claiming a lane: the `Lane` context manager and the seed's `scratch_dir_for`.
+
+Claiming = resolve the checkout (or refuse), make the namespace folder, take its lock without
+waiting, then write the owner stamp. A second claimant fails closed with the current owner's
+name, and its refusal goes to the ledger. While held, a thread touches the stamp's mtime every
+heartbeat interval. Releasing marks the stamp `released` and frees the lock; files stay.
+"""
+
+from __future__ import annotations
+
+import atexit
+import getpass
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from lanewatch.errors import ClaimRefused, LanewatchError
+from lanewatch.scheme import ledger
+from lanewatch.scheme.checkout import Checkout, resolve_checkout
+from lanewatch.scheme.fsutil import ensure_real_dir
+from lanewatch.scheme.lock import NamespaceLock
+from lanewatch.scheme.names import namespace_name
+from lanewatch.scheme.procid import ProcessIdentity, hostname
+from lanewatch.scheme.roots import Registry, default_root, ensure_root
+from lanewatch.scheme.stamp import (
+    META_DIR,
+    OwnerState,
+    Stamp,
+    default_heartbeat,
+    read_stamp,
+    touch_heartbeat,
+    write_stamp,
+)
+
+DEFAULT_LANE = "default"
+ENV_LANE = "LANEWATCH_LANE"
+ENV_NAMESPACE = "LANEWATCH_NAMESPACE"
+TMP_DIR = "tmp"
+SCRATCH_DIR = "scratch"
+RECEIPTS_DIR = "receipts"
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+@dataclass(frozen=True, slots=True)
+class LaneTarget:
+    """Where a lane lives, before anyone claims it."""
+
+    checkout: Checkout
+    lane: str
+    root: Path
+    namespace: Path
+
+
+def locate(
+    lane: str = DEFAULT_LANE,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    checkout: str | os.PathLike[str] | None = None,
+) -> LaneTarget:
+    """Compute a lane's namespace path. Raises Unbound outside a checkout, BadLaneName."""
+    bound = resolve_checkout(checkout)
+    name = namespace_name(bound.checkout_id, lane)
+    root_path = Path(os.path.realpath(os.fspath(root) if root is not None else default_root()))
+    return LaneTarget(bound, lane, root_path, root_path / name)
+
+
+class Lane:
+    """Own a lane's namespace for the life of the `with` block (or until `release()`)."""
+
+    def __init__(
+        self,
+        lane: str = DEFAULT_LANE,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        checkout: str | os.PathLike[str] | None = None,
+        heartbeat: float | None = None,
+        command: list[str] | None = None,
+    ) -> None:
+        self.target = locate(lane, root=root, checkout=checkout)
+        self.heartbeat_interval = heartbeat if heartbeat and heartbeat > 0 else default_heartbeat()
+        self.command = list(command) if command is not None else list(sys.argv)
+        self._lock = NamespaceLock(self.target.namespace)
+        self._stamp: Stamp | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    # -- paths -----------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.target.lane
+
+    @property
+    def namespace(self) -> Path:
+        return self.target.namespace
+
+    @property
+    def tmp_dir(self) -> Path:
+        return self.namespace / TMP_DIR
+
+    @property
+    def scratch_dir(self) -> Path:
+        return self.namespace / SCRATCH_DIR
+
+    @property
+    def receipts_dir(self) -> Path:
+        return self.namespace / RECEIPTS_DIR
+
+    @property
+    def stamp(self) -> Stamp:
+        if self._stamp is None:
+            raise LanewatchError("the lane is not claimed")
+        return self._stamp
+
+    def env(self) -> dict[str, str]:
+        """Variables that bind a child process to this lane."""
+        tmp = str(self.tmp_dir)
+        return {
+            "TMPDIR": tmp,
+            "TMP": tmp,
+            "TEMP": tmp,
+            ENV_LANE: self.name,
+            ENV_NAMESPACE: str(self.namespace),
+            "LANEWATCH_CHECKOUT": self.target.checkout.root,
+            "LANEWATCH_ROOT": str(self.target.root),
+        }
+
+    # -- claim / release --------------------------------------------------------------------
+    def claim(self) -> Lane:
+        t = self.target
+        root = ensure_root(t.root)
+        Registry().add(root)
+        ensure_real_dir(t.namespace)
+        ensure_real_dir(t.namespace / META_DIR)
+        if not self._lock.try_acquire():
+            self._refuse()
+        try:
+            self._check_not_moved()
+            self._lock.hold_folder()
+            for sub in (TMP_DIR, SCRATCH_DIR, RECEIPTS_DIR):
+                ensure_real_dir(t.namespace / sub)
+            me = ProcessIdentity.current()
+            now = time.time()
+            self._stamp = Stamp(
+                lane=self.name,
+                namespace=t.namespace.name,
+                checkout_id=t.checkout.checkout_id,
+                checkout_path=t.checkout.root,
+                host=hostname(),
+                boot_id=me.boot_id,
+                pid=me.pid,
+                start_ticks=me.start_ticks,
+                user=_user(),
+                uid=os.getuid(),
+                command=self.command,
+                started_at=now,
+                heartbeat_at=now,
+                heartbeat_interval=self.heartbeat_interval,
+                root=str(t.root),
+            )
+            write_stamp(t.namespace, self._stamp)
+            ledger.append(t.namespace, "started", lane=self.name, command=self.command)
+        except BaseException:
+            self._lock.release()
+            raise
+        self._beat = threading.Thread(
+            target=self._heartbeat, name="lanewatch-heartbeat", daemon=True
+        )
+        self._beat.start()
+        return self
+
+    def _check_not_moved(self) -> None:
+        """Refuse rather than write into a namespace a clear moved away while we claimed."""
+        if not self._lock.still_in_place():
+            raise LanewatchError(f"{self.namespace} was moved away while claiming; try again")
+
+    def _refuse(self) -> None:
+        current = read_stamp(self.namespace)
+        owner = current.stamp
+        if owner is not None:
+            who = f"pid {owner.pid} on {owner.host} ({' '.join(owner.command)[:80]})"
+        else:
+            who = f"an owner whose stamp is {current.status.value}"
+        ledger.append(
+            self.namespace,
+            "claim-refused",
+            lane=self.name,
+            by_pid=os.getpid(),
+            owner_pid=owner.pid if owner else None,
+        )
+        raise ClaimRefused(f"lane {self.name!r} is already owned by {who}", owner=owner)
+
+    def update_stamp(self, **changes: Any) -> None:
+        """Rewrite the stamp (rare: e.g. once the child's pid is known)."""
+        self._stamp = self.stamp.with_changes(**changes)
+        write_stamp(self.namespace, self._stamp)
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.heartbeat_interval):
+            try:
+                touch_heartbeat(self.namespace)
+            except OSError:
+                # The folder vanished or turned unwritable: keep trying; readers see it overdue.
+                continue
+
+    def release(self, exit_code: int | None = None, event: str = "released") -> None:
+        if self._stamp is None or not self._lock.held:
+            return
+        self._stop.set()
+        if self._beat is not None and self._beat is not threading.current_thread():
+            self._beat.join(timeout=5)
+        now = time.time()
+        try:
+            self.update_stamp(
+                state=OwnerState.RELEASED, released_at=now, heartbeat_at=now, exit_code=exit_code
+            )
+            ledger.append(self.namespace, event, lane=self.name, exit_code=exit_code)
+        except OSError:
+            pass  # the namespace was removed under us; the lock still has to go
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> Lane:
+        return self.claim()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release(exit_code=0 if exc_type is None else 1)
+
+
+_process_lanes: dict[tuple[str, str], Lane] = {}
+_process_lanes_lock = threading.Lock()
+
+
+def scratch_dir_for(
+    name: str,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    checkout: str | os.PathLike[str] | None = None,
+) -> Path:
+    """The seed's API: this instance's scratch folder, created if missing. Fail-closed.
+
+    The first call claims the lane for the life of the process (released at exit); later calls
+    in the same process return the same folder. Raises Unbound outside a checkout and
+    ClaimRefused when another live process owns the lane.
+    """
+    target = locate(name, root=root, checkout=checkout)
+    key = (str(target.namespace), name)
+    with _process_lanes_lock:
+        lane = _process_lanes.get(key)
+        if lane is None:
+            lane = Lane(name, root=root, checkout=checkout).claim()
+            _process_lanes[key] = lane
+            if len(_process_lanes) == 1:
+                atexit.register(_release_process_lanes)
+    return lane.scratch_dir
+
+
+def _release_process_lanes() -> None:
+    with _process_lanes_lock:
+        for lane in _process_lanes.values():
+            lane.release(exit_code=0)
+        _process_lanes.clear()

@@ -1,0 +1,67 @@
+"""Namespace names: deterministic, injective, never a path outside the root.
+
+A namespace is named `<checkout id>.<encoded lane>`. The lane name is encoded, not sanitised:
+bytes outside [A-Za-z0-9_.-] become `~XX` (UTF-8, upper-case hex), `~` included, so `a/b`,
+`a_b` and `a b` stay three different folders and the encoding can be reversed for display.
+The checkout id holds no `.`, so the first `.` splits the two parts, and a name never equals
+`.` or `..`.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+
+from lanewatch.errors import BadLaneName
+
+_KEEP = frozenset((string.ascii_letters + string.digits + "_.-").encode())
+MAX_ENCODED = 150  # leaves room for the checkout id within a 255-byte file name
+_ENCODED_RE = re.compile(r"[A-Za-z0-9_.\-]|~[0-9A-F]{2}")
+_CHECKOUT_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]*-[0-9a-f]{12}")
+
+
+def encode_lane(lane: str) -> str:
+    if not lane:
+        raise BadLaneName("a lane name cannot be empty")
+    if "\x00" in lane:
+        raise BadLaneName("a lane name cannot contain a NUL byte")
+    raw = lane.encode("utf-8", "surrogateescape")
+    out = "".join(chr(b) if b in _KEEP else f"~{b:02X}" for b in raw)
+    if len(out) > MAX_ENCODED:
+        raise BadLaneName(
+            f"lane name too long: {len(out)} bytes once encoded, at most {MAX_ENCODED}"
+        )
+    return out
+
+
+def decode_lane(encoded: str) -> str:
+    """Inverse of encode_lane; raises ValueError on a name it did not make."""
+    if not encoded or "".join(_ENCODED_RE.findall(encoded)) != encoded:
+        raise ValueError(f"not an encoded lane name: {encoded!r}")
+    raw = bytearray()
+    i = 0
+    while i < len(encoded):
+        if encoded[i] == "~":
+            raw.append(int(encoded[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            raw.append(ord(encoded[i]))
+            i += 1
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def namespace_name(checkout_id: str, lane: str) -> str:
+    if not _CHECKOUT_ID_RE.fullmatch(checkout_id):
+        raise BadLaneName(f"not a checkout id: {checkout_id!r}")
+    return f"{checkout_id}.{encode_lane(lane)}"
+
+
+def split_namespace_name(name: str) -> tuple[str, str] | None:
+    """(checkout id, raw lane) for a name this scheme made, else None (a foreign folder)."""
+    checkout_id, sep, encoded = name.partition(".")
+    if not sep or not _CHECKOUT_ID_RE.fullmatch(checkout_id):
+        return None
+    try:
+        return checkout_id, decode_lane(encoded)
+    except ValueError:
+        return None
