@@ -1,0 +1,157 @@
+"""The columns of the three tables and how one engine view becomes one row of cells.
+
+Every string that came from disk or from another process (lane names, paths, commands, hosts)
+goes into a `rich.text.Text`, so it is shown as typed and never parsed as markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+
+from lanewatch.model.views import Incident, NamespaceView, NsState
+from lanewatch.tui import fmt
+from lanewatch.tui.picture import View
+from lanewatch.tui.widgets.lane_table import Cell, Column, duration_key, number_key
+from lanewatch.tui.widgets.spark import WIDTH as SPARK_WIDTH
+from lanewatch.tui.widgets.spark import spark_cell, spark_key
+
+STATE_STYLES = {
+    NsState.LIVE: "bold green",
+    NsState.HUNG: "bold yellow",
+    NsState.UNKNOWN: "bold magenta",
+    NsState.STALE: "bold red",
+    NsState.ORPHAN: "red",
+    NsState.RELEASED: "dim",
+}
+KIND_STYLES = {"takeover": "bold red", "foreign-writer": "red", "unbound-writer": "yellow"}
+
+
+def _ago_key(cell: Cell) -> Any:
+    return duration_key(cell)
+
+
+LANES = (
+    Column("state", "STATE", min_width=5),
+    Column("lane", "LANE", max_width=24),
+    Column("checkout", "CHECKOUT", max_width=20),
+    Column("host", "HOST", max_width=14),
+    Column("pid", "PID", justify="right", sort_key=number_key),
+    Column("age", "AGE", justify="right", sort_key=_ago_key),
+    Column("beat", "BEAT", justify="right", sort_key=_ago_key),
+    Column("write", "WRITE", justify="right", sort_key=_ago_key),
+    Column("files", "FILES", justify="right", sort_key=number_key),
+    Column("bytes", "BYTES", justify="right", sort_key=number_key),
+    Column("activity", "W/S", width=SPARK_WIDTH, sort_key=spark_key),
+)
+
+COLLISIONS = (
+    Column("kind", "KIND", min_width=8),
+    Column("victim", "VICTIM", max_width=24),
+    Column("intruder", "INTRUDER", max_width=30),
+    Column("first", "FIRST", justify="right", sort_key=_ago_key),
+    Column("last", "LAST", justify="right", sort_key=_ago_key),
+    Column("count", "N", justify="right", sort_key=number_key),
+    Column("grade", "GRADE"),
+)
+
+STALE = (
+    Column("state", "STATE", min_width=5),
+    Column("lane", "LANE", max_width=24),
+    Column("checkout", "CHECKOUT", max_width=20),
+    Column("why", "WHY", max_width=40),
+    Column("since", "SINCE", justify="right", sort_key=_ago_key),
+    Column("files", "FILES", justify="right", sort_key=number_key),
+    Column("bytes", "BYTES", justify="right", sort_key=number_key),
+    Column("root", "ROOT", max_width=40),
+)
+
+COLUMNS: dict[View, tuple[Column, ...]] = {
+    View.LANES: LANES,
+    View.COLLISIONS: COLLISIONS,
+    View.STALE: STALE,
+}
+DEFAULT_SORT: dict[View, tuple[str, bool]] = {
+    View.LANES: ("lane", False),
+    View.COLLISIONS: ("last", False),
+    View.STALE: ("since", False),
+}
+
+
+def untrusted(value: str | None) -> Text:
+    """A string from disk or another process, shown exactly as typed."""
+    return Text(value if value is not None else fmt.NONE, no_wrap=True, end="")
+
+
+def state_cell(ns: NamespaceView) -> Text:
+    label = ns.state.value + ("?" if ns.grade == "inferred" else "")
+    return Text(label, style=STATE_STYLES.get(ns.state, ""), end="")
+
+
+def lane_label(ns: NamespaceView) -> str:
+    return ns.lane if ns.lane is not None else ns.name
+
+
+def lanes_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
+    return (
+        state_cell(ns),
+        untrusted(lane_label(ns)),
+        untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
+        untrusted(ns.host),
+        fmt.NONE if ns.pid is None else str(ns.pid),
+        fmt.ago(ns.started_at, now),
+        fmt.ago(ns.heartbeat_at, now),
+        fmt.ago(ns.last_write, now),
+        fmt.count(ns.files),
+        fmt.size(ns.bytes),
+        spark_cell(ns.write_rate),
+    )
+
+
+def stale_since(ns: NamespaceView) -> float | None:
+    """When the namespace last showed a sign of life."""
+    if ns.state is NsState.RELEASED and ns.released_at is not None:
+        return ns.released_at
+    candidates = [t for t in (ns.heartbeat_at, ns.last_write) if t is not None]
+    return max(candidates) if candidates else None
+
+
+def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
+    return (
+        state_cell(ns),
+        untrusted(lane_label(ns)),
+        untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
+        untrusted(ns.reason),
+        fmt.ago(stale_since(ns), now),
+        fmt.count(ns.files),
+        fmt.size(ns.bytes),
+        untrusted(ns.root),
+    )
+
+
+def intruder_label(intruder: dict[str, Any]) -> str:
+    parts = []
+    if intruder.get("lane"):
+        parts.append(str(intruder["lane"]))
+    if intruder.get("pid"):
+        parts.append(f"pid {intruder['pid']}")
+    if not parts and intruder.get("command"):
+        command = intruder["command"]
+        parts.append(" ".join(command) if isinstance(command, list | tuple) else str(command))
+    return " ".join(parts) or "unknown"
+
+
+def collisions_row(
+    incident: Incident, now: float, victim_label: Callable[[str | None], str]
+) -> tuple[Cell, ...]:
+    return (
+        Text(incident.kind, style=KIND_STYLES.get(incident.kind, "red"), end=""),
+        untrusted(victim_label(incident.victim)),
+        untrusted(intruder_label(dict(incident.intruder))),
+        fmt.ago(incident.first_seen, now),
+        fmt.ago(incident.last_seen, now),
+        str(incident.count),
+        Text(incident.grade, style="bold" if incident.grade == "known" else "italic", end=""),
+    )

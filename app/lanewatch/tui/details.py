@@ -1,0 +1,106 @@
+"""Read what the detail pane shows beyond the engine's view: the owner stamp as written, the
+ledger tail, and the most recently written files. Blocking file I/O: call from a thread worker.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from lanewatch.scheme import ledger
+from lanewatch.scheme.ledger import LedgerLine
+from lanewatch.scheme.stamp import META_DIR, StampRead, read_stamp
+
+LEDGER_TAIL = 12
+RECENT_WRITES = 8
+SCAN_LIMIT = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class RecentWrite:
+    path: str  # relative to the namespace
+    mtime: float
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Detail:
+    key: str
+    stamp: StampRead | None
+    ledger: tuple[LedgerLine, ...]
+    writes: tuple[RecentWrite, ...]
+    scanned: int
+    truncated: bool
+    error: str | None = None
+
+
+def load_detail(
+    namespace: Path,
+    *,
+    ledger_tail: int = LEDGER_TAIL,
+    writes: int = RECENT_WRITES,
+    scan_limit: int = SCAN_LIMIT,
+) -> Detail:
+    error = None
+    try:
+        recent, scanned, truncated = recent_writes(namespace, writes, scan_limit)
+    except OSError as exc:
+        recent, scanned, truncated = [], 0, False
+        error = f"{exc.strerror or exc} reading {namespace}"
+    return Detail(
+        key=str(namespace),
+        stamp=read_stamp(namespace),
+        ledger=tuple(ledger.read(namespace, tail=ledger_tail)),
+        writes=tuple(recent),
+        scanned=scanned,
+        truncated=truncated,
+        error=error,
+    )
+
+
+def recent_writes(
+    namespace: Path, limit: int, scan_limit: int
+) -> tuple[list[RecentWrite], int, bool]:
+    """The `limit` newest regular files under `namespace` (its meta folder excluded), never
+    following symlinks; stops after `scan_limit` entries. Raises OSError if the namespace
+    itself cannot be read."""
+    heap: list[tuple[float, str, int]] = []
+    scanned = 0
+    stack = [""]
+    first = True
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = os.scandir(namespace / rel if rel else namespace)
+        except OSError:
+            if first:
+                raise
+            continue
+        first = False
+        with entries:
+            for entry in entries:
+                scanned += 1
+                if scanned > scan_limit:
+                    return _sorted(heap), scanned - 1, True
+                name = entry.name if not rel else f"{rel}/{entry.name}"
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    if name != META_DIR:
+                        stack.append(name)
+                elif stat.S_ISREG(st.st_mode):
+                    item = (st.st_mtime, name, st.st_size)
+                    if len(heap) < limit:
+                        heapq.heappush(heap, item)
+                    elif item > heap[0]:
+                        heapq.heapreplace(heap, item)
+    return _sorted(heap), scanned, False
+
+
+def _sorted(heap: list[tuple[float, str, int]]) -> list[RecentWrite]:
+    return [RecentWrite(path, mtime, size) for mtime, path, size in sorted(heap, reverse=True)]

@@ -1,0 +1,89 @@
+"""Short, stable renderings of ages, sizes and times for table cells and the detail pane.
+
+Pure functions of their arguments (the clock is passed in), so the dashboard's snapshots can
+freeze time. Durations use the units `LaneTable.duration_key` sorts by (`s`, `m`, `h`, `d`).
+"""
+
+from __future__ import annotations
+
+import time
+
+NONE = "–"
+
+
+def ago(then: float | None, now: float) -> str:
+    """`12s`, `4m`, `3h`, `2d`: how long before `now`; `–` when unknown."""
+    if then is None:
+        return NONE
+    return duration(max(0.0, now - then))
+
+
+def duration(seconds: float) -> str:
+    """A compact duration with one unit (two for hours and days)."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        hours, minutes = divmod(s // 60, 60)
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    days, hours = divmod(s // 3600, 24)
+    return f"{days}d{hours}h" if hours else f"{days}d"
+
+
+def size(count: int | None) -> str:
+    """Bytes in decimal units: `512B`, `1.2kB`, `34MB`; `…` when not counted yet."""
+    if count is None:
+        return "…"
+    value = float(count)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            if unit == "B":
+                return f"{int(value)}B"
+            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+def count(value: int | None) -> str:
+    return "…" if value is None else str(value)
+
+
+def clock(then: float | None) -> str:
+    """Local wall-clock time of day, `14:03:07`."""
+    if then is None:
+        return NONE
+    return time.strftime("%H:%M:%S", time.localtime(then))
+
+
+def stamp_time(then: float | None) -> str:
+    """Local date and time, `2025-03-01 14:03:07`."""
+    if then is None:
+        return NONE
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(then))
+
+
+def iso(then: float | None) -> str | None:
+    """UTC ISO 8601 with milliseconds, for exports."""
+    if then is None:
+        return None
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(then))
+    return f"{whole}.{int((then % 1) * 1000):03d}Z"
+
+
+def checkout_label(checkout_id: str | None, checkout_path: str | None) -> str:
+    """`slug:abcd`: the readable part of a checkout id plus enough hash to tell twins apart."""
+    if checkout_id:
+        slug, _, digest = checkout_id.rpartition("-")
+        if slug and digest:
+            return f"{slug}:{digest[:4]}"
+        return checkout_id
+    if checkout_path:
+        return checkout_path.rstrip("/").rsplit("/", 1)[-1]
+    return NONE
+
+
+def short_command(command: tuple[str, ...] | list[str], limit: int = 60) -> str:
+    text = " ".join(command)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,132 @@
+"""What the dashboard currently shows: the engine's views, split into the three tables.
+
+Pure (no Textual): `Picture.apply` takes one merged `Changes` and returns, per table, the rows
+to upsert and to remove, so the screen touches only what changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from lanewatch.model.views import Changes, Incident, NamespaceView, NsState, SourceHealth
+
+
+class View(StrEnum):
+    LANES = "lanes"
+    COLLISIONS = "collisions"
+    STALE = "stale"
+
+
+VIEW_TITLES = {View.LANES: "Lanes", View.COLLISIONS: "Collisions", View.STALE: "Stale"}
+
+# UNKNOWN ("could not tell") stays with the lanes: it may be alive, so it is never offered
+# for clearing.
+LANE_STATES = frozenset({NsState.LIVE, NsState.HUNG, NsState.UNKNOWN})
+STALE_STATES = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
+
+
+def view_of(ns: NamespaceView) -> View:
+    return View.STALE if ns.state in STALE_STATES else View.LANES
+
+
+Row = NamespaceView | Incident
+
+
+@dataclass
+class Delta:
+    """Row changes per table, produced by one `Picture.apply`."""
+
+    upserts: dict[View, dict[str, Row]] = field(default_factory=lambda: {view: {} for view in View})
+    removals: dict[View, set[str]] = field(default_factory=lambda: {view: set() for view in View})
+
+    def __bool__(self) -> bool:
+        return any(self.upserts.values()) or any(self.removals.values())
+
+    def touched(self, view: View) -> set[str]:
+        return set(self.upserts[view]) | self.removals[view]
+
+
+@dataclass
+class Picture:
+    namespaces: dict[str, NamespaceView] = field(default_factory=dict)
+    incidents: dict[str, Incident] = field(default_factory=dict)
+    health: tuple[SourceHealth, ...] = ()
+    loaded: bool = False
+    """True once the first full picture arrived."""
+    updated_at: float | None = None
+
+    def apply(self, changes: Changes) -> Delta:
+        delta = Delta()
+        if changes.full:
+            for key in set(self.namespaces) - set(changes.upserts):
+                self._remove_ns(key, delta)
+            for iid in set(self.incidents) - set(changes.incidents):
+                del self.incidents[iid]
+                delta.removals[View.COLLISIONS].add(iid)
+            self.loaded = True
+        for key in changes.removed:
+            self._remove_ns(key, delta)
+        for key, ns in changes.upserts.items():
+            old = self.namespaces.get(key)
+            self.namespaces[key] = ns
+            view = view_of(ns)
+            if old is not None and view_of(old) is not view:
+                delta.removals[view_of(old)].add(key)
+                delta.upserts[view_of(old)].pop(key, None)
+            delta.upserts[view][key] = ns
+            delta.removals[view].discard(key)
+        for iid, incident in changes.incidents.items():
+            self.incidents[iid] = incident
+            if incident.acknowledged:
+                delta.upserts[View.COLLISIONS].pop(iid, None)
+                delta.removals[View.COLLISIONS].add(iid)
+            else:
+                delta.upserts[View.COLLISIONS][iid] = incident
+                delta.removals[View.COLLISIONS].discard(iid)
+        if changes.health or changes.full:
+            self.health = tuple(changes.health)
+        self.updated_at = changes.at
+        return delta
+
+    def _remove_ns(self, key: str, delta: Delta) -> None:
+        old = self.namespaces.pop(key, None)
+        if old is not None:
+            view = view_of(old)
+            delta.removals[view].add(key)
+            delta.upserts[view].pop(key, None)
+
+    def rows(self, view: View) -> dict[str, Row]:
+        if view is View.COLLISIONS:
+            return {k: i for k, i in self.incidents.items() if not i.acknowledged}
+        return {k: ns for k, ns in self.namespaces.items() if view_of(ns) is view}
+
+    def counts(self) -> dict[View, int]:
+        result = dict.fromkeys(View, 0)
+        for ns in self.namespaces.values():
+            result[view_of(ns)] += 1
+        result[View.COLLISIONS] = sum(1 for i in self.incidents.values() if not i.acknowledged)
+        return result
+
+    def row(self, view: View, key: str) -> Row | None:
+        if view is View.COLLISIONS:
+            return self.incidents.get(key)
+        ns = self.namespaces.get(key)
+        return ns if ns is not None and view_of(ns) is view else None
+
+    def incidents_of(self, key: str) -> list[Incident]:
+        """Incidents a namespace is part of (as victim, or listed in its incident ids)."""
+        ns = self.namespaces.get(key)
+        ids: Iterable[str] = ns.incident_ids if ns is not None else ()
+        found = {iid: self.incidents[iid] for iid in ids if iid in self.incidents}
+        for iid, incident in self.incidents.items():
+            if incident.victim == key:
+                found[iid] = incident
+        return sorted(found.values(), key=lambda i: i.first_seen)
+
+    def lane_of(self, key: str | None) -> str | None:
+        ns = self.namespaces.get(key) if key else None
+        if ns is None:
+            return None
+        return ns.lane or ns.name
