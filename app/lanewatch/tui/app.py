@@ -1,0 +1,211 @@
+"""The dashboard app and the one factory (`make_app`) the CLI, the demo and the tests all use."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.message_pump import MessagePump
+
+from lanewatch.errors import LanewatchError
+from lanewatch.model.views import Incident
+from lanewatch.scheme.roots import Registry
+from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
+from lanewatch.tui.bridge import ChangeBuffer
+from lanewatch.tui.commands import LanewatchCommands
+from lanewatch.tui.flows import ActionFlows
+from lanewatch.tui.messages import ChangesPending, EngineFailed
+from lanewatch.tui.picture import Picture
+from lanewatch.tui.screens.help import HelpScreen
+from lanewatch.tui.screens.incident import IncidentScreen
+from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.screens.trash import TrashScreen
+from lanewatch.tui.widgets.lane_table import LaneTable
+
+if TYPE_CHECKING:
+    from lanewatch.sources.engine import Engine
+
+FRAME = 1 / 30  # changes reach the screen at most this often
+TICK = 1.0  # ages move on once a second
+CSS_NAME = "lanewatch.tcss"
+
+
+def css_path() -> Path:
+    """The stylesheet shipped in the wheel (`lanewatch/styles`), else the repo's `styles/`
+    (editable installs run from the source tree)."""
+    here = Path(__file__).resolve()
+    installed = here.parent.parent / "styles" / CSS_NAME
+    if installed.is_file():
+        return installed
+    return here.parents[3] / "styles" / CSS_NAME
+
+
+class LanewatchApp(ActionFlows, App[None]):
+    CSS_PATH = css_path()
+    TITLE = "lanewatch"
+    COMMANDS = App.COMMANDS | {LanewatchCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q,f10", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        root_paths: Sequence[str] = (),
+        demo_note: str | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.adapter = ActionsAdapter(engine)
+        self.picture = Picture()
+        self.buffer = ChangeBuffer(lambda: self.post_from_thread(self, ChangesPending()))
+        self.demo_note = demo_note
+        self.clock = clock
+        self.monotonic = monotonic
+        self.engine_error: str | None = None
+        self.action_log: list[ActionOutcome] = []
+        self.last_export: Path | None = None
+        self._root_paths = list(root_paths)
+        self._last_drain = 0.0
+        self._drain_armed = False
+        self._stopped = False
+        self.main = MainScreen()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.push_screen(self.main)
+        self.set_interval(TICK, self._tick, name="ages")
+        self.run_worker(
+            self._start_engine,
+            thread=True,
+            exclusive=True,
+            group="engine",
+            description="start the engine",
+            exit_on_error=False,
+        )
+
+    def _start_engine(self) -> None:
+        try:
+            self.engine.start(self.buffer.put)
+        except (LanewatchError, OSError, RuntimeError) as exc:
+            self.post_from_thread(self, EngineFailed(str(exc)))
+
+    def on_engine_failed(self, message: EngineFailed) -> None:
+        self.engine_error = message.error
+        self.main.update_chrome()
+
+    async def on_unmount(self) -> None:
+        await self.stop_engine()
+
+    async def stop_engine(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self.buffer.close()
+        await asyncio.to_thread(self.engine.stop)
+
+    def post_from_thread(self, target: MessagePump, message: Message) -> None:
+        """Post from any thread; a no-op once the app's loop has closed (shutdown)."""
+        with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+            target.post_message(message)
+
+    # -- changes → screen ---------------------------------------------------------------------
+
+    def on_changes_pending(self, message: ChangesPending) -> None:
+        if self._drain_armed:
+            return
+        delay = self._last_drain + FRAME - self.monotonic()
+        if delay <= 0:
+            self.drain()
+        else:
+            self._drain_armed = True
+            self.set_timer(delay, self._timed_drain, name="drain")
+
+    def _timed_drain(self) -> None:
+        self._drain_armed = False
+        self.drain()
+
+    def drain(self) -> None:
+        """Apply everything the engine sent since the last drain, unless the view is paused or
+        another screen is on top (the buffer keeps merging meanwhile)."""
+        main = self.main
+        if not main.is_mounted or main.paused or self.screen is not main:
+            if main.is_mounted:
+                main.update_chrome()
+            return
+        changes = self.buffer.take()
+        self._last_drain = self.monotonic()
+        if changes is None:
+            return
+        main.apply_delta(self.picture.apply(changes))
+
+    def _tick(self) -> None:
+        if self.screen is self.main:
+            self.main.tick()
+
+    # -- helpers for screens --------------------------------------------------------------------
+
+    def root_paths(self) -> list[str]:
+        from_health = [h.root for h in self.picture.health]
+        return from_health or self._root_paths
+
+    def root_count(self) -> int:
+        return len(self.root_paths())
+
+    def rescan(self) -> None:
+        self.engine.rescan()
+        self.notify("Rescanning every root", timeout=3)
+
+    def show_help(self) -> None:
+        groups = [
+            ("Views and rows", self.main.BINDINGS),
+            ("In a table", LaneTable.BINDINGS),
+            ("Incident timeline", IncidentScreen.BINDINGS),
+            ("Everywhere", [*self.BINDINGS, Binding("ctrl+p", "command_palette", "Commands")]),
+        ]
+        self.push_screen(HelpScreen(groups))  # type: ignore[arg-type]
+
+    def open_incident(self, incident: Incident) -> None:
+        victim = self.picture.namespaces.get(incident.victim or "")
+        self.push_screen(IncidentScreen(incident, victim))
+
+    def open_trash(self) -> None:
+        self.push_screen(TrashScreen(self.root_paths()), self.confirm_restore)
+
+
+def make_app(
+    roots: Sequence[Path] | None = None,
+    *,
+    poll: bool = False,
+    engine: Engine | None = None,
+    demo_note: str | None = None,
+    clock: Callable[[], float] | None = None,
+) -> LanewatchApp:
+    """The dashboard on `roots` (None: every registered root). Starts nothing until it runs;
+    the app owns the engine from then on and stops it when it exits.
+
+    `clock` (wall time, for the ages shown) is for tests that freeze time.
+    """
+    if engine is None:
+        from lanewatch.sources.engine import Engine
+
+        engine = Engine(list(roots) if roots is not None else None, poll=poll)
+    if roots is not None:
+        paths = [str(Path(r)) for r in roots]
+    else:
+        try:
+            paths = [str(p) for p in Registry().paths()]
+        except LanewatchError:
+            paths = []
+    return LanewatchApp(engine, root_paths=paths, demo_note=demo_note, clock=clock or time.time)

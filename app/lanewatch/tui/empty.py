@@ -1,0 +1,59 @@
+"""What an empty view says, so a new user knows what to do next."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rich.text import Text
+
+from lanewatch.tui.picture import View
+
+START_HINT = "lanewatch run --lane NAME -- CMD"
+
+
+class RootsSource(Protocol):
+    def root_paths(self) -> list[str]: ...
+
+
+def empty_text(
+    view: View, loaded: bool, rows: int, visible: int, filter_text: str, roots: RootsSource
+) -> Text | None:
+    """The message to show instead of the table, or None when the table has something."""
+    if not loaded:
+        return Text("Scanning the scratch roots…", style="dim")
+    if rows and not visible and filter_text:
+        text = Text("No row matches the filter ")
+        text.append(filter_text, style="bold")
+        text.append(" (esc clears it).")
+        return text
+    if rows:
+        return None
+    text = Text()
+    if view is View.LANES:
+        text.append("No lanes are running.\n\n", style="bold")
+        text.append("Start one from inside a git checkout:\n\n    ")
+        text.append(START_HINT, style="bold cyan")
+        text.append("\n\nIt appears here as soon as it claims its namespace.\n")
+    elif view is View.COLLISIONS:
+        text.append("No collisions.\n\n", style="bold")
+        text.append(
+            "A takeover, a refused claim, a foreign receipt or a process writing in another\n"
+            "lane's namespace (or in shared /tmp) shows up here, with its evidence.\n"
+        )
+    else:
+        text.append("Nothing stale.\n\n", style="bold")
+        text.append(
+            "Namespaces whose owner died, that have no valid stamp, or whose lane exited\n"
+            "show up here; c clears them into the root's trash, t restores.\n"
+        )
+    paths = roots.root_paths()
+    if paths:
+        text.append("\nWatching:\n", style="dim")
+        for path in paths[:6]:
+            text.append("    ")
+            text.append(path, style="dim")
+            text.append("\n")
+        if len(paths) > 6:
+            text.append(f"    … and {len(paths) - 6} more\n", style="dim")
+    text.append("\n? lists every key · q quits", style="dim")
+    return text

@@ -1,0 +1,218 @@
+"""Action flows shared by every screen: confirm, then run through the adapter in a worker.
+
+The rows handed in are the ones the user saw when they pressed the key (frozen engine views);
+the confirmation names them, and the actions module re-verifies each at the moment of acting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+
+from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.tui import fmt
+from lanewatch.tui.actions_adapter import (
+    ActionOutcome,
+    TrashItem,
+    describe_clear,
+    describe_kill,
+    target_label,
+)
+from lanewatch.tui.columns import intruder_label
+from lanewatch.tui.export import IncidentReport, build_report, write_report
+from lanewatch.tui.messages import ActionsFinished, ExportFinished
+from lanewatch.tui.screens.confirm import ConfirmScreen
+
+if TYPE_CHECKING:
+    from lanewatch.tui.app import LanewatchApp
+
+
+def _ns_line(ns: NamespaceView) -> Text:
+    line = Text(target_label(ns), style="bold")
+    line.append(f"  {ns.state.value}", style="dim")
+    if ns.pid is not None:
+        line.append(f"  pid {ns.pid}")
+    line.append("  owner ")
+    line.append(ns.user or "?")
+    line.append(" in ")
+    line.append(ns.checkout_path or "?")
+    return line
+
+
+def _incident_line(incident: Incident, victim: str) -> Text:
+    line = Text(incident.kind, style="bold red")
+    line.append(f"  {incident.id}  victim ")
+    line.append(victim)
+    line.append("  intruder ")
+    line.append(intruder_label(dict(incident.intruder)))
+    return line
+
+
+class ActionFlows:
+    """Mixed into `LanewatchApp`."""
+
+    def confirm_kill(self: LanewatchApp, targets: Sequence[NamespaceView]) -> None:
+        if not targets:
+            return
+        what = (
+            describe_kill(targets[0])
+            if len(targets) == 1
+            else f"Send SIGTERM to the owners of these {len(targets)} lanes and their process "
+            "groups. Each identity is re-checked at the moment of the signal."
+        )
+        self._confirm(
+            f"Kill {len(targets)} lane{'s' if len(targets) > 1 else ''}?",
+            [_ns_line(ns) for ns in targets],
+            what,
+            "Kill",
+            "kill",
+            self.adapter.kill,
+            targets,
+        )
+
+    def confirm_clear(self: LanewatchApp, targets: Sequence[NamespaceView]) -> None:
+        if not targets:
+            return
+        size = sum(ns.bytes or 0 for ns in targets)
+        what = (
+            describe_clear(targets[0])
+            if len(targets) == 1
+            else f"Move these {len(targets)} namespaces ({fmt.size(size)}) into their roots' "
+            "trash. Any that is locked or in use is refused; t restores."
+        )
+        self._confirm(
+            f"Clear {len(targets)} namespace{'s' if len(targets) > 1 else ''}?",
+            [_ns_line(ns) for ns in targets],
+            what,
+            "Clear",
+            "clear",
+            self.adapter.clear,
+            targets,
+        )
+
+    def confirm_acknowledge(self: LanewatchApp, targets: Sequence[Incident]) -> None:
+        if not targets:
+            return
+        lines = [_incident_line(i, self.picture.lane_of(i.victim) or "?") for i in targets]
+        self._confirm(
+            f"Acknowledge {len(targets)} incident{'s' if len(targets) > 1 else ''}?",
+            lines,
+            "Mark as seen: they leave the Collisions view; `lanewatch incidents` still lists "
+            "them and their evidence stays on disk.",
+            "Acknowledge",
+            "acknowledge",
+            self.adapter.acknowledge,
+            targets,
+        )
+
+    def confirm_restore(self: LanewatchApp, item: TrashItem | None) -> None:
+        if item is None:
+            return
+        line = Text(item.lane or item.name, style="bold")
+        line.append("  from the trash of ")
+        line.append(item.root)
+        self._confirm(
+            "Restore from trash?",
+            [line],
+            f"Move it back to {item.original}. Refused if that name is taken again.",
+            "Restore",
+            "restore",
+            self.adapter.restore,
+            [item],
+        )
+
+    def _confirm(
+        self: LanewatchApp,
+        title: str,
+        lines: list[Text],
+        what: str,
+        verb_label: str,
+        verb: str,
+        func: Callable[[Any], ActionOutcome],
+        targets: Sequence[Any],
+    ) -> None:
+        frozen = tuple(targets)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_actions(verb, func, frozen)
+            else:
+                self.notify(f"{verb_label} cancelled", timeout=3)
+
+        self.push_screen(ConfirmScreen(title, lines, what, verb_label), answered)
+
+    def run_actions(
+        self: LanewatchApp,
+        verb: str,
+        func: Callable[[Any], ActionOutcome],
+        targets: Sequence[Any],
+    ) -> None:
+        self.run_worker(
+            partial(self._act, verb, func, tuple(targets)),
+            thread=True,
+            group="actions",
+            description=f"{verb} {len(targets)} target(s)",
+            exit_on_error=False,
+        )
+
+    def _act(
+        self: LanewatchApp,
+        verb: str,
+        func: Callable[[Any], ActionOutcome],
+        targets: tuple[Any, ...],
+    ) -> None:
+        outcomes = tuple(func(target) for target in targets)
+        self.post_from_thread(self, ActionsFinished(verb, outcomes))
+
+    def on_actions_finished(self: LanewatchApp, message: ActionsFinished) -> None:
+        self.action_log.extend(message.outcomes)
+        for outcome in message.outcomes:
+            self.notify(
+                outcome.message,
+                title=f"{outcome.verb}: {outcome.target}",
+                severity="information" if outcome.ok else "error",
+                markup=False,
+                timeout=6 if outcome.ok else 12,
+            )
+
+    # -- incidents ---------------------------------------------------------------------------
+
+    def export_incident(
+        self: LanewatchApp, incident: Incident, kind: str, target: Path | None = None
+    ) -> None:
+        """Build the incident's report and write it (both off the UI thread)."""
+        victim = self.picture.namespaces.get(incident.victim or "")
+        now = self.clock()
+        self._export(lambda: build_report(incident, victim, now), kind, target)
+
+    def write_export(
+        self: LanewatchApp, report: IncidentReport, kind: str, target: Path | None = None
+    ) -> None:
+        self._export(lambda: report, kind, target)
+
+    def _export(
+        self: LanewatchApp,
+        report: Callable[[], IncidentReport],
+        kind: str,
+        target: Path | None,
+    ) -> None:
+        def work() -> None:
+            try:
+                path = write_report(report(), kind, target)
+            except OSError as exc:
+                self.post_from_thread(self, ExportFinished(str(target or Path.cwd()), str(exc)))
+                return
+            self.post_from_thread(self, ExportFinished(str(path)))
+
+        self.run_worker(work, thread=True, group="export", exit_on_error=False)
+
+    def on_export_finished(self: LanewatchApp, message: ExportFinished) -> None:
+        if message.error:
+            self.notify(f"Export failed: {message.error}", severity="error", markup=False)
+        else:
+            self.last_export = Path(message.path)
+            self.notify(f"Wrote {message.path}", title="Exported", markup=False)

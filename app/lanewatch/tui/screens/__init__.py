@@ -1,0 +1,1 @@
+"""The dashboard's screens: main (three views), incident timeline, help, confirm, trash."""

@@ -1,0 +1,76 @@
+"""The help screen: every key of the dashboard, read from the live bindings so it cannot drift."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+INTRO = (
+    "lanewatch shows every lane's scratch namespace on every known root, live.\n"
+    "Start a lane with:  lanewatch run --lane NAME -- CMD\n"
+)
+LEGEND = (
+    "States: live (owner alive, heartbeat fresh) · hung (alive, heartbeat overdue) · "
+    "stale (owner dead or its pid reused) · orphan (no valid stamp) · released (exited "
+    "cleanly, files kept) · unknown (could not tell). A trailing ? means the state was "
+    "inferred (from timing or open files), not known from the kernel."
+)
+
+
+def key_display(keys: str) -> str:
+    names = []
+    for key in keys.split(","):
+        key = key.strip()
+        names.append(
+            {
+                "question_mark": "?",
+                "slash": "/",
+                "less_than_sign": "<",
+                "greater_than_sign": ">",
+                "space": "space",
+                "escape": "esc",
+            }.get(key, key)
+        )
+    return " ".join(names)
+
+
+def help_rows(groups: Sequence[tuple[str, Iterable[Binding]]]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    for title, bindings in groups:
+        table.add_row(Text(title, style="bold underline"), "")
+        seen: set[str] = set()
+        for binding in bindings:
+            if binding.description in seen or not binding.description:
+                continue
+            seen.add(binding.description)
+            table.add_row(key_display(binding.key), Text(binding.description))
+        table.add_row("", "")
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark,f1", "dismiss", "Close help"),
+    ]
+
+    def __init__(self, groups: Sequence[tuple[str, Sequence[Binding]]]) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-body") as body:
+            body.border_title = "Keys"
+            body.border_subtitle = "esc closes"
+            yield Static(Text(INTRO), markup=False)
+            yield Static(help_rows(self.groups), markup=False)
+            yield Static(Text(LEGEND, style="dim"), markup=False)

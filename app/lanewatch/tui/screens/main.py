@@ -1,0 +1,429 @@
+"""The main screen: Lanes, Collisions and Stale a key apart, a detail pane, a filter, a status
+line. Rows change by key only (never clear-and-refill); the cursor and marks follow keys."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Vertical
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Footer, Input, Static
+
+from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.tui import columns
+from lanewatch.tui.actions_adapter import can_clear, can_kill
+from lanewatch.tui.details import Detail, load_detail
+from lanewatch.tui.empty import empty_text
+from lanewatch.tui.messages import DetailLoaded
+from lanewatch.tui.picture import Delta, Row, View
+from lanewatch.tui.widgets.detail import DetailPane, incident_renderable, namespace_renderable
+from lanewatch.tui.widgets.lane_table import Cell, LaneTable
+from lanewatch.tui.widgets.status import StatusLine, StatusState
+from lanewatch.tui.widgets.viewbar import ViewBar
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from lanewatch.tui.app import LanewatchApp
+
+DETAIL_REFRESH = 2.0  # seconds between re-reads of the selected row's ledger and files
+ORDER = (View.LANES, View.COLLISIONS, View.STALE)
+
+
+class MainScreen(Screen[None]):
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (200, "-wide")]
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("1", "view('lanes')", "Lanes", show=False),
+        Binding("2", "view('collisions')", "Collisions", show=False),
+        Binding("3", "view('stale')", "Stale", show=False),
+        Binding("tab", "cycle(1)", "Next view"),
+        Binding("shift+tab", "cycle(-1)", "Previous view", show=False),
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "escape", "Clear filter / marks", show=False),
+        Binding("k,f9", "kill", "Kill"),
+        Binding("c,f8", "clear", "Clear"),
+        Binding("a", "acknowledge", "Acknowledge"),
+        Binding("enter", "open", "Timeline", show=False),
+        Binding("e", "export('md')", "Export incident .md", show=False),
+        Binding("E", "export('json')", "Export incident .json", show=False),
+        Binding("t", "trash", "Trash / restore", show=False),
+        Binding("greater_than_sign,f6", "sort(1)", "Sort next column", show=False),
+        Binding("less_than_sign", "sort(-1)", "Sort previous column", show=False),
+        Binding("I", "invert_sort", "Invert sort", show=False),
+        Binding("f", "follow", "Follow"),
+        Binding("p,Z", "pause", "Pause"),
+        Binding("U", "unmark", "Unmark all", show=False),
+        Binding("d", "toggle_detail", "Detail pane", show=False),
+        Binding("ctrl+r", "rescan", "Rescan roots", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = View.LANES
+        self.paused = False
+        self.follow = False
+        self._detail: Detail | None = None
+        self._detail_key: str | None = None
+        self._detail_at = 0.0
+
+    @property
+    def lw(self) -> LanewatchApp:
+        return self.app  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield ViewBar(id="viewbar")
+        with Container(id="body"):
+            with ContentSwitcher(initial=View.LANES.value, id="views"):
+                for view in ORDER:
+                    with Vertical(id=view.value, classes="view"):
+                        yield LaneTable(columns.COLUMNS[view], id=f"table-{view.value}")
+                        yield Static("", id=f"empty-{view.value}", classes="empty", markup=False)
+            yield DetailPane(id="detail")
+        yield Input(placeholder="filter: type to narrow, enter keeps, esc clears", id="filter")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for view in ORDER:
+            column, reverse = columns.DEFAULT_SORT[view]
+            self.table(view).sort_by(column, reverse=reverse)
+        self.table(self.view).focus()
+        self.refresh_view(self.view)
+
+    def table(self, view: View | None = None) -> LaneTable:
+        return self.query_one(f"#table-{(view or self.view).value}", LaneTable)
+
+    # ------------------------------------------------------------ applying data
+
+    def build_row(self, view: View, row: Row, now: float) -> tuple[Cell, ...]:
+        if view is View.COLLISIONS:
+            assert isinstance(row, Incident)
+            return columns.collisions_row(row, now, self._victim_label)
+        assert isinstance(row, NamespaceView)
+        if view is View.LANES:
+            return columns.lanes_row(row, now)
+        return columns.stale_row(row, now)
+
+    def _victim_label(self, key: str | None) -> str:
+        return self.lw.picture.lane_of(key) or (key or "–")
+
+    def apply_delta(self, delta: Delta) -> None:
+        """Put one drained batch on screen: only the rows it touched."""
+        now = self.lw.clock()
+        for view in ORDER:
+            upserts = delta.upserts[view]
+            removals = delta.removals[view]
+            if upserts or removals:
+                rows = {key: self.build_row(view, row, now) for key, row in upserts.items()}
+                self.table(view).apply(rows, removals)
+        if self.follow:
+            self._follow()
+        self.update_chrome()
+        key = self.table().cursor_key
+        if key is not None and key in delta.touched(self.view):
+            self.show_detail()
+
+    def refresh_view(self, view: View) -> None:
+        """Re-render every row of one view (ages move on): unchanged rows cost nothing."""
+        now = self.lw.clock()
+        rows = self.lw.picture.rows(view)
+        table = self.table(view)
+        cells = {key: self.build_row(view, row, now) for key, row in rows.items()}
+        table.apply(cells, [key for key in table.visible_keys if key not in rows])
+        self.update_chrome()
+
+    def tick(self) -> None:
+        """Once a second: ages in the current view and the detail pane."""
+        if not self.paused and self.lw.picture.loaded:
+            self.refresh_view(self.view)
+            self.show_detail()
+
+    def _follow(self) -> None:
+        rows = self.lw.picture.rows(self.view)
+        if not rows:
+            return
+
+        def recency(item: tuple[str, Row]) -> float:
+            row = item[1]
+            if isinstance(row, Incident):
+                return row.last_seen
+            if self.view is View.STALE:
+                return columns.stale_since(row) or 0.0
+            return max(row.last_write or 0.0, row.started_at or 0.0)
+
+        key, _ = max(rows.items(), key=recency)
+        self.table().move_cursor(key)
+
+    # ------------------------------------------------------------------ chrome
+
+    def update_chrome(self) -> None:
+        pic = self.lw.picture
+        self.query_one(ViewBar).show(self.view, pic.counts())
+        self.query_one(StatusLine).show(
+            StatusState(
+                loaded=pic.loaded,
+                roots=self.lw.root_count(),
+                health=pic.health,
+                paused=self.paused,
+                pending=self.lw.buffer.pending,
+                follow=self.follow,
+                filter=self.table().filter_text,
+                marks=len(self.table().marked),
+                error=self.lw.engine_error,
+                note=self.lw.demo_note,
+            )
+        )
+        for view in ORDER:
+            table = self.table(view)
+            message = empty_text(
+                view,
+                pic.loaded,
+                table.row_count,
+                len(table.visible_keys),
+                table.filter_text,
+                self.lw,
+            )
+            empty = self.query_one(f"#empty-{view.value}", Static)
+            empty.display = message is not None
+            table.display = message is None
+            if message is not None:
+                empty.update(message)
+        self.refresh_bindings()
+
+    # ------------------------------------------------------------------ detail
+
+    @on(LaneTable.RowHighlighted)
+    def _highlighted(self, event: LaneTable.RowHighlighted) -> None:
+        if event.table is self.table():
+            self.show_detail()
+            self.refresh_bindings()
+
+    @on(LaneTable.MarksChanged)
+    def _marks(self, event: LaneTable.MarksChanged) -> None:
+        self.update_chrome()
+
+    def selected_row(self) -> Row | None:
+        key = self.table().cursor_key
+        return None if key is None else self.lw.picture.row(self.view, str(key))
+
+    def show_detail(self) -> None:
+        pane = self.query_one(DetailPane)
+        row = self.selected_row()
+        now = self.lw.clock()
+        if row is None:
+            pane.show("")
+            return
+        if isinstance(row, Incident):
+            pane.show(incident_renderable(row, self._victim_label, now))
+            return
+        detail = self._detail if self._detail_key == row.key else None
+        incidents = self.lw.picture.incidents_of(row.key)
+        pane.show(namespace_renderable(row, detail, incidents, now))
+        mono = self.lw.monotonic()
+        if self._detail_key != row.key or mono - self._detail_at >= DETAIL_REFRESH:
+            if self._detail_key != row.key:
+                self._detail = None
+            self._detail_key, self._detail_at = row.key, mono
+            self._load_detail(row.key)
+
+    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
+    def _load_detail(self, key: str) -> None:
+        from pathlib import Path
+
+        self.lw.post_from_thread(self, DetailLoaded(load_detail(Path(key))))
+
+    @on(DetailLoaded)
+    def _detail_loaded(self, message: DetailLoaded) -> None:
+        if message.detail.key == self._detail_key:
+            self._detail = message.detail
+            row = self.selected_row()
+            if isinstance(row, NamespaceView) and row.key == message.detail.key:
+                now = self.lw.clock()
+                incidents = self.lw.picture.incidents_of(row.key)
+                self.query_one(DetailPane).show(
+                    namespace_renderable(row, self._detail, incidents, now)
+                )
+
+    @property
+    def detail(self) -> Detail | None:
+        return self._detail
+
+    # ------------------------------------------------------------- selection
+
+    def targets(self) -> list[Row]:
+        """The marked rows of this view (as shown now), else the cursor row."""
+        table = self.table()
+        keys = [k for k in table.visible_keys if k in table.marked] or (
+            [table.cursor_key] if table.cursor_key is not None else []
+        )
+        rows = (self.lw.picture.row(self.view, str(k)) for k in keys)
+        return [row for row in rows if row is not None]
+
+    def namespace_targets(self) -> list[NamespaceView]:
+        return [row for row in self.targets() if isinstance(row, NamespaceView)]
+
+    def incident_targets(self) -> list[Incident]:
+        return [row for row in self.targets() if isinstance(row, Incident)]
+
+    def selected_incident(self) -> Incident | None:
+        row = self.selected_row()
+        if isinstance(row, Incident):
+            return row
+        if isinstance(row, NamespaceView):
+            incidents = self.lw.picture.incidents_of(row.key)
+            return incidents[-1] if incidents else None
+        return None
+
+    # ------------------------------------------------------------- bindings
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "kill":
+            if self.view is not View.LANES:
+                return False
+            return True if any(can_kill(ns) for ns in self.namespace_targets()) else None
+        if action == "clear":
+            if self.view is not View.STALE:
+                return False
+            return True if any(can_clear(ns) for ns in self.namespace_targets()) else None
+        if action == "acknowledge":
+            if self.view is not View.COLLISIONS:
+                return False
+            open_ = [i for i in self.incident_targets() if not i.acknowledged]
+            return True if open_ else None
+        if action in ("open", "export"):
+            return True if self.selected_incident() is not None else None
+        if action == "unmark":
+            return True if self.table().marked else None
+        if action == "sort":
+            return True if self.table().row_count else None
+        return True
+
+    # ------------------------------------------------------------- actions
+
+    def action_help(self) -> None:
+        self.lw.show_help()
+
+    def action_view(self, name: str) -> None:
+        self.switch_to(View(name))
+
+    def action_cycle(self, step: int) -> None:
+        self.switch_to(ORDER[(ORDER.index(self.view) + step) % len(ORDER)])
+
+    def switch_to(self, view: View) -> None:
+        if view is self.view:
+            return
+        self.view = view
+        self.query_one(ContentSwitcher).current = view.value
+        self.refresh_view(view)
+        filter_input = self.query_one("#filter", Input)
+        filter_input.value = self.table().filter_text
+        filter_input.display = bool(self.table().filter_text)
+        self.table().focus()
+        self.show_detail()
+
+    @on(ViewBar.Picked)
+    def _picked(self, event: ViewBar.Picked) -> None:
+        self.switch_to(event.view)
+
+    def action_filter(self) -> None:
+        filter_input = self.query_one("#filter", Input)
+        filter_input.display = True
+        filter_input.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.table().set_filter(event.value)
+        self.update_chrome()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        filter_input = self.query_one("#filter", Input)
+        filter_input.display = bool(event.value)
+        self.table().focus()
+
+    def action_escape(self) -> None:
+        filter_input = self.query_one("#filter", Input)
+        if self.table().filter_text or filter_input.display:
+            filter_input.value = ""
+            self.table().set_filter("")
+            filter_input.display = False
+            self.table().focus()
+        elif self.table().marked:
+            self.table().clear_marks()
+        self.update_chrome()
+
+    def action_sort(self, step: int) -> None:
+        table = self.table()
+        keys = [c.key for c in table.columns]
+        current = table.sort_column
+        index = keys.index(current) + step if current in keys else 0
+        table.sort_by(keys[index % len(keys)], reverse=table.sort_reverse)
+
+    def action_invert_sort(self) -> None:
+        table = self.table()
+        table.sort_by(table.sort_column or table.columns[0].key, reverse=not table.sort_reverse)
+
+    def action_sort_column(self, column: str) -> None:
+        self.table().sort_by(column, reverse=self.table().sort_reverse)
+
+    def action_follow(self) -> None:
+        self.follow = not self.follow
+        if self.follow:
+            self._follow()
+        self.update_chrome()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if not self.paused:
+            self.lw.drain()
+            self.refresh_view(self.view)
+        self.update_chrome()
+
+    def action_unmark(self) -> None:
+        self.table().clear_marks()
+
+    def action_toggle_detail(self) -> None:
+        pane = self.query_one(DetailPane)
+        pane.display = not pane.display
+
+    def action_rescan(self) -> None:
+        self.lw.rescan()
+
+    def action_kill(self) -> None:
+        self.lw.confirm_kill([ns for ns in self.namespace_targets() if can_kill(ns)])
+
+    def action_clear(self) -> None:
+        self.lw.confirm_clear([ns for ns in self.namespace_targets() if can_clear(ns)])
+
+    def action_acknowledge(self) -> None:
+        self.lw.confirm_acknowledge([i for i in self.incident_targets() if not i.acknowledged])
+
+    def action_open(self) -> None:
+        incident = self.selected_incident()
+        if incident is not None:
+            self.lw.open_incident(incident)
+
+    @on(LaneTable.RowSelected)
+    def _selected(self, event: LaneTable.RowSelected) -> None:
+        self.action_open()
+
+    def action_export(self, kind: str, target: Path | None = None) -> None:
+        incident = self.selected_incident()
+        if incident is not None:
+            self.lw.export_incident(incident, kind, target)
+
+    def action_trash(self) -> None:
+        self.lw.open_trash()
+
+    def on_screen_resume(self) -> None:
+        # Changes kept merging while another screen was on top: show them now.
+        self.lw.drain()
+        self.refresh_view(self.view)
+        self.show_detail()

@@ -1,0 +1,102 @@
+"""The trash of every watched root: pick a cleared namespace to restore (after a confirmation)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from lanewatch.tui import fmt
+from lanewatch.tui.actions_adapter import TrashItem
+from lanewatch.tui.columns import untrusted
+from lanewatch.tui.messages import TrashLoaded
+from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
+
+if TYPE_CHECKING:
+    from lanewatch.tui.app import LanewatchApp
+
+TRASH_COLUMNS = (
+    Column("lane", "LANE", max_width=24),
+    Column("name", "NAMESPACE", max_width=40),
+    Column("cleared", "CLEARED"),
+    Column("by", "BY", max_width=16),
+    Column("bytes", "BYTES", justify="right", sort_key=number_key),
+    Column("root", "ROOT", max_width=40),
+)
+
+
+class TrashScreen(ModalScreen[TrashItem | None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "close", "Close"),
+        Binding("r", "restore", "Restore"),
+    ]
+
+    def __init__(self, roots: list[str]) -> None:
+        super().__init__()
+        self.roots = roots
+        self.items: dict[str, TrashItem] = {}
+
+    @property
+    def lw(self) -> LanewatchApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="trash-body") as body:
+            body.border_title = "Trash"
+            body.border_subtitle = "enter/r restores · esc closes"
+            yield LaneTable(TRASH_COLUMNS, id="trash-table")
+            yield Static(Text("reading the trash…", style="dim"), id="trash-note", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one(LaneTable).focus()
+        self._load()
+
+    @work(thread=True, exclusive=True, group="trash", exit_on_error=False)
+    def _load(self) -> None:
+        try:
+            items, error = self.lw.adapter.trash(self.roots), None
+        except OSError as exc:
+            items, error = [], str(exc)
+        self.lw.post_from_thread(self, TrashLoaded(tuple(items), error))
+
+    @on(TrashLoaded)
+    def _loaded(self, message: TrashLoaded) -> None:
+        self.items = {item.id: item for item in message.items}
+        rows: dict[str, tuple[Cell, ...]] = {
+            item.id: (
+                untrusted(item.lane),
+                untrusted(item.name),
+                fmt.stamp_time(item.cleared_at),
+                untrusted(item.cleared_by),
+                fmt.size(item.bytes),
+                untrusted(item.root),
+            )
+            for item in message.items
+        }
+        self.query_one(LaneTable).apply(rows)
+        note = self.query_one("#trash-note", Static)
+        if message.error:
+            note.update(Text(message.error, style="red"))
+        elif not rows:
+            note.update(Text("The trash is empty.", style="dim"))
+        else:
+            note.update(Text(f"{len(rows)} cleared namespace(s)", style="dim"))
+
+    @on(LaneTable.RowSelected)
+    def _selected(self, event: LaneTable.RowSelected) -> None:
+        self.action_restore()
+
+    def action_restore(self) -> None:
+        key = self.query_one(LaneTable).cursor_key
+        item = self.items.get(str(key)) if key is not None else None
+        if item is not None:
+            self.dismiss(item)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

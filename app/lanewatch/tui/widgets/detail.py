@@ -1,0 +1,152 @@
+"""The detail pane: everything about the selected row. Untrusted strings are `Text`, always."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.tui import fmt
+from lanewatch.tui.columns import STATE_STYLES, intruder_label, lane_label
+from lanewatch.tui.details import Detail
+
+
+def _grid() -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    return grid
+
+
+def _t(value: object, style: str = "") -> Text:
+    return Text("–" if value is None or value == "" else str(value), style=style)
+
+
+def _section(title: str) -> Text:
+    return Text(f"\n{title}", style="bold underline")
+
+
+def namespace_renderable(
+    ns: NamespaceView, detail: Detail | None, incidents: Sequence[Incident], now: float
+) -> RenderableType:
+    title = Text(lane_label(ns), style="bold")
+    title.append("  ")
+    title.append(ns.state.value, style=STATE_STYLES.get(ns.state, ""))
+    title.append(f" ({ns.grade})", style="dim")
+    owner = _grid()
+    owner.add_row("why", _t(ns.reason))
+    owner.add_row("checkout", _t(ns.checkout_path))
+    owner.add_row("checkout id", _t(ns.checkout_id))
+    owner.add_row("host", _t(ns.host))
+    owner.add_row("pid", _t(ns.pid))
+    owner.add_row("user", _t(ns.user))
+    owner.add_row("command", _t(" ".join(ns.command) if ns.command else None))
+    owner.add_row("started", _t(f"{fmt.stamp_time(ns.started_at)} ({fmt.ago(ns.started_at, now)})"))
+    beat = f"{fmt.ago(ns.heartbeat_at, now)} ago"
+    if ns.heartbeat_interval:
+        beat += f", every {ns.heartbeat_interval:g}s"
+    owner.add_row("heartbeat", _t(beat))
+    if ns.released_at is not None:
+        owner.add_row("released", _t(fmt.stamp_time(ns.released_at)))
+    if ns.exit_code is not None:
+        owner.add_row("exit code", _t(ns.exit_code))
+    owner.add_row("stamp", _t(ns.stamp_status))
+    owner.add_row("path", _t(ns.key))
+    owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.size(ns.bytes)}"))
+    parts: list[RenderableType] = [title, owner]
+    parts.extend(_writes_and_ledger(detail, now))
+    parts.append(_section("Incidents"))
+    if incidents:
+        table = _grid()
+        for inc in incidents:
+            label = Text(inc.kind, style="red")
+            if inc.acknowledged:
+                label.append(" (ack)", style="dim")
+            row = Text(f"{inc.id}  ×{inc.count}  last {fmt.ago(inc.last_seen, now)} ago  ")
+            row.append(intruder_label(dict(inc.intruder)))
+            table.add_row(label, row)
+        parts.append(table)
+    else:
+        parts.append(Text("none", style="dim"))
+    return Group(*parts)
+
+
+def _writes_and_ledger(detail: Detail | None, now: float) -> list[RenderableType]:
+    parts: list[RenderableType] = [_section("Recent writes")]
+    if detail is None:
+        parts.append(Text("reading…", style="dim"))
+    elif detail.error:
+        parts.append(Text(detail.error, style="red"))
+    elif not detail.writes:
+        parts.append(Text("no files yet", style="dim"))
+    else:
+        writes = _grid()
+        for w in detail.writes:
+            writes.add_row(
+                Text(f"{fmt.ago(w.mtime, now)} ago", style="dim"),
+                Text(f"{fmt.size(w.size):>6}  ").append(w.path),
+            )
+        parts.append(writes)
+        if detail.truncated:
+            parts.append(Text(f"(looked at the first {detail.scanned} entries)", style="dim"))
+    parts.append(_section("Ledger"))
+    if detail is None:
+        parts.append(Text("reading…", style="dim"))
+    elif not detail.ledger:
+        parts.append(Text("empty", style="dim"))
+    else:
+        ledger = _grid()
+        for line in detail.ledger:
+            extra = json.dumps(line.fields, sort_keys=True, default=str) if line.fields else ""
+            ledger.add_row(
+                Text(fmt.clock(line.time), style="dim"),
+                Text(f"{line.event} ", style="bold").append(f"{line.lane} pid {line.pid} ")
+                + Text(extra, style="dim"),
+            )
+        parts.append(ledger)
+    if detail is not None and detail.stamp is not None and not detail.stamp.ok:
+        parts.append(_section("Owner stamp"))
+        parts.append(Text(f"{detail.stamp.status.value}: {detail.stamp.detail}", style="yellow"))
+    return parts
+
+
+def incident_renderable(
+    inc: Incident, victim_label: Callable[[str | None], str], now: float
+) -> RenderableType:
+    title = Text(inc.kind, style="bold red")
+    title.append(f"  {inc.id}", style="dim")
+    grid = _grid()
+    grid.add_row("victim", _t(victim_label(inc.victim)))
+    grid.add_row("namespace", _t(inc.victim))
+    grid.add_row("intruder", _t(intruder_label(dict(inc.intruder))))
+    command = inc.intruder.get("command")
+    if command:
+        grid.add_row(
+            "command", _t(" ".join(command) if isinstance(command, list | tuple) else command)
+        )
+    grid.add_row(
+        "first seen", _t(f"{fmt.stamp_time(inc.first_seen)} ({fmt.ago(inc.first_seen, now)} ago)")
+    )
+    grid.add_row(
+        "last seen", _t(f"{fmt.stamp_time(inc.last_seen)} ({fmt.ago(inc.last_seen, now)} ago)")
+    )
+    grid.add_row("count", _t(inc.count))
+    grid.add_row("grade", _t(inc.grade))
+    grid.add_row("evidence", _t(f"{len(inc.evidence)} items — enter opens the timeline"))
+    return Group(title, grid)
+
+
+class DetailPane(VerticalScroll, can_focus=False):
+    """A scrollable pane; the screen decides what goes in."""
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static("", id="detail-body", markup=False)
+
+    def show(self, renderable: RenderableType) -> None:
+        self.query_one("#detail-body", Static).update(renderable)

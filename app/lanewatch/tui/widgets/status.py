@@ -1,0 +1,102 @@
+"""The status line: what the sources are doing (degraded, polling, overflow rescans, a missing
+root), and what the view is doing (paused, filtered, following, marks)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import Static
+
+from lanewatch.model.views import SourceHealth
+
+HEALTH_STYLES = {
+    "polling": "yellow",
+    "overflow-rescan": "yellow",
+    "degraded": "bold red",
+    "missing": "bold red",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StatusState:
+    loaded: bool = False
+    roots: int = 0
+    health: tuple[SourceHealth, ...] = ()
+    paused: bool = False
+    pending: bool = False
+    follow: bool = False
+    filter: str = ""
+    marks: int = 0
+    error: str | None = None
+    note: str | None = None
+
+
+def health_text(health: Sequence[SourceHealth]) -> Text:
+    text = Text(end="")
+    for item in health:
+        if item.status == "ok":
+            continue
+        if text:
+            text.append(" · ")
+        text.append(item.status, style=HEALTH_STYLES.get(item.status, "red"))
+        text.append(" ")
+        text.append(item.root)
+        if item.detail:
+            text.append(f" ({item.detail})", style="dim")
+    return text
+
+
+def status_text(state: StatusState) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis", end="")
+    if state.paused:
+        waiting = ", changes waiting" if state.pending else ""
+        text.append(f" PAUSED{waiting}: p resumes ", style="bold reverse yellow")
+        text.append(" ")
+    if state.error:
+        text.append("engine error: ", style="bold red")
+        text.append(state.error)
+        text.append("  ")
+    elif not state.loaded:
+        text.append(f"scanning {state.roots} root{'s' if state.roots != 1 else ''}…", style="dim")
+        text.append("  ")
+    problems = health_text(state.health)
+    if problems:
+        text.append_text(problems)
+        text.append("  ")
+    elif state.loaded and not state.error:
+        text.append(f"watching {state.roots} root{'s' if state.roots != 1 else ''}", style="dim")
+        text.append("  ")
+    if state.filter:
+        text.append("filter: ", style="bold")
+        text.append(state.filter)
+        text.append("  ")
+    if state.follow:
+        text.append("follow", style="bold cyan")
+        text.append("  ")
+    if state.marks:
+        text.append(f"{state.marks} marked", style="bold")
+        text.append("  ")
+    if state.note:
+        text.append(state.note, style="italic")
+    return text
+
+
+class StatusLine(Static):
+    """One line above the footer."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id, markup=False)
+        self._state = StatusState()
+
+    @property
+    def state(self) -> StatusState:
+        return self._state
+
+    def show(self, state: StatusState) -> None:
+        if state != self._state:
+            self._state = state
+            self.update(status_text(state))
+            self.set_class(state.paused, "-paused")
+            self.set_class(bool(health_text(state.health)) or bool(state.error), "-degraded")
