@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from lanewatch import __version__
-from lanewatch.cli import id_cmd, roots_cmd, run_cmd
+from lanewatch.cli import dash_cmd, id_cmd, roots_cmd, run_cmd
 
 
 @click.group(invoke_without_command=True)
@@ -17,13 +17,14 @@ def cli(ctx: click.Context) -> None:
     Without a command, opens the dashboard on every known scratch root.
     """
     if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+        ctx.invoke(dash_cmd.dash_command)
 
 
 # Register commands here, one line per module.
 cli.add_command(id_cmd.id_command)
 cli.add_command(run_cmd.run_command)
 cli.add_command(roots_cmd.roots_command)
+cli.add_command(dash_cmd.dash_command)
 
 
 def main() -> None:

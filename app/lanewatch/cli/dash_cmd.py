@@ -1,0 +1,41 @@
+"""`lanewatch dash` (and bare `lanewatch`): the dashboard. Textual is imported only here, inside
+the command, so `lanewatch run` and friends never load it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lanewatch.cli.common import friendly_errors
+
+
+@click.command("dash")
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Watch this scratch root (repeatable; default: every known root).",
+)
+@click.option("--poll", is_flag=True, help="Poll instead of inotify (network filesystems).")
+@click.option(
+    "--smoke",
+    is_flag=True,
+    hidden=True,
+    help="Start headless, wait for the first picture, print a summary and exit (for tests).",
+)
+@friendly_errors
+def dash_command(roots: tuple[Path, ...], poll: bool, smoke: bool) -> None:
+    """Open the dashboard: live lanes, collisions and stale namespaces.
+
+    Press ? inside for every key.
+    """
+    from lanewatch.tui.app import make_app
+
+    app = make_app(list(roots) or None, poll=poll)
+    if smoke:
+        from lanewatch.tui.smoke import smoke_run
+
+        raise SystemExit(smoke_run(app))
+    app.run()
