@@ -1,0 +1,845 @@
+"""A virtualised, keyed table on Textual's Line API, built for thousands of live rows.
+
+Textual's `DataTable` re-renders every visible cell on any change. `LaneTable` keeps one
+rendered `Strip` per row key and invalidates only the rows a batch changed, so a one-cell change
+costs one row render and one line repaint. Order (sort + filter) is rebuilt only when a batch
+changed something that affects it; the cursor and the marks follow row keys, never indices.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from rich.cells import cell_len, set_cell_size
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+RowKey = Hashable
+Cell = str | Text
+Justify = Literal["left", "center", "right"]
+SortKey = Callable[[Cell], Any]
+
+# Untrusted strings (paths, commands) may carry control characters: a raw ESC would reach the
+# terminal, and a newline would break the one-line layout. Each maps to one visible cell, so the
+# spans of a `Text` stay valid after the swap.
+_CONTROL = {c: "\ufffd" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_CONTROL.update({ord("\t"): " ", ord("\n"): " ", ord("\r"): " "})
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SORT_MARKS = {False: " ▲", True: " ▼"}
+_SORT_MARK_WIDTH = 2
+
+
+def plain(cell: Cell) -> str:
+    """The text of a cell, without styles."""
+    return cell.plain if isinstance(cell, Text) else cell
+
+
+def text_key(cell: Cell) -> str:
+    """Default sort key: case-insensitive text."""
+    return plain(cell).casefold()
+
+
+_NUMBER_RE = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+))\s*([A-Za-z]*)")
+_MULTIPLIERS = {
+    "": 1.0,
+    "b": 1.0,
+    "k": 1e3,
+    "kb": 1e3,
+    "m": 1e6,
+    "mb": 1e6,
+    "g": 1e9,
+    "gb": 1e9,
+    "t": 1e12,
+    "tb": 1e12,
+    "p": 1e15,
+    "pb": 1e15,
+    "kib": 2.0**10,
+    "mib": 2.0**20,
+    "gib": 2.0**30,
+    "tib": 2.0**40,
+    "pib": 2.0**50,
+}
+
+
+def number_key(cell: Cell) -> tuple[int, float | str]:
+    """Sort key for numbers and sizes: `12`, `-3.5`, `1.2 kB`, `3 MiB`, `4G`.
+
+    Cells that are not numbers (`-`, empty) sort after all numbers, by text.
+    """
+    text = plain(cell)
+    match = _NUMBER_RE.match(text.replace(",", ""))
+    if match is None:
+        return (1, text.casefold())
+    # An unknown unit ("12 files") counts as a plain number.
+    multiplier = _MULTIPLIERS.get(match.group(2).lower(), 1.0)
+    return (0, float(match.group(1)) * multiplier)
+
+
+_DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0}
+_DURATION_UNITS.update({"h": 3600.0, "d": 86400.0, "w": 604800.0})
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(µs|us|ms|min|s|m|h|d|w)(?![a-z])")
+_CLOCK_RE = re.compile(r"^\s*(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)\s*$")
+
+
+def duration_key(cell: Cell) -> tuple[int, float | str]:
+    """Sort key for durations: `850ms`, `3.5s`, `2m 10s`, `1h2m`, `5 min`, `3d`, `01:02:03`.
+
+    A bare number counts as seconds. Cells that are not durations sort after all durations.
+    """
+    text = plain(cell).strip()
+    clock = _CLOCK_RE.match(text)
+    if clock is not None:
+        hours, minutes, seconds = clock.groups()
+        return (0, int(hours or 0) * 3600.0 + int(minutes) * 60.0 + float(seconds))
+    parts = _DURATION_RE.findall(text)
+    if parts and not _DURATION_RE.sub("", text).strip():
+        return (0, sum(float(value) * _DURATION_UNITS[unit] for value, unit in parts))
+    try:
+        return (0, float(text))
+    except ValueError:
+        return (1, text.casefold())
+
+
+_SPARK_LEVELS = " ▁▂▃▄▅▆▇█"
+
+
+def sparkline(
+    values: Iterable[float],
+    width: int | None = None,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+) -> str:
+    """A one-line sparkline of `values` in block characters, newest last.
+
+    Args:
+        values: The samples, oldest first.
+        width: Keep only the newest `width` samples, left-padded with spaces to `width`.
+        low: The value drawn as empty (default: 0, or the minimum if a value is negative).
+        high: The value drawn as a full block (default: the maximum).
+
+    Returns:
+        A plain string; a value at or below `low` (or NaN) is a space, so idle shows as blank.
+    """
+    samples = [float(v) for v in values]
+    if width is not None:
+        samples = samples[-width:] if width > 0 else []
+    finite = [v for v in samples if not math.isnan(v)]
+    if low is None:
+        low = min(0.0, *finite) if finite else 0.0
+    if high is None:
+        high = max(finite, default=low)
+    span = high - low
+    top = len(_SPARK_LEVELS) - 1
+    chars = []
+    for value in samples:
+        if math.isnan(value) or value <= low:
+            chars.append(" ")
+        elif span <= 0 or value >= high:
+            chars.append(_SPARK_LEVELS[top])
+        else:
+            # Anything above `low` gets at least the lowest bar, so a trickle is visible.
+            chars.append(_SPARK_LEVELS[max(1, round((value - low) / span * top))])
+    line = "".join(chars)
+    return line.rjust(width) if width is not None else line
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column of a `LaneTable`.
+
+    Attributes:
+        key: Identifies the column (for sorting and filtering).
+        label: The header text (shown as plain text).
+        width: A fixed width in cells, or None to fit the content.
+        min_width: With auto width, never narrower than this.
+        max_width: With auto width, never wider than this (longer cells end in "…").
+        justify: Alignment of the cells and the label.
+        sort_key: Maps a cell to a sort key; `text_key` if None. See `number_key`, `duration_key`.
+    """
+
+    key: str
+    label: str
+    width: int | None = None
+    min_width: int = 0
+    max_width: int | None = None
+    justify: Justify = "left"
+    sort_key: SortKey | None = None
+
+
+def _sanitize(text: str) -> str:
+    if text.isprintable() or not _CONTROL_RE.search(text):
+        return text
+    return text.translate(_CONTROL)
+
+
+def _measure(cell: Cell) -> int:
+    text = cell.plain if isinstance(cell, Text) else cell
+    # Most cells are printable ASCII, one cell per character: skip Rich's width tables.
+    if text.isascii() and text.isprintable():
+        return len(text)
+    return cell_len(_sanitize(text))
+
+
+def _fit(text: str, width: int, justify: Justify) -> str:
+    """Truncate (with an ellipsis) or pad plain text to exactly `width` cells."""
+    length = len(text) if text.isascii() else cell_len(text)
+    if length > width:
+        return set_cell_size(text, width - 1) + "…" if width > 0 else ""
+    gap = width - length
+    if justify == "right":
+        return " " * gap + text
+    if justify == "center":
+        return " " * (gap // 2) + text + " " * (gap - gap // 2)
+    return text + " " * gap
+
+
+def _nearest(keys: list[RowKey], key: RowKey, accept: Callable[[RowKey], bool]) -> RowKey | None:
+    """The first accepted key after `key` in `keys`, else the last accepted one before it."""
+    try:
+        start = keys.index(key)
+    except ValueError:
+        return None
+    for candidate in keys[start + 1 :]:
+        if accept(candidate):
+            return candidate
+    for candidate in reversed(keys[:start]):
+        if accept(candidate):
+            return candidate
+    return None
+
+
+def _cell_segments(
+    cell: Cell, width: int, justify: Justify, pad: str, console: Console
+) -> list[Segment]:
+    if not isinstance(cell, Text):
+        # Plain strings are never parsed as markup: one unstyled segment, padding included.
+        return [Segment(pad + _fit(_sanitize(cell), width, justify) + pad)]
+    text = cell.copy()
+    if _CONTROL_RE.search(text.plain):
+        text.plain = text.plain.translate(_CONTROL)
+    text.overflow = "ellipsis"
+    text.no_wrap = True
+    text.end = ""
+    text.align(justify, width)
+    return [Segment(pad), *text.render(console), Segment(pad)]
+
+
+class LaneTable(ScrollView, can_focus=True):
+    """A keyed, virtualised table: rows are `key -> tuple of cells`, changed in batches by `apply`.
+
+    Cells are `str` (always shown as typed, never parsed as markup) or `rich.text.Text`.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor_up", "Up", show=False),
+        Binding("down", "cursor_down", "Down", show=False),
+        Binding("pageup", "cursor_page_up", "Page up", show=False),
+        Binding("pagedown", "cursor_page_down", "Page down", show=False),
+        Binding("home", "cursor_first", "First", show=False),
+        Binding("end", "cursor_last", "Last", show=False),
+        Binding("enter", "select_cursor", "Select", show=False),
+        Binding("space", "toggle_mark", "Mark", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "lane-table--header",
+        "lane-table--cursor",
+        "lane-table--marked",
+        "lane-table--even-row",
+        "lane-table--odd-row",
+    }
+
+    # Minimal on purpose: the app's look lives in styles/*.tcss.
+    DEFAULT_CSS = """
+    LaneTable {
+        height: 1fr;
+        & > .lane-table--header { text-style: bold; background: $panel; }
+        & > .lane-table--cursor { background: $block-cursor-blurred-background; }
+        &:focus > .lane-table--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+        }
+        & > .lane-table--marked { text-style: bold; color: $accent; }
+        & > .lane-table--even-row { background: $surface-lighten-1 50%; }
+    }
+    """
+
+    zebra_stripes: reactive[bool] = reactive(False)
+    """Style even and odd rows with the `--even-row` / `--odd-row` component classes."""
+
+    class RowHighlighted(Message):
+        """The cursor moved to another row (or the table emptied: `key` is None)."""
+
+        def __init__(self, table: LaneTable, key: RowKey | None) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> LaneTable:
+            return self.table
+
+    class RowSelected(Message):
+        """The user chose the cursor row (enter, or a click on the highlighted row)."""
+
+        def __init__(self, table: LaneTable, key: RowKey) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> LaneTable:
+            return self.table
+
+    class MarksChanged(Message):
+        """The set of marked rows changed."""
+
+        def __init__(self, table: LaneTable, marked: frozenset[RowKey]) -> None:
+            super().__init__()
+            self.table = table
+            self.marked = marked
+
+        @property
+        def control(self) -> LaneTable:
+            return self.table
+
+    class SortChanged(Message):
+        """The sort column or direction changed (also from a header click)."""
+
+        def __init__(self, table: LaneTable, column: str | None, reverse: bool) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
+            self.reverse = reverse
+
+        @property
+        def control(self) -> LaneTable:
+            return self.table
+
+    def __init__(
+        self,
+        columns: Sequence[Column],
+        *,
+        zebra_stripes: bool = False,
+        cell_padding: int = 1,
+        cache_size: int = 2048,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+        disabled: bool = False,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+        if len({column.key for column in columns}) != len(columns):
+            raise ValueError("column keys must be unique")
+        self.columns: tuple[Column, ...] = tuple(columns)
+        self._column_index = {column.key: i for i, column in enumerate(self.columns)}
+        self._pad = " " * cell_padding
+        self._rows: dict[RowKey, tuple[Cell, ...]] = {}
+        # Cell widths per row, so an auto column can shrink without re-measuring every cell.
+        self._cell_widths: dict[RowKey, tuple[int, ...]] = {}
+        self._content_max = [0] * len(self.columns)
+        self._widths = self._compute_widths()
+        self._sort_column: str | None = None
+        self._sort_reverse = False
+        self._sort_keys: dict[RowKey, Any] = {}
+        self._filter_text = ""  # as the user typed it
+        self._needle = ""  # casefolded, for matching
+        self._filter_columns: tuple[int, ...] = tuple(range(len(self.columns)))
+        self._ordered: list[RowKey] = []  # every row, sorted
+        self._visible: list[RowKey] = []  # the rows that pass the filter, in order
+        self._position: dict[RowKey, int] = {}  # key -> index in _visible
+        self._cursor: RowKey | None = None
+        # The row the user chose: kept while a filter hides it, so clearing the filter returns.
+        self._wanted: RowKey | None = None
+        self._marked: set[RowKey] = set()
+        self._strips: LRUCache[RowKey, Strip] = LRUCache(cache_size)
+        self._header: Strip | None = None
+        self._haystacks: dict[RowKey, str] = {}  # casefolded filter text per row
+        self._layers: dict[str, Style] = {}  # component styles, memoised per frame
+        self.row_renders = 0
+        """Rows rendered to strips (cache misses); for tests and benchmarks."""
+        self.line_renders = 0
+        """Lines asked of `render_line`; for tests and benchmarks."""
+        self.set_reactive(LaneTable.zebra_stripes, zebra_stripes)
+
+    # ----------------------------------------------------------------- reading
+
+    @property
+    def row_count(self) -> int:
+        """Rows in the table, hidden by the filter or not."""
+        return len(self._rows)
+
+    @property
+    def row_keys(self) -> tuple[RowKey, ...]:
+        """Keys of every row, the filtered-out included, in insertion order."""
+        return tuple(self._rows)
+
+    @property
+    def visible_keys(self) -> tuple[RowKey, ...]:
+        """Keys of the rows shown, in display order."""
+        return tuple(self._visible)
+
+    def get_row(self, key: RowKey) -> tuple[Cell, ...] | None:
+        """The cells of a row, or None if there is no such row."""
+        return self._rows.get(key)
+
+    def has_row(self, key: RowKey) -> bool:
+        return key in self._rows
+
+    @property
+    def cursor_key(self) -> RowKey | None:
+        """Key of the highlighted row, or None when no row is shown."""
+        return self._cursor
+
+    @property
+    def cursor_index(self) -> int | None:
+        """Display index of the highlighted row."""
+        return None if self._cursor is None else self._position.get(self._cursor)
+
+    @property
+    def marked(self) -> frozenset[RowKey]:
+        """Marked rows, including marked rows the filter hides."""
+        return frozenset(self._marked)
+
+    @property
+    def sort_column(self) -> str | None:
+        return self._sort_column
+
+    @property
+    def sort_reverse(self) -> bool:
+        return self._sort_reverse
+
+    @property
+    def filter_text(self) -> str:
+        """The filter as given to `set_filter` (matching ignores case)."""
+        return self._filter_text
+
+    # ---------------------------------------------------------------- changing
+
+    def apply(
+        self,
+        upserts: Mapping[RowKey, Sequence[Cell]] | None = None,
+        removals: Iterable[RowKey] = (),
+    ) -> None:
+        """Apply one batch of changes: insert or replace `upserts`, then drop `removals`.
+
+        A key in both ends up removed. A row equal to the one shown is ignored, so callers may
+        resend whole rows. Only changed rows are re-rendered; the order is rebuilt only if an
+        insert, a removal, a sort-key change or a filter-match change asks for it.
+        """
+        order_changed = resort = False
+        changed: list[RowKey] = []
+        recheck: set[int] = set()  # auto columns whose widest cell may have shrunk
+        grown = False
+        content_max = self._content_max
+        sort_index = self._column_index.get(self._sort_column or "")
+        filtering = bool(self._needle)
+        for key, cells in (upserts or {}).items():
+            row = tuple(cells)
+            if len(row) != len(self.columns):
+                raise ValueError(f"row {key!r} has {len(row)} cells, expected {len(self.columns)}")
+            old = self._rows.get(key)
+            if old == row:
+                continue
+            was_shown = key in self._position
+            self._rows[key] = row
+            widths = tuple([_measure(cell) for cell in row])
+            old_widths = self._cell_widths.get(key)
+            self._cell_widths[key] = widths
+            for i, width in enumerate(widths):
+                if width > content_max[i]:
+                    content_max[i] = width
+                    grown = True
+                elif old_widths is not None and old_widths[i] == content_max[i] > width:
+                    recheck.add(i)
+            if sort_index is not None:
+                sort_key = self._sort_key(sort_index, row)
+                if old is None or self._sort_keys.get(key) != sort_key:
+                    resort = True
+                self._sort_keys[key] = sort_key
+            if old is None:
+                self._ordered.append(key)
+                order_changed = True
+                continue
+            self._strips.discard(key)
+            self._haystacks.pop(key, None)
+            changed.append(key)
+            if filtering and was_shown != self._matches(key):
+                order_changed = True
+        gone = {key for key in removals if key in self._rows}
+        if gone:
+            order_changed = True
+            if self._wanted in gone:
+                # The chosen row vanishes: the row shown after it (or before it, at the end)
+                # takes its place, as in htop.
+                position = self._position
+                self._wanted = _nearest(
+                    self._visible, self._wanted, lambda k: k in position and k not in gone
+                )
+            for key in gone:
+                del self._rows[key]
+                self._strips.discard(key)
+                self._haystacks.pop(key, None)
+                self._sort_keys.pop(key, None)
+                widths = self._cell_widths.pop(key)
+                recheck.update(i for i, w in enumerate(widths) if w == content_max[i])
+            self._ordered = [key for key in self._ordered if key not in gone]
+            if self._marked & gone:
+                self._marked -= gone
+                self.post_message(self.MarksChanged(self, frozenset(self._marked)))
+        for i in recheck:
+            content_max[i] = max((w[i] for w in self._cell_widths.values()), default=0)
+        if (grown or recheck) and self._update_widths():
+            order_changed = True  # every strip is stale; repaint all below
+        if resort:
+            self._sort_ordered()
+            order_changed = True
+        if order_changed:
+            self._rebuild()
+        else:
+            self._refresh_keys(changed)
+
+    def sort_by(self, column: str | None, *, reverse: bool = False) -> None:
+        """Sort by a column (stable; ties keep insertion order), or None for insertion order."""
+        if column is not None and column not in self._column_index:
+            raise KeyError(column)
+        if (column, reverse) == (self._sort_column, self._sort_reverse):
+            return
+        self._sort_column, self._sort_reverse = column, reverse
+        self._sort_keys.clear()
+        if column is None:
+            self._ordered = list(self._rows)
+        else:
+            index = self._column_index[column]
+            for key, row in self._rows.items():
+                self._sort_keys[key] = self._sort_key(index, row)
+            self._sort_ordered()
+        self._header = None
+        self._rebuild()
+        self.post_message(self.SortChanged(self, column, reverse))
+
+    def set_filter(self, text: str, columns: Iterable[str] | None = None) -> None:
+        """Show only rows where `text` is a case-insensitive substring of one of `columns`.
+
+        `columns` defaults to every column; an empty `text` shows every row. The cursor stays on
+        its row if that row still shows, and returns to it when a later filter shows it again.
+        """
+        indices = (
+            tuple(range(len(self.columns)))
+            if columns is None
+            else tuple(self._column_index[c] for c in columns)
+        )
+        if (text, indices) == (self._filter_text, self._filter_columns):
+            return
+        if indices != self._filter_columns:
+            self._haystacks.clear()
+        self._filter_text, self._filter_columns = text, indices
+        self._needle = text.casefold()
+        self._rebuild()
+
+    def move_cursor(self, key: RowKey) -> bool:
+        """Highlight the row `key`; False if it is not shown."""
+        if key not in self._position:
+            return False
+        self._set_cursor(key, chosen=True)
+        return True
+
+    def toggle_mark(self, key: RowKey | None = None) -> None:
+        """Mark or unmark a row (the cursor row by default)."""
+        key = self._cursor if key is None else key
+        if key is None or key not in self._rows:
+            return
+        self._marked ^= {key}
+        self._refresh_keys([key])
+        self.post_message(self.MarksChanged(self, frozenset(self._marked)))
+
+    def set_marks(self, keys: Iterable[RowKey]) -> None:
+        """Replace the marks (keys without a row are ignored)."""
+        marked = {key for key in keys if key in self._rows}
+        if marked == self._marked:
+            return
+        self._refresh_keys(marked ^ self._marked)
+        self._marked = marked
+        self.post_message(self.MarksChanged(self, frozenset(marked)))
+
+    def clear_marks(self) -> None:
+        self.set_marks(())
+
+    # ------------------------------------------------------------ order/cursor
+
+    def _sort_key(self, index: int, row: tuple[Cell, ...]) -> Any:
+        key = self.columns[index].sort_key or text_key
+        return key(row[index])
+
+    def _sort_ordered(self) -> None:
+        # `sorted` is stable with reverse=True too; sorting from insertion order makes ties
+        # keep their insertion order rather than the previous sort's.
+        self._ordered = sorted(
+            self._rows, key=self._sort_keys.__getitem__, reverse=self._sort_reverse
+        )
+
+    def _matches(self, key: RowKey) -> bool:
+        haystack = self._haystacks.get(key)
+        if haystack is None:
+            # NUL between cells, so a match never spans two cells.
+            row = self._rows[key]
+            haystack = "\0".join(plain(row[i]) for i in self._filter_columns).casefold()
+            self._haystacks[key] = haystack
+        return self._needle in haystack
+
+    def _rebuild(self) -> None:
+        """Recompute the shown rows, keep the cursor on its key, repaint the view."""
+        # Keep the cursor in view only if it was: a user who scrolled away with the wheel is
+        # not yanked back by every new row.
+        follow = self._cursor is None or self._on_screen(self._cursor)
+        if self._needle:
+            self._visible = [key for key in self._ordered if self._matches(key)]
+        else:
+            self._visible = self._ordered
+        self._position = {key: i for i, key in enumerate(self._visible)}
+        self.virtual_size = Size(self._total_width, len(self._visible) + 1)
+        self._header = None
+        self.refresh()
+        self._set_cursor(self._follow_cursor(), chosen=False, scroll=follow)
+
+    def _follow_cursor(self) -> RowKey | None:
+        """The row the cursor belongs on after a change of order, filter or rows."""
+        if not self._visible:
+            return None
+        wanted = self._wanted
+        if wanted is None or wanted not in self._rows:
+            cursor = self._cursor
+            return cursor if cursor in self._position else self._visible[0]
+        if wanted in self._position:
+            return wanted
+        # The chosen row is hidden by the filter: highlight its nearest shown neighbour.
+        return _nearest(self._ordered, wanted, self._position.__contains__)
+
+    def _set_cursor(self, key: RowKey | None, *, chosen: bool, scroll: bool = True) -> None:
+        # Only the user chooses; a cursor moved by a filter still belongs to the chosen row.
+        if chosen or self._wanted is None:
+            self._wanted = key
+        previous, self._cursor = self._cursor, key
+        if key is not None and scroll:
+            self._scroll_to_cursor()
+        if key != previous:
+            self._refresh_keys([k for k in (previous, key) if k is not None])
+            self.post_message(self.RowHighlighted(self, key))
+
+    @property
+    def _page_height(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def _on_screen(self, key: RowKey) -> bool:
+        index = self._position.get(key)
+        top = self.scroll_offset.y
+        return index is not None and top <= index < top + self._page_height
+
+    def _scroll_to_cursor(self) -> None:
+        index = self.cursor_index
+        if index is None or not self.is_mounted or self.size.height <= 1:
+            return
+        top, page = self.scroll_offset.y, self._page_height
+        if index < top:
+            self.scroll_to(y=index, animate=False)
+        elif index >= top + page:
+            self.scroll_to(y=index - page + 1, animate=False)
+
+    def _move(self, delta: int) -> None:
+        if not self._visible:
+            return
+        index = self.cursor_index or 0
+        target = min(max(index + delta, 0), len(self._visible) - 1)
+        self._set_cursor(self._visible[target], chosen=True)
+
+    # ---------------------------------------------------------------- actions
+
+    def action_cursor_up(self) -> None:
+        self._move(-1)
+
+    def action_cursor_down(self) -> None:
+        self._move(1)
+
+    def action_cursor_page_up(self) -> None:
+        self.scroll_to(y=self.scroll_offset.y - self._page_height, animate=False)
+        self._move(-self._page_height)
+
+    def action_cursor_page_down(self) -> None:
+        self.scroll_to(y=self.scroll_offset.y + self._page_height, animate=False)
+        self._move(self._page_height)
+
+    def action_cursor_first(self) -> None:
+        self._move(-len(self._visible))
+
+    def action_cursor_last(self) -> None:
+        self._move(len(self._visible))
+
+    def action_select_cursor(self) -> None:
+        if self._cursor is not None:
+            self.post_message(self.RowSelected(self, self._cursor))
+
+    def action_toggle_mark(self) -> None:
+        self.toggle_mark()
+
+    async def _on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        if offset.y == 0:
+            column = self._column_at(offset.x + self.scroll_offset.x)
+            if column is not None:
+                same = column.key == self._sort_column
+                self.sort_by(column.key, reverse=same and not self._sort_reverse)
+            return
+        index = self.scroll_offset.y + offset.y - 1
+        if 0 <= index < len(self._visible):
+            key = self._visible[index]
+            if key == self._cursor:
+                self.post_message(self.RowSelected(self, key))
+            else:
+                self._set_cursor(key, chosen=True)
+
+    def _column_at(self, x: int) -> Column | None:
+        edge = 0
+        pad = 2 * len(self._pad)
+        for column, width in zip(self.columns, self._widths, strict=True):
+            edge += width + pad
+            if x < edge:
+                return column
+        return None
+
+    # --------------------------------------------------------------- rendering
+
+    def _compute_widths(self) -> tuple[int, ...]:
+        widths = []
+        for column, content in zip(self.columns, self._content_max, strict=True):
+            if column.width is not None:
+                widths.append(column.width)
+                continue
+            # Room for the sort mark, so sorting never changes the layout.
+            width = max(column.min_width, cell_len(column.label) + _SORT_MARK_WIDTH, content)
+            if column.max_width is not None:
+                width = min(width, column.max_width)
+            widths.append(width)
+        return tuple(widths)
+
+    def _update_widths(self) -> bool:
+        widths = self._compute_widths()
+        if widths == self._widths:
+            return False
+        self._widths = widths
+        self._strips.clear()
+        return True
+
+    @property
+    def _total_width(self) -> int:
+        return sum(self._widths) + 2 * len(self._pad) * len(self._widths)
+
+    def _render_row(self, key: RowKey) -> Strip:
+        strip = self._strips.get(key)
+        if strip is None:
+            self.row_renders += 1
+            console = self.app.console
+            segments: list[Segment] = []
+            for column, width, cell in zip(
+                self.columns, self._widths, self._rows[key], strict=True
+            ):
+                segments += _cell_segments(cell, width, column.justify, self._pad, console)
+            strip = Strip(segments, self._total_width)
+            self._strips.set(key, strip)
+        return strip
+
+    def _render_header(self) -> Strip:
+        if self._header is None:
+            segments: list[Segment] = []
+            for column, width in zip(self.columns, self._widths, strict=True):
+                label = column.label
+                if column.key == self._sort_column:
+                    label += _SORT_MARKS[self._sort_reverse]
+                segments += _cell_segments(
+                    label, width, column.justify, self._pad, self.app.console
+                )
+            self._header = Strip(segments, self._total_width)
+        return self._header
+
+    def _layer(self, name: str) -> Style:
+        """A component's style holding only the properties its rules set.
+
+        Zebra, mark and cursor stack: a layer that sets no background (a mark that only turns
+        text bold) leaves the one below visible. Colours come from the full style, so
+        translucent backgrounds are blended as Textual does.
+        """
+        style = self._layers.get(name)
+        if style is None:
+            styles = self.get_component_styles(name)
+            full = self.get_component_rich_style(name)
+            style = Style(
+                color=full.color if styles.has_rule("color") else None,
+                bgcolor=full.bgcolor if styles.has_rule("background") else None,
+            )
+            style += styles.text_style
+            self._layers[name] = style
+        return style
+
+    def _row_style(self, key: RowKey, index: int) -> Style:
+        style = Style()
+        if self.zebra_stripes:
+            style += self._layer("lane-table--odd-row" if index % 2 else "lane-table--even-row")
+        if key in self._marked:
+            style += self._layer("lane-table--marked")
+        if key == self._cursor:
+            style += self._layer("lane-table--cursor")
+        return style
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._layers.clear()  # focus, hover and theme changes reach us through a repaint
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        self.line_renders += 1
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        if y == 0:
+            strip = self._render_header()
+            style = self._layer("lane-table--header")
+        else:
+            index = scroll_y + y - 1
+            if index >= len(self._visible):
+                return Strip.blank(width)
+            key = self._visible[index]
+            strip = self._render_row(key)
+            style = self._row_style(key, index)
+        strip = strip.crop_extend(scroll_x, scroll_x + width, None)
+        return strip.apply_style(style) if style else strip
+
+    def _refresh_keys(self, keys: Iterable[RowKey]) -> None:
+        """Repaint the lines of `keys` that are on screen, and nothing else."""
+        if not self.is_mounted:
+            return
+        top = self.scroll_offset.y
+        width = self.scrollable_content_region.width
+        for key in keys:
+            if self._on_screen(key):
+                self.refresh(Region(0, self._position[key] - top + 1, width, 1))
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self.refresh()
+
+    def _on_resize(self, event: events.Resize) -> None:
+        self._scroll_to_cursor()
