@@ -86,7 +86,11 @@ class MainScreen(Screen[None]):
                         yield LaneTable(columns.COLUMNS[view], id=f"table-{view.value}")
                         yield Static("", id=f"empty-{view.value}", classes="empty", markup=False)
             yield DetailPane(id="detail")
-        yield Input(placeholder="filter: type to narrow, enter keeps, esc clears", id="filter")
+        yield Input(
+            placeholder="filter: type to narrow, enter keeps, esc clears",
+            id="filter",
+            select_on_focus=False,
+        )
         yield StatusLine(id="status")
         yield Footer()
 

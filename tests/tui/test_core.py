@@ -1,0 +1,133 @@
+"""The dashboard's pure parts: the change buffer between threads, the picture split into three
+views, formatting, and incident export. No app, no engine: plain data in, plain data out."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from lanewatch.model.views import Changes, NsState
+from lanewatch.tui import fmt
+from lanewatch.tui.bridge import ChangeBuffer
+from lanewatch.tui.export import build_report, render, write_report
+from lanewatch.tui.picture import Picture, View
+
+from .fakes import NOW, incident, ns_view
+
+
+def test_buffer_notifies_once_per_batch_and_merges() -> None:
+    notes: list[int] = []
+    buffer = ChangeBuffer(lambda: notes.append(1))
+    a, b = ns_view("a"), ns_view("b")
+    buffer.put(Changes(upserts={a.key: a}, at=1))
+    buffer.put(Changes(upserts={b.key: b}, at=2))
+    buffer.put(Changes(removed=frozenset({a.key}), at=3))
+    assert notes == [1], "one notification until the UI drains"
+    merged = buffer.take()
+    assert merged is not None
+    assert set(merged.upserts) == {b.key} and merged.removed == {a.key}
+    assert buffer.take() is None
+    buffer.put(Changes(upserts={a.key: a}, at=4))
+    assert notes == [1, 1]
+
+
+def test_buffer_survives_a_closed_loop_and_drops_after_close() -> None:
+    def closed() -> None:
+        raise RuntimeError("Event loop is closed")
+
+    buffer = ChangeBuffer(closed)
+    buffer.put(Changes(full=True))  # must not raise on the engine's thread
+    buffer.close()
+    buffer.put(Changes(full=True))
+    assert buffer.take() is None
+
+
+def test_buffer_from_many_threads_loses_nothing() -> None:
+    buffer = ChangeBuffer(lambda: None)
+    views = [ns_view(f"lane-{n}") for n in range(200)]
+
+    def send(chunk: list) -> None:
+        for v in chunk:
+            buffer.put(Changes(upserts={v.key: v}))
+
+    threads = [threading.Thread(target=send, args=(views[n::4],)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    merged = buffer.take()
+    assert merged is not None and len(merged.upserts) == 200
+
+
+def test_picture_moves_rows_between_views() -> None:
+    pic = Picture()
+    live = ns_view("a")
+    delta = pic.apply(Changes(upserts={live.key: live}, full=True))
+    assert set(delta.upserts[View.LANES]) == {live.key} and pic.loaded
+    dead = ns_view("a", NsState.STALE, reason="pid 4242 does not exist")
+    delta = pic.apply(Changes(upserts={dead.key: dead}))
+    assert delta.removals[View.LANES] == {live.key}
+    assert set(delta.upserts[View.STALE]) == {dead.key}
+    assert pic.counts() == {View.LANES: 0, View.COLLISIONS: 0, View.STALE: 1}
+    # A full picture without it removes it.
+    delta = pic.apply(Changes(full=True))
+    assert delta.removals[View.STALE] == {dead.key}
+
+
+def test_picture_hides_acknowledged_incidents() -> None:
+    pic = Picture()
+    inc = incident("takeover-1", "/roots/r1/a")
+    pic.apply(Changes(incidents={inc.id: inc}, full=True))
+    assert pic.counts()[View.COLLISIONS] == 1
+    acked = incident("takeover-1", "/roots/r1/a", acknowledged=True)
+    delta = pic.apply(Changes(incidents={acked.id: acked}))
+    assert delta.removals[View.COLLISIONS] == {acked.id}
+    assert pic.counts()[View.COLLISIONS] == 0
+    assert pic.incidents_of("/roots/r1/a") == [acked]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (59.9, "59s"),
+        (60, "1m"),
+        (3599, "59m"),
+        (3600, "1h"),
+        (5400, "1h30m"),
+        (86400, "1d"),
+        (90000, "1d1h"),
+    ],
+)
+def test_durations(seconds: float, text: str) -> None:
+    assert fmt.duration(seconds) == text
+
+
+def test_sizes() -> None:
+    assert [fmt.size(n) for n in (None, 0, 999, 1000, 12_345, 3_400_000)] == [
+        "…",
+        "0B",
+        "999B",
+        "1.0kB",
+        "12kB",
+        "3.4MB",
+    ]
+
+
+def test_export_escapes_untrusted_text_and_never_clobbers(tmp_path: Path) -> None:
+    victim = ns_view("a|b`c", key=str(tmp_path / "ns"))
+    inc = incident("takeover-0123", victim.key, intruder={"lane": "x\n| injected |", "pid": 7})
+    report = build_report(inc, victim, NOW)
+    md = render(report, "md")
+    assert "x | injected |" not in md and "x \\| injected \\|" in md
+    data = json.loads(render(report, "json"))
+    assert data["incident"]["intruder"]["lane"] == "x\n| injected |"
+    assert data["evidence"][0]["sha256"] == "ab" * 32
+    first = write_report(report, "md", tmp_path)
+    second = write_report(report, "md", tmp_path)
+    assert first != second and first.read_text() == second.read_text() == md
+    assert first.name == "lanewatch-incident-takeover-0123.md"
+    assert second.name == "lanewatch-incident-takeover-0123-1.md"

@@ -1,0 +1,160 @@
+"""Pure-UI unit tests on a stand-in engine (tests/tui/fakes.py): rendering of untrusted text,
+greying of actions, help and palette contents, pause and per-frame coalescing. Behaviour against
+real lanes is tested with the real engine in test_live.py and test_actions.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lanewatch.model.views import Changes, NsState
+from lanewatch.scheme.procid import hostname
+from lanewatch.tui.app import LanewatchApp, make_app
+from lanewatch.tui.commands import entries
+from lanewatch.tui.picture import View
+from lanewatch.tui.screens.help import HelpScreen, key_display
+from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.widgets.lane_table import LaneTable
+
+from .fakes import NOW, FakeEngine, incident, ns_view
+from .helpers import screen_text, until
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "keys.md"
+
+
+def app_with(*views, incidents=()) -> tuple[LanewatchApp, FakeEngine]:
+    engine = FakeEngine(views, incidents)
+    return make_app([Path("/roots/r1")], engine=engine, clock=lambda: NOW), engine
+
+
+async def test_markup_in_lane_names_is_shown_as_typed() -> None:
+    app, _ = app_with(ns_view("[red]x[/red]", command=("[bold]rm", "-rf")))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 1)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "[red]x[/red]" in text
+        assert "[bold]rm -rf" in text
+
+
+async def test_kill_greyed_for_a_remote_owner_and_hidden_outside_lanes() -> None:
+    app, _ = app_with(
+        ns_view("remote"), ns_view("old", NsState.STALE, reason="pid 1 gone", host=hostname())
+    )
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 1)
+        main = app.main
+        assert main.check_action("kill", ()) is None  # another host: greyed, not hidden
+        assert main.check_action("clear", ()) is False
+        await pilot.press("3")
+        assert main.view is View.STALE
+        assert main.check_action("kill", ()) is False
+        assert main.check_action("clear", ()) is True
+        assert main.check_action("acknowledge", ()) is False
+
+
+async def test_marks_select_several_targets() -> None:
+    here = hostname()
+    app, _ = app_with(*(ns_view(f"lane-{n}", host=here) for n in range(3)))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 3)
+        await pilot.press("space", "down", "space")
+        assert len(app.main.targets()) == 2
+        await pilot.press("k")
+        await until(pilot, lambda: not isinstance(app.screen, MainScreen))
+        text = screen_text(app)
+        assert "Kill 2 lanes?" in text and "lane-0" in text and "lane-1" in text
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await pilot.press("U")
+        assert app.main.targets() and len(app.main.targets()) == 1
+
+
+async def test_help_lists_every_key_and_docs_cover_them() -> None:
+    app, _ = app_with()
+    docs = DOCS.read_text(encoding="utf-8")
+    async with app.run_test(size=(100, 60)) as pilot:
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = screen_text(app)
+        for binding in MainScreen.BINDINGS:
+            assert binding.description in text, binding
+            for key in key_display(binding.key).split():
+                assert f"`{key}`" in docs, f"docs/keys.md lacks {key}"
+        for binding in LaneTable.BINDINGS:
+            for key in key_display(binding.key).split():
+                assert f"`{key}`" in docs, f"docs/keys.md lacks {key}"
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+async def test_palette_offers_only_what_fits() -> None:
+    here = hostname()
+    inc = incident("takeover-1", "/roots/r1/a")
+    app, _ = app_with(ns_view("a", host=here), incidents=[inc])
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 1)
+        labels = [label for label, _, _ in entries(app.main)]
+        assert any(label.startswith("Kill lane 'a'") for label in labels)
+        assert not any(label.startswith("Clear") for label in labels)
+        assert any(label.startswith("Open timeline") for label in labels)
+        await pilot.press("2")
+        labels = [label for label, _, _ in entries(app.main)]
+        assert any(label.startswith("Acknowledge incident takeover-1") for label in labels)
+        assert not any(label.startswith("Kill") for label in labels)
+        assert "Sort by kind" in labels
+
+
+async def test_pause_holds_changes_and_resume_applies_them() -> None:
+    app, engine = app_with(ns_view("a"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 1)
+        await pilot.press("p")
+        b = ns_view("b")
+        engine.push(Changes(upserts={b.key: b}, at=NOW))
+        await until(pilot, lambda: app.buffer.pending)
+        await pilot.pause()
+        assert app.main.table().row_count == 1
+        assert "PAUSED" in screen_text(app)
+        await pilot.press("p")
+        await until(pilot, lambda: app.main.table().row_count == 2)
+        assert "PAUSED" not in screen_text(app)
+
+
+async def test_a_burst_of_batches_is_drawn_in_few_frames() -> None:
+    app, engine = app_with()
+    drains: list[int] = []
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.picture.loaded)
+        original = app.main.apply_delta
+        app.main.apply_delta = lambda delta: (drains.append(1), original(delta))  # type: ignore[method-assign]
+        for n in range(300):
+            v = ns_view(f"lane-{n}")
+            assert engine.on_changes is not None
+            engine.on_changes(Changes(upserts={v.key: v}, at=NOW))
+        await until(pilot, lambda: app.main.table().row_count == 300)
+        assert len(drains) < 30, f"{len(drains)} drains for 300 batches"
+
+
+async def test_empty_state_tells_what_to_do() -> None:
+    app, _ = app_with()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.picture.loaded)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "No lanes are running" in text
+        assert "lanewatch run --lane NAME -- CMD" in text
+        assert "/roots/r1" in text
+
+
+async def test_filter_narrows_and_escape_clears() -> None:
+    app, _ = app_with(ns_view("alpha"), ns_view("beta"), ns_view("gamma"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 3)
+        await pilot.press("slash", *"et", "enter")
+        assert [str(k).rsplit("/", 1)[-1] for k in app.main.table().visible_keys] == ["beta"]
+        assert re.search(r"filter: et", screen_text(app))
+        await pilot.press("slash", "z", "enter")
+        assert "No row matches the filter etz" in screen_text(app)
+        await pilot.press("escape")
+        assert len(app.main.table().visible_keys) == 3
