@@ -1,0 +1,408 @@
+"""The model: namespaces, incidents and source health as plain data, changed only by `apply`.
+
+`apply(state, events)` is a pure function: it returns a new `ModelState` (sharing what did not
+change) and a `Delta` naming what did. No I/O, no clock, no threads: the sources read the disk
+and /proc and hand over typed events; the engine turns a Delta into views for the UI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from lanewatch.model import incidents as inc
+from lanewatch.model.classify import LivenessEvidence, classify
+from lanewatch.model.views import NamespaceView, SourceHealth
+from lanewatch.scheme.procid import Liveness
+from lanewatch.scheme.stamp import OwnerState, Stamp, StampRead
+
+RATE_WINDOW = 30  # seconds of write history in a view's sparkline
+
+
+@dataclass(frozen=True, slots=True)
+class NsRecord:
+    key: str  # absolute path of the namespace
+    root: str
+    name: str
+    stamp: StampRead
+    previous: Stamp | None = None  # the owner before the current one
+    liveness: LivenessEvidence | None = None
+    files: int | None = None
+    bytes: int | None = None
+    last_write: float | None = None
+    rate: tuple[tuple[int, int], ...] = ()  # (epoch second, writes), oldest first
+
+    @property
+    def owner(self) -> Stamp | None:
+        return self.stamp.stamp
+
+
+def _frozen() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelState:
+    namespaces: Mapping[str, NsRecord] = field(default_factory=_frozen)
+    incidents: Mapping[str, inc.IncidentRecord] = field(default_factory=_frozen)
+    by_ns: Mapping[str, tuple[str, ...]] = field(default_factory=_frozen)  # ns key -> incident ids
+    health: Mapping[str, SourceHealth] = field(default_factory=_frozen)
+
+
+# --- events --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceSeen:
+    """A scan read this namespace: its stamp and, for a local owner, the kernel's verdict."""
+
+    key: str
+    root: str
+    name: str
+    stamp: StampRead
+    liveness: LivenessEvidence | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StampChanged:
+    """The tail saw the stamp rewritten; the source judged the previous owner right then."""
+
+    key: str
+    stamp: StampRead
+    at: float
+    previous_alive: Liveness | None = None  # kernel verdict on the previous (local) owner
+    previous_released: bool = False  # its release is in the ledger
+    liveness: LivenessEvidence | None = None  # verdict on the new owner, if probed
+    sha256: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    key: str
+    mtime: float
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceGone:
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class RootListed:
+    """A full listing of `root`: namespaces of it not in `keys` are gone."""
+
+    root: str
+    keys: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """A walk of the namespace: file count, bytes, and its newest write (by mtime)."""
+
+    key: str
+    files: int
+    bytes: int
+    last_write: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Wrote:
+    key: str
+    at: float
+    writes: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Probed:
+    evidence: Mapping[str, LivenessEvidence]
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    observation: inc.Observation
+    root: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentsLoaded:
+    records: tuple[inc.IncidentRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledged:
+    incident_id: str
+    at: float
+    by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HealthChanged:
+    health: SourceHealth
+
+
+Event = (
+    NamespaceSeen
+    | StampChanged
+    | Heartbeat
+    | NamespaceGone
+    | RootListed
+    | Counted
+    | Wrote
+    | Probed
+    | Observed
+    | IncidentsLoaded
+    | Acknowledged
+    | HealthChanged
+)
+
+
+@dataclass(slots=True)
+class Delta:
+    touched: set[str] = field(default_factory=set)  # namespace keys to re-view
+    removed: set[str] = field(default_factory=set)
+    incidents: set[str] = field(default_factory=set)
+    health: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.touched or self.removed or self.incidents or self.health)
+
+
+# --- apply ---------------------------------------------------------------------------------------
+
+
+class _Builder:
+    """Copy-on-first-write dicts over an immutable state: one copy per batch, not per event."""
+
+    def __init__(self, state: ModelState) -> None:
+        self.state = state
+        self.ns: dict[str, NsRecord] | None = None
+        self.inc: dict[str, inc.IncidentRecord] | None = None
+        self.by_ns: dict[str, tuple[str, ...]] | None = None
+        self.health: dict[str, SourceHealth] | None = None
+        self.delta = Delta()
+
+    def namespaces(self) -> dict[str, NsRecord]:
+        if self.ns is None:
+            self.ns = dict(self.state.namespaces)
+        return self.ns
+
+    def get(self, key: str) -> NsRecord | None:
+        return (self.ns if self.ns is not None else self.state.namespaces).get(key)
+
+    def put(self, rec: NsRecord) -> None:
+        self.namespaces()[rec.key] = rec
+        self.delta.touched.add(rec.key)
+        self.delta.removed.discard(rec.key)
+
+    def drop(self, key: str) -> None:
+        if self.get(key) is not None:
+            del self.namespaces()[key]
+            self.delta.removed.add(key)
+            self.delta.touched.discard(key)
+
+    def incidents(self) -> dict[str, inc.IncidentRecord]:
+        if self.inc is None:
+            self.inc = dict(self.state.incidents)
+        return self.inc
+
+    def put_incident(self, rec: inc.IncidentRecord) -> None:
+        incidents = self.incidents()
+        if incidents.get(rec.id) == rec:
+            return
+        incidents[rec.id] = rec
+        self.delta.incidents.add(rec.id)
+        if self.by_ns is None:
+            self.by_ns = dict(self.state.by_ns)
+        for key in _involved(rec):
+            ids = self.by_ns.get(key, ())
+            if rec.id not in ids:
+                self.by_ns[key] = (*ids, rec.id)
+            if self.get(key) is not None:
+                self.delta.touched.add(key)
+
+    def set_health(self, h: SourceHealth) -> None:
+        if self.health is None:
+            self.health = dict(self.state.health)
+        if self.health.get(h.root) != h:
+            self.health[h.root] = h
+            self.delta.health = True
+
+    def build(self) -> ModelState:
+        return ModelState(
+            namespaces=MappingProxyType(self.ns) if self.ns is not None else self.state.namespaces,
+            incidents=MappingProxyType(self.inc) if self.inc is not None else self.state.incidents,
+            by_ns=MappingProxyType(self.by_ns) if self.by_ns is not None else self.state.by_ns,
+            health=MappingProxyType(self.health) if self.health is not None else self.state.health,
+        )
+
+
+def _involved(rec: inc.IncidentRecord) -> list[str]:
+    keys = [rec.victim] if rec.victim else []
+    ns = rec.intruder.get("namespace")
+    if isinstance(ns, str) and ns not in keys:
+        keys.append(ns)
+    return keys
+
+
+def apply(state: ModelState, events: Iterable[Event] | Event) -> tuple[ModelState, Delta]:
+    """The model after `events` (one or many), and what changed."""
+    b = _Builder(state)
+    batch = (events,) if not isinstance(events, Iterable) else events
+    for event in batch:
+        _apply_one(b, event)
+    return b.build(), b.delta
+
+
+def _apply_one(b: _Builder, ev: Event) -> None:
+    if isinstance(ev, Wrote):
+        rec = b.get(ev.key)
+        if rec is not None:
+            b.put(_wrote(rec, ev))
+    elif isinstance(ev, Heartbeat):
+        rec = b.get(ev.key)
+        if rec is not None and rec.stamp.mtime != ev.mtime:
+            b.put(replace(rec, stamp=replace(rec.stamp, mtime=ev.mtime)))
+    elif isinstance(ev, NamespaceSeen):
+        _seen(b, ev)
+    elif isinstance(ev, StampChanged):
+        _stamp_changed(b, ev)
+    elif isinstance(ev, Counted):
+        rec = b.get(ev.key)
+        if rec is not None:
+            last = rec.last_write
+            if ev.last_write is not None and (last is None or ev.last_write > last):
+                last = ev.last_write
+            if (rec.files, rec.bytes, rec.last_write) != (ev.files, ev.bytes, last):
+                b.put(replace(rec, files=ev.files, bytes=ev.bytes, last_write=last))
+    elif isinstance(ev, NamespaceGone):
+        b.drop(ev.key)
+    elif isinstance(ev, RootListed):
+        for key, rec in list((b.ns if b.ns is not None else b.state.namespaces).items()):
+            if rec.root == ev.root and key not in ev.keys:
+                b.drop(key)
+    elif isinstance(ev, Probed):
+        for key, evidence in ev.evidence.items():
+            rec = b.get(key)
+            if rec is not None and rec.liveness != evidence:
+                b.put(replace(rec, liveness=evidence))
+    elif isinstance(ev, Observed):
+        current = b.incidents().get(ev.observation.id)
+        b.put_incident(inc.merge(current, ev.observation, ev.root))
+    elif isinstance(ev, IncidentsLoaded):
+        for record in ev.records:
+            current = b.incidents().get(record.id)
+            b.put_incident(record if current is None else inc.merge_records(current, record))
+    elif isinstance(ev, Acknowledged):
+        current = b.incidents().get(ev.incident_id)
+        if current is not None:
+            b.put_incident(replace(current, ack_at=ev.at, ack_by=ev.by))
+    elif isinstance(ev, HealthChanged):
+        b.set_health(ev.health)
+
+
+def _seen(b: _Builder, ev: NamespaceSeen) -> None:
+    rec = b.get(ev.key)
+    if rec is None:
+        b.put(NsRecord(ev.key, ev.root, ev.name, ev.stamp, liveness=ev.liveness))
+        return
+    previous = rec.previous
+    old, new = rec.owner, ev.stamp.stamp
+    if old is not None and new is not None and inc.owner_key(old) != inc.owner_key(new):
+        previous = old
+    b.put(replace(rec, stamp=ev.stamp, previous=previous, liveness=ev.liveness or rec.liveness))
+
+
+def _stamp_changed(b: _Builder, ev: StampChanged) -> None:
+    rec = b.get(ev.key)
+    if rec is None:
+        return
+    old, new = rec.owner, ev.stamp.stamp
+    previous = rec.previous
+    if old is not None and new is not None and inc.owner_key(old) != inc.owner_key(new):
+        previous = old
+        fresh = rec.stamp.heartbeat_at is not None and (
+            ev.at - rec.stamp.heartbeat_at <= old.overdue_after()
+        )
+        obs = inc.takeover(
+            ev.key,
+            old,
+            new,
+            previous_alive=ev.previous_alive,
+            previous_released=ev.previous_released,
+            previous_fresh=fresh,
+            at=ev.at,
+            sha256=ev.sha256,
+            path=ev.path,
+        )
+        if obs is not None:
+            b.put_incident(inc.merge(b.incidents().get(obs.id), obs, rec.root))
+    b.put(replace(rec, stamp=ev.stamp, previous=previous, liveness=ev.liveness or rec.liveness))
+
+
+def _wrote(rec: NsRecord, ev: Wrote) -> NsRecord:
+    sec = int(ev.at)
+    floor = sec - RATE_WINDOW
+    rate = [pair for pair in rec.rate if pair[0] > floor]
+    if rate and rate[-1][0] == sec:
+        rate[-1] = (sec, rate[-1][1] + ev.writes)
+    else:
+        rate.append((sec, ev.writes))
+    last = ev.at if rec.last_write is None else max(rec.last_write, ev.at)
+    return replace(rec, last_write=last, rate=tuple(rate))
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+
+def write_rate(rec: NsRecord, now: float) -> tuple[int, ...]:
+    end = int(now)
+    counts = [0] * RATE_WINDOW
+    for sec, n in rec.rate:
+        i = RATE_WINDOW - 1 - (end - sec)
+        if 0 <= i < RATE_WINDOW:
+            counts[i] += n
+    return tuple(counts)
+
+
+def time_sensitive(rec: NsRecord, now: float) -> bool:
+    """Whether this record's view can change with time alone (heartbeats, the sparkline)."""
+    owner = rec.owner
+    if owner is not None and owner.state is OwnerState.LIVE:
+        return True
+    return bool(rec.rate) and rec.rate[-1][0] > now - RATE_WINDOW - 1
+
+
+def view_of(
+    rec: NsRecord, state: ModelState, now: float, *, host: str, boot_id: str
+) -> NamespaceView:
+    verdict = classify(rec.stamp, rec.liveness, now, host=host, boot_id=boot_id)
+    s = rec.owner
+    return NamespaceView(
+        key=rec.key,
+        root=rec.root,
+        name=rec.name,
+        lane=s.lane if s else None,
+        checkout_id=s.checkout_id if s else None,
+        checkout_path=s.checkout_path if s else None,
+        host=s.host if s else None,
+        pid=s.pid if s else None,
+        user=s.user if s else None,
+        command=tuple(s.command) if s else (),
+        state=verdict.state,
+        reason=verdict.reason,
+        grade=verdict.grade.value,
+        started_at=s.started_at if s else None,
+        heartbeat_at=rec.stamp.heartbeat_at,
+        heartbeat_interval=s.heartbeat_interval if s else None,
+        released_at=s.released_at if s else None,
+        exit_code=s.exit_code if s else None,
+        last_write=rec.last_write,
+        files=rec.files,
+        bytes=rec.bytes,
+        write_rate=write_rate(rec, now),
+        stamp_status=rec.stamp.status.value,
+        incident_ids=state.by_ns.get(rec.key, ()),
+    )

@@ -1,0 +1,153 @@
+"""What crosses from the engine to the UI: immutable snapshots (see docs/architecture.md).
+
+Every class here is a frozen dataclass; the UI may keep them, compare them and hash their keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+
+class NsState(StrEnum):
+    LIVE = "live"  # owner alive, heartbeat fresh
+    HUNG = "hung"  # owner alive but stopped, or its heartbeat overdue
+    STALE = "stale"  # owner dead, pid reused, other boot, or heartbeat expired on another host
+    ORPHAN = "orphan"  # no valid stamp
+    RELEASED = "released"  # owner exited cleanly, files kept
+    UNKNOWN = "unknown"  # could not tell (permission error, newer schema): never treated as dead
+
+
+class Grade(StrEnum):
+    KNOWN = "known"  # the kernel or the library reported it
+    INFERRED = "inferred"  # inferred from timing or from open files
+
+
+class IncidentKind(StrEnum):
+    TAKEOVER = "takeover"
+    REFUSED_CLAIM = "refused-claim"
+    FOREIGN_RECEIPT = "foreign-receipt"
+    FOREIGN_WRITER = "foreign-writer"
+    UNBOUND_WRITER = "unbound-writer"
+
+
+class HealthStatus(StrEnum):
+    OK = "ok"
+    POLLING = "polling"
+    DEGRADED = "degraded"
+    MISSING = "missing"
+    OVERFLOW_RESCAN = "overflow-rescan"
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceView:
+    """One row of the dashboard."""
+
+    key: str  # absolute path of the namespace (unique across roots)
+    root: str
+    name: str
+    lane: str | None
+    checkout_id: str | None
+    checkout_path: str | None
+    host: str | None
+    pid: int | None
+    user: str | None
+    command: tuple[str, ...]
+    state: NsState
+    reason: str  # stable wording: ages are computed by the reader from the timestamps
+    grade: str  # "known" | "inferred": how the state was judged
+    started_at: float | None
+    heartbeat_at: float | None
+    heartbeat_interval: float | None
+    released_at: float | None
+    exit_code: int | None
+    last_write: float | None
+    files: int | None  # None: not counted yet
+    bytes: int | None
+    write_rate: tuple[int, ...]  # writes per second, oldest first (sparkline)
+    stamp_status: str  # StampStatus value
+    incident_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One observation behind an incident."""
+
+    path: str | None
+    time: float
+    size: int | None
+    sha256: str | None  # only where the content was read
+    grade: str
+    writer: str | None  # who wrote or held it, where known
+    note: str
+    key: str = ""  # deterministic: the same observation seen twice (or by two engines) is one
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    id: str  # deterministic: "<kind>-<12 hex>" from kind + victim + intruder
+    kind: str  # IncidentKind value
+    victim: str | None  # namespace key; None for an unbound writer (shared temp)
+    intruder: Mapping[str, Any]  # lane, pid, checkout_id, namespace, command where known
+    first_seen: float
+    last_seen: float
+    count: int  # distinct observations
+    grade: str  # "known" if any evidence is known, else "inferred"
+    evidence: tuple[Evidence, ...]  # oldest first, bounded
+    acknowledged: bool
+    summary: str = ""  # one line for people; built from untrusted strings: never markup
+
+
+@dataclass(frozen=True, slots=True)
+class SourceHealth:
+    root: str
+    status: str  # HealthStatus value
+    detail: str
+
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed since the last call (or, with `full`, the whole picture)."""
+
+    upserts: Mapping[str, NamespaceView] = field(default_factory=_empty)
+    removed: frozenset[str] = frozenset()
+    incidents: Mapping[str, Incident] = field(default_factory=_empty)
+    health: tuple[SourceHealth, ...] = ()
+    full: bool = False
+    at: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.upserts or self.removed or self.incidents or self.full)
+
+
+def merge_changes(older: Changes, newer: Changes) -> Changes:
+    """One Changes equivalent to delivering `older` then `newer`."""
+    if newer.full:
+        return newer
+    upserts = dict(older.upserts)
+    removed = set(older.removed)
+    for key in newer.removed:
+        upserts.pop(key, None)
+        removed.add(key)
+    for key, view in newer.upserts.items():
+        upserts[key] = view
+        removed.discard(key)
+    if older.full:
+        removed = set()  # a full picture lists what exists; nothing to remove from it
+    incidents = {**older.incidents, **newer.incidents}
+    return Changes(
+        upserts=MappingProxyType(upserts),
+        removed=frozenset(removed),
+        incidents=MappingProxyType(incidents),
+        health=newer.health or older.health,
+        full=older.full,
+        at=newer.at,
+    )
