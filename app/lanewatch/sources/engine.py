@@ -1,0 +1,260 @@
+"""The `Engine` of the engine → UI contract (docs/architecture.md): threads owned, stoppable.
+
+Threads, all started by `start` and joined by `stop`:
+- the worker (`lanewatch-engine`): first picture, then tail batches, scans and probe reports;
+- the delivery thread (`lanewatch-deliver`): hands coalesced `Changes` to the callback at most
+  every 50 ms, slower when the callback is slow (back-pressure: pending changes merge, so
+  memory is bounded by namespaces, not by events);
+- the prober (`lanewatch-prober`): one run every `probe_interval`, never overlapping;
+- watchdog's observer threads, one set per root, owned by `tail.RootWatch`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from lanewatch.model.views import Changes, merge_changes
+from lanewatch.scheme.roots import Registry, canonical_root
+from lanewatch.sources.incidentlog import IncidentLog
+from lanewatch.sources.prober import Prober
+from lanewatch.sources.worker import MAX_BATCH, TICK, Worker
+
+log = logging.getLogger(__name__)
+
+MIN_INTERVAL = 0.05  # at most ~20 callbacks a second
+MAX_INTERVAL = 1.0
+
+
+def resolve_roots(roots: Sequence[str | os.PathLike[str]] | None) -> list[str]:
+    paths = Registry().paths() if roots is None else [Path(r) for r in roots]
+    return list(dict.fromkeys(str(canonical_root(p)) for p in paths))
+
+
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
+
+
+class _Delivery:
+    """Coalesces Changes and calls the callback on its own thread, paced by how long it takes."""
+
+    def __init__(self, callback: Callable[[Changes], None]) -> None:
+        self.callback = callback
+        self.interval = MIN_INTERVAL
+        self._pending: Changes | None = None
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._last = 0.0
+        self.calls = 0
+        self.thread = threading.Thread(target=self._run, name="lanewatch-deliver", daemon=True)
+
+    def offer(self, changes: Changes) -> None:
+        with self._cond:
+            p = self._pending
+            self._pending = changes if p is None else merge_changes(p, changes)
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                wait = self._last + self.interval - time.monotonic()
+                while wait > 0 and not self._stopping:
+                    self._cond.wait(wait)
+                    wait = self._last + self.interval - time.monotonic()
+                if self._stopping:
+                    return
+                changes, self._pending = self._pending, None
+            if changes is None:
+                continue
+            t0 = time.monotonic()
+            try:
+                self.callback(changes)
+            except Exception:  # the UI may be gone (call_from_thread after exit): never fatal
+                log.exception("the changes callback failed")
+            took = time.monotonic() - t0
+            self._last = time.monotonic()
+            self.calls += 1
+            self.interval = min(MAX_INTERVAL, max(MIN_INTERVAL, 2 * took))
+
+
+class Engine:
+    def __init__(
+        self,
+        roots: Sequence[str | os.PathLike[str]] | None = None,
+        *,
+        poll: bool = False,
+        probe_interval: float = 2.0,
+        poll_interval: float = 2.0,
+        on_applied: Callable[[float, Sequence[str]], None] | None = None,
+    ) -> None:
+        """`roots` None: every registered root. `on_applied(time, paths)` is called on the
+        worker thread after each batch is in the model (for benchmarks and tests)."""
+        self.roots = resolve_roots(roots)
+        self.poll = poll
+        self.probe_interval = probe_interval
+        self._worker = Worker(
+            self.roots, poll=poll, poll_interval=poll_interval, on_applied=on_applied
+        )
+        self._delivery: _Delivery | None = None
+        self._prober: Prober | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._snapshot: Changes | None = None
+        self.first_picture = threading.Event()  # set once states are known
+        self.settled = threading.Event()  # set once sizes are counted and one probe is in
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return dict(self._worker.stats)
+
+    # -- contract ------------------------------------------------------------------------------
+    def start(self, on_changes: Callable[[Changes], None]) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the engine is already started")
+        self._delivery = _Delivery(on_changes)
+        self._worker.deliver = self._offer
+        self._prober = Prober(
+            self.probe_interval, self._worker.local_stamps, self._worker.prefixes, self._probed
+        )
+        self._thread = threading.Thread(target=self._run, name="lanewatch-engine", daemon=True)
+        self._delivery.thread.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Prompt and idempotent; never raises."""
+        self._stop.set()
+        self._worker.queue.put(None)
+        try:
+            if self._prober is not None:
+                self._prober.stop()
+            thread = self._thread
+            if (
+                thread is not None
+                and thread.is_alive()
+                and thread is not threading.current_thread()
+            ):
+                thread.join(timeout=10)
+            self._worker.stop_watches()
+            if self._delivery is not None:
+                self._delivery.stop()
+        except (OSError, RuntimeError) as exc:
+            log.warning("stopping the engine: %s", exc)
+
+    def snapshot(self) -> Changes:
+        """The whole current picture (full=True). Before `start`, reads every root once."""
+        if self._thread is None:
+            return self._worker.one_shot()
+        with self._lock:
+            if self._snapshot is not None:
+                return self._snapshot
+        return Changes(full=True, at=time.time())
+
+    def rescan(self) -> None:
+        self._worker.queue.put(("rescan", None))
+
+    def acknowledge(self, incident_id: str) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._worker.queue.put(("ack", incident_id, _user()))
+            return
+        acknowledge(self.roots, incident_id)
+
+    # -- threads -------------------------------------------------------------------------------
+    def _offer(self, changes: Changes) -> None:
+        with self._lock:
+            base = self._snapshot
+            self._snapshot = (
+                changes if base is None or changes.full else merge_changes(base, changes)
+            )
+        if self._delivery is not None:
+            self._delivery.offer(changes)
+
+    def _probed(self, report: object) -> None:
+        self._worker.queue.put(("probe", report))
+
+    def _run(self) -> None:
+        w = self._worker
+        try:
+            w.load_incidents()
+            keys: list[str] = []
+            for root in w.roots:
+                keys.extend(w.list_root(root) or ())
+            w.flush(full=True)  # the first call: every namespace with its state
+            self.first_picture.set()
+            w.start_watches()
+            for root in w.roots:  # namespaces made before the watches existed
+                keys.extend(w.list_new(root))
+            w.commit()
+            w.queue_scan(keys)
+            self._loop()
+        except Exception:
+            log.exception("the engine worker failed")
+            raise
+
+    def _loop(self) -> None:
+        w = self._worker
+        q = w.queue
+        next_tick = time.monotonic() + TICK
+        probing = False
+        while not self._stop.is_set():
+            scanning = w.scanning
+            timeout = 0.0 if scanning else max(0.0, next_tick - time.monotonic())
+            batch = []
+            try:
+                item = q.get(timeout=timeout) if timeout > 0 else q.get_nowait()
+                batch.append(item)
+                while len(batch) < MAX_BATCH:
+                    batch.append(q.get_nowait())
+            except queue.Empty:
+                pass
+            if None in batch:
+                return
+            if batch:
+                w.process(batch)
+            elif scanning:
+                w.scan_some()
+            if not probing and not w.scanning:
+                probing = True
+                assert self._prober is not None
+                self._prober.start()
+            if probing and not self.settled.is_set() and w.stats["probes"] > 0:
+                self.settled.set()
+            if time.monotonic() >= next_tick:
+                w.tick()
+                next_tick = time.monotonic() + TICK
+            w.flush()
+
+
+def acknowledge(roots: Sequence[str], incident_id: str, by: str | None = None) -> bool:
+    """Persist an acknowledgement without an engine; False if no root knows the id."""
+    from dataclasses import replace
+
+    found = False
+    for root in roots:
+        ilog = IncidentLog(root)
+        ilog.load()
+        rec = ilog.known.get(incident_id)
+        if rec is not None:
+            found = True
+            ilog.persist([replace(rec, ack_at=time.time(), ack_by=by or _user())])
+    return found

@@ -1,0 +1,177 @@
+"""The process prober: liveness of local owners, and who holds which path.
+
+`judge` asks the kernel about one owner (pid + start ticks + boot id, via `scheme.procid`).
+`holdings` reads /proc once (`sources.procscan`) for every process with its cwd or an open file
+under the roots or shared temp, and tags it with its lane evidence: $LANEWATCH_NAMESPACE,
+$LANEWATCH_LANE and its ancestry. `Prober` runs both on its own thread, as a one-shot timer
+re-armed after each run (runs never overlap), and hands a `ProbeReport` to the worker.
+With no live local owner there is nothing to attribute: the /proc scan is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lanewatch.model.classify import LivenessEvidence
+from lanewatch.model.incidents import Holding, Owner
+from lanewatch.scheme import lock, procid
+from lanewatch.scheme.procid import Liveness, ProcessIdentity
+from lanewatch.scheme.stamp import OwnerState, Stamp
+from lanewatch.sources import procscan
+
+log = logging.getLogger(__name__)
+
+SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
+    """The kernel's verdict on a local live owner; None for a released or remote stamp."""
+    if stamp.state is not OwnerState.LIVE or stamp.host != procid.hostname():
+        return None
+    alive, why = procid.liveness(ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id))
+    child: Liveness | None = None
+    child_why = ""
+    if alive is Liveness.ALIVE and stamp.child_pid and stamp.child_start_ticks:
+        child, child_why = procid.liveness(
+            ProcessIdentity(stamp.child_pid, stamp.child_start_ticks, stamp.boot_id)
+        )
+    held = lock.is_lock_held(Path(namespace)) if alive is Liveness.UNKNOWN else None
+    return LivenessEvidence(
+        stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, lock_held=held
+    )
+
+
+def owners_of(stamps: Mapping[str, Stamp]) -> dict[str, Owner]:
+    """Attribution targets: every local live owner, by namespace key."""
+    host = procid.hostname()
+    out: dict[str, Owner] = {}
+    for key, s in stamps.items():
+        if s.state is not OwnerState.LIVE or s.host != host:
+            continue
+        pids = {s.pid} | ({s.child_pid} if s.child_pid else set())
+        out[key] = Owner(
+            key, s.lane, s.checkout_id, s.checkout_path, frozenset(pids), s.pgid, s.pid
+        )
+    return out
+
+
+def _lineage(pid: int, procs: Mapping[int, procscan.ProcStat]) -> tuple[int, ...]:
+    chain = [pid]
+    seen = {pid}
+    current = procs.get(pid)
+    while current is not None and current.ppid > 0 and current.ppid not in seen:
+        chain.append(current.ppid)
+        seen.add(current.ppid)
+        current = procs.get(current.ppid)
+    return tuple(chain)
+
+
+def holdings(prefixes: Sequence[str]) -> tuple[list[Holding], str | None]:
+    """Every path under `prefixes` some other process holds; and why the list may be partial."""
+    scan = procscan.scan([p for p in prefixes if os.path.isdir(p)], with_env=True, with_tree=True)
+    me = os.getpid()
+    out: list[Holding] = []
+    for h in scan.holders:
+        if h.pid == me:
+            continue
+        lineage = _lineage(h.pid, scan.procs)
+        for p in h.paths:
+            out.append(
+                Holding(
+                    pid=h.pid,
+                    start_ticks=h.start_ticks,
+                    path=p.path,
+                    kind=p.kind,
+                    access=p.access,
+                    deleted=p.deleted,
+                    directory=getattr(p, "directory", False),
+                    lane_env=h.lane,
+                    namespace_env=h.namespace,
+                    lineage=lineage,
+                    pgid=h.stat.pgid,
+                    command=h.cmdline,
+                )
+            )
+    partial = None
+    if not scan.complete:
+        partial = scan.hidden or f"{len(scan.unreadable_pids)} processes could not be inspected"
+    return out, partial
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeReport:
+    at: float
+    evidence: Mapping[str, LivenessEvidence]
+    holdings: tuple[Holding, ...] | None  # None: skipped (no live local owner)
+    owners: Mapping[str, Owner] = field(default_factory=dict)
+    partial: str | None = None
+    took: float = 0.0
+
+
+def probe(stamps: Mapping[str, Stamp], prefixes: Sequence[str]) -> ProbeReport:
+    """One full probe: liveness of every local live owner, then (if any) who holds what."""
+    t0 = time.monotonic()
+    at = time.time()
+    evidence: dict[str, LivenessEvidence] = {}
+    for key, stamp in stamps.items():
+        ev = judge(key, stamp, at)
+        if ev is not None:
+            evidence[key] = ev
+    owners = owners_of(stamps)
+    held: tuple[Holding, ...] | None = None
+    partial = None
+    if owners:
+        found, partial = holdings(prefixes)
+        held = tuple(found)
+    return ProbeReport(at, evidence, held, owners, partial, time.monotonic() - t0)
+
+
+class Prober:
+    """Runs `probe` every `interval` seconds on its own thread; never two at once."""
+
+    def __init__(
+        self,
+        interval: float,
+        stamps: Callable[[], Mapping[str, Stamp]],
+        prefixes: Callable[[], Sequence[str]],
+        sink: Callable[[ProbeReport], None],
+    ) -> None:
+        self.interval = interval
+        self._stamps = stamps
+        self._prefixes = prefixes
+        self._sink = sink
+        self._stop = threading.Event()
+        self._now = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poke(self) -> None:
+        """Probe as soon as possible (after the current run, if one is going)."""
+        self._now.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._now.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                report = probe(self._stamps(), self._prefixes())
+            except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
+                log.warning("process probe failed: %s", exc)
+            else:
+                if not self._stop.is_set():
+                    self._sink(report)
+            # The one-shot timer, re-armed only now that this run is done.
+            self._now.wait(self.interval)
+            self._now.clear()

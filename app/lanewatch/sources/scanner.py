@@ -1,0 +1,222 @@
+"""The first picture: list each root, read each stamp, then walk each namespace.
+
+Two phases, so states show before sizes: `list_root` + `read_stamp` per namespace is a few
+reads per namespace; `scan_namespace` then walks it with `os.scandir` (one `lstat` per file,
+none per folder) and reads its ledger and receipts. Nothing here follows a symlink.
+
+Everything may vanish under us: a namespace removed mid-walk comes back `vanished`, a
+subfolder removed mid-walk is skipped, a permission error is recorded, never raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lanewatch.scheme.fsutil import UnsafePath, read_nofollow
+from lanewatch.scheme.roots import ROOT_META
+from lanewatch.scheme.stamp import LEDGER_FILE, META_DIR
+
+RECEIPTS = "receipts"
+MAX_RECEIPT = 256 * 1024
+MAX_LEDGER_READ = 4 * 1024 * 1024  # a ledger larger than this is read from its tail
+LEDGER_EVENTS = (b'"claim-refused"', b'"released"', b'"spawn-failed"', b'"cleared"', b'"killed"')
+
+
+@dataclass(frozen=True, slots=True)
+class RootListing:
+    root: str
+    names: tuple[str, ...]  # namespace folder names
+    error: str | None = None  # why it could not be listed
+    missing: bool = False
+    identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the root folder
+
+
+def list_root(root: str) -> RootListing:
+    """Every folder directly under `root` except its own meta folder. Never raises."""
+    try:
+        st = os.stat(root)
+        if not stat.S_ISDIR(st.st_mode):
+            return RootListing(root, (), error="not a folder")
+        with os.scandir(root) as it:
+            names = tuple(
+                e.name for e in it if e.name != ROOT_META and e.is_dir(follow_symlinks=False)
+            )
+    except FileNotFoundError:
+        return RootListing(root, (), error="the root does not exist", missing=True)
+    except OSError as exc:
+        return RootListing(root, (), error=f"cannot list the root: {exc.strerror or exc}")
+    return RootListing(root, names, identity=(st.st_dev, st.st_ino))
+
+
+@dataclass(slots=True)
+class LedgerRead:
+    offset: int  # where the next incremental read starts (after the last full line)
+    inode: int | None
+    lines: list[dict[str, Any]] = field(default_factory=list)  # only the events we act on
+
+
+def read_ledger(path: str, offset: int = 0, inode: int | None = None) -> LedgerRead:
+    """New lines of a ledger since `offset` (from 0 if the file was replaced or truncated)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return LedgerRead(0, None)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return LedgerRead(0, None)
+        if st.st_ino != inode or st.st_size < offset:
+            offset = 0
+        start = max(offset, st.st_size - MAX_LEDGER_READ)
+        if st.st_size <= start:
+            return LedgerRead(start, st.st_ino)
+        data = os.pread(fd, st.st_size - start, start)
+    except OSError:
+        return LedgerRead(offset, inode)
+    finally:
+        os.close(fd)
+    end = data.rfind(b"\n") + 1  # a partial last line is read next time
+    result = LedgerRead(start + end, st.st_ino)
+    for raw in data[:end].splitlines():
+        if not any(marker in raw for marker in LEDGER_EVENTS):
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            result.lines.append(obj)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptRead:
+    path: str
+    data: object  # parsed JSON, or None when unreadable / not JSON
+    mtime: float
+    size: int
+    sha256: str
+
+
+def is_receipt(namespace: str, path: str) -> bool:
+    """`<namespace>/receipts/<step>.json`, directly in the receipts folder."""
+    folder = f"{namespace}/{RECEIPTS}/"
+    return path.startswith(folder) and path.endswith(".json") and "/" not in path[len(folder) :]
+
+
+def read_receipt(path: str) -> ReceiptRead | None:
+    """One receipt file, read without following symlinks; None if gone or not a file."""
+    try:
+        st = os.lstat(path)
+        data = read_nofollow(Path(path), MAX_RECEIPT)
+    except (OSError, UnsafePath):
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    parsed: object = None
+    if len(data) <= MAX_RECEIPT:
+        with contextlib.suppress(ValueError, RecursionError):
+            parsed = json.loads(data)
+    return ReceiptRead(path, parsed, st.st_mtime, len(data), digest)
+
+
+@dataclass(slots=True)
+class NamespaceScan:
+    key: str
+    vanished: bool = False
+    sizes: dict[str, int] = field(default_factory=dict)  # absolute path -> size, non-folders
+    bytes: int = 0
+    last_write: float | None = None  # newest mtime outside .lanewatch/
+    ledger: LedgerRead | None = None
+    receipts: list[ReceiptRead] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def files(self) -> int:
+        return len(self.sizes)
+
+
+def scan_namespace(key: str, *, read_extras: bool = True) -> NamespaceScan:
+    """Walk one namespace: sizes of every file, newest write, ledger and receipts."""
+    out = NamespaceScan(key)
+    try:
+        walk(key, out)
+    except FileNotFoundError:
+        out.vanished = True
+        return out
+    if not read_extras:
+        return out
+    meta = os.path.join(key, META_DIR)
+    out.ledger = read_ledger(os.path.join(meta, LEDGER_FILE))
+    for path in out.sizes:
+        if is_receipt(key, path):
+            r = read_receipt(path)
+            if r is not None:
+                out.receipts.append(r)
+    return out
+
+
+def walk(top: str, out: NamespaceScan) -> None:
+    """Fill `out` from the tree under `top`. Raises FileNotFoundError only if `top` is gone."""
+    sizes = out.sizes
+    meta = os.path.join(top, META_DIR)
+    stack = [top]
+    newest = out.last_write or 0.0
+    total = out.bytes
+    while stack:
+        folder = stack.pop()
+        try:
+            it = os.scandir(folder)
+        except FileNotFoundError:
+            if folder == top:
+                raise
+            continue  # a subfolder removed mid-walk
+        except NotADirectoryError:
+            if folder == top:
+                raise FileNotFoundError(errno.ENOENT, "replaced by a file", top) from None
+            continue
+        except OSError as exc:
+            out.errors.append(f"{folder}: {exc.strerror or exc}")
+            continue
+        own = folder == meta
+        with it:
+            for entry in it:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    out.errors.append(f"{entry.path}: {exc.strerror or exc}")
+                    continue
+                sizes[entry.path] = st.st_size
+                total += st.st_size
+                if not own and st.st_mtime > newest:
+                    newest = st.st_mtime
+    out.bytes = total
+    out.last_write = newest or None
+
+
+def floor_walk(top: str) -> tuple[int, int]:
+    """The benchmark's floor: bare scandir recursion with a stat of every entry."""
+    files = size = 0
+    stack = [top]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for entry in it:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+                else:
+                    files += 1
+                    size += st.st_size
+    return files, size
