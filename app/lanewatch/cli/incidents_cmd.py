@@ -1,0 +1,142 @@
+"""`lanewatch incidents`: the incident log of every root, or one incident's whole timeline.
+
+Reads `<root>/.lanewatch-root/incidents.jsonl` (what every engine and `status` recorded); it
+does not scan. `--ack ID` records an acknowledgement. Exit codes: 0, or 1 for an unknown ID.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from lanewatch.cli.common import echo_json, fail, friendly_errors
+from lanewatch.cli.status_cmd import incident_json
+from lanewatch.model.views import Incident
+
+
+def _iso(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1000):03d}"
+
+
+def _md(value: object) -> str:
+    """A table cell: untrusted text, with what would break Markdown escaped."""
+    text = "-" if value is None else str(value)
+    for ch in ("\\", "|", "`", "*", "_", "[", "]", "<", ">"):
+        text = text.replace(ch, "\\" + ch)
+    return text.replace("\n", " ")
+
+
+def markdown(i: Incident) -> str:
+    lines = [
+        f"# Incident {_md(i.id)}",
+        "",
+        f"- **kind**: {_md(i.kind)}",
+        f"- **summary**: {_md(i.summary)}",
+        f"- **victim**: {_md(i.victim)}",
+        f"- **intruder**: {_md(', '.join(f'{k}={v}' for k, v in i.intruder.items()))}",
+        f"- **first seen**: {_iso(i.first_seen)}",
+        f"- **last seen**: {_iso(i.last_seen)}",
+        f"- **observations**: {i.count}",
+        f"- **grade**: {i.grade}",
+        f"- **acknowledged**: {'yes' if i.acknowledged else 'no'}",
+        "",
+        "## Evidence",
+        "",
+        "| time | path | size | sha256 | grade | writer | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for e in i.evidence:
+        cells = (_iso(e.time), e.path, e.size, e.sha256, e.grade, e.writer, e.note)
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _list_table(incidents: Sequence[Incident], console: Console) -> None:
+    table = Table(title="incidents", title_justify="left")
+    for col in ("id", "kind", "grade", "count", "first seen", "last seen", "ack", "summary"):
+        table.add_column(col, no_wrap=col != "summary")
+    for i in incidents:
+        table.add_row(
+            Text(i.id),
+            Text(i.kind),
+            i.grade,
+            str(i.count),
+            _iso(i.first_seen),
+            _iso(i.last_seen),
+            "yes" if i.acknowledged else "",
+            Text(i.summary),
+        )
+    console.print(table)
+
+
+def _one_table(i: Incident, console: Console) -> None:
+    console.print(Text(f"{i.id}  {i.kind}  ({i.grade}, seen {i.count}×)", style="bold"))
+    console.print(Text(i.summary))
+    console.print(Text(f"victim:   {i.victim or '-'}"))
+    console.print(Text("intruder: " + ", ".join(f"{k}={v}" for k, v in i.intruder.items())))
+    table = Table(title="evidence", title_justify="left")
+    for col in ("time", "path", "size", "sha256", "grade", "writer", "note"):
+        table.add_column(col, no_wrap=col in ("time", "size", "grade"))
+    for e in i.evidence:
+        table.add_row(
+            _iso(e.time),
+            Text(e.path or "-"),
+            "-" if e.size is None else str(e.size),
+            Text((e.sha256 or "-")[:16]),
+            e.grade,
+            Text(e.writer or "-"),
+            Text(e.note),
+        )
+    console.print(table)
+
+
+@click.command("incidents")
+@click.argument("incident_id", required=False)
+@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with the evidence).")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown for a postmortem.")
+@click.option("--ack", "ack", is_flag=True, help="Acknowledge INCIDENT_ID.")
+@friendly_errors
+def incidents_command(
+    incident_id: str | None, roots: Sequence[str], as_json: bool, as_markdown: bool, ack: bool
+) -> None:
+    """The incident log of every known root, or INCIDENT_ID with its whole evidence timeline."""
+    from lanewatch.sources.engine import acknowledge, resolve_roots
+    from lanewatch.sources.incidentlog import read_all
+
+    if as_json and as_markdown:
+        raise click.UsageError("--json and --markdown exclude each other")
+    paths = resolve_roots(list(roots) if roots else None)
+    if ack:
+        if not incident_id:
+            raise click.UsageError("--ack needs an INCIDENT_ID")
+        if not acknowledge(paths, incident_id):
+            fail(f"no incident {incident_id!r} in {', '.join(paths)}")
+        click.echo(f"acknowledged: {incident_id}")
+        return
+    records = read_all(paths)
+    incidents = sorted((r.to_view() for r in records.values()), key=lambda i: i.first_seen)
+    if incident_id:
+        one = next((i for i in incidents if i.id == incident_id), None)
+        if one is None:
+            fail(f"no incident {incident_id!r} in {', '.join(paths)}")
+        if as_json:
+            echo_json(incident_json(one, evidence=True))
+        elif as_markdown:
+            click.echo(markdown(one), nl=False)
+        else:
+            _one_table(one, Console(highlight=False))
+        return
+    if as_json:
+        echo_json([incident_json(i, evidence=True) for i in incidents])
+    elif as_markdown:
+        click.echo("\n".join(markdown(i) for i in incidents), nl=False)
+    else:
+        _list_table(incidents, Console(highlight=False))

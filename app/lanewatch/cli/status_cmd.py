@@ -1,0 +1,215 @@
+"""`lanewatch status`: every namespace of every root once, as a table or as stable JSON.
+
+Exit codes (docs/engine.md): 0 no open collision; 4 at least one open (unacknowledged)
+incident; 5 none open, but some root could not be read (the picture is incomplete).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from lanewatch.cli.common import echo_json, friendly_errors
+from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
+from lanewatch.scheme.procid import hostname
+
+SCHEMA = 1
+EXIT_OK = 0
+EXIT_COLLISIONS = 4
+EXIT_INCOMPLETE = 5
+
+_STATE_STYLE = {
+    NsState.LIVE: "green",
+    NsState.HUNG: "yellow",
+    NsState.STALE: "red",
+    NsState.ORPHAN: "magenta",
+    NsState.RELEASED: "dim",
+    NsState.UNKNOWN: "cyan",
+}
+COLUMNS = ("state", "lane", "pid", "host", "age", "beat", "write", "files", "size", "!", "why")
+_BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
+
+
+def exit_code(changes: Changes) -> int:
+    if any(not i.acknowledged for i in changes.incidents.values()):
+        return EXIT_COLLISIONS
+    if any(h.status in _BAD_HEALTH for h in changes.health):
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def _age(t: float | None, now: float) -> float | None:
+    return None if t is None else round(max(0.0, now - t), 3)
+
+
+def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
+    return {
+        "key": v.key,
+        "root": v.root,
+        "name": v.name,
+        "lane": v.lane,
+        "checkout_id": v.checkout_id,
+        "checkout_path": v.checkout_path,
+        "host": v.host,
+        "pid": v.pid,
+        "user": v.user,
+        "command": list(v.command),
+        "state": v.state.value,
+        "reason": v.reason,
+        "grade": v.grade,
+        "stamp_status": v.stamp_status,
+        "started_at": v.started_at,
+        "age": _age(v.started_at, now),
+        "heartbeat_at": v.heartbeat_at,
+        "heartbeat_age": _age(v.heartbeat_at, now),
+        "heartbeat_interval": v.heartbeat_interval,
+        "released_at": v.released_at,
+        "exit_code": v.exit_code,
+        "last_write": v.last_write,
+        "files": v.files,
+        "bytes": v.bytes,
+        "incident_ids": list(v.incident_ids),
+    }
+
+
+def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": i.id,
+        "kind": i.kind,
+        "victim": i.victim,
+        "intruder": dict(i.intruder),
+        "first_seen": i.first_seen,
+        "last_seen": i.last_seen,
+        "count": i.count,
+        "grade": i.grade,
+        "acknowledged": i.acknowledged,
+        "summary": i.summary,
+    }
+    if evidence:
+        out["evidence"] = [
+            {
+                "path": e.path,
+                "time": e.time,
+                "size": e.size,
+                "sha256": e.sha256,
+                "grade": e.grade,
+                "writer": e.writer,
+                "note": e.note,
+            }
+            for e in i.evidence
+        ]
+    return out
+
+
+def status_json(changes: Changes) -> dict[str, Any]:
+    now = changes.at or time.time()
+    views = sorted(changes.upserts.values(), key=lambda v: (v.root, v.name))
+    incidents = sorted(changes.incidents.values(), key=lambda i: (i.first_seen, i.id))
+    return {
+        "schema": SCHEMA,
+        "generated_at": now,
+        "host": hostname(),
+        "roots": [{"root": h.root, "status": h.status, "detail": h.detail} for h in changes.health],
+        "namespaces": [namespace_json(v, now) for v in views],
+        "incidents": [incident_json(i) for i in incidents],
+        "open_incidents": sum(not i.acknowledged for i in incidents),
+        "exit_code": exit_code(changes),
+    }
+
+
+def _ago(t: float | None, now: float) -> str:
+    if t is None:
+        return "-"
+    s = max(0.0, now - t)
+    if s < 90:
+        return f"{s:.0f}s"
+    if s < 5400:
+        return f"{s / 60:.0f}m"
+    if s < 172800:
+        return f"{s / 3600:.0f}h"
+    return f"{s / 86400:.0f}d"
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "…"
+    size = float(n)
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024 or unit == "G":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{n}B"
+
+
+def render(changes: Changes, console: Console) -> None:
+    now = changes.at or time.time()
+    table = Table(title="lanes", title_justify="left", expand=False)
+    for col in COLUMNS:
+        wraps = col in ("lane", "why")
+        table.add_column(col, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis")
+    for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
+        table.add_row(
+            Text(v.state.value, style=_STATE_STYLE.get(v.state, "")),
+            Text(v.lane if v.lane is not None else v.name),
+            Text(str(v.pid) if v.pid else "-"),
+            Text(v.host or "-"),
+            _ago(v.started_at, now),
+            _ago(v.heartbeat_at, now),
+            _ago(v.last_write, now),
+            "…" if v.files is None else str(v.files),
+            _size(v.bytes),
+            Text(str(len(v.incident_ids)) if v.incident_ids else "", style="bold red"),
+            Text(f"{v.reason} [{v.grade}]"),
+        )
+    console.print(table)
+    open_ = [i for i in changes.incidents.values() if not i.acknowledged]
+    if open_:
+        inc = Table(title="open incidents", title_justify="left")
+        for col in ("id", "kind", "grade", "count", "last seen", "summary"):
+            inc.add_column(col, no_wrap=col != "summary")
+        for i in sorted(open_, key=lambda i: i.last_seen, reverse=True):
+            inc.add_row(
+                Text(i.id),
+                Text(i.kind),
+                i.grade,
+                str(i.count),
+                _ago(i.last_seen, now),
+                Text(i.summary),
+            )
+        console.print(inc)
+    for h in changes.health:
+        style = "red" if h.status in _BAD_HEALTH else "dim"
+        console.print(Text(f"root {h.root}: {h.status} ({h.detail})", style=style))
+
+
+@click.command("status")
+@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (docs/engine.md).")
+@click.option(
+    "--poll",
+    is_flag=True,
+    help="Report roots as polled (network filesystems). status reads each root once either way.",
+)
+@friendly_errors
+def status_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
+    """Every namespace of every known root, with its state, owner and open incidents.
+
+    Exits 0 when no collision is open, 4 when one is, 5 when none is but a root is unreadable.
+    """
+    from lanewatch.sources.engine import Engine
+
+    changes = Engine(list(roots) if roots else None, poll=poll).snapshot()
+    if as_json:
+        echo_json(status_json(changes))
+    else:
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console = Console(highlight=False, width=max(console.width, 160))
+        render(changes, console)
+    raise SystemExit(exit_code(changes))
