@@ -1,0 +1,120 @@
+"""The demo lanes' worker: `python <this file> [--every S] [--hold FILE] [--cwd DIR] ...`.
+
+It is what a demo lane runs under `lanewatch run`: it keeps one file open (`--hold`, default
+`$TMPDIR/activity.log`), appends a line to it each tick and rewrites one of a few small chunk
+files in `$TMPDIR`, at a modest rate. `--cwd` and `--hold` point it elsewhere, which is how the
+demo stages a foreign write (into another lane's namespace) and an unbound write (into shared
+temp). `--burst N` writes N chunks and exits (the released lane).
+
+Standard library only, and run as a script, so each of the demo's writers starts in a blink.
+It dies with its parent (`PR_SET_PDEATHSIG`, SIGKILL: that reaches a stopped process too), and
+also exits on its own once its parent changes or the demo process named by
+$LANEWATCH_DEMO_OWNER ("pid:start_ticks") is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+ENV_DEMO_OWNER = "LANEWATCH_DEMO_OWNER"
+MAX_HELD_BYTES = 256 * 1024
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        arg = ctypes.c_ulong
+        libc.prctl(PR_SET_PDEATHSIG, arg(signal.SIGKILL), arg(0), arg(0), arg(0))
+    except (OSError, AttributeError):
+        pass  # no prctl here: the parent and owner checks in Watch still end us
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (as `scheme.procid.start_ticks`, kept stdlib-only here)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rfind(b")") + 2 :].split()
+    return int(rest[19]) if len(rest) > 19 and rest[0] not in (b"Z", b"X") else None
+
+
+class Watch:
+    """Whether we are still wanted: the same parent, and the demo process still alive."""
+
+    def __init__(self) -> None:
+        die_with_parent()
+        self.parent = os.getppid()
+        pid, _, ticks = os.environ.get(ENV_DEMO_OWNER, "").partition(":")
+        self.owner = (int(pid), int(ticks)) if pid.isdigit() and ticks.isdigit() else None
+
+    def wanted(self) -> bool:
+        if self.parent <= 1 or os.getppid() != self.parent:
+            return False
+        return self.owner is None or _start_ticks(self.owner[0]) == self.owner[1]
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep in short steps; False as soon as we are no longer wanted."""
+        end = time.monotonic() + seconds
+        while True:
+            if not self.wanted():
+                return False
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            time.sleep(min(left, 0.25))
+
+
+def _wait_for_dir(path: Path, watch: Watch, timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while not path.is_dir():
+        if time.monotonic() > end or not watch.sleep(0.02):
+            return False
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    watch = Watch()
+    churn = Path(args.dir or os.environ.get("TMPDIR") or os.getcwd())
+    hold = Path(args.hold) if args.hold else churn / "activity.log"
+    if not _wait_for_dir(hold.parent, watch):
+        print(f"demo writer: {hold.parent} never appeared", file=sys.stderr)
+        return 1
+    if args.cwd:
+        os.chdir(args.cwd)
+    with open(hold, "ab", buffering=0) as held:
+        tick = 0
+        while args.burst == 0 or tick < args.burst:
+            size = random.randint(256, 4096)
+            (churn / f"chunk-{tick % args.files:02d}.bin").write_bytes(os.urandom(size))
+            if held.tell() > MAX_HELD_BYTES:
+                held.truncate(0)
+            held.write(f"{time.time():.3f} pid {os.getpid()} tick {tick}: {size} bytes\n".encode())
+            tick += 1
+            if args.burst == 0 and not watch.sleep(args.every * random.uniform(0.7, 1.3)):
+                return 0
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lanewatch demo writer")
+    parser.add_argument("--every", type=float, default=0.5, help="seconds between writes")
+    parser.add_argument("--dir", help="where chunk files go (default: $TMPDIR)")
+    parser.add_argument("--hold", help="file kept open and appended to")
+    parser.add_argument("--cwd", help="working directory to sit in")
+    parser.add_argument("--files", type=int, default=12, help="chunk files, rewritten in turn")
+    parser.add_argument("--burst", type=int, default=0, help="write this many chunks, then exit")
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
