@@ -1,0 +1,157 @@
+"""`lanewatch demo`: the dashboard on a self-contained demo with real simulated lanes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+import click
+
+from lanewatch.cli.common import friendly_errors
+from lanewatch.demo import DemoScenario
+
+TAKEOVER_DELAY = 6.0  # with the dashboard open, the takeover arrives in front of the user
+LEAVE_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class _Leave(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _SignalGuard:
+    """SIGTERM and SIGHUP (a closed terminal) end the demo as cleanly as quitting does.
+
+    Without the dashboard the signal just unwinds the main thread, so the scenario's `with`
+    block stops everything. With it, the processes are stopped at once (the terminal may be gone
+    already) and the app is asked to exit from its own loop. Should the demo die anyway, its
+    children die with it (see `lanewatch.demo.procs`).
+    """
+
+    def __init__(self, scenario: DemoScenario) -> None:
+        self.scenario = scenario
+        self.app: Any = None
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _SignalGuard:
+        for sig in LEAVE_SIGNALS:
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.signum = signum
+        if self.scenario.stopping:
+            return
+        if self.app is None:
+            raise _Leave(signum)
+        self.scenario.stop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise _Leave(signum) from None
+        loop.call_soon_threadsafe(self.app.exit)
+
+
+def _dashboard_factory() -> Callable[..., Any] | None:
+    """`make_app` of the dashboard, or None while this build has no dashboard."""
+    try:
+        module = importlib.import_module("lanewatch.tui.app")
+    except ModuleNotFoundError as exc:
+        if exc.name == "lanewatch.tui.app":
+            return None
+        raise
+    return getattr(module, "make_app", None)
+
+
+def _say(text: str = "", err: bool = False) -> None:
+    with contextlib.suppress(OSError):  # the terminal may have been closed under us
+        click.echo(text, err=err)
+
+
+def _print_ready(scenario: DemoScenario) -> None:
+    _say(f"lanewatch demo: ready in {scenario.build_seconds:.1f} s")
+    _say(f"  demo folder   {scenario.base}")
+    _say(f"  scratch root  {scenario.scratch_root}")
+    _say(f"  shared temp   {scenario.shared_tmp}")
+    for note in scenario.notes:
+        _say(f"  note: {note}")
+    _say()
+    for line in scenario.summary_lines():
+        _say(f"  {line}")
+    _say()
+
+
+def _print_after(scenario: DemoScenario, started: int) -> None:
+    if scenario.leftover:
+        _say(f"lanewatch demo: could not stop: {', '.join(scenario.leftover)}", err=True)
+    kept = f"kept {scenario.base}" if scenario.keep else f"removed {scenario.base}"
+    _say(f"lanewatch demo: stopped {started} processes; {kept}", err=True)
+
+
+@click.command("demo")
+@click.option(
+    "--keep", is_flag=True, help="Keep the demo folder afterwards (processes always stop)."
+)
+@click.option(
+    "--no-ui",
+    "no_ui",
+    is_flag=True,
+    help="No dashboard: build the demo, print where it is, wait for Ctrl-C.",
+)
+@friendly_errors
+def demo_command(keep: bool, no_ui: bool) -> None:
+    """Open the dashboard on a demo of real simulated lanes.
+
+    The demo lives in <state dir>/demo (two private checkouts and a scratch root) plus one
+    folder in shared temp: live, hung, stale, orphan and released lanes, and a takeover, a
+    refused claim, a foreign receipt, a foreign writer and an unbound writer. Leaving it (q,
+    Ctrl-C, SIGTERM, a closed terminal) stops every process it started and deletes its files;
+    --keep leaves the demo folder for inspection. Nothing outside it is touched.
+    """
+    make_app = None if no_ui else _dashboard_factory()
+    scenario = DemoScenario(keep=keep, takeover_delay=TAKEOVER_DELAY if make_app else 0.0)
+    guard = _SignalGuard(scenario)
+    _say("lanewatch demo: starting simulated lanes...", err=True)
+    try:
+        with guard, scenario:
+            if make_app is not None:
+                app = make_app([scenario.scratch_root], demo_note=scenario.note)
+                guard.app = app
+                app.run()
+            else:
+                _print_ready(scenario)
+                root = shlex.quote(str(scenario.scratch_root))
+                if no_ui:
+                    _say(f"Watch it from another terminal:  lanewatch status --root {root}")
+                    _say("Ctrl-C stops every demo process.")
+                    while True:
+                        time.sleep(3600)
+                else:
+                    _say("The dashboard is not in this build yet, so the demo stops again now.")
+                    _say("`lanewatch demo --no-ui` keeps it running for `lanewatch status`.")
+    except KeyboardInterrupt:
+        pass
+    except _Leave:
+        pass
+    _print_after(scenario, len(scenario.processes))
+    if guard.signum is not None:
+        sys.exit(128 + guard.signum)
