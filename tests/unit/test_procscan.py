@@ -4,6 +4,7 @@ lane variables, orphans, unreadable processes and processes vanishing mid-scan."
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import select
@@ -86,12 +87,24 @@ def read_line(proc: subprocess.Popen[bytes], timeout: float = DEADLINE) -> str:
     return buf.decode().strip()
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def set_subreaper(on: bool) -> None:
+    """Orphans of our children come to us instead of init, so we can reap them (init does not
+    reap everywhere, e.g. in some sandboxes)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
 class Procs:
     """Processes a test started; all are killed and reaped at teardown."""
 
     def __init__(self) -> None:
         self.started: list[subprocess.Popen[bytes]] = []
         self.pidfds: list[int] = []
+        set_subreaper(True)
 
     def start(
         self, args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None
@@ -124,6 +137,8 @@ class Procs:
             with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             select.select([pidfd], [], [], DEADLINE)  # readable once it has exited
+            with contextlib.suppress(ChildProcessError):  # ours only if it was orphaned
+                os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
             os.close(pidfd)
         for proc in self.started:
             if proc.poll() is None:
@@ -132,6 +147,7 @@ class Procs:
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
                     stream.close()
+        set_subreaper(False)
 
 
 @pytest.fixture
@@ -413,6 +429,7 @@ def test_processes_vanishing_mid_scan_never_raise(ns: Path) -> None:
 def test_process_tree(procs: Procs, tmp_path: Path) -> None:
     proc = procs.start(["sh", "-c", "sleep 600 & echo $!; wait"], cwd=tmp_path)
     child = int(read_line(proc))
+    procs.adopt(child)  # killing sh would leave the sleep behind
     assert child in procscan.descendants(proc.pid)
     assert procscan.ppid_map()[child] == proc.pid
     assert procscan.ancestors(child)[:2] == [proc.pid, os.getpid()]

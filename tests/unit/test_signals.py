@@ -5,6 +5,7 @@ would still hurt nothing."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import os
 import select
@@ -50,12 +51,24 @@ def read_line(proc: subprocess.Popen[bytes], timeout: float = DEADLINE) -> str:
     return buf.decode().strip()
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def set_subreaper(on: bool) -> None:
+    """Orphans of our children come to us instead of init, so we can reap them (init does not
+    reap everywhere, e.g. in some sandboxes)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
 class Procs:
     """Processes a test started (and orphans it adopted by pidfd); all killed at teardown."""
 
     def __init__(self) -> None:
         self.started: list[subprocess.Popen[bytes]] = []
         self.pidfds: list[int] = []
+        set_subreaper(True)
 
     def start(self, args: list[str], **kw: object) -> subprocess.Popen[bytes]:
         kw.setdefault("start_new_session", True)
@@ -77,7 +90,9 @@ class Procs:
         for pidfd in self.pidfds:
             with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            select.select([pidfd], [], [], DEADLINE)
+            select.select([pidfd], [], [], DEADLINE)  # readable once it has exited
+            with contextlib.suppress(ChildProcessError):  # ours only if it was orphaned
+                os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
             os.close(pidfd)
         for proc in self.started:
             if proc.poll() is None:
@@ -85,6 +100,7 @@ class Procs:
             proc.wait(timeout=DEADLINE)
             if proc.stdout is not None:
                 proc.stdout.close()
+        set_subreaper(False)
 
 
 @pytest.fixture
