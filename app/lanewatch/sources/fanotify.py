@@ -1,0 +1,690 @@
+"""Kernel write attribution through Linux fanotify, bound with ctypes (no compiler at install).
+
+fanotify reports, for every write to a marked filesystem, the writer's pid and an open
+descriptor to the file, even when the write lasted microseconds. We only ever open a
+*notification* group (FAN_CLASS_NOTIF): no permission events, so a writer is never blocked
+by lanewatch and nobody waits if lanewatch dies.
+
+Layers, lowest first:
+
+- `fanotify_available()`: can this process use fanotify here, with a reason line.
+- `events_from_buffer()`: parse what read(2) returned into `FanEvent`s (pure but for readlink).
+- `FanotifyGroup`: one group fd; `mark()` a path's filesystem, `read()` an `EventBatch`.
+- `FanotifyWatcher`: a reader thread that hands batches to a callback and closes every event
+  descriptor as soon as the callback returns.
+
+See docs/fanotify.md for what it can and cannot see. Importing this module never raises,
+on any platform; only calling into it on a system without fanotify does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import functools
+import hashlib
+import logging
+import os
+import select
+import stat
+import struct
+import sys
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from types import TracebackType
+
+log = logging.getLogger(__name__)
+
+# --- <linux/fanotify.h> -------------------------------------------------------------------
+FAN_ACCESS = 0x0000_0001
+FAN_MODIFY = 0x0000_0002
+FAN_ATTRIB = 0x0000_0004
+FAN_CLOSE_WRITE = 0x0000_0008
+FAN_CLOSE_NOWRITE = 0x0000_0010
+FAN_OPEN = 0x0000_0020
+FAN_MOVED_FROM = 0x0000_0040
+FAN_MOVED_TO = 0x0000_0080
+FAN_CREATE = 0x0000_0100
+FAN_DELETE = 0x0000_0200
+FAN_DELETE_SELF = 0x0000_0400
+FAN_MOVE_SELF = 0x0000_0800
+FAN_OPEN_EXEC = 0x0000_1000
+FAN_Q_OVERFLOW = 0x0000_4000
+FAN_FS_ERROR = 0x0000_8000
+FAN_OPEN_PERM = 0x0001_0000
+FAN_ACCESS_PERM = 0x0002_0000
+FAN_OPEN_EXEC_PERM = 0x0004_0000
+FAN_ONDIR = 0x4000_0000
+FAN_ALL_PERM_EVENTS = FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_OPEN_EXEC_PERM
+
+# fanotify_init flags
+FAN_CLOEXEC = 0x01
+FAN_NONBLOCK = 0x02
+FAN_CLASS_NOTIF = 0x00
+FAN_REPORT_FD_ERROR = 0x2000  # Linux 6.13+: a failed event fd is reported as -errno, not dropped
+
+# fanotify_mark flags
+FAN_MARK_ADD = 0x01
+FAN_MARK_REMOVE = 0x02
+FAN_MARK_MOUNT = 0x10
+FAN_MARK_FILESYSTEM = 0x100  # Linux 4.20+
+
+FAN_NOFD = -1
+FANOTIFY_METADATA_VERSION = 3
+AT_FDCWD = -100
+
+# struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid
+EVENT_METADATA = struct.Struct("=IBBHQii")
+
+# What lanewatch watches: a write finished, or a write happened (FAN_Q_OVERFLOW needs no mark).
+WATCH_MASK = FAN_CLOSE_WRITE | FAN_MODIFY
+
+# O_CLOEXEC too: a lane we spawn while a batch is open must not inherit the event fds.
+EVENT_FD_FLAGS = os.O_RDONLY | getattr(os, "O_LARGEFILE", 0) | getattr(os, "O_CLOEXEC", 0)
+
+# One read(2) opens one fd per event it returns: bounded, so a burst cannot hit `ulimit -n`.
+DEFAULT_MAX_EVENTS = 256
+DEFAULT_PREFIX_LIMIT = 64 * 1024
+DEFAULT_HASH_LIMIT = 64 * 1024 * 1024
+_CHUNK = 1024 * 1024
+
+_MASK_NAMES: tuple[tuple[int, str], ...] = (
+    (FAN_ACCESS, "ACCESS"),
+    (FAN_MODIFY, "MODIFY"),
+    (FAN_ATTRIB, "ATTRIB"),
+    (FAN_CLOSE_WRITE, "CLOSE_WRITE"),
+    (FAN_CLOSE_NOWRITE, "CLOSE_NOWRITE"),
+    (FAN_OPEN, "OPEN"),
+    (FAN_MOVED_FROM, "MOVED_FROM"),
+    (FAN_MOVED_TO, "MOVED_TO"),
+    (FAN_CREATE, "CREATE"),
+    (FAN_DELETE, "DELETE"),
+    (FAN_DELETE_SELF, "DELETE_SELF"),
+    (FAN_MOVE_SELF, "MOVE_SELF"),
+    (FAN_OPEN_EXEC, "OPEN_EXEC"),
+    (FAN_Q_OVERFLOW, "Q_OVERFLOW"),
+    (FAN_FS_ERROR, "FS_ERROR"),
+    (FAN_OPEN_PERM, "OPEN_PERM"),
+    (FAN_ACCESS_PERM, "ACCESS_PERM"),
+    (FAN_OPEN_EXEC_PERM, "OPEN_EXEC_PERM"),
+    (FAN_ONDIR, "ONDIR"),
+)
+_KNOWN_BITS = sum(bit for bit, _ in _MASK_NAMES)
+
+
+def mask_names(mask: int) -> tuple[str, ...]:
+    """The FAN_* names set in `mask` (without the prefix); unknown bits as hex."""
+    names = [name for bit, name in _MASK_NAMES if mask & bit]
+    unknown = mask & ~_KNOWN_BITS
+    if unknown:
+        names.append(hex(unknown))
+    return tuple(names)
+
+
+# --- errors and the libc binding --------------------------------------------------------------
+
+
+class FanotifyError(OSError):
+    """fanotify could not be set up; `reason` is one line fit to show a user."""
+
+    def __init__(self, err: int, reason: str) -> None:
+        super().__init__(err, reason)
+        self.reason = reason
+
+
+def _reason(err: int, what: str) -> str:
+    if err == errno.EPERM:
+        return "needs root or CAP_SYS_ADMIN (run lanewatch as root for kernel attribution)"
+    if err == errno.ENOSYS:
+        return "this kernel has no fanotify (CONFIG_FANOTIFY is off)"
+    if err == errno.EMFILE:
+        return "too many fanotify groups or open files (fs.fanotify.max_user_groups, ulimit -n)"
+    if err in (errno.ENODEV, errno.EXDEV, errno.EOPNOTSUPP):
+        return f"{what}: this filesystem cannot be watched with fanotify ({os.strerror(err)})"
+    if err == errno.ENOENT:
+        return f"{what}: no such path"
+    return f"{what}: {os.strerror(err)}"
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The process's libc with fanotify_init/fanotify_mark typed, or None if it has none."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        init, mark = libc.fanotify_init, libc.fanotify_mark
+    except (OSError, AttributeError, TypeError):
+        return None
+    init.argtypes = [ctypes.c_uint, ctypes.c_uint]
+    init.restype = ctypes.c_int
+    # The mask is a uint64_t: ctypes must know, or 32-bit ABIs get it wrong.
+    mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
+    mark.restype = ctypes.c_int
+    return libc
+
+
+def _require_libc() -> ctypes.CDLL:
+    if not sys.platform.startswith("linux"):
+        raise FanotifyError(errno.ENOSYS, f"fanotify is Linux-only (this is {sys.platform})")
+    libc = _libc()
+    if libc is None:
+        raise FanotifyError(errno.ENOSYS, "the C library has no fanotify_init")
+    return libc
+
+
+def _init_group() -> tuple[int, bool]:
+    """A new notification-class group fd, and whether it reports fd errors instead of dropping."""
+    libc = _require_libc()
+    base = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK
+    for flags in (base | FAN_REPORT_FD_ERROR, base):
+        fd = libc.fanotify_init(flags, EVENT_FD_FLAGS)
+        if fd >= 0:
+            return fd, bool(flags & FAN_REPORT_FD_ERROR)
+        err = ctypes.get_errno()
+        if err != errno.EINVAL:  # EINVAL: an older kernel without FAN_REPORT_FD_ERROR
+            break
+    raise FanotifyError(err, _reason(err, "fanotify_init"))
+
+
+# --- content through the event descriptor ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContentSample:
+    """What a file held when we read it through the event's descriptor.
+
+    `sha256` covers the whole content (None if larger than the hash limit); `size` is the
+    number of bytes hashed, or the fstat size when not hashed; `prefix` is at most the
+    prefix limit.
+    """
+
+    size: int
+    sha256: str | None
+    prefix: bytes
+
+    @property
+    def complete(self) -> bool:
+        """The prefix is the whole content."""
+        return self.sha256 is not None and len(self.prefix) == self.size
+
+
+def read_content(
+    fd: int,
+    *,
+    prefix_limit: int = DEFAULT_PREFIX_LIMIT,
+    hash_limit: int = DEFAULT_HASH_LIMIT,
+) -> ContentSample | None:
+    """Size, sha256 and a bounded prefix of the file behind `fd`; None if not a regular file.
+
+    Reads with pread only: never reopens by path (the path may already name another file)
+    and never moves the descriptor's offset.
+    """
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_size > hash_limit:
+        return ContentSample(st.st_size, None, os.pread(fd, prefix_limit, 0))
+    digest = hashlib.sha256()
+    prefix = bytearray()
+    offset = 0
+    while True:
+        chunk = os.pread(fd, _CHUNK, offset)
+        if not chunk:
+            break
+        if len(prefix) < prefix_limit:
+            prefix += chunk[: prefix_limit - len(prefix)]
+        digest.update(chunk)
+        offset += len(chunk)
+        if offset > hash_limit:  # it grew while we read: give up the hash, keep the prefix
+            return ContentSample(os.fstat(fd).st_size, None, bytes(prefix))
+    return ContentSample(offset, digest.hexdigest(), bytes(prefix))
+
+
+# --- events ----------------------------------------------------------------------------------
+
+
+class _Lease:
+    """Shared by the events of one batch: False once their descriptors are closed."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open = True
+
+
+@dataclass(frozen=True, slots=True)
+class FanEvent:
+    """One fanotify event.
+
+    `pid` is the writer's process id as seen from our pid namespace (0 if invisible or for
+    an overflow). `fd` is a read-only descriptor to the written file, owned by the batch it
+    came in and valid only until that batch is closed (for `FanotifyWatcher`: until the
+    callback returns); FAN_NOFD for an overflow; below -1 it is -errno when the kernel could
+    not open the file. `path` is readlink of that descriptor at read time: if the file was
+    renamed it is the new name, if unlinked it ends in " (deleted)"; None when unknown.
+    """
+
+    pid: int
+    mask: int
+    path: str | None
+    fd: int
+    _lease: _Lease | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def is_overflow(self) -> bool:
+        """The kernel's queue overflowed: events were lost, rescan what is watched."""
+        return bool(self.mask & FAN_Q_OVERFLOW)
+
+    @property
+    def is_close_write(self) -> bool:
+        return bool(self.mask & FAN_CLOSE_WRITE)
+
+    @property
+    def is_modify(self) -> bool:
+        return bool(self.mask & FAN_MODIFY)
+
+    @property
+    def fd_error(self) -> int | None:
+        """The errno the kernel met opening the file for us, if it could not."""
+        return -self.fd if self.fd < FAN_NOFD else None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return mask_names(self.mask)
+
+    def read_content(
+        self, *, prefix_limit: int = DEFAULT_PREFIX_LIMIT, hash_limit: int = DEFAULT_HASH_LIMIT
+    ) -> ContentSample | None:
+        """`read_content()` through this event's descriptor, while its batch is open."""
+        if self.fd < 0:
+            raise ValueError(f"event has no file descriptor ({', '.join(self.names)})")
+        if self._lease is not None and not self._lease.open:
+            # The number may already name another file of ours: refuse rather than misread.
+            raise ValueError("event descriptor already closed: read content inside the callback")
+        return read_content(self.fd, prefix_limit=prefix_limit, hash_limit=hash_limit)
+
+
+@dataclass(frozen=True, slots=True)
+class RawEvent:
+    """One fanotify_event_metadata record as the kernel wrote it."""
+
+    mask: int
+    fd: int
+    pid: int
+    version: int
+
+
+def parse_metadata(buf: bytes) -> list[RawEvent]:
+    """The records in a read(2) buffer; stops at a truncated or malformed record."""
+    records: list[RawEvent] = []
+    offset = 0
+    while offset + EVENT_METADATA.size <= len(buf):
+        event_len, vers, _reserved, _meta_len, mask, fd, pid = EVENT_METADATA.unpack_from(
+            buf, offset
+        )
+        if event_len < EVENT_METADATA.size or offset + event_len > len(buf):
+            break
+        records.append(RawEvent(mask, fd, pid, vers))
+        offset += event_len  # event_len also covers any info records after the metadata
+    return records
+
+
+def _fd_path(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError as exc:  # EBADF would mean a double close somewhere: say so
+        log.warning("closing fanotify event fd %d: %s", fd, exc)
+
+
+def events_from_buffer(
+    buf: bytes,
+    *,
+    own_pid: int | None = None,
+    accept: Callable[[str], bool] | None = None,
+    lease: _Lease | None = None,
+) -> tuple[list[FanEvent], int]:
+    """Turn a read(2) buffer into events, and how many records it held.
+
+    The descriptors of events dropped here are closed at once: those written by `own_pid`
+    (default: this process; our own writes are never anyone's collision), those whose path
+    `accept` rejects, and those of an unknown metadata version. The caller owns the rest.
+    Overflow events and events without a path are always kept.
+    """
+    if own_pid is None:
+        own_pid = os.getpid()
+    records = parse_metadata(buf)
+    events: list[FanEvent] = []
+    handed = 0  # records whose fd is already closed or owned by an event
+    try:
+        for i, rec in enumerate(records):
+            keep = rec.version == FANOTIFY_METADATA_VERSION and rec.pid != own_pid
+            path = _fd_path(rec.fd) if keep and rec.fd >= 0 else None
+            if keep and path is not None and accept is not None:
+                keep = accept(path)
+            if keep:
+                # With FAN_REPORT_FD_ERROR an overflow carries -EBADF, not FAN_NOFD: it never
+                # had a file, so say so the one way.
+                fd = FAN_NOFD if rec.mask & FAN_Q_OVERFLOW and rec.fd < 0 else rec.fd
+                events.append(FanEvent(rec.pid, rec.mask, path, fd, lease))
+            elif rec.fd >= 0:
+                _close_quietly(rec.fd)
+            handed = i + 1
+    except BaseException:
+        # Nothing leaks even if `accept` raises: close what we kept and what we never reached.
+        for fd in [ev.fd for ev in events] + [rec.fd for rec in records[handed:]]:
+            if fd >= 0:
+                _close_quietly(fd)
+        raise
+    return events, len(records)
+
+
+class EventBatch:
+    """The events of one read; closing it closes all their descriptors, exactly once."""
+
+    def __init__(self, events: Sequence[FanEvent], records: int, lease: _Lease) -> None:
+        self.events: tuple[FanEvent, ...] = tuple(events)
+        self.records = records  # records read, including those dropped (own pid, filtered)
+        self._lease = lease
+
+    @property
+    def closed(self) -> bool:
+        return not self._lease.open
+
+    def close(self) -> None:
+        if not self._lease.open:
+            return
+        self._lease.open = False
+        for ev in self.events:
+            if ev.fd >= 0:
+                _close_quietly(ev.fd)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[FanEvent]:
+        return iter(self.events)
+
+    def __enter__(self) -> EventBatch:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_lease", None) is not None and self._lease.open:
+            warnings.warn("unclosed fanotify EventBatch", ResourceWarning, stacklevel=1)
+            self.close()
+
+
+# --- the group --------------------------------------------------------------------------------
+
+
+class MarkKind(Enum):
+    FILESYSTEM = "filesystem"  # the whole filesystem, through every mount of it (4.20+)
+    MOUNT = "mount"  # only writes made through this one mount
+    AUTO = "auto"  # FILESYSTEM, or MOUNT on kernels that lack it
+
+
+class FanotifyGroup:
+    """One fanotify notification group: mark paths, read event batches."""
+
+    def __init__(self) -> None:
+        self._fd, self.reports_fd_errors = _init_group()
+        self._lock = threading.Lock()  # mark() from one thread, close() from another
+        self._fs_marks = True
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def fileno(self) -> int:
+        if self._fd < 0:
+            raise ValueError("fanotify group is closed")
+        return self._fd
+
+    def mark(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        kind: MarkKind = MarkKind.AUTO,
+        mask: int = WATCH_MASK,
+    ) -> MarkKind:
+        """Watch the filesystem (or mount) holding `path` for `mask`; returns the kind used."""
+        if mask & FAN_ALL_PERM_EVENTS:
+            raise ValueError("permission events are never used: a writer must never wait on us")
+        libc = _require_libc()
+        raw = os.fsencode(path)
+        kinds = [kind] if kind is not MarkKind.AUTO else [MarkKind.FILESYSTEM, MarkKind.MOUNT]
+        if kind is MarkKind.AUTO and not self._fs_marks:
+            kinds = [MarkKind.MOUNT]
+        err = errno.EINVAL
+        with self._lock:
+            fd = self.fileno()
+            for k in kinds:
+                flag = FAN_MARK_FILESYSTEM if k is MarkKind.FILESYSTEM else FAN_MARK_MOUNT
+                if libc.fanotify_mark(fd, FAN_MARK_ADD | flag, mask, AT_FDCWD, raw) == 0:
+                    if k is MarkKind.MOUNT and kind is MarkKind.AUTO:
+                        self._fs_marks = False  # kernel before 4.20: stop trying
+                    return k
+                err = ctypes.get_errno()
+                if k is MarkKind.FILESYSTEM and kind is MarkKind.AUTO and err == errno.EINVAL:
+                    continue  # maybe a kernel before 4.20: try a mount mark
+                break
+        raise FanotifyError(err, _reason(err, f"marking {os.fsdecode(raw)}"))
+
+    def read(
+        self,
+        *,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        accept: Callable[[str], bool] | None = None,
+    ) -> EventBatch:
+        """Read up to `max_events` queued events without blocking; close the batch after use."""
+        lease = _Lease()
+        try:
+            buf = os.read(self.fileno(), max_events * EVENT_METADATA.size)
+        except BlockingIOError:
+            return EventBatch((), 0, lease)
+        except OSError as exc:
+            if exc.errno in (errno.EBADF, errno.EINVAL, errno.EFAULT):
+                raise
+            # Older kernels drop an event whose fd they could not open and fail the read
+            # (EMFILE, ENFILE, ...). Events were lost: report it as an overflow would be.
+            log.warning("fanotify read lost events: %s", exc)
+            lost = FanEvent(0, FAN_Q_OVERFLOW, None, FAN_NOFD, lease)
+            return EventBatch((lost,), 1, lease)
+        events, records = events_from_buffer(buf, accept=accept, lease=lease)
+        return EventBatch(events, records, lease)
+
+    def close(self) -> None:
+        """Close the group; the kernel drops all its marks with it."""
+        with self._lock:
+            if self._fd >= 0:
+                fd, self._fd = self._fd, -1
+                os.close(fd)
+
+    def __enter__(self) -> FanotifyGroup:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def fanotify_available(path: str | os.PathLike[str] | None = None) -> tuple[bool, str]:
+    """Whether this process can watch writes with fanotify here, and a one-line reason.
+
+    Opens a throwaway group and marks `path` (default: the temp folder) the way the
+    watcher will; never raises.
+    """
+    target = tempfile.gettempdir() if path is None else path
+    try:
+        with FanotifyGroup() as group:
+            kind = group.mark(target)
+    except FanotifyError as exc:
+        return False, exc.reason
+    except OSError as exc:
+        return False, f"fanotify: {exc}"
+    return True, f"kernel attribution available (fanotify, {kind.value} marks)"
+
+
+# --- the watcher ------------------------------------------------------------------------------
+
+
+def _norm_prefix(path: str | os.PathLike[str]) -> str:
+    # readlink gives canonical paths: compare against the canonical form, with a trailing "/".
+    real = os.path.realpath(path)
+    return real if real.endswith("/") else real + "/"
+
+
+class FanotifyWatcher:
+    """Watches the filesystems holding `paths` on a reader thread; see the module docstring.
+
+    `callback(events)` runs on the reader thread with each batch, in kernel order; every
+    event descriptor is closed as soon as it returns, so read content inside it (e.g.
+    `event.read_content()`). Overflow comes as an event with `is_overflow`. Only events
+    under `prefixes` (default: `paths`) are delivered; the others, and our own writes, are
+    dropped and their descriptors closed at once.
+    """
+
+    def __init__(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        callback: Callable[[Sequence[FanEvent]], None],
+        *,
+        prefixes: Iterable[str | os.PathLike[str]] | None = None,
+        kind: MarkKind = MarkKind.AUTO,
+        mask: int = WATCH_MASK,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        on_error: Callable[[BaseException], None] | None = None,
+        name: str = "lanewatch-fanotify",
+    ) -> None:
+        self._paths = [os.fspath(p) for p in paths]
+        self._callback = callback
+        self._prefixes = tuple(
+            _norm_prefix(p) for p in (self._paths if prefixes is None else prefixes)
+        )
+        self._kind = kind
+        self._mask = mask
+        self._max_events = max_events
+        self._on_error = on_error
+        self._name = name
+        self._group: FanotifyGroup | None = None
+        self._thread: threading.Thread | None = None
+        self._stop_r = self._stop_w = -1
+        self._stopping = threading.Event()
+        self.marks: dict[str, MarkKind] = {}
+        self.error: BaseException | None = None  # why the reader thread ended, if it failed
+        self.delivered = 0
+        self.overflows = 0
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Open the group and mark every path (raises FanotifyError), then start reading."""
+        if self._thread is not None:
+            raise RuntimeError("watcher already started")
+        group = FanotifyGroup()
+        try:
+            for p in self._paths:
+                self.marks[p] = group.mark(p, kind=self._kind, mask=self._mask)
+            self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        except BaseException:
+            group.close()
+            raise
+        self._group = group
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def add_path(
+        self, path: str | os.PathLike[str], *, prefix: bool = True
+    ) -> MarkKind:  # e.g. a root registered while we run
+        """Mark one more path while running; deliver events under it too if `prefix`."""
+        if self._group is None:
+            raise RuntimeError("watcher not started")
+        kind = self._group.mark(path, kind=self._kind, mask=self._mask)
+        self.marks[os.fspath(path)] = kind
+        if prefix:
+            # One tuple swap: the reader reads the attribute once per batch, no lock needed.
+            self._prefixes = (*self._prefixes, _norm_prefix(path))
+        return kind
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the reader promptly and release everything; idempotent."""
+        self._stopping.set()
+        if self._stop_w >= 0:
+            # A full pipe means a wake-up is already pending.
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._stop_w, b"x")
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise TimeoutError(f"fanotify reader did not stop within {timeout}s (callback?)")
+        if self._stop_w >= 0:
+            os.close(self._stop_w)
+            self._stop_w = -1
+
+    def __enter__(self) -> FanotifyWatcher:
+        self.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _accept(self, path: str) -> bool:
+        probe = path + "/"
+        return any(probe.startswith(p) for p in self._prefixes)
+
+    def _deliver(self, events: Sequence[FanEvent]) -> None:
+        self.delivered += len(events)
+        self.overflows += sum(1 for e in events if e.is_overflow)
+        try:
+            self._callback(events)
+        except Exception as exc:  # a failing consumer must not end kernel attribution
+            if self._on_error is not None:
+                self._on_error(exc)
+            else:
+                log.exception("fanotify callback failed")
+
+    def _run(self) -> None:
+        group = self._group
+        assert group is not None
+        poller = select.poll()
+        poller.register(group.fileno(), select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
+        try:
+            while not self._stopping.is_set():
+                ready = {fd for fd, _ in poller.poll()}
+                if self._stop_r in ready:
+                    break
+                # Drain what is queued, one bounded batch at a time, checking for stop.
+                while not self._stopping.is_set():
+                    with group.read(max_events=self._max_events, accept=self._accept) as batch:
+                        if batch.events:
+                            self._deliver(batch.events)
+                    if batch.records == 0:
+                        break
+        except BaseException as exc:
+            self.error = exc
+            log.exception("fanotify reader stopped")
+        finally:
+            group.close()
+            os.close(self._stop_r)
+            self._stop_r = -1
