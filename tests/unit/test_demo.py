@@ -226,7 +226,7 @@ def test_cli_no_ui_stops_everything_on_hangup(tmp_path: Path) -> None:
     assert all(_gone(i) for i in idents)
     assert not base.exists()
     assert list(_shared(tmp_path).iterdir()) == []
-    assert "stopped" in out.read_text()
+    assert "processes it started are gone" in out.read_text()
 
 
 def test_demo_killed_outright_takes_its_processes_along(tmp_path: Path) -> None:

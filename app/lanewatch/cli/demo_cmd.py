@@ -18,7 +18,7 @@ import click
 from lanewatch.cli.common import friendly_errors
 from lanewatch.demo import DemoScenario
 
-TAKEOVER_DELAY = 6.0  # with the dashboard open, the takeover arrives in front of the user
+TAKEOVER_DELAY = 6.0  # the takeover arrives in front of an open dashboard
 LEAVE_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -104,7 +104,8 @@ def _print_after(scenario: DemoScenario, started: int) -> None:
     if scenario.leftover:
         _say(f"lanewatch demo: could not stop: {', '.join(scenario.leftover)}", err=True)
     kept = f"kept {scenario.base}" if scenario.keep else f"removed {scenario.base}"
-    _say(f"lanewatch demo: stopped {started} processes; {kept}", err=True)
+    gone = started - len(scenario.leftover)
+    _say(f"lanewatch demo: {gone} of the {started} processes it started are gone; {kept}", err=True)
 
 
 @click.command("demo")
@@ -128,7 +129,9 @@ def demo_command(keep: bool, no_ui: bool) -> None:
     --keep leaves the demo folder for inspection. Nothing outside it is touched.
     """
     make_app = None if no_ui else _dashboard_factory()
-    scenario = DemoScenario(keep=keep, takeover_delay=TAKEOVER_DELAY if make_app else 0.0)
+    # Without the dashboard (no UI, or none in this build) nothing would watch it happen live.
+    live = make_app is not None or no_ui
+    scenario = DemoScenario(keep=keep, takeover_delay=TAKEOVER_DELAY if live else 0.0)
     guard = _SignalGuard(scenario)
     _say("lanewatch demo: starting simulated lanes...", err=True)
     try:
@@ -141,7 +144,8 @@ def demo_command(keep: bool, no_ui: bool) -> None:
                 _print_ready(scenario)
                 root = shlex.quote(str(scenario.scratch_root))
                 if no_ui:
-                    _say(f"Watch it from another terminal:  lanewatch status --root {root}")
+                    _say(f"Watch it from another terminal:  lanewatch dash --root {root}")
+                    _say(f"                             or:  lanewatch status --root {root}")
                     _say("Ctrl-C stops every demo process.")
                     while True:
                         time.sleep(3600)
