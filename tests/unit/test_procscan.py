@@ -185,7 +185,7 @@ def sleeper(procs: Procs, cwd: Path, env: dict[str, str] | None = None) -> int:
 def test_cwd_inside_is_found_with_identity(procs: Procs, ns: Path) -> None:
     pid = sleeper(procs, ns)
     h = holder_of(procscan.scan([ns]), pid)
-    assert [(p.kind, p.path) for p in h.paths] == [("cwd", str(ns))]
+    assert [(p.kind, p.path, p.directory) for p in h.paths] == [("cwd", str(ns), True)]
     assert h.identity == ProcessIdentity.of(pid)
     assert h.ppid == os.getpid()
     assert h.pgid == pid  # start_new_session
@@ -209,7 +209,7 @@ def test_directory_fd_is_found(procs: Procs, ns: Path, tmp_path: Path) -> None:
     sub.mkdir()
     proc, _ = procs.helper("dirfd", sub, cwd=tmp_path)
     (held,) = holder_of(procscan.scan([ns]), proc.pid).paths
-    assert (held.kind, held.path, held.access) == ("fd", str(sub), "read")
+    assert (held.kind, held.path, held.access, held.directory) == ("fd", str(sub), "read", True)
 
 
 def test_deleted_file_is_found_and_marked(procs: Procs, ns: Path, tmp_path: Path) -> None:
@@ -218,6 +218,28 @@ def test_deleted_file_is_found_and_marked(procs: Procs, ns: Path, tmp_path: Path
     assert not target.exists()
     (held,) = holder_of(procscan.scan([ns]), proc.pid).paths
     assert (held.kind, held.path, held.deleted) == ("fd", str(target), True)
+
+
+def test_removed_cwd_is_found_and_marked(procs: Procs, ns: Path) -> None:
+    sub = ns / "sub"
+    sub.mkdir()
+    pid = sleeper(procs, sub)
+    sub.rmdir()
+    (held,) = holder_of(procscan.scan([ns]), pid).paths
+    assert (held.kind, held.path, held.deleted) == ("cwd", str(sub), True)
+
+
+def test_unlinked_file_with_another_link_is_deleted_here(ns: Path, tmp_path: Path) -> None:
+    """Unlinked inside the namespace but still linked elsewhere: its nlink is not 0, yet the
+    kernel's " (deleted)" is right about the path we care about."""
+    target = ns / "linked.bin"
+    target.write_text("x")
+    os.link(target, tmp_path / "elsewhere.bin")
+    with open(target) as f:
+        target.unlink()
+        h = holder_of(procscan.scan([ns]), os.getpid())
+        (held,) = [p for p in h.paths if p.fd == f.fileno()]
+        assert (held.path, held.deleted, held.directory) == (str(target), True, False)
 
 
 def test_a_live_file_named_deleted_is_not_deleted(ns: Path) -> None:

@@ -63,6 +63,7 @@ class HeldPath:
     fd: int | None = None
     access: Access | None = None  # None for cwd and root
     deleted: bool = False
+    directory: bool = False  # a cwd, a root, or an fd open on a folder
 
     @property
     def writable(self) -> bool:
@@ -397,18 +398,34 @@ def _owner(dfd: int) -> int | None:
         return None
 
 
-def _strip_deleted(path: str, link: str, dfd: int) -> tuple[str, bool]:
-    """Drop the kernel's " (deleted)" suffix when the object really has no links left (a live
-    file may be *named* "x (deleted)")."""
-    if not path.endswith(_DELETED):
-        return path, False
+def _candidate(matcher: _Matcher, raw: str) -> bool:
+    """Cheap test before any stat: could `raw` (maybe with " (deleted)") lie under a prefix?"""
+    if raw.endswith(_DELETED) and matcher.match(raw[: -len(_DELETED)]) is not None:
+        return True
+    return matcher.match(raw) is not None
+
+
+def _resolve(raw: str, link: str, dfd: int) -> tuple[str, bool, bool]:
+    """(path, deleted, directory) of what `link` (cwd, root, fd/N) points to.
+
+    The kernel appends " (deleted)" to an unlinked object's path; a live file may also be
+    *named* "x (deleted)", so the suffix is dropped unless that name is the very same inode.
+    """
     try:
-        nlink = os.stat(link, dir_fd=dfd).st_nlink
+        st: os.stat_result | None = os.stat(link, dir_fd=dfd)  # follows the magic link
     except OSError:
-        nlink = 0  # closed or exited meanwhile: trust the suffix
-    if nlink == 0:
-        return path[: -len(_DELETED)], True
-    return path, False
+        st = None  # closed or exited meanwhile
+    directory = st is not None and stat_mod.S_ISDIR(st.st_mode)
+    if not raw.endswith(_DELETED):
+        return raw, False, directory
+    if st is not None:
+        try:
+            named = os.lstat(raw)
+        except OSError:
+            named = None
+        if named is not None and (named.st_dev, named.st_ino) == (st.st_dev, st.st_ino):
+            return raw, False, directory
+    return raw[: -len(_DELETED)], True, directory
 
 
 def _probe(
@@ -487,10 +504,12 @@ def _held_paths(
             if exc.errno != errno.ENOENT:  # ENOENT: a zombie or exiting process has no cwd
                 problems.append(Unreadable(pid, link, _why(exc)))
             continue
-        target, deleted = _strip_deleted(target, link, dfd)
+        if not _candidate(matcher, target):
+            continue
+        target, deleted, _ = _resolve(target, link, dfd)
         prefix = matcher.match(target)
         if prefix is not None:
-            held.append(HeldPath(target, link, prefix, deleted=deleted))
+            held.append(HeldPath(target, link, prefix, deleted=deleted, directory=True))
 
     try:
         # By path, not through dfd: if the pinned process died and its pid was reused, these
@@ -512,13 +531,18 @@ def _held_paths(
             if exc.errno in _DENIED_ERRNOS:
                 break  # every other fd would fail the same ptrace check
             continue
-        if not target.startswith("/"):
-            continue  # socket:[..], pipe:[..], anon_inode:..
-        target, deleted = _strip_deleted(target, link, dfd)
-        prefix = matcher.match(target)
-        if prefix is None or (pid, int(name)) in ignored:
+        # Most fds are sockets, pipes or paths elsewhere: reject them before any stat.
+        if not target.startswith("/") or not _candidate(matcher, target):
             continue
-        held.append(HeldPath(target, "fd", prefix, int(name), _fd_access(link, dfd), deleted))
+        fd = int(name)
+        if (pid, fd) in ignored:
+            continue
+        target, deleted, directory = _resolve(target, link, dfd)
+        prefix = matcher.match(target)
+        if prefix is None:
+            continue
+        access = _fd_access(link, dfd)
+        held.append(HeldPath(target, "fd", prefix, fd, access, deleted, directory))
 
     if with_maps:
         held.extend(_mapped(pid, dfd, matcher, problems))
