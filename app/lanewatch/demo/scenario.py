@@ -216,10 +216,11 @@ class DemoScenario:
         counts = ", ".join(f"{n} {state}" for state, n in sorted(self.counts().items()))
         kinds = sorted({k for e in self.expected for k in e.incidents})
         leave = "keeps" if self.keep else "deletes"
-        return (
+        note = (
             f"Demo: real simulated lanes in {self.scratch_root} ({counts}); incidents: "
             f"{', '.join(kinds)}. Quitting stops every demo process and {leave} the demo folder."
         )
+        return " ".join([note, *(f"Note: {n}." for n in self.notes)])
 
     def summary_lines(self) -> list[str]:
         lines = [f"{'STATE':9} {'LANE':18} WHAT"]

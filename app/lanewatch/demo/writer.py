@@ -37,15 +37,20 @@ def die_with_parent() -> None:
         pass  # no prctl here: the parent and owner checks in Watch still end us
 
 
-def _start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (as `scheme.procid.start_ticks`, kept stdlib-only here)."""
+def _is_alive(pid: int, ticks: int) -> bool:
+    """Whether `pid` still has start time `ticks` (as `scheme.procid`, kept stdlib-only here).
+
+    A process we cannot read is not read as dead.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
     except OSError:
-        return None
+        return True
     rest = data[data.rfind(b")") + 2 :].split()
-    return int(rest[19]) if len(rest) > 19 and rest[0] not in (b"Z", b"X") else None
+    return len(rest) > 19 and rest[0] not in (b"Z", b"X") and rest[19] == str(ticks).encode()
 
 
 class Watch:
@@ -60,7 +65,7 @@ class Watch:
     def wanted(self) -> bool:
         if self.parent <= 1 or os.getppid() != self.parent:
             return False
-        return self.owner is None or _start_ticks(self.owner[0]) == self.owner[1]
+        return self.owner is None or _is_alive(*self.owner)
 
     def sleep(self, seconds: float) -> bool:
         """Sleep in short steps; False as soon as we are no longer wanted."""
