@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from lanewatch.scheme.gate import check_gate
+from lanewatch.scheme.lane import Lane, scratch_dir_for
+from lanewatch.scheme.receipts import write_receipt
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["Lane", "__version__", "check_gate", "scratch_dir_for", "write_receipt"]
