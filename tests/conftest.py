@@ -3,12 +3,16 @@ default root and TMPDIR all point under pytest's tmp_path."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +22,18 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state = tmp_path / "state"
     monkeypatch.setenv("LANEWATCH_STATE_DIR", str(state))
     monkeypatch.delenv("LANEWATCH_ROOT", raising=False)
-    for var in ("LANEWATCH_LANE", "LANEWATCH_NAMESPACE", "LANEWATCH_CHECKOUT"):
+    for var in (
+        "LANEWATCH_LANE",
+        "LANEWATCH_NAMESPACE",
+        "LANEWATCH_CHECKOUT",
+        "LANEWATCH_HEARTBEAT",
+    ):
         monkeypatch.delenv(var, raising=False)
+    # Child processes (git, `lanewatch run`, helpers) get a private TMPDIR too.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    for var in ("TMPDIR", "TMP", "TEMP"):
+        monkeypatch.setenv(var, str(tmp))
     return state
 
 
@@ -94,3 +108,103 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
             except (ProcessLookupError, PermissionError):
                 p.kill()
         p.wait(timeout=10)
+
+
+Spawn = Callable[..., "subprocess.Popen[bytes]"]
+
+
+@pytest.fixture
+def spawn(procs: list[subprocess.Popen[bytes]]) -> Spawn:
+    """Start a process in its own process group, killed (group and all) and reaped at the end."""
+
+    def start(args: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        kwargs.setdefault("process_group", 0)
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        p: subprocess.Popen[bytes] = subprocess.Popen(list(args), **kwargs)
+        procs.append(p)
+        return p
+
+    return start
+
+
+@pytest.fixture
+def groups() -> Iterator[list[int]]:
+    """Process groups a test learns of (the CMD group of `lanewatch run`): SIGKILLed at the end."""
+    pgids: list[int] = []
+    yield pgids
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _set_subreaper(on: bool) -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return int(data[data.rfind(b")") + 2 :].split()[1])
+
+
+class Subreaper:
+    """This test process adopts orphaned descendants, so a test can kill and reap them."""
+
+    def __init__(self) -> None:
+        self.adopted: list[int] = []
+
+    def adopt(self, pid: int) -> None:
+        """Remember an orphan to kill and reap at the end (if the test did not)."""
+        self.adopted.append(pid)
+
+    def kill_and_reap(self, pid: int, timeout: float = 10.0) -> None:
+        """SIGKILL `pid` (a descendant that was reparented to us) and reap it."""
+        deadline = time.monotonic() + timeout
+        if _parent_of(pid) != os.getpid():
+            return  # not (or no longer) our child: never signal a pid we cannot vouch for
+        os.kill(pid, signal.SIGKILL)
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return  # not ours (already reaped, or adopted elsewhere)
+            if done:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"pid {pid} was not reaped within {timeout}s")
+            time.sleep(0.01)
+
+
+@pytest.fixture
+def subreaper() -> Iterator[Subreaper]:
+    if not _set_subreaper(True):
+        pytest.skip("prctl(PR_SET_CHILD_SUBREAPER) is not available")
+    reaper = Subreaper()
+    try:
+        yield reaper
+    finally:
+        for pid in reaper.adopted:
+            reaper.kill_and_reap(pid)
+        _set_subreaper(False)
+
+
+def lanewatch(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 30.0
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `lanewatch` CLI to completion (for commands that start no CMD group)."""
+    return subprocess.run(
+        [*LANEWATCH, *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
