@@ -1,0 +1,224 @@
+"""`lanewatch prove`: run a step in its lane, exactly as `lanewatch run` does, and write a receipt.
+
+The git state is read before the command starts (what the step ran against) and again when it
+ends; a difference is written into the receipt, and the gate refuses such a receipt.
+
+Two cases:
+
+- The lane is free: it is claimed through `run_in_lane` (same process group, signal forwarding,
+  heartbeat and ledger lines as `run`), and the receipt is written while the lock is still held,
+  just before the release.
+- The lane is already held by the `lanewatch run` this process runs inside (same namespace in
+  `$LANEWATCH_NAMESPACE`, the stamp's live owner is an ancestor; see `scheme.nested`): nothing is
+  claimed; the command runs in its own process group with signals forwarded and the terminal
+  handed over, as `run` does, and the receipt goes into the outer run's namespace. Any other
+  holder makes the prove fail closed (exit 3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from lanewatch.runner import (
+    EXIT_NOT_EXECUTABLE,
+    EXIT_NOT_FOUND,
+    FORWARDED,
+    exit_code_of,
+    run_in_lane,
+)
+from lanewatch.scheme.gitstate import GitState
+from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, Lane, LaneTarget, locate
+from lanewatch.scheme.nested import outer_owner
+from lanewatch.scheme.receipts import Receipt, encode_step, make_receipt, record, state_of
+from lanewatch.scheme.stamp import OwnerState
+
+
+@dataclass(frozen=True, slots=True)
+class ProveResult:
+    exit_code: int
+    receipt: Receipt | None  # None only if the receipt could not be written
+    path: Path | None
+    nested: bool  # written into the namespace of the `lanewatch run` we run inside
+
+
+class _ProvingLane(Lane):
+    """A Lane that writes the step's receipt just before it lets go of the lock."""
+
+    def __init__(
+        self,
+        step: str,
+        before: GitState,
+        lane: str,
+        *,
+        root: str | os.PathLike[str],
+        checkout: str | os.PathLike[str],
+        heartbeat: float | None,
+        command: list[str],
+    ) -> None:
+        super().__init__(lane, root=root, checkout=checkout, heartbeat=heartbeat, command=command)
+        self.step = step
+        self.before = before
+        self.started_at = time.time()
+        self.written: tuple[Receipt, Path] | None = None
+
+    def claim(self) -> Lane:
+        self.started_at = time.time()
+        return super().claim()
+
+    def release(self, exit_code: int | None = None, event: str = "released") -> None:
+        try:
+            if self._stamp is not None and self.stamp.state is OwnerState.LIVE:
+                self.written = _write(
+                    self.step,
+                    self.target,
+                    exit_code=1 if exit_code is None else exit_code,
+                    command=self.command,
+                    started_at=self.started_at,
+                    before=self.before,
+                )
+        finally:
+            super().release(exit_code=exit_code, event=event)
+
+
+def _write(
+    step: str,
+    target: LaneTarget,
+    *,
+    exit_code: int,
+    command: Sequence[str],
+    started_at: float,
+    before: GitState,
+) -> tuple[Receipt, Path]:
+    receipt = make_receipt(
+        step,
+        target,
+        exit_code=exit_code,
+        command=command,
+        started_at=started_at,
+        finished_at=time.time(),
+        git=before,
+        git_after=state_of(target),
+    )
+    return receipt, record(target, receipt)
+
+
+@contextlib.contextmanager
+def _terminal_to(pgid: int) -> Iterator[None]:
+    """Hand the terminal to `pgid` while it runs, when we hold the foreground (as a shell does)."""
+    fd = sys.stdin.fileno() if sys.stdin is not None else -1
+    try:
+        ours = fd >= 0 and os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        yield
+        return
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(fd, pgid)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGCONT)  # it may have stopped reading too early
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(fd, os.getpgrp())
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _run_here(cmd: Sequence[str]) -> int:
+    """Run `cmd` in its own process group without claiming anything (the nested case).
+
+    Signals sent to us are forwarded to the group while it is un-reaped; those that arrive
+    before it exists are sent once it does. Signals ignored when we started stay ignored.
+    """
+    group: list[int] = []
+    held: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if not group:
+            held.append(signum)
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group[0], signum)
+
+    previous = {
+        sig: signal.signal(sig, forward)
+        for sig in FORWARDED
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        try:
+            proc = subprocess.Popen(list(cmd), process_group=0)
+        except FileNotFoundError:
+            print(f"lanewatch: command not found: {cmd[0]}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        except PermissionError:
+            print(f"lanewatch: command not executable: {cmd[0]}", file=sys.stderr)
+            return EXIT_NOT_EXECUTABLE
+        group.append(proc.pid)
+        for signum in held:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signum)
+        with _terminal_to(proc.pid):
+            returncode = proc.wait()
+        return exit_code_of(returncode)
+    finally:
+        if proc is not None and proc.returncode is None:  # we are dying: do not orphan it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def prove(
+    step: str,
+    cmd: Sequence[str],
+    *,
+    lane: str | None = None,
+    root: str | os.PathLike[str] | None = None,
+    checkout: str | os.PathLike[str] | None = None,
+    heartbeat: float | None = None,
+) -> ProveResult:
+    """Run `cmd` as `step` in its lane and write the receipt. Returns CMD's exit code.
+
+    Raises Unbound outside a checkout, BadStep / BadLaneName for names that cannot be paths,
+    ClaimRefused when another owner (not our own outer `lanewatch run`) holds the lane.
+    """
+    encode_step(step)
+    argv = list(cmd)
+    name = lane if lane is not None else os.environ.get(ENV_LANE) or DEFAULT_LANE
+    target = locate(name, root=root, checkout=checkout)
+    before = state_of(target)
+    if outer_owner(target) is not None:
+        started = time.time()
+        code = _run_here(argv)
+        receipt, path = _write(
+            step, target, exit_code=code, command=argv, started_at=started, before=before
+        )
+        return ProveResult(code, receipt, path, nested=True)
+    owner = _ProvingLane(
+        step,
+        before,
+        name,
+        root=target.root,
+        checkout=target.checkout.root,
+        heartbeat=heartbeat,
+        command=argv,
+    )
+    code = run_in_lane(owner, argv)
+    if owner.written is None:
+        return ProveResult(code, None, None, nested=False)
+    receipt, path = owner.written
+    return ProveResult(code, receipt, path, nested=False)
