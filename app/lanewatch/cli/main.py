@@ -5,7 +5,19 @@ from __future__ import annotations
 import click
 
 from lanewatch import __version__
-from lanewatch.cli import dash_cmd, demo_cmd, id_cmd, incidents_cmd, roots_cmd, run_cmd, status_cmd
+from lanewatch.cli import (
+    dash_cmd,
+    demo_cmd,
+    gate_cmd,
+    hook_cmd,
+    id_cmd,
+    incidents_cmd,
+    prove_cmd,
+    roots_cmd,
+    run_cmd,
+    smoke_cmd,
+    status_cmd,
+)
 
 
 @click.group(invoke_without_command=True)
@@ -26,6 +38,10 @@ cli.add_command(run_cmd.run_command)
 cli.add_command(roots_cmd.roots_command)
 cli.add_command(dash_cmd.dash_command)
 cli.add_command(demo_cmd.demo_command)
+cli.add_command(prove_cmd.prove_command)
+cli.add_command(gate_cmd.gate_command)
+cli.add_command(hook_cmd.hook_command)
+cli.add_command(smoke_cmd.smoke_command)
 cli.add_command(status_cmd.status_command)
 cli.add_command(incidents_cmd.incidents_command)
 

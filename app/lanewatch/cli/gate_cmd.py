@@ -1,0 +1,96 @@
+"""`lanewatch gate`: exit 0 only on this checkout's own, current, passing receipt."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from lanewatch.cli.common import echo_json
+from lanewatch.scheme.gate import EXIT_CODES, check_gate, parse_duration
+from lanewatch.scheme.lane import ENV_LANE
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    name = "duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+_CODES = ", ".join(f"{code} {reason.value}" for reason, code in EXIT_CODES.items())
+
+
+def _pushed_commits(text: str) -> list[str]:
+    """The local commit ids of git's pre-push input: `<ref> <sha> <remote ref> <sha>` lines."""
+    commits: list[str] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            commits.append(parts[1])
+    return commits
+
+
+@click.command(
+    "gate",
+    help=f"""Exit 0 only if STEP's receipt proves this checkout as it is now.
+
+The receipt must exist in this checkout's lane namespace, name this checkout, lane and step,
+have passed, match the current HEAD (and the dirty digest, unless --allow-dirty), and be
+younger than --max-age. The gate reads that one file only: never the ledger, never another
+checkout's namespace. One line says why; the exit code says which reason:
+{_CODES}.""",
+)
+@click.argument("step")
+@click.option(
+    "--lane", "lane", envvar=ENV_LANE, help=f"Lane (default: ${ENV_LANE}, else 'default')."
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    help="Scratch root (default: $LANEWATCH_ROOT or the state dir).",
+)
+@click.option("--checkout", type=click.Path(), help="Bind to this checkout instead of cwd.")
+@click.option("--allow-dirty", is_flag=True, help="Do not compare the working tree's dirt.")
+@click.option("--max-age", type=Duration(), help="Refuse receipts older than this (90s, 10m, 2h).")
+@click.option(
+    "--pre-push",
+    "pre_push",
+    is_flag=True,
+    help="Read git's pre-push lines on stdin; every pushed commit must be the proven HEAD.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def gate_command(
+    step: str,
+    lane: str | None,
+    root: str | None,
+    checkout: str | None,
+    allow_dirty: bool,
+    max_age: float | None,
+    pre_push: bool,
+    as_json: bool,
+) -> None:
+    pushed = _pushed_commits(sys.stdin.read()) if pre_push else None
+    result = check_gate(
+        step,
+        lane=lane,
+        checkout=checkout,
+        root=root,
+        allow_dirty=allow_dirty,
+        max_age=max_age,
+        pushed=pushed,
+    )
+    if as_json:
+        echo_json(result.to_json())
+    elif result.ok:
+        click.echo(f"lanewatch gate: pass: {result.message}")
+    else:
+        click.echo(f"lanewatch gate: refused ({result.reason.value}): {result.message}", err=True)
+    sys.exit(result.exit_code)

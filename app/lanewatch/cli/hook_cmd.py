@@ -1,0 +1,71 @@
+"""`lanewatch hook`: install or remove a git hook that runs the gate."""
+
+from __future__ import annotations
+
+import click
+
+from lanewatch.cli.common import EXIT_REFUSED, fail, friendly_errors
+from lanewatch.cli.gate_cmd import Duration
+from lanewatch.githooks import KINDS, HookRefused, install_hook, uninstall_hook
+
+
+@click.group("hook")
+def hook_command() -> None:
+    """Git hooks that refuse a push or commit unless `lanewatch gate STEP` passes."""
+
+
+@hook_command.command("install")
+@click.argument("kind", type=click.Choice(KINDS), default="pre-push", required=False)
+@click.option("--gate", "step", required=True, help="The step whose receipt the hook checks.")
+@click.option(
+    "--lane", help="Gate this lane (default: $LANEWATCH_LANE at hook time, else 'default')."
+)
+@click.option("--allow-dirty", is_flag=True, help="Let the gate ignore the working tree's dirt.")
+@click.option("--max-age", type=Duration(), help="Refuse receipts older than this (10m, 2h).")
+@click.option("--checkout", type=click.Path(), help="Install for this checkout instead of cwd.")
+@click.option("--force", is_flag=True, help="Replace a hook that is not ours (a backup is kept).")
+@friendly_errors
+def install(
+    kind: str,
+    step: str,
+    lane: str | None,
+    allow_dirty: bool,
+    max_age: float | None,
+    checkout: str | None,
+    force: bool,
+) -> None:
+    """Write a KIND hook (pre-push or pre-commit; default pre-push) calling the gate.
+
+    The hook goes where git looks for this worktree's hooks (`git rev-parse --git-path hooks`,
+    which honours core.hooksPath; linked worktrees share the repository's hooks). Each worktree
+    is gated on its own receipt. Exits 3 when a hook that is not ours is in the way.
+    """
+    try:
+        done = install_hook(
+            kind,
+            step,
+            checkout=checkout,
+            lane=lane,
+            allow_dirty=allow_dirty,
+            max_age=max_age,
+            force=force,
+        )
+    except HookRefused as exc:
+        fail(str(exc), EXIT_REFUSED)
+    verb = {"none": "installed", "ours": "updated"}.get(done.previous, "replaced")
+    click.echo(f"{verb} {kind} hook gating {step!r}: {done.path}")
+    if done.backup is not None:
+        click.echo(f"the previous hook was kept as {done.backup}")
+
+
+@hook_command.command("uninstall")
+@click.argument("kind", type=click.Choice(KINDS), default="pre-push", required=False)
+@click.option("--checkout", type=click.Path(), help="Act on this checkout instead of cwd.")
+@friendly_errors
+def uninstall(kind: str, checkout: str | None) -> None:
+    """Remove our KIND hook; a hook that is not ours is left alone (exit 3)."""
+    try:
+        removed = uninstall_hook(kind, checkout=checkout)
+    except HookRefused as exc:
+        fail(str(exc), EXIT_REFUSED)
+    click.echo(f"removed {removed}" if removed else f"no {kind} hook installed")

@@ -1,0 +1,84 @@
+"""`lanewatch prove`: run a step in its lane and write its receipt."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from lanewatch.cli.common import fail, friendly_errors
+from lanewatch.prove import prove
+from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE
+
+
+@click.command("prove", context_settings={"ignore_unknown_options": True})
+@click.argument("step")
+@click.option(
+    "--lane",
+    "lane",
+    envvar=ENV_LANE,
+    default=DEFAULT_LANE,
+    show_default=True,
+    help=f"Lane name (default: ${ENV_LANE}, else '{DEFAULT_LANE}').",
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    help="Scratch root (default: $LANEWATCH_ROOT or the state dir).",
+)
+@click.option("--checkout", type=click.Path(), help="Bind to this checkout instead of cwd.")
+@click.option("--heartbeat", type=click.FloatRange(min=0.05), help="Heartbeat interval in seconds.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not print the receipt line on stderr.")
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@friendly_errors
+def prove_command(
+    step: str,
+    lane: str,
+    root: str | None,
+    checkout: str | None,
+    heartbeat: float | None,
+    quiet: bool,
+    cmd: tuple[str, ...],
+) -> None:
+    """Run CMD as STEP in its lane (as `lanewatch run` does) and write STEP's receipt.
+
+    Put `--` before CMD: `lanewatch prove tests --lane agent-1 -- pytest -x`.
+
+    The receipt goes to <namespace>/receipts/<STEP>.json and names this checkout, the lane,
+    git HEAD, the dirty flag and a digest of the dirt, the outcome and the exit code;
+    `lanewatch gate STEP` reads it. Inside a `lanewatch run` of the same lane, the receipt goes
+    into that run's namespace instead of claiming the lane again.
+
+    Exits with CMD's exit code (128+N when it died of signal N), 2 when unbound, 3 when another
+    owner holds the lane, 1 when the receipt could not be written.
+    """
+    argv = list(cmd)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise click.UsageError("no command given: lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
+    try:
+        result = prove(step, argv, lane=lane, root=root, checkout=checkout, heartbeat=heartbeat)
+    except OSError as exc:
+        fail(f"could not write the receipt of {step!r}: {exc}")
+    receipt = result.receipt
+    if receipt is None or result.path is None:
+        fail(f"{step!r} exited {result.exit_code} but no receipt was written", 1)
+    if not quiet:
+        where = " (inside the outer run's lane)" if result.nested else ""
+        state = (
+            f"HEAD {receipt.git_head[:12]}, {'dirty' if receipt.dirty else 'clean'}"
+            if receipt.git_head
+            else f"HEAD UNKNOWN ({receipt.git_error}); a gate will refuse it"
+        )
+        click.echo(
+            f"lanewatch: receipt {step!r}: {receipt.outcome.value} (exit {receipt.exit_code}), "
+            f"{state}{where} -> {result.path}",
+            err=True,
+        )
+        if receipt.changed_during_run:
+            click.echo(
+                f"lanewatch: warning: {receipt.changed_during_run}; a gate will refuse it",
+                err=True,
+            )
+    sys.exit(result.exit_code)
