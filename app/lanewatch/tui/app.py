@@ -103,7 +103,8 @@ class LanewatchApp(ActionFlows, App[None]):
 
     def on_engine_failed(self, message: EngineFailed) -> None:
         self.engine_error = message.error
-        self.main.update_chrome()
+        if self.main_live():
+            self.main.update_chrome()
 
     async def on_unmount(self) -> None:
         await self.stop_engine()
@@ -140,9 +141,10 @@ class LanewatchApp(ActionFlows, App[None]):
         """Apply everything the engine sent since the last drain, unless the view is paused or
         another screen is on top (the buffer keeps merging meanwhile)."""
         main = self.main
-        if not main.is_mounted or main.paused or self.screen is not main:
-            if main.is_mounted:
-                main.update_chrome()
+        if not self.main_live():
+            return  # not composed yet, or torn down at exit
+        if main.paused or self.screen is not main:
+            main.update_chrome()
             return
         changes = self.buffer.take()
         self._last_drain = self.monotonic()
@@ -150,8 +152,12 @@ class LanewatchApp(ActionFlows, App[None]):
             return
         main.apply_delta(self.picture.apply(changes))
 
+    def main_live(self) -> bool:
+        """The main screen is composed and not being torn down."""
+        return self.main.is_mounted and self.main.is_attached
+
     def _tick(self) -> None:
-        if self.screen is self.main:
+        if self.main_live() and self.screen is self.main:
             self.main.tick()
 
     # -- helpers for screens --------------------------------------------------------------------

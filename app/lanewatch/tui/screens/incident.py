@@ -56,26 +56,32 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
 
 
 def context_renderable(report: IncidentReport) -> RenderableType:
-    parts: list[RenderableType] = [Text("Victim's owner stamp (now)", style="bold underline")]
+    parts: list[RenderableType] = [Text("Ledger around the incident", style="bold underline")]
+    if not report.ledger:
+        parts.append(Text("no ledger lines in the window", style="dim"))
+    ledger = Table.grid(padding=(0, 1))
+    for line in report.ledger:
+        ledger.add_row(
+            Text(fmt.stamp_time(line.time), style="dim"),
+            Text(line.event, style="bold"),
+            Text(f"{line.lane} pid {line.pid}"),
+            Text(json.dumps(line.fields, sort_keys=True, default=str), style="dim"),
+        )
+    parts.append(ledger)
+    parts.append(Text("\nVictim's owner stamp (now)", style="bold underline"))
     stamp = report.victim_stamp
     if stamp is None:
         parts.append(Text("victim namespace not known", style="dim"))
     elif stamp.stamp is None:
         parts.append(Text(f"{stamp.status.value}: {stamp.detail}", style="yellow"))
     else:
-        parts.append(Text(json.dumps(stamp.stamp.to_json(), indent=2, sort_keys=True)))
-    parts.append(Text("\nLedger around the incident", style="bold underline"))
-    if not report.ledger:
-        parts.append(Text("no ledger lines in the window", style="dim"))
-    grid = Table.grid(padding=(0, 1))
-    for line in report.ledger:
-        grid.add_row(
-            Text(fmt.stamp_time(line.time), style="dim"),
-            Text(line.event, style="bold"),
-            Text(f"{line.lane} pid {line.pid}"),
-            Text(json.dumps(line.fields, sort_keys=True, default=str), style="dim"),
-        )
-    parts.append(grid)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for name, value in stamp.stamp.to_json().items():
+            shown = " ".join(value) if isinstance(value, list) else value
+            grid.add_row(name, Text(str(shown)))
+        parts.append(grid)
     return Group(*parts)
 
 

@@ -1,0 +1,142 @@
+"""Real lanes for dashboard tests: `lanewatch run` subprocesses in a git checkout made under
+tmp_path, writing into a scratch root under tmp_path. Every owner and every CMD process group
+is killed and reaped at the end."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lanewatch.scheme.lane import locate
+from lanewatch.scheme.stamp import Stamp, read_stamp
+from tests.conftest import LANEWATCH, wait_for
+
+
+@dataclass
+class RealLane:
+    name: str
+    owner: subprocess.Popen[bytes]
+    namespace: Path
+    pgid: int
+
+    @property
+    def key(self) -> str:
+        return str(self.namespace)
+
+    def stamp(self) -> Stamp | None:
+        return read_stamp(self.namespace).stamp
+
+    def ready(self) -> bool:
+        """The owner wrote its stamp and started CMD in its own group."""
+        stamp = self.stamp()
+        if stamp is None or stamp.pgid is None:
+            return False
+        self.pgid = stamp.pgid
+        return True
+
+
+class Lanes:
+    """Starts lanes with the real CLI; knows every process group it must clean up."""
+
+    def __init__(self, repo: Path, root: Path) -> None:
+        self.repo = repo
+        self.root = root
+        self.started: list[RealLane] = []
+
+    def start(
+        self,
+        name: str,
+        cmd: Sequence[str] = ("sleep", "600"),
+        heartbeat: float = 0.5,
+        wait: bool = True,
+    ) -> RealLane:
+        owner = subprocess.Popen(
+            [
+                *LANEWATCH,
+                "run",
+                "--root",
+                str(self.root),
+                "--lane",
+                name,
+                "--heartbeat",
+                str(heartbeat),
+                "--",
+                *cmd,
+            ],
+            cwd=self.repo,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            process_group=0,
+        )
+        namespace = locate(name, root=self.root, checkout=self.repo).namespace
+        lane = RealLane(name, owner, namespace, pgid=-1)
+        self.started.append(lane)
+        if wait:
+            wait_for(lane.ready, timeout=20)
+        return lane
+
+    def refused(self, name: str) -> subprocess.CompletedProcess[bytes]:
+        """A second claimant of a held lane: refused (exit 3), written to the victim's ledger."""
+        return subprocess.run(
+            [*LANEWATCH, "run", "--root", str(self.root), "--lane", name, "--", "true"],
+            cwd=self.repo,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+        )
+
+    def kill9(self, lane: RealLane) -> None:
+        """The owner and its CMD die without a word: the stamp still says live."""
+        assert lane.ready()
+        _killpg(lane.pgid)
+        lane.owner.kill()
+        lane.owner.wait(timeout=10)
+
+    def cleanup(self) -> None:
+        for lane in self.started:
+            lane.ready()
+            _killpg(lane.pgid)
+            if lane.owner.poll() is None:
+                _killpg(lane.owner.pid)
+            lane.owner.wait(timeout=10)
+            if lane.owner.stderr is not None:
+                lane.owner.stderr.close()
+
+
+def _killpg(pgid: int) -> None:
+    if pgid > 0:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    path = tmp_path / "scratch-root"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def lanes(repo: Path, scratch: Path) -> Iterator[Lanes]:
+    started = Lanes(repo, scratch)
+    try:
+        yield started
+    finally:
+        started.cleanup()
+
+
+@pytest.fixture
+def in_tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run the test from a folder of its own (exports land in the current folder)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    return cwd
