@@ -5,6 +5,12 @@ bytes outside [A-Za-z0-9_.-] become `~XX` (UTF-8, upper-case hex), `~` included,
 `a_b` and `a b` stay three different folders and the encoding can be reversed for display.
 The checkout id holds no `.`, so the first `.` splits the two parts, and a name never equals
 `.` or `..`.
+
+A lane name is text as the OS hands it over (argv, environment): undecodable bytes arrive as
+surrogate escapes (`\\udcff`) and are encoded as the bytes they stand for. A string whose
+surrogates do not stand for such bytes (`\\ud800`, or `\\udcc3\\udca9`, which would be the bytes
+of `é`) cannot travel through argv or the environment unchanged, so it is refused: accepting it
+would give two names one folder.
 """
 
 from __future__ import annotations
@@ -25,7 +31,15 @@ def encode_lane(lane: str) -> str:
         raise BadLaneName("a lane name cannot be empty")
     if "\x00" in lane:
         raise BadLaneName("a lane name cannot contain a NUL byte")
-    raw = lane.encode("utf-8", "surrogateescape")
+    try:
+        raw = lane.encode("utf-8", "surrogateescape")
+        canonical = raw.decode("utf-8", "surrogateescape") == lane
+    except UnicodeError:
+        canonical = False
+    if not canonical:
+        raise BadLaneName(
+            f"lane name {lane!r} holds surrogate characters that do not stand for raw bytes"
+        )
     out = "".join(chr(b) if b in _KEEP else f"~{b:02X}" for b in raw)
     if len(out) > MAX_ENCODED:
         raise BadLaneName(
@@ -35,7 +49,11 @@ def encode_lane(lane: str) -> str:
 
 
 def decode_lane(encoded: str) -> str:
-    """Inverse of encode_lane; raises ValueError on a name it did not make."""
+    """Inverse of encode_lane; raises ValueError on a name it did not make.
+
+    Only the canonical spelling is accepted (`~41` is not `A`), so a foreign folder can never
+    pass for a lane's namespace.
+    """
     if not encoded or "".join(_ENCODED_RE.findall(encoded)) != encoded:
         raise ValueError(f"not an encoded lane name: {encoded!r}")
     raw = bytearray()
@@ -47,7 +65,13 @@ def decode_lane(encoded: str) -> str:
         else:
             raw.append(ord(encoded[i]))
             i += 1
-    return raw.decode("utf-8", "surrogateescape")
+    lane = raw.decode("utf-8", "surrogateescape")
+    try:
+        if encode_lane(lane) == encoded:
+            return lane
+    except BadLaneName:
+        pass
+    raise ValueError(f"not the canonical encoding of a lane name: {encoded!r}")
 
 
 def namespace_name(checkout_id: str, lane: str) -> str:
