@@ -19,6 +19,7 @@ from lanewatch.errors import Unbound
 ENV_CHECKOUT = "LANEWATCH_CHECKOUT"
 _SLUG_RE = re.compile(r"[^a-z0-9]+")
 HASH_LEN = 12
+_HOW_TO_BIND = "Run inside a git worktree, or bind one with --checkout PATH or LANEWATCH_CHECKOUT."
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,11 +109,11 @@ def resolve_checkout(explicit: str | os.PathLike[str] | None = None) -> Checkout
         sources.append(("the current directory", os.getcwd()))
     origin, path = sources[0]
     if not os.path.isdir(path):
-        raise Unbound(f"{origin} names {path!r}, which is not a folder")
+        raise Unbound(f"{origin} names {path!r}, which is not a folder. {_HOW_TO_BIND}")
     checkout = find_checkout(path)
     if checkout is None:
         raise Unbound(
             f"{path} ({origin}) is not inside a git checkout, so nothing binds it to a lane. "
-            "Run inside a git worktree, or bind one with --checkout PATH or LANEWATCH_CHECKOUT."
+            + _HOW_TO_BIND
         )
     return checkout
