@@ -63,8 +63,26 @@ def fsync_dir(path: Path) -> None:
 def read_nofollow(path: Path, limit: int) -> bytes:
     """Read at most `limit` + 1 bytes of a regular file, refusing symlinks."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    return _read_regular(fd, path, limit)[0]
+
+
+def read_nofollow_in(folder: Path, name: str, limit: int) -> tuple[bytes, os.stat_result]:
+    """Read at most `limit` + 1 bytes of `folder/name` and its stat, following no symlink at
+    either step (a symlinked folder raises ELOOP or ENOTDIR, a non-regular file UnsafePath)."""
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    return _read_regular(fd, folder / name, limit)
+
+
+def _read_regular(fd: int, path: Path, limit: int) -> tuple[bytes, os.stat_result]:
+    """Read from (and close) `fd`, which must be a regular file."""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise UnsafePath(f"{path} is not a regular file")
         chunks: list[bytes] = []
         remaining = limit + 1
@@ -74,6 +92,6 @@ def read_nofollow(path: Path, limit: int) -> bytes:
                 break
             chunks.append(chunk)
             remaining -= len(chunk)
-        return b"".join(chunks)
+        return b"".join(chunks), st
     finally:
         os.close(fd)

@@ -6,7 +6,9 @@ oversized, symlinked or future-schema stamp each comes back as its own `StampSta
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -14,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from lanewatch.scheme.fsutil import UnsafePath, read_nofollow, write_atomic
+from lanewatch.scheme.fsutil import UnsafePath, read_nofollow_in, write_atomic
 
 SCHEMA = 1
 MAX_STAMP_BYTES = 64 * 1024
@@ -93,6 +95,7 @@ _REQUIRED: dict[str, tuple[type, ...]] = {
     "heartbeat_at": (int, float),
     "heartbeat_interval": (int, float),
 }
+_STATES = frozenset(state.value for state in OwnerState)
 _OPTIONAL_INT = ("child_pid", "child_start_ticks", "pgid", "exit_code")
 _OPTIONAL_FLOAT = ("released_at",)
 
@@ -144,8 +147,8 @@ def parse_stamp(data: bytes) -> StampRead:
     if not isinstance(obj, dict):
         return StampRead(StampStatus.GARBAGE, detail="not a JSON object")
     schema = obj.get("schema")
-    if type(schema) is not int:
-        return StampRead(StampStatus.GARBAGE, detail="no schema version", raw=obj)
+    if type(schema) is not int or schema < 1:
+        return StampRead(StampStatus.GARBAGE, detail="no valid schema version", raw=obj)
     if schema > SCHEMA:
         return StampRead(
             StampStatus.FUTURE_SCHEMA,
@@ -157,6 +160,8 @@ def parse_stamp(data: bytes) -> StampRead:
         value = obj.get(name)
         if type(value) not in types:  # `type` not isinstance: True is not a pid
             return StampRead(StampStatus.GARBAGE, detail=f"field {name!r} missing or wrong type")
+        if type(value) is float and not math.isfinite(value):  # JSON allows NaN and Infinity
+            return StampRead(StampStatus.GARBAGE, detail=f"field {name!r} is not a finite number")
         values[name] = value
     if not all(isinstance(part, str) for part in values["command"]):
         return StampRead(StampStatus.GARBAGE, detail="field 'command' is not a list of strings")
@@ -167,15 +172,17 @@ def parse_stamp(data: bytes) -> StampRead:
         values[name] = value
     for name in _OPTIONAL_FLOAT:
         value = obj.get(name)
-        if value is not None and type(value) not in (int, float):
+        if value is not None and (type(value) not in (int, float) or not math.isfinite(value)):
             return StampRead(StampStatus.GARBAGE, detail=f"field {name!r} has the wrong type")
         values[name] = value
-    try:
-        values["state"] = OwnerState(obj.get("state", "live"))
-    except ValueError:
-        return StampRead(StampStatus.GARBAGE, detail=f"unknown state {obj.get('state')!r}")
+    state = obj.get("state")
+    if type(state) is not str or state not in _STATES:  # required: "live" is never a guess
+        return StampRead(StampStatus.GARBAGE, detail=f"missing or unknown state {state!r}"[:120])
+    values["state"] = OwnerState(state)
     root = obj.get("root", "")
-    values["root"] = root if isinstance(root, str) else ""
+    if type(root) is not str:
+        return StampRead(StampStatus.GARBAGE, detail="field 'root' has the wrong type")
+    values["root"] = root
     if values["pid"] <= 0 or values["heartbeat_interval"] <= 0:
         return StampRead(StampStatus.GARBAGE, detail="pid or heartbeat interval out of range")
     values["schema"] = schema
@@ -184,17 +191,17 @@ def parse_stamp(data: bytes) -> StampRead:
 
 
 def read_stamp(namespace: Path) -> StampRead:
+    """Read a namespace's stamp. Neither `.lanewatch/` nor `owner.json` may be a symlink."""
     path = stamp_path(namespace)
     try:
-        st = os.lstat(path)
-        data = read_nofollow(path, MAX_STAMP_BYTES)
+        data, st = read_nofollow_in(namespace / META_DIR, STAMP_FILE, MAX_STAMP_BYTES)
     except FileNotFoundError:
         return StampRead(StampStatus.MISSING, detail="no owner stamp")
     except UnsafePath as exc:
         return StampRead(StampStatus.SYMLINK, detail=str(exc))
     except OSError as exc:
-        if exc.errno == 40:  # ELOOP: O_NOFOLLOW met a symlink
-            return StampRead(StampStatus.SYMLINK, detail="the stamp is a symlink")
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a symlink
+            return StampRead(StampStatus.SYMLINK, detail=f"{path} or its folder is a symlink")
         return StampRead(StampStatus.UNREADABLE, detail=f"{exc.strerror} reading {path}")
     result = parse_stamp(data)
     return replace(result, mtime=st.st_mtime)
