@@ -25,12 +25,13 @@ from lanewatch.scheme.checkout import Checkout, resolve_checkout
 from lanewatch.scheme.fsutil import ensure_real_dir
 from lanewatch.scheme.lock import NamespaceLock
 from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.procid import ProcessIdentity, hostname
+from lanewatch.scheme.procid import Liveness, ProcessIdentity, hostname, liveness
 from lanewatch.scheme.roots import Registry, default_root, ensure_root
 from lanewatch.scheme.stamp import (
     META_DIR,
     OwnerState,
     Stamp,
+    StampRead,
     default_heartbeat,
     read_stamp,
     touch_heartbeat,
@@ -43,6 +44,19 @@ ENV_NAMESPACE = "LANEWATCH_NAMESPACE"
 TMP_DIR = "tmp"
 SCRATCH_DIR = "scratch"
 RECEIPTS_DIR = "receipts"
+
+
+REFUSAL_WAIT = 2.0  # how long a refused claimant waits for the winner's stamp
+
+
+def _may_hold_lock(stamp: Stamp) -> bool:
+    """Whether `stamp` can belong to the current lock holder: live, and not a dead process."""
+    if stamp.state is not OwnerState.LIVE:
+        return False
+    if stamp.host != hostname():
+        return True  # a shared root: another host's pids cannot be judged from here
+    state, _ = liveness(ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id))
+    return state not in (Liveness.DEAD, Liveness.ZOMBIE, Liveness.REUSED, Liveness.OTHER_BOOT)
 
 
 def _user() -> str:
@@ -117,6 +131,11 @@ class Lane:
         return self.namespace / RECEIPTS_DIR
 
     @property
+    def claimed(self) -> bool:
+        """Whether this object holds the lane now (claimed and not yet released)."""
+        return self._stamp is not None and self._lock.held
+
+    @property
     def stamp(self) -> Stamp:
         if self._stamp is None:
             raise LanewatchError("the lane is not claimed")
@@ -137,6 +156,8 @@ class Lane:
 
     # -- claim / release --------------------------------------------------------------------
     def claim(self) -> Lane:
+        if self._lock.held:
+            raise LanewatchError(f"lane {self.name!r} is already claimed by this Lane object")
         t = self.target
         root = ensure_root(t.root)
         Registry().add(root)
@@ -173,8 +194,9 @@ class Lane:
         except BaseException:
             self._lock.release()
             raise
+        self._stop = threading.Event()  # a fresh one per claim: a Lane can claim again
         self._beat = threading.Thread(
-            target=self._heartbeat, name="lanewatch-heartbeat", daemon=True
+            target=self._heartbeat, args=(self._stop,), name="lanewatch-heartbeat", daemon=True
         )
         self._beat.start()
         return self
@@ -185,12 +207,16 @@ class Lane:
             raise LanewatchError(f"{self.namespace} was moved away while claiming; try again")
 
     def _refuse(self) -> None:
-        current = read_stamp(self.namespace)
-        owner = current.stamp
+        owner, seen = self._holder_stamp()
         if owner is not None:
             who = f"pid {owner.pid} on {owner.host} ({' '.join(owner.command)[:80]})"
+        elif seen.stamp is not None:
+            who = (
+                f"a process that has written no live stamp yet (the stamp still names pid "
+                f"{seen.stamp.pid}, {seen.stamp.state.value})"
+            )
         else:
-            who = f"an owner whose stamp is {current.status.value}"
+            who = f"a process that has written no stamp yet (the stamp is {seen.status.value})"
         ledger.append(
             self.namespace,
             "claim-refused",
@@ -200,13 +226,25 @@ class Lane:
         )
         raise ClaimRefused(f"lane {self.name!r} is already owned by {who}", owner=owner)
 
+    def _holder_stamp(self) -> tuple[Stamp | None, StampRead]:
+        """The stamp of whoever holds the lock, waiting briefly for a winner of a race to write
+        it: until then the file may still be a previous owner's, which must not be named."""
+        deadline = time.monotonic() + REFUSAL_WAIT
+        while True:
+            current = read_stamp(self.namespace)
+            if current.stamp is not None and _may_hold_lock(current.stamp):
+                return current.stamp, current
+            if time.monotonic() >= deadline:
+                return None, current
+            time.sleep(0.02)
+
     def update_stamp(self, **changes: Any) -> None:
         """Rewrite the stamp (rare: e.g. once the child's pid is known)."""
         self._stamp = self.stamp.with_changes(**changes)
         write_stamp(self.namespace, self._stamp)
 
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.heartbeat_interval):
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(self.heartbeat_interval):
             try:
                 touch_heartbeat(self.namespace)
             except OSError:
@@ -214,7 +252,7 @@ class Lane:
                 continue
 
     def release(self, exit_code: int | None = None, event: str = "released") -> None:
-        if self._stamp is None or not self._lock.held:
+        if not self.claimed:
             return
         self._stop.set()
         if self._beat is not None and self._beat is not threading.current_thread():
