@@ -1,0 +1,78 @@
+"""A target's state right now, judged exactly as the dashboard judges it.
+
+The stamp is read, the kernel is asked about its owner (`sources.prober.judge`), and
+`model.classify` gives the state: CLI, dashboard and engine can never disagree on what is live.
+`Seen` is what a person was shown (the owner's pid and start time); an action refuses when the
+namespace's owner changed since, so it acts on what the user saw.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from lanewatch.actions.targets import Target
+from lanewatch.model.classify import LivenessEvidence, Verdict, classify
+from lanewatch.model.views import NsState
+from lanewatch.scheme.procid import boot_id, hostname
+from lanewatch.scheme.stamp import Stamp, StampRead, read_stamp
+from lanewatch.sources.prober import judge
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    target: Target
+    read: StampRead
+    verdict: Verdict
+    evidence: LivenessEvidence | None
+    at: float
+
+    @property
+    def state(self) -> NsState:
+        return self.verdict.state
+
+    @property
+    def stamp(self) -> Stamp | None:
+        return self.read.stamp if self.read.ok else None
+
+    def describe(self) -> str:
+        return f"{self.state.value}: {self.verdict.reason}"
+
+
+def assess(target: Target, now: float | None = None) -> Assessment:
+    at = time.time() if now is None else now
+    read = read_stamp(target.path)
+    evidence = judge(str(target.path), read.stamp, at) if read.ok and read.stamp else None
+    verdict = classify(read, evidence, at, host=hostname(), boot_id=boot_id())
+    return Assessment(target, read, verdict, evidence, at)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """The owner a person was shown: compared with the stamp at the moment of the act."""
+
+    pid: int | None
+    started_at: float | None
+
+    @classmethod
+    def of(cls, stamp: Stamp | None) -> Seen:
+        return cls(stamp.pid, stamp.started_at) if stamp else cls(None, None)
+
+    @classmethod
+    def from_view(cls, view: Any) -> Seen | None:
+        """From a dashboard row (`NamespaceView`); None for a plain spec."""
+        if not hasattr(view, "pid") or not hasattr(view, "started_at"):
+            return None
+        return cls(view.pid, view.started_at)
+
+    def changed(self, stamp: Stamp | None) -> str | None:
+        """Why the current stamp is not the one seen, or None when it is."""
+        now = Seen.of(stamp)
+        if now == self:
+            return None
+        if self.pid is None:
+            return f"it has an owner now (pid {now.pid}) that was not shown"
+        if now.pid is None:
+            return f"its owner (pid {self.pid}) is no longer in its stamp"
+        return f"its owner changed since it was shown (pid {self.pid} -> pid {now.pid})"
