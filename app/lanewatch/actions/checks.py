@@ -1,0 +1,103 @@
+"""The checks a clear makes before it moves anything; each returns why not, or None.
+
+Every "cannot tell" is a refusal: a permission error while reading /proc, an unreadable
+mountinfo, an owner on another host whose processes we cannot see, a state we cannot judge.
+One exception, named and reported: an uninspectable pid 1 (see NOT_COUNTED).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lanewatch.actions.assess import Assessment
+from lanewatch.actions.mounts import mounts_inside
+from lanewatch.model.views import NsState
+from lanewatch.scheme.procid import hostname
+from lanewatch.sources.procscan import HeldPath, Holder, Unreadable, holders
+
+CLEARABLE = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
+# The one process an uninspectable reading does not block: init of our pid namespace. It runs
+# no lane work, and sandboxes and containers often run it with privileges even root lacks
+# here (so /proc/1/cwd and /proc/1/fd/* give EACCES). Every other one refuses the clear.
+NOT_COUNTED = frozenset({1})
+_KIND = {"cwd": "its working directory", "root": "its root", "map": "a mapping of"}
+MAX_LISTED = 5
+
+
+def why_not_clearable(a: Assessment) -> str | None:
+    if a.state not in CLEARABLE:
+        return f"it is {a.describe()}; only stale, orphan or released namespaces are cleared"
+    stamp = a.stamp
+    if stamp is not None and stamp.host != hostname():
+        return (
+            f"its owner ran on host {stamp.host}: processes there cannot be checked from "
+            f"here; clear it on {stamp.host}"
+        )
+    return None
+
+
+def why_mounted(path: Path) -> str | None:
+    try:
+        found = mounts_inside(path)
+    except OSError as exc:
+        return f"cannot read the mount table ({exc.strerror}), so cannot tell"
+    if found:
+        listed = ", ".join(found[:MAX_LISTED])
+        return f"a mount point lies inside it ({listed}); unmount it first"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldVerdict:
+    why: str | None  # why the clear is refused, or None
+    note: str | None = None  # what the check could not see but did not count (pid 1)
+
+
+def why_held(path: Path, own_fds: Collection[int] = ()) -> HeldVerdict:
+    """Whether any process holds anything inside `path` (cwd, fd, root, mapping), or might."""
+    found = holders(path, with_maps=True, with_env=False, own_fds=own_fds)
+    if found.held:
+        listed = "; ".join(describe(h, path) for h in found.holders[:MAX_LISTED])
+        more = len(found.holders) - MAX_LISTED
+        return HeldVerdict("in use: " + listed + (f" and {more} more" if more > 0 else ""))
+    if found.hidden:
+        return HeldVerdict(f"cannot tell who uses it: {found.hidden}")
+    blocking = [u for u in found.unreadable if u.pid not in NOT_COUNTED]
+    if blocking:
+        return HeldVerdict(cannot_tell(blocking))
+    if found.unreadable:
+        return HeldVerdict(None, "pid 1 (init) could not be inspected and is not counted")
+    return HeldVerdict(None)
+
+
+def describe(holder: Holder, path: Path) -> str:
+    who = "lanewatch itself" if holder.pid == os.getpid() else f"pid {holder.pid} ({holder.comm})"
+    held = ", ".join(_held(p, path) for p in holder.paths[:3])
+    return f"{who} has {held}"
+
+
+def _held(p: HeldPath, path: Path) -> str:
+    rel = os.path.relpath(p.path, path) if p.path != str(path) else "."
+    where = f"{rel}{' (deleted)' if p.deleted else ''}"
+    if p.kind == "fd":
+        return f"fd {p.fd} open on {where}"
+    return f"{_KIND.get(p.kind, p.kind)} {where}"
+
+
+def cannot_tell(unreadable: Sequence[Unreadable]) -> str:
+    pids = sorted({u.pid for u in unreadable})
+    listed = ", ".join(f"pid {p}" + _uid(unreadable, p) for p in pids[:MAX_LISTED])
+    more = f" and {len(pids) - MAX_LISTED} more" if len(pids) > MAX_LISTED else ""
+    return (
+        f"cannot tell who uses it: {len(pids)} process(es) could not be inspected "
+        f"({listed}{more}: {unreadable[0].reason}); a permission error is not an answer "
+        "(root can usually inspect them all)"
+    )
+
+
+def _uid(unreadable: Sequence[Unreadable], pid: int) -> str:
+    uid = next((u.uid for u in unreadable if u.pid == pid and u.uid is not None), None)
+    return f" of uid {uid}" if uid is not None else ""
