@@ -1,0 +1,166 @@
+"""Purge: delete trash entries for good, after the retention period.
+
+Entries older than DEFAULT_RETENTION (7 days; `--older-than` changes it) are purged. Each is
+first renamed to `trash/.purging-<id>` under the root's trash lock: from then on it can no
+longer be restored or listed, and a purge that dies mid-way is finished by the next purge
+(every `.purging-*` folder is resumed whatever its age). The delete itself runs outside the
+lock with `fsops.remove_tree` (symlink-safe `shutil.rmtree`; vanished entries are fine; a
+chmod only ever inside the entry). An entry some process still holds (a writer with its cwd
+or an open file or mapping inside) is kept, named, and left for a later purge.
+
+Unlike a clear, a purge does not refuse when some processes cannot be inspected: the entry
+was checked when it was cleared and has waited out the retention period in the trash.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from lanewatch.actions import journal, trashbox
+from lanewatch.actions.checks import describe
+from lanewatch.actions.fsops import remove_tree
+from lanewatch.actions.results import human_size
+from lanewatch.actions.targets import known_roots
+from lanewatch.actions.trashbox import TrashEntry, list_all
+from lanewatch.sources import procscan
+
+DEFAULT_RETENTION = 7 * 24 * 3600.0
+
+PurgeOutcome = Literal["purged", "kept", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeItem:
+    trash_id: str
+    root: str
+    name: str
+    outcome: PurgeOutcome
+    message: str
+    bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    items: tuple[PurgeItem, ...]
+    older_than: float
+
+    @property
+    def ok(self) -> bool:
+        return all(i.outcome != "failed" for i in self.items)
+
+    @property
+    def message(self) -> str:
+        purged = [i for i in self.items if i.outcome == "purged"]
+        if not self.items:
+            return "nothing to purge"
+        size = sum(i.bytes or 0 for i in purged)
+        head = f"purged {len(purged)} entries ({human_size(size)})"
+        rest = [i.message for i in self.items if i.outcome != "purged"]
+        return "; ".join([head, *rest])
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def due(
+    roots: Sequence[Path] | None = None,
+    *,
+    older_than: float = DEFAULT_RETENTION,
+    now: float | None = None,
+) -> list[TrashEntry]:
+    """Entries a purge would delete: cleared at least `older_than` seconds ago, or incomplete."""
+    cutoff = (time.time() if now is None else now) - older_than
+    out = []
+    for entry in list_all(roots, incomplete=True):
+        when = entry.cleared_at if entry.cleared_at is not None else _mtime(entry.path)
+        if not entry.complete or when <= cutoff:
+            out.append(entry)
+    return out
+
+
+def purge(
+    roots: Sequence[Path] | None = None,
+    *,
+    older_than: float = DEFAULT_RETENTION,
+    only: Collection[str] | None = None,
+    now: float | None = None,
+) -> PurgeResult:
+    """Delete due entries for good (only those in `only`, when given: what the user saw)."""
+    items: list[PurgeItem] = []
+    for root in roots if roots is not None else known_roots():
+        items.extend(_purge_root(root, older_than, only, now))
+    return PurgeResult(tuple(items), older_than)
+
+
+def _purge_root(
+    root: Path, older_than: float, only: Collection[str] | None, now: float | None
+) -> list[PurgeItem]:
+    trash = trashbox.trash_dir(root)
+    if not os.path.isdir(trash) or os.path.islink(trash):
+        return []
+    items: list[PurgeItem] = []
+    with trashbox.trash_lock(root):
+        # A purge that died left these: finish them first.
+        work: list[tuple[str, TrashEntry | None]] = [
+            (name, None) for name in trashbox.purging_dirs(root)
+        ]
+        entries = due([root], older_than=older_than, now=now)
+        entries = [e for e in entries if only is None or e.id in only]
+        held = _held(entries)
+        for entry in entries:
+            if entry.id in held:
+                items.append(_kept(entry, held[entry.id]))
+                continue
+            doomed = trashbox.PURGING + entry.id
+            try:
+                os.rename(trash / entry.id, trash / doomed)
+            except FileNotFoundError:
+                continue  # purged by someone else meanwhile
+            work.append((doomed, entry))
+    for name, entry in work:  # the deletes run outside the lock: clears need not wait
+        items.append(_delete(root, trash / name, entry))
+    return items
+
+
+def _held(entries: Sequence[TrashEntry]) -> dict[str, str]:
+    if not entries:
+        return {}
+    scan = procscan.scan([e.path for e in entries], with_maps=True, with_env=False)
+    by_prefix = {os.path.abspath(e.path): e.id for e in entries}
+    out: dict[str, str] = {}
+    for h in scan.holders:
+        for p in h.paths:
+            tid = by_prefix.get(p.prefix)
+            if tid is not None and tid not in out:
+                out[tid] = describe(h, Path(p.prefix))
+    return out
+
+
+def _kept(entry: TrashEntry, why: str) -> PurgeItem:
+    msg = f"kept {entry.id} ({entry.name}): still in use, {why}; a later purge deletes it"
+    return PurgeItem(entry.id, entry.root, entry.name, "kept", msg, entry.bytes)
+
+
+def _delete(root: Path, doomed: Path, entry: TrashEntry | None) -> PurgeItem:
+    tid = entry.id if entry else doomed.name.removeprefix(trashbox.PURGING)
+    name = entry.name if entry else "?"
+    errors = remove_tree(doomed, doomed)
+    if errors:
+        msg = f"could not purge {tid} ({name}): {errors[0]}; the next purge resumes it"
+        return PurgeItem(tid, str(root), name, "failed", msg, entry.bytes if entry else None)
+    journal.trash_journal(root, "purged", id=tid, name=name, resumed=entry is None)
+    how = "finished purging" if entry is None else "purged"
+    size = entry.bytes if entry else None
+    return PurgeItem(tid, str(root), name, "purged", f"{how} {tid} ({name})", size)
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return 0.0
