@@ -1,0 +1,300 @@
+"""Kill: stop a live lane's owner and its process group, or refuse.
+
+Only a live or hung namespace whose owner runs on this host is a target. What gets the signal:
+the process group `lanewatch run` started for its command (its leader's identity is in the
+stamp), or, for an owner with no group of its own (a `Lane` in Python), the owner itself.
+`lanewatch run` notices its command's end, records it and releases; we do not signal the
+runner too, so a program that treats a second SIGINT as "abort the cleanup" gets only one.
+
+Every signal goes through `actions.signals.send_checked`: a pidfd is opened, the start time and
+boot id are compared with the stamp's, and the signal goes through the pidfd, so a pid reused
+since the listing is never hit; pid 1, lanewatch itself, its parents, a group holding one of
+them, and other users' processes (unless root asked explicitly) are refused there.
+
+A stopped process keeps SIGTERM and SIGINT pending until it continues: after the signal, every
+stopped target (the group's members, the owner) gets SIGCONT so it can act on it. With a grace
+period, whatever still runs after it gets SIGKILL: the group first, then the owner.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from lanewatch.actions import journal
+from lanewatch.actions.assess import Seen, assess
+from lanewatch.actions.results import checked
+from lanewatch.actions.signals import SignalResult, send_checked, signal_name
+from lanewatch.actions.targets import Target, TargetError, ViewLike, resolve
+from lanewatch.model.views import NsState
+from lanewatch.scheme.procid import Liveness, ProcessIdentity, hostname, liveness
+from lanewatch.scheme.stamp import Stamp
+from lanewatch.sources.procscan import process_table
+
+Outcome = Literal["stopped", "running", "refused", "gone"]
+DEFAULT_WAIT = 5.0  # without a grace period: how long to watch for the lane to end
+KILL_WAIT = 5.0  # after SIGKILL
+SETTLE = 2.0  # after the group's SIGKILL, before the owner's: time to notice and release
+ALLOWED = (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)
+
+
+@dataclass(frozen=True, slots=True)
+class KillResult:
+    outcome: Outcome
+    target: str
+    label: str
+    message: str
+    signal: str
+    sends: tuple[SignalResult, ...] = ()
+    escalated: bool = False
+    method: str | None = None  # "pidfd", or "psutil" where pidfds are missing
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome != "refused"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(slots=True)
+class _Plan:
+    """Who gets the signals, and what happened so far."""
+
+    owner: ProcessIdentity
+    group: ProcessIdentity | None  # leader of the command's group
+    allow_other_user: bool
+    sends: list[SignalResult] = field(default_factory=list)
+
+    def send(self, identity: ProcessIdentity, sig: int, group: bool) -> SignalResult:
+        result = send_checked(identity, sig, group=group, allow_other_user=self.allow_other_user)
+        self.sends.append(result)
+        return result
+
+
+def kill(
+    spec: str | os.PathLike[str] | ViewLike | Target,
+    *,
+    sig: int = signal.SIGTERM,
+    grace: float | None = None,
+    allow_other_user: bool = False,
+    seen: Seen | None = None,
+    roots: list[Path] | None = None,
+    wait: float = DEFAULT_WAIT,
+    check: bool = True,
+) -> KillResult:
+    """Signal a lane's owner (its command's process group), wait, escalate if `grace` is set.
+
+    Without `grace`, it watches up to `wait` seconds and reports whether the lane ended. A
+    dashboard row also says which owner the user saw: a changed owner is refused.
+    """
+    if seen is None and not isinstance(spec, str | os.PathLike | Target):
+        seen = Seen.from_view(spec)
+    try:
+        target = spec if isinstance(spec, Target) else resolve(spec, roots)
+    except TargetError as exc:
+        if check:
+            raise
+        return KillResult("refused", str(spec), str(spec), str(exc), signal_name(sig))
+    result = kill_target(
+        target, sig=sig, grace=grace, allow_other_user=allow_other_user, seen=seen, wait=wait
+    )
+    return checked(result, check)
+
+
+def kill_target(
+    target: Target,
+    *,
+    sig: int = signal.SIGTERM,
+    grace: float | None = None,
+    allow_other_user: bool = False,
+    seen: Seen | None = None,
+    wait: float = DEFAULT_WAIT,
+) -> KillResult:
+    name = signal_name(sig)
+
+    def end(
+        outcome: Outcome, message: str, plan: _Plan | None = None, escalated: bool = False
+    ) -> KillResult:
+        sends = tuple(plan.sends) if plan else ()
+        method = next((s.method for s in sends if s.method), None)
+        result = KillResult(
+            outcome, str(target.path), target.label, message, name, sends, escalated, method
+        )
+        _note(target, result, plan)
+        return result
+
+    if os.path.islink(target.path) or not os.path.isdir(target.path):
+        why = "a symlink" if os.path.islink(target.path) else "no namespace folder there"
+        return KillResult(
+            "refused",
+            str(target.path),
+            target.label,
+            f"refused to kill {target.label}: {why}",
+            name,
+        )
+    a = assess(target)
+    stamp = a.stamp
+    if a.state in (NsState.STALE, NsState.RELEASED):
+        return end("gone", f"{target.label} has no live owner to kill: {a.describe()}")
+    if a.state not in (NsState.LIVE, NsState.HUNG) or stamp is None:
+        return end("refused", f"refused to kill {target.label}: it is {a.describe()}")
+    if stamp.host != hostname():
+        return end("refused", f"refused to kill {target.label}: its owner runs on {stamp.host}")
+    changed = seen.changed(stamp) if seen is not None else None
+    if changed is not None:
+        return end("refused", f"refused to kill {target.label}: {changed}")
+    plan = _Plan(_owner(stamp), _group(stamp), allow_other_user)
+    first = _signal(plan, sig)
+    if first.outcome == "refused":
+        return end("refused", f"refused to kill {target.label}: {first.reason}", plan)
+    if first.outcome == "gone" and not _alive(plan.owner):
+        return end("gone", f"{target.label} ended before the signal: {first.reason}", plan)
+    if sig != signal.SIGKILL and sig != 0:
+        _continue_stopped(plan)
+    if sig == 0:
+        return end("running", f"sent signal 0 to {target.label}: {first.reason}", plan)
+    patience = grace if grace is not None else wait
+    if _wait(plan, patience):
+        return end("stopped", _stopped(target, first, plan), plan)
+    if grace is None or sig == signal.SIGKILL:
+        hint = "" if grace is not None else "; --grace SECONDS escalates to SIGKILL"
+        msg = f"sent {name} to {target.label} ({first.reason}); still running after {patience:g}s"
+        return end("running", msg + hint, plan)
+    _escalate(plan)
+    if _wait(plan, KILL_WAIT):
+        msg = f"{target.label} ignored {name} for {grace:g}s; SIGKILL stopped it"
+        return end("stopped", msg, plan, escalated=True)
+    msg = f"sent {name}, then SIGKILL to {target.label}; still not gone after {KILL_WAIT:g}s"
+    return end("running", msg, plan, escalated=True)
+
+
+def _owner(stamp: Stamp) -> ProcessIdentity:
+    return ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id)
+
+
+def _group(stamp: Stamp) -> ProcessIdentity | None:
+    """The command's group leader, when the stamp says the command leads its own group."""
+    if stamp.child_pid and stamp.child_start_ticks and stamp.pgid == stamp.child_pid:
+        return ProcessIdentity(stamp.child_pid, stamp.child_start_ticks, stamp.boot_id)
+    return None
+
+
+def _signal(plan: _Plan, sig: int) -> SignalResult:
+    """Signal the command's group, or, for an owner without one, the owner.
+
+    A group whose leader already ended is not a reason to signal the runner: it has seen its
+    command end and is releasing the lane (a SIGTERM then could cut the release short).
+    """
+    if plan.group is not None:
+        return _signal_group(plan, sig)
+    return plan.send(plan.owner, sig, group=False)
+
+
+def _signal_group(plan: _Plan, sig: int) -> SignalResult:
+    """killpg through the verified leader; once the leader is reaped the group cannot be
+    verified as a whole, so its remaining members are signalled one by one, each checked."""
+    assert plan.group is not None
+    result = plan.send(plan.group, sig, group=True)
+    if result.outcome != "gone":
+        return result
+    for member in _members(plan.group.pid, plan.group.boot_id):
+        plan.send(member, sig, group=False)
+    return result
+
+
+def _members(pgid: int, boot: str) -> list[ProcessIdentity]:
+    return [
+        ProcessIdentity(st.pid, st.start_ticks, boot)
+        for st in process_table().values()
+        if st.pgid == pgid and st.state not in ("Z", "X")
+    ]
+
+
+def _stopped_members(pgid: int) -> bool:
+    return any(st.pgid == pgid and st.state in ("T", "t") for st in process_table().values())
+
+
+def _continue_stopped(plan: _Plan) -> None:
+    """SIGCONT whatever is stopped, so the signal just sent can act."""
+    if plan.group is not None and _stopped_members(plan.group.pid):
+        _signal_group(plan, signal.SIGCONT)
+    if liveness(plan.owner)[0] is Liveness.STOPPED:
+        plan.send(plan.owner, signal.SIGCONT, group=False)
+
+
+def _escalate(plan: _Plan) -> None:
+    if plan.group is not None and _members(plan.group.pid, plan.group.boot_id):
+        _signal_group(plan, signal.SIGKILL)
+        if _wait(plan, SETTLE):
+            return
+    if _alive(plan.owner):
+        plan.send(plan.owner, signal.SIGKILL, group=False)
+
+
+def _alive(identity: ProcessIdentity) -> bool:
+    return liveness(identity)[0] in (Liveness.ALIVE, Liveness.STOPPED, Liveness.UNKNOWN)
+
+
+def _done(plan: _Plan) -> bool:
+    """The owner has exited and no process is left in the command's group."""
+    if _alive(plan.owner):
+        return False
+    return plan.group is None or not _members(plan.group.pid, plan.group.boot_id)
+
+
+def _wait(plan: _Plan, seconds: float) -> bool:
+    return wait_until(lambda: _done(plan), seconds)
+
+
+def wait_until(condition: Callable[[], bool], seconds: float, step: float = 0.02) -> bool:
+    deadline = time.monotonic() + max(seconds, 0.0)
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step)
+
+
+def _stopped(target: Target, first: SignalResult, plan: _Plan) -> str:
+    conts = [s for s in plan.sends if s.signal == signal.SIGCONT and s.sent]
+    resumed = " (it was stopped: SIGCONT let it act)" if conts else ""
+    return f"stopped {target.label}: {first.reason}{resumed}"
+
+
+def _note(target: Target, result: KillResult, plan: _Plan | None) -> None:
+    if result.outcome == "refused":
+        event = "kill-refused"
+    elif any(s.sent for s in result.sends):
+        event = "killed"
+    else:
+        return  # nothing was done: no owner left to signal
+    journal.note(
+        target.path,
+        event,
+        lane=target.lane,
+        signal=result.signal,
+        outcome=result.outcome,
+        escalated=result.escalated,
+        owner_pid=plan.owner.pid if plan else None,
+        pgid=plan.group.pid if plan and plan.group else None,
+        sends=[_send_json(s) for s in result.sends],
+        message=result.message,
+    )
+
+
+def _send_json(s: SignalResult) -> dict[str, object]:
+    return {
+        "to": s.identity.pid,
+        "signal": s.signal_name,
+        "group": s.group,
+        "outcome": s.outcome,
+        "code": s.code,
+        "method": s.method,
+    }
