@@ -6,17 +6,20 @@ import click
 
 from lanewatch import __version__
 from lanewatch.cli import (
+    clear_cmd,
     dash_cmd,
     demo_cmd,
     gate_cmd,
     hook_cmd,
     id_cmd,
     incidents_cmd,
+    kill_cmd,
     prove_cmd,
     roots_cmd,
     run_cmd,
     smoke_cmd,
     status_cmd,
+    trash_cmd,
 )
 
 
@@ -44,6 +47,11 @@ cli.add_command(hook_cmd.hook_command)
 cli.add_command(smoke_cmd.smoke_command)
 cli.add_command(status_cmd.status_command)
 cli.add_command(incidents_cmd.incidents_command)
+cli.add_command(kill_cmd.kill_command)
+cli.add_command(clear_cmd.clear_command)
+cli.add_command(trash_cmd.trash_command)
+cli.add_command(trash_cmd.restore_command)
+cli.add_command(trash_cmd.purge_command)
 
 
 def main() -> None:

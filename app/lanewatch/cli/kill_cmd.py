@@ -1,0 +1,97 @@
+"""`lanewatch kill TARGET`: stop a live lane's command (its process group), after asking.
+
+Exit codes: 0 the lane ended (or had no live owner left); 1 the signal was sent but the lane
+still runs; 3 refused (not live, another host, not ours, pid reused, nobody to confirm).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import click
+
+from lanewatch.actions.assess import Assessment, Seen, assess
+from lanewatch.actions.kill import DEFAULT_WAIT, kill
+from lanewatch.actions.targets import resolve
+from lanewatch.cli.common import EXIT_ERROR, EXIT_REFUSED, friendly_errors
+from lanewatch.cli.confirm import confirm, safe
+from lanewatch.model.views import NsState
+
+SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
+
+
+@click.command("kill")
+@click.argument("target")
+@click.option(
+    "--signal",
+    "sig_name",
+    type=click.Choice(sorted(SIGNALS), case_sensitive=False),
+    default="TERM",
+    show_default=True,
+    help="The signal for the lane's process group.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Send SIGKILL to whatever still runs after SECONDS (default: never).",
+)
+@click.option("--yes", is_flag=True, help="Do not ask (needed without a terminal).")
+@click.option(
+    "--allow-other-user",
+    is_flag=True,
+    help="As root, allow killing another user's lane (refused otherwise).",
+)
+@friendly_errors
+def kill_command(
+    target: str, sig_name: str, grace: float | None, yes: bool, allow_other_user: bool
+) -> None:
+    """Stop the live lane TARGET: its command's process group, checked at the moment of the signal.
+
+    TARGET is a namespace name, its path, or a lane name that is unambiguous across the known
+    roots. The owner's identity (pid, start time, boot id) is re-checked through a pidfd right
+    before the signal, so a pid reused since is never hit. Written to the lane's ledger.
+    """
+    sig = SIGNALS[sig_name.upper()]
+    resolved = resolve(target)
+    seen = assess(resolved)
+    if seen.state in (NsState.LIVE, NsState.HUNG):
+        confirm(_plan(seen, sig, grace), "Kill it?", yes)
+    result = kill(
+        resolved,
+        sig=sig,
+        grace=grace,
+        allow_other_user=allow_other_user,
+        seen=Seen.of(seen.stamp),
+        check=False,
+    )
+    click.echo(safe(result.message), err=result.outcome == "refused")
+    if result.outcome == "refused":
+        sys.exit(EXIT_REFUSED)
+    if result.outcome == "running":
+        sys.exit(EXIT_ERROR)
+
+
+def _plan(a: Assessment, sig: int, grace: float | None) -> list[str]:
+    stamp = a.stamp
+    assert stamp is not None
+    name = signal.Signals(sig).name
+    if stamp.child_pid and stamp.pgid == stamp.child_pid:
+        who = f"process group {stamp.pgid} (its command, pid {stamp.child_pid})"
+    else:
+        who = f"its owner, pid {stamp.pid}"
+    then = (
+        f"SIGKILL to whatever still runs after {grace:g}s"
+        if grace is not None and sig != signal.SIGKILL
+        else f"watch up to {DEFAULT_WAIT:g}s for it to end"
+    )
+    return [
+        f"{safe(a.target.label)} in {safe(a.target.root)}",
+        f"  state:    {safe(a.describe())}",
+        f"  owner:    pid {stamp.pid}, user {safe(stamp.user)}",
+        f"  checkout: {safe(stamp.checkout_path)}",
+        f"  command:  {safe(' '.join(stamp.command))[:200]}",
+        f"  will send {name} to {who}, then {then}",
+    ]

@@ -1,0 +1,153 @@
+"""`lanewatch trash`, `lanewatch restore TRASH_ID`, `lanewatch purge`: after a clear.
+
+Exit codes: restore 0 restored, 3 refused (the name is taken again) or gone; purge 0 all
+due entries purged (or kept because in use), 1 some could not be deleted (the next purge
+resumes them), 3 nobody to confirm.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from lanewatch.actions.purge import DEFAULT_RETENTION, due, purge
+from lanewatch.actions.results import human_size
+from lanewatch.actions.targets import known_roots
+from lanewatch.actions.trash import find, restore
+from lanewatch.actions.trashbox import TrashEntry, list_all, purging_dirs
+from lanewatch.cli.common import EXIT_ERROR, EXIT_REFUSED, echo_json, friendly_errors
+from lanewatch.cli.confirm import confirm, safe
+
+SCHEMA = 1
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
+
+
+def parse_duration(text: str) -> float:
+    """`90`, `90s`, `15m`, `12h`, `7d`, `2w`, or a sum like `1d12h`, in seconds."""
+    spec = text.strip().lower()
+    parts = _PART.findall(spec)
+    if not spec or "".join(n + u for n, u in parts) != spec:
+        raise ValueError(f"not a duration: {text!r} (try 30s, 15m, 12h, 7d, 2w or 1d12h)")
+    return sum(float(n) * _UNITS[u or "s"] for n, u in parts)
+
+
+class Duration(click.ParamType):
+    name = "DURATION"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+@click.command("trash")
+@click.option("--json", "as_json", is_flag=True, help="Print stable JSON.")
+@friendly_errors
+def trash_command(as_json: bool) -> None:
+    """List cleared namespaces in the trash of every known root, oldest first."""
+    entries = list_all()
+    now = time.time()
+    if as_json:
+        echo_json(
+            {
+                "schema": SCHEMA,
+                "retention_seconds": DEFAULT_RETENTION,
+                "entries": [e.to_json(now) for e in entries],
+            }
+        )
+        return
+    if not entries:
+        click.echo("the trash is empty")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("ID", "LANE", "STATE", "CLEARED", "BY", "SIZE", "NAMESPACE"):
+        table.add_column(col, no_wrap=col in ("ID", "SIZE"))
+    for e in entries:
+        table.add_row(
+            e.id,
+            Text(safe(e.lane or "-")),
+            Text(safe(e.state or "?")),
+            _ago(e.cleared_at, now),
+            Text(safe(e.cleared_by or "?")),
+            human_size(e.bytes),
+            Text(safe(e.original)),
+        )
+    Console(soft_wrap=True).print(table)
+
+
+@click.command("restore")
+@click.argument("trash_id")
+@friendly_errors
+def restore_command(trash_id: str) -> None:
+    """Put the cleared namespace TRASH_ID (see `lanewatch trash`) back where it was.
+
+    Refused when its name is taken again: a namespace created after the clear stays.
+    """
+    entry = find(trash_id)
+    result = restore(entry, check=False)
+    click.echo(safe(result.message), err=not result.ok)
+    if not result.ok:
+        sys.exit(EXIT_REFUSED)
+
+
+@click.command("purge")
+@click.option(
+    "--older-than",
+    type=Duration(),
+    default=DEFAULT_RETENTION,
+    help="Only entries cleared at least this long ago.  [default: 7d]",
+)
+@click.option("--yes", is_flag=True, help="Do not ask (needed without a terminal).")
+@friendly_errors
+def purge_command(older_than: float, yes: bool) -> None:
+    """Delete trash entries for good, by default those cleared more than 7 days ago.
+
+    An entry some process still holds (a cwd or a file inside) is kept for a later purge; a
+    purge that was interrupted is finished first.
+    """
+    roots = known_roots()
+    doomed = due(roots, older_than=older_than)
+    leftovers = sum(len(purging_dirs(r)) for r in roots)
+    if not doomed and not leftovers:
+        click.echo("nothing to purge")
+        return
+    if doomed:
+        confirm(_plan(doomed), f"Delete {len(doomed)} entries for good?", yes)
+    result = purge(roots, older_than=older_than, only={e.id for e in doomed})
+    for item in result.items:
+        click.echo(safe(item.message), err=item.outcome == "failed")
+    click.echo(safe(result.message.split(";")[0]))
+    if not result.ok:
+        sys.exit(EXIT_ERROR)
+
+
+def _plan(entries: list[TrashEntry]) -> list[str]:
+    total = human_size(sum(e.bytes or 0 for e in entries))
+    lines = [f"Delete for good ({total}, no restore after this):"]
+    now = time.time()
+    for e in entries:
+        what = safe(e.original) if e.complete else "(a clear that did not finish)"
+        lines.append(f"  {e.id}  {what}  cleared {_ago(e.cleared_at, now)}")
+    return lines
+
+
+def _ago(t: float | None, now: float) -> str:
+    if t is None:
+        return "?"
+    age = max(0.0, now - t)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if age >= size:
+            return f"{age / size:.0f}{unit} ago"
+    return f"{age:.0f}s ago"
