@@ -2,8 +2,9 @@
 
 The command runs in its own process group so a kill reaches everything it started. Signals
 sent to us are forwarded to that group while the child is un-reaped (so its pgid cannot have
-been reused). When we own the terminal, it is handed to the child's group as a shell would,
-so Ctrl-C and interactive programs behave as without us.
+been reused); the handlers are in place before the lane is claimed, so none is lost. When we
+own the terminal, it is handed to the child's group as a shell would, so Ctrl-C and
+interactive programs behave as without us.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from types import FrameType
+from typing import Any
 
 from lanewatch.scheme import ledger
 from lanewatch.scheme.lane import Lane
@@ -37,21 +39,64 @@ def exit_code_of(returncode: int) -> int:
     return returncode if returncode >= 0 else 128 - returncode
 
 
+class _Forwarder:
+    """Forward the signals we receive to CMD's process group.
+
+    Installed before the claim and the spawn, so no signal can arrive in between and kill us
+    with our default action (leaving CMD running, unsupervised, in a lane marked live). A
+    signal that arrives before CMD's group exists is held and sent once it does. A signal that
+    was ignored when we started (nohup, a background job) stays ignored, by us and by CMD.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._pending: list[int] = []
+        self._pgid: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self._pgid is None:
+            self._pending.append(signum)
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        if self._pgid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._pgid, signum)
+
+    def install(self) -> None:
+        for sig in FORWARDED:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def target(self, pgid: int) -> None:
+        """CMD's group exists: send what arrived before it did."""
+        self._pgid = pgid
+        while self._pending:
+            self._send(self._pending.pop(0))
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
 @contextlib.contextmanager
 def _forward_signals(pgid: int) -> Iterator[list[int]]:
-    received: list[int] = []
+    """Forward signals to an existing group `pgid` for the block; yields the signals received.
 
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        received.append(signum)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    Kept for callers of the first version; `run_in_lane` uses `_Forwarder` directly.
+    """
+    forwarder = _Forwarder()
+    forwarder.install()
+    forwarder.target(pgid)
     try:
-        yield received
+        yield forwarder.received
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        forwarder.restore()
 
 
 @contextlib.contextmanager
@@ -81,21 +126,31 @@ def _terminal_to(pgid: int) -> Iterator[None]:
 
 def run_in_lane(lane: Lane, cmd: Sequence[str]) -> int:
     """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases."""
-    lane.claim()
-    env = {**os.environ, **lane.env()}
+    forwarder = _Forwarder()
     try:
-        proc = subprocess.Popen(list(cmd), env=env, process_group=0)
-    except FileNotFoundError:
-        print(f"lanewatch: command not found: {cmd[0]}", file=sys.stderr)
-        lane.release(exit_code=EXIT_NOT_FOUND, event="spawn-failed")
-        return EXIT_NOT_FOUND
-    except PermissionError:
-        print(f"lanewatch: command not executable: {cmd[0]}", file=sys.stderr)
-        lane.release(exit_code=EXIT_NOT_EXECUTABLE, event="spawn-failed")
-        return EXIT_NOT_EXECUTABLE
+        forwarder.install()
+        lane.claim()
+        env = {**os.environ, **lane.env()}
+        try:
+            proc = subprocess.Popen(list(cmd), env=env, process_group=0)
+        except OSError as exc:
+            code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+            what = "not found" if code == EXIT_NOT_FOUND else "not executable"
+            print(f"lanewatch: command {what}: {cmd[0]} ({exc.strerror})", file=sys.stderr)
+            lane.release(exit_code=code, event="spawn-failed")
+            return code
+        forwarder.target(proc.pid)
+        return _supervise(lane, proc, forwarder)
+    finally:
+        forwarder.restore()
+        if lane.claimed:  # an exception on the way: never leave the stamp saying live
+            lane.release(exit_code=1)
+
+
+def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder) -> int:
     code = 1
     try:
-        with _forward_signals(proc.pid) as received, _terminal_to(proc.pid):
+        with _terminal_to(proc.pid):
             try:
                 ticks = start_ticks(proc.pid)
             except OSError:
@@ -109,7 +164,7 @@ def run_in_lane(lane: Lane, cmd: Sequence[str]) -> int:
             "exited",
             lane=lane.name,
             exit_code=code,
-            signals_forwarded=[signal.Signals(s).name for s in received],
+            signals_forwarded=[signal.Signals(s).name for s in forwarder.received],
         )
     finally:
         if proc.returncode is None:  # we are dying on an exception: do not orphan a live group

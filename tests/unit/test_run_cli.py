@@ -1,0 +1,501 @@
+"""`lanewatch run` as users run it: a real CLI process, real commands, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from lanewatch.scheme import ledger
+from lanewatch.scheme.lane import locate
+from lanewatch.scheme.lock import is_lock_held, lock_path
+from lanewatch.scheme.procid import Liveness, ProcessIdentity, liveness, start_ticks
+from lanewatch.scheme.stamp import OwnerState, Stamp, StampRead, read_stamp
+from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
+
+# Resets the signals a test sends to their defaults, then execs the rest of argv: the test
+# process may itself have been started with some of them ignored (nohup, a background job).
+DEFAULT_SIGNALS = textwrap.dedent(
+    """
+    import os, signal, sys
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    ignore = os.environ.pop("TEST_IGNORE_SIGNAL", "")
+    if ignore:
+        signal.signal(int(ignore), signal.SIG_IGN)
+    os.execvp(sys.argv[1], sys.argv[1:])
+    """
+)
+
+# A CMD that waits (with a deadline) for a file to appear.
+WAIT_FOR_FILE = textwrap.dedent(
+    """
+    import os, sys, time
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sys.argv[1]):
+        if time.monotonic() > deadline:
+            sys.exit(99)
+        time.sleep(0.01)
+    """
+)
+
+
+def start_run(
+    spawn: Spawn,
+    cwd: Path,
+    cmd: Sequence[str],
+    *options: str,
+    log: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """`lanewatch run [options] -- cmd` in the background, signals at their defaults."""
+    args = [sys.executable, "-c", DEFAULT_SIGNALS, *LANEWATCH, "run", *options, "--", *cmd]
+    if log is None:
+        return spawn(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with log.open("wb") as out:
+        return spawn(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def wait_spawned(namespace: Path, timeout: float = 30.0) -> Stamp:
+    """The live stamp of a run once its CMD has been spawned."""
+
+    def spawned() -> Stamp | None:
+        stamp = read_stamp(namespace).stamp
+        if stamp is not None and stamp.state is OwnerState.LIVE and stamp.child_pid:
+            return stamp
+        return None
+
+    found = wait_for(spawned, timeout)
+    assert isinstance(found, Stamp)
+    return found
+
+
+def released(namespace: Path) -> Stamp:
+    stamp = read_stamp(namespace).stamp
+    assert stamp is not None
+    assert stamp.state is OwnerState.RELEASED
+    return stamp
+
+
+def ns_of(lane: str, checkout: Path, root: Path | None = None) -> Path:
+    return locate(lane, root=root, checkout=checkout).namespace
+
+
+# -- exit codes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("code", "cmd"), [(0, ["true"]), (7, ["sh", "-c", "exit 7"])])
+def test_exit_code_is_cmds(repo: Path, code: int, cmd: list[str]) -> None:
+    lane = f"exit-{code}"
+    result = lanewatch("run", "--lane", lane, "--", *cmd, cwd=repo)
+    assert result.returncode == code, result.stderr
+    stamp = released(ns_of(lane, repo))
+    assert stamp.exit_code == code
+    assert stamp.command == cmd
+    assert stamp.child_pid is not None and stamp.pgid == stamp.child_pid
+    events = [line.event for line in ledger.read(ns_of(lane, repo))]
+    assert events == ["started", "spawned", "exited", "released"]
+    exited = [line for line in ledger.read(ns_of(lane, repo)) if line.event == "exited"]
+    assert exited[0].fields["exit_code"] == code
+    assert is_lock_held(ns_of(lane, repo)) is False
+
+
+def test_command_not_found_is_127(repo: Path, tmp_path: Path) -> None:
+    result = lanewatch("run", "--lane", "nf", "--", str(tmp_path / "no-such-command"), cwd=repo)
+    assert result.returncode == 127
+    assert "not found" in result.stderr and "Traceback" not in result.stderr
+    stamp = released(ns_of("nf", repo))
+    assert stamp.exit_code == 127
+    assert "spawn-failed" in [line.event for line in ledger.read(ns_of("nf", repo))]
+
+
+@pytest.mark.parametrize("kind", ["no-exec-bit", "exec-format", "a-folder"])
+def test_command_not_executable_is_126(repo: Path, tmp_path: Path, kind: str) -> None:
+    target = tmp_path / kind
+    if kind == "a-folder":
+        target.mkdir()
+    else:
+        target.write_bytes(b"\x7fELF\x00garbage, not a program\n")
+        target.chmod(0o755 if kind == "exec-format" else 0o644)
+    result = lanewatch("run", "--lane", kind, "--", str(target), cwd=repo)
+    assert result.returncode == 126, result.stderr
+    assert "Traceback" not in result.stderr
+    assert released(ns_of(kind, repo)).exit_code == 126
+    assert is_lock_held(ns_of(kind, repo)) is False
+
+
+def test_arguments_after_the_separator_are_cmds(repo: Path) -> None:
+    result = lanewatch("run", "--lane", "args", "--", "echo", "--", "--lane", "x", cwd=repo)
+    assert result.returncode == 0
+    assert result.stdout == "-- --lane x\n"
+
+
+def test_run_without_a_command_is_a_usage_error(repo: Path) -> None:
+    result = lanewatch("run", "--lane", "nothing", cwd=repo)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("lane", "why"), [("", "empty"), ("x" * 400, "too long")])
+def test_a_bad_lane_name_is_a_clear_error(repo: Path, lane: str, why: str) -> None:
+    result = lanewatch("run", "--lane", lane, "--", "true", cwd=repo)
+    assert result.returncode != 0
+    assert why in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_undecodable_lane_name_from_argv_gets_its_own_folder(repo: Path) -> None:
+    show = "import os, sys; sys.stdout.buffer.write(os.environb[b'LANEWATCH_LANE'])"
+    lane = b"agent-\xff"  # not UTF-8: arrives in Python as 'agent-\udcff'
+    result = subprocess.run(
+        [*LANEWATCH, "run", "--lane", lane, "--", sys.executable, "-c", show],
+        cwd=repo,
+        capture_output=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == lane  # CMD sees the very bytes it was given
+    namespace = ns_of(os.fsdecode(lane), repo)
+    assert namespace.name.endswith(".agent-~FF")
+    assert released(namespace).lane == "agent-\udcff"
+
+
+# -- the environment of CMD ----------------------------------------------------------------
+
+TEMPFILE_USER = textwrap.dedent(
+    """
+    import json, os, tempfile
+    with tempfile.NamedTemporaryFile(delete=False, suffix=".json") as f:
+        f.write(b"{}")
+    folder = tempfile.mkdtemp()
+    names = ["TMPDIR", "TMP", "TEMP", "LANEWATCH_LANE", "LANEWATCH_NAMESPACE",
+             "LANEWATCH_CHECKOUT", "LANEWATCH_ROOT"]
+    print(json.dumps({"file": f.name, "folder": folder, "gettempdir": tempfile.gettempdir(),
+                      "env": {n: os.environ.get(n) for n in names}}))
+    """
+)
+
+
+def test_tmpdir_is_really_used_by_tempfile(repo: Path, root: Path) -> None:
+    result = lanewatch(
+        "run",
+        "--lane",
+        "temps",
+        "--root",
+        str(root),
+        "--",
+        sys.executable,
+        "-c",
+        TEMPFILE_USER,
+        cwd=repo,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    namespace = ns_of("temps", repo, root)
+    tmp = namespace / "tmp"
+    assert seen["gettempdir"] == str(tmp)
+    assert Path(seen["file"]).parent == tmp and Path(seen["file"]).read_text() == "{}"
+    assert Path(seen["folder"]).parent == tmp and Path(seen["folder"]).is_dir()  # files stay
+    assert seen["env"] == {
+        "TMPDIR": str(tmp),
+        "TMP": str(tmp),
+        "TEMP": str(tmp),
+        "LANEWATCH_LANE": "temps",
+        "LANEWATCH_NAMESPACE": str(namespace),
+        "LANEWATCH_CHECKOUT": os.path.realpath(repo),
+        "LANEWATCH_ROOT": str(root.resolve()),
+    }
+
+
+WRITE_SAME_NAME = textwrap.dedent(
+    """
+    import os, sys, time
+    barrier = sys.argv[1]
+    me = os.environ["LANEWATCH_CHECKOUT"]
+    path = os.path.join(os.environ["TMPDIR"], "receipt.json")
+    with open(path, "w") as f:
+        f.write(me)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(barrier):
+        if time.monotonic() > deadline:
+            sys.exit(99)
+        time.sleep(0.01)
+    with open(path) as f:
+        sys.exit(0 if f.read() == me else 1)
+    """
+)
+
+
+def test_two_worktrees_run_concurrently_without_touching_each_other(
+    spawn: Spawn, worktrees: tuple[Path, Path], tmp_path: Path
+) -> None:
+    barrier = tmp_path / "both-wrote"
+    runs = {
+        wt: start_run(
+            spawn, wt, [sys.executable, "-c", WRITE_SAME_NAME, str(barrier)], "--lane", "agent"
+        )
+        for wt in worktrees
+    }
+    receipts = {wt: ns_of("agent", wt) / "tmp" / "receipt.json" for wt in worktrees}
+    assert len({p.parent.parent for p in receipts.values()}) == 2
+    wait_for(lambda: all(p.exists() and p.read_text() for p in receipts.values()), 60)
+    both_live = [read_stamp(p.parent.parent).stamp for p in receipts.values()]
+    assert all(s is not None and s.state is OwnerState.LIVE for s in both_live)
+    barrier.touch()
+    for wt, proc in runs.items():
+        assert proc.wait(timeout=60) == 0
+        assert receipts[wt].read_text() == os.path.realpath(wt)
+        assert released(receipts[wt].parent.parent).checkout_path == os.path.realpath(wt)
+
+
+# -- one owner ---------------------------------------------------------------------------------
+
+
+def test_a_second_run_in_a_held_lane_is_refused(
+    spawn: Spawn, repo: Path, tmp_path: Path, groups: list[int]
+) -> None:
+    stop = tmp_path / "stop"
+    first = start_run(
+        spawn, repo, [sys.executable, "-c", WAIT_FOR_FILE, str(stop)], "--lane", "one"
+    )
+    namespace = ns_of("one", repo)
+    owner = wait_spawned(namespace)
+    groups.append(owner.pid if owner.pgid is None else owner.pgid)
+    marker = tmp_path / "second-ran"
+    second = lanewatch(
+        "run", "--lane", "one", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')", cwd=repo
+    )
+    assert second.returncode == 3
+    assert f"pid {first.pid}" in second.stderr
+    assert not marker.exists()
+    assert read_stamp(namespace).stamp == owner  # the owner's stamp is untouched
+    refused = [line for line in ledger.read(namespace) if line.event == "claim-refused"]
+    assert len(refused) == 1 and refused[0].fields["owner_pid"] == first.pid
+    stop.touch()
+    assert first.wait(timeout=30) == 0
+    assert released(namespace).exit_code == 0
+
+
+# -- heartbeat ----------------------------------------------------------------------------------
+
+
+def test_heartbeat_advances_the_stamp_mtime(
+    spawn: Spawn, repo: Path, tmp_path: Path, groups: list[int]
+) -> None:
+    stop = tmp_path / "stop"
+    proc = start_run(
+        spawn,
+        repo,
+        [sys.executable, "-c", WAIT_FOR_FILE, str(stop)],
+        "--lane",
+        "beat",
+        "--heartbeat",
+        "0.1",
+    )
+    namespace = ns_of("beat", repo)
+    stamp = wait_spawned(namespace)
+    groups.append(stamp.child_pid or 0)
+    assert stamp.heartbeat_interval == 0.1
+    reads: list[StampRead] = [read_stamp(namespace)]
+    for _ in range(3):
+        previous = reads[-1].mtime or 0.0
+
+        def beat(previous: float = previous) -> StampRead | None:
+            result = read_stamp(namespace)
+            return result if (result.mtime or 0.0) > previous else None
+
+        reads.append(wait_for(beat, 10))  # type: ignore[arg-type]
+    for result in reads[1:]:
+        assert result.stamp == stamp  # touched, not rewritten
+        assert result.heartbeat_at == result.mtime
+        assert result.heartbeat_at is not None and result.heartbeat_at > stamp.heartbeat_at
+    stop.touch()
+    assert proc.wait(timeout=30) == 0
+
+
+def test_heartbeat_default_comes_from_the_environment(repo: Path) -> None:
+    env = {**os.environ, "LANEWATCH_HEARTBEAT": "0.25"}
+    result = lanewatch("run", "--lane", "env-beat", "--", "true", cwd=repo, env=env)
+    assert result.returncode == 0
+    assert released(ns_of("env-beat", repo)).heartbeat_interval == 0.25
+
+
+# -- signals ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_forwarded_signal_that_kills_cmd_exits_128_plus_n(
+    spawn: Spawn, repo: Path, groups: list[int], sig: signal.Signals
+) -> None:
+    lane = f"sig-{sig.name}"
+    proc = start_run(spawn, repo, ["sleep", "60"], "--lane", lane)
+    namespace = ns_of(lane, repo)
+    stamp = wait_spawned(namespace)
+    assert stamp.pgid is not None
+    groups.append(stamp.pgid)
+    os.kill(proc.pid, sig)
+    assert proc.wait(timeout=30) == 128 + sig
+    after = released(namespace)
+    assert after.exit_code == 128 + sig
+    exited = [line for line in ledger.read(namespace) if line.event == "exited"]
+    assert exited[0].fields["signals_forwarded"] == [sig.name]
+    assert exited[0].fields["exit_code"] == 128 + sig
+    assert liveness(ProcessIdentity(stamp.child_pid, stamp.child_start_ticks, stamp.boot_id))[  # type: ignore[arg-type]
+        0
+    ] in (Liveness.DEAD, Liveness.ZOMBIE, Liveness.REUSED)
+    assert is_lock_held(namespace) is False
+
+
+def test_a_signal_during_the_claim_is_not_lost(spawn: Spawn, repo: Path, groups: list[int]) -> None:
+    """SIGTERM while `run` is still claiming: CMD must get it once spawned, and nothing may be
+    left live (neither a stamp nor an unsupervised CMD)."""
+    proc = start_run(spawn, repo, ["sleep", "60"], "--lane", "early")
+    namespace = ns_of("early", repo)
+    wait_for(namespace.exists, 30)  # the claim has begun
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    stamp = released(namespace)
+    assert stamp.child_pid is not None
+    groups.append(stamp.child_pid)
+    child = ProcessIdentity(stamp.child_pid, stamp.child_start_ticks or -1, stamp.boot_id)
+    assert liveness(child)[0] is not Liveness.ALIVE
+    exited = [line for line in ledger.read(namespace) if line.event == "exited"]
+    assert exited[0].fields["signals_forwarded"] == ["SIGTERM"]
+
+
+TRAPPER = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    sig, ready, got = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    def handler(signum, frame):
+        with open(got, "w") as f:
+            f.write(str(signum))
+        sys.exit(0)
+    signal.signal(sig, handler)
+    open(ready, "w").close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+    sys.exit(98)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_cmd_that_traps_the_signal_and_exits_0_gives_0(
+    spawn: Spawn, repo: Path, tmp_path: Path, groups: list[int], sig: signal.Signals
+) -> None:
+    ready, got = tmp_path / "ready", tmp_path / "got"
+    lane = f"trap-{sig.name}"
+    proc = start_run(
+        spawn,
+        repo,
+        [sys.executable, "-c", TRAPPER, str(int(sig)), str(ready), str(got)],
+        "--lane",
+        lane,
+    )
+    wait_for(ready.exists, 30)
+    stamp = wait_spawned(ns_of(lane, repo))
+    groups.append(stamp.pgid or 0)
+    os.kill(proc.pid, sig)
+    assert proc.wait(timeout=30) == 0
+    assert got.read_text() == str(int(sig))
+    assert released(ns_of(lane, repo)).exit_code == 0
+
+
+REPORT_DISPOSITION = textwrap.dedent(
+    """
+    import signal, sys, time
+    print("ignored" if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else "default", flush=True)
+    deadline = time.monotonic() + 60
+    while not __import__("os").path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    """
+)
+
+
+def test_an_ignored_signal_stays_ignored_like_nohup(
+    spawn: Spawn, repo: Path, tmp_path: Path, groups: list[int]
+) -> None:
+    log, stop = tmp_path / "log", tmp_path / "stop"
+    env = {**os.environ, "TEST_IGNORE_SIGNAL": str(int(signal.SIGHUP))}
+    proc = start_run(
+        spawn,
+        repo,
+        [sys.executable, "-c", REPORT_DISPOSITION, str(stop)],
+        "--lane",
+        "nohup",
+        log=log,
+        env=env,
+    )
+    stamp = wait_spawned(ns_of("nohup", repo))
+    groups.append(stamp.pgid or 0)
+    wait_for(lambda: log.read_text().strip(), 30)
+    assert log.read_text().strip() == "ignored"
+    os.kill(proc.pid, signal.SIGHUP)  # ignored by lanewatch and by CMD alike
+    stop.touch()
+    assert proc.wait(timeout=30) == 0
+
+
+# -- deaths -------------------------------------------------------------------------------------
+
+
+def test_kill_9_of_the_owner_leaves_a_live_stamp_whose_pid_is_dead(
+    spawn: Spawn, repo: Path, subreaper: Subreaper
+) -> None:
+    proc = start_run(spawn, repo, ["sleep", "60"], "--lane", "doomed")
+    namespace = ns_of("doomed", repo)
+    stamp = wait_spawned(namespace)
+    assert stamp.child_pid is not None
+    subreaper.adopt(stamp.child_pid)  # CMD outlives its killed supervisor
+    inode = os.stat(lock_path(namespace)).st_ino
+    assert is_lock_held(namespace) is True
+
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+
+    after = read_stamp(namespace)
+    assert after.stamp is not None and after.stamp.state is OwnerState.LIVE
+    assert after.stamp.pid == proc.pid
+    state, reason = liveness(ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id))
+    assert state is Liveness.DEAD, reason
+    # a lock is not proof of life, but here it is free too: CMD did not inherit it
+    assert is_lock_held(namespace) is False
+    assert os.stat(lock_path(namespace)).st_ino == inode
+    child = ProcessIdentity(stamp.child_pid, stamp.child_start_ticks or -1, stamp.boot_id)
+    assert liveness(child)[0] is Liveness.ALIVE
+    subreaper.kill_and_reap(stamp.child_pid)
+
+    again = lanewatch("run", "--lane", "doomed", "--", "true", cwd=repo)
+    assert again.returncode == 0, again.stderr
+    assert released(namespace).pid != proc.pid
+
+
+def test_a_grandchild_that_outlives_cmd_does_not_hold_the_lane(
+    spawn: Spawn, repo: Path, subreaper: Subreaper
+) -> None:
+    cmd = [
+        "sh",
+        "-c",
+        'sleep 60 </dev/null >/dev/null 2>&1 & echo $! > "$TMPDIR/grandchild"; exit 5',
+    ]
+    proc = start_run(spawn, repo, cmd, "--lane", "forker")
+    assert proc.wait(timeout=30) == 5  # `run` returns when CMD does, not when its group empties
+    namespace = ns_of("forker", repo)
+    gpid = int((namespace / "tmp" / "grandchild").read_text())
+    subreaper.adopt(gpid)
+    ticks = start_ticks(gpid)
+    assert ticks is not None
+    stamp = released(namespace)
+    assert stamp.exit_code == 5
+    assert is_lock_held(namespace) is False
+    assert liveness(ProcessIdentity(gpid, ticks, stamp.boot_id))[0] is Liveness.ALIVE
+    assert os.getpgid(gpid) == stamp.pgid  # still in CMD's group, where a lane kill reaches it
+    subreaper.kill_and_reap(gpid)
+    assert start_ticks(gpid) is None or start_ticks(gpid) != ticks
