@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from lanewatch.cli.common import echo_json, friendly_errors
-from lanewatch.scheme.roots import Registry, default_root
+from lanewatch.scheme.roots import Registry, canonical_root, default_root, ensure_root
 
 
 @click.group("roots", invoke_without_command=True)
@@ -25,7 +27,7 @@ def list_roots(as_json: bool = False) -> None:
     if as_json:
         echo_json([{"path": e.path, "added_at": e.added_at} for e in entries])
         return
-    default = str(default_root())
+    default = str(canonical_root(default_root()))  # entries are canonical paths
     for e in entries:
         click.echo(e.path + ("  (default)" if e.path == default else ""))
 
@@ -35,9 +37,7 @@ def list_roots(as_json: bool = False) -> None:
 @friendly_errors
 def add_root(directory: str) -> None:
     """Register DIRECTORY as a scratch root (created if missing)."""
-    from lanewatch.scheme.roots import ensure_root
-
-    path, new = Registry().add(ensure_root(click.format_filename(directory)))  # type: ignore[arg-type]
+    path, new = Registry().add(ensure_root(Path(directory)))
     click.echo(f"{'added' if new else 'already known'}: {path}")
 
 

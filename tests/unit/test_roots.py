@@ -1,0 +1,155 @@
+"""The roots registry: the default root, `lanewatch roots`, and concurrent updates."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lanewatch.errors import LanewatchError
+from lanewatch.scheme.roots import ROOT_META, Registry, default_root, ensure_root, state_dir
+from tests.conftest import Spawn, lanewatch, wait_for
+
+WRITERS = 8
+
+ADDER = textwrap.dedent(
+    """
+    import os, sys, time
+    from lanewatch.scheme.roots import Registry
+    barrier, ready, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+    open(ready, "w").close()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(barrier):
+        if time.monotonic() > deadline:
+            sys.exit(99)
+        time.sleep(0.002)
+    for path in paths:
+        Registry().add(path)
+    """
+)
+
+
+def listed(cwd: Path) -> list[dict[str, object]]:
+    result = lanewatch("roots", "list", "--json", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert isinstance(data, list)
+    return data
+
+
+def test_default_root_lives_in_the_state_dir(
+    isolated_state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert state_dir() == isolated_state
+    assert default_root() == isolated_state / "scratch"
+    monkeypatch.setenv("LANEWATCH_ROOT", str(tmp_path / "elsewhere"))
+    assert default_root() == tmp_path / "elsewhere"
+    assert Registry().paths()[0] == (tmp_path / "elsewhere").resolve()
+
+
+def test_list_add_remove(tmp_path: Path, isolated_state: Path) -> None:
+    first = listed(tmp_path)
+    assert [e["path"] for e in first] == [str((isolated_state / "scratch").resolve())]
+
+    extra = tmp_path / "extra root"
+    added = lanewatch("roots", "add", str(extra), cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    assert "added" in added.stdout
+    assert (extra / ROOT_META).is_dir()  # created, with its meta folder
+    again = lanewatch("roots", "add", str(extra), cwd=tmp_path)
+    assert "already known" in again.stdout
+
+    paths = [e["path"] for e in listed(tmp_path)]
+    assert paths == [str((isolated_state / "scratch").resolve()), str(extra.resolve())]
+    text = lanewatch("roots", cwd=tmp_path)
+    lines = text.stdout.splitlines()
+    assert lines[0].endswith("(default)") and lines[1] == str(extra.resolve())
+
+    removed = lanewatch("roots", "remove", str(extra), cwd=tmp_path)
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    assert extra.is_dir()  # its files are left alone
+    assert [e["path"] for e in listed(tmp_path)] == [str((isolated_state / "scratch").resolve())]
+    gone = lanewatch("roots", "remove", str(extra), cwd=tmp_path)
+    assert "not registered" in gone.stdout
+
+
+def test_the_default_root_is_marked_through_a_symlinked_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tmp_path / "real-state"
+    real.mkdir()
+    link = tmp_path / "state-link"
+    link.symlink_to(real)
+    env = {**os.environ, "LANEWATCH_STATE_DIR": str(link)}
+    result = lanewatch("roots", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"{real / 'scratch'}  (default)"]
+
+
+def test_symlinked_paths_register_once(tmp_path: Path) -> None:
+    real = ensure_root(tmp_path / "real")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    registry = Registry()
+    assert registry.add(real) == (real, True)
+    assert registry.add(link) == (real, False)
+    assert registry.remove(link) is True
+    assert registry.remove(real) is False
+
+
+def test_a_run_registers_its_root(repo: Path, tmp_path: Path) -> None:
+    custom = tmp_path / "custom-root"
+    result = lanewatch("run", "--root", str(custom), "--", "true", cwd=repo)
+    assert result.returncode == 0, result.stderr
+    assert str(custom.resolve()) in [e["path"] for e in listed(tmp_path)]
+    via_env = tmp_path / "env-root"
+    env = {**os.environ, "LANEWATCH_ROOT": str(via_env)}
+    assert lanewatch("run", "--", "true", cwd=repo, env=env).returncode == 0
+    assert (via_env / ROOT_META).is_dir()
+    assert str(via_env.resolve()) in [e["path"] for e in listed(tmp_path)]
+
+
+def test_concurrent_adds_lose_no_entry(spawn: Spawn, tmp_path: Path) -> None:
+    barrier = tmp_path / "go"
+    expected: set[str] = set()
+    writers = []
+    for i in range(WRITERS):
+        paths = [str(tmp_path / "roots" / f"w{i}-{j}") for j in range(3)]
+        expected.update(paths)
+        ready = tmp_path / f"ready-{i}"
+        writers.append(
+            (spawn([sys.executable, "-c", ADDER, str(barrier), str(ready), *paths]), ready)
+        )
+    wait_for(lambda: all(ready.exists() for _, ready in writers), 60)
+    barrier.touch()
+    for proc, _ in writers:
+        assert proc.wait(timeout=60) == 0
+    registered = {e.path for e in Registry().list()}
+    assert expected <= registered
+    assert len(registered) == len(expected) + 1  # and the default root
+    data = json.loads((state_dir() / "roots.json").read_text())
+    assert len(data["roots"]) == len(expected)
+
+
+def test_a_corrupt_registry_is_reported_not_overwritten(tmp_path: Path) -> None:
+    state_dir().mkdir(parents=True)
+    path = state_dir() / "roots.json"
+    path.write_text('{"roots": [ {"path": "/kept"')
+    with pytest.raises(LanewatchError, match="unreadable"):
+        Registry().add(tmp_path / "new")
+    assert path.read_text() == '{"roots": [ {"path": "/kept"'
+    result = lanewatch("roots", "list", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "unreadable" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_odd_registry_entries_are_skipped(tmp_path: Path) -> None:
+    state_dir().mkdir(parents=True)
+    (state_dir() / "roots.json").write_text(
+        json.dumps({"roots": [{"path": "/a", "added_at": 5}, {"path": 3}, "x", {"path": "/b"}]})
+    )
+    assert [e.path for e in Registry().list()][1:] == ["/a", "/b"]
