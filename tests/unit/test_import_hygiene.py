@@ -1,0 +1,70 @@
+"""The core imports no UI and no watcher: checked in a fresh interpreter, as harlequin does."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pkgutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import lanewatch.scheme
+
+UI_AND_WATCHERS = ("textual", "watchdog")
+
+PROBE = textwrap.dedent(
+    """
+    import importlib, json, sys
+    modules = sys.argv[1:]
+    for name in modules:
+        importlib.import_module(name)
+    roots = sorted({m.split(".")[0] for m in sys.modules})
+    print(json.dumps({"loaded": roots, "imported": modules}))
+    """
+)
+
+
+def core_modules() -> list[str]:
+    names = ["lanewatch.errors", "lanewatch.scheme"]
+    names += [m.name for m in pkgutil.iter_modules(lanewatch.scheme.__path__, "lanewatch.scheme.")]
+    if importlib.util.find_spec("lanewatch.model") is not None:
+        model = importlib.import_module("lanewatch.model")
+        names.append("lanewatch.model")
+        names += [m.name for m in pkgutil.iter_modules(model.__path__, "lanewatch.model.")]
+    return names
+
+
+def loaded_after_importing(modules: list[str]) -> set[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *modules],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout)["loaded"])
+
+
+def test_the_core_loads_neither_textual_nor_watchdog() -> None:
+    modules = core_modules()
+    assert "lanewatch.scheme.lane" in modules and "lanewatch.scheme.stamp" in modules
+    loaded = loaded_after_importing(modules)
+    assert not loaded & set(UI_AND_WATCHERS), sorted(loaded & set(UI_AND_WATCHERS))
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["lanewatch.scheme.lane", "lanewatch.scheme.stamp", "lanewatch.scheme.checkout"],
+)
+def test_the_scheme_stays_small(module: str) -> None:
+    """The scheme runs in hooks and test workers: only stdlib, filelock and platformdirs."""
+    loaded = loaded_after_importing([module])
+    assert not loaded & {*UI_AND_WATCHERS, "psutil", "rich", "click"}
+
+
+def test_the_probe_would_notice() -> None:
+    """Guard against a probe that can never fail."""
+    assert "json" in loaded_after_importing(["json"])
