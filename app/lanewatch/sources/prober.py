@@ -3,8 +3,10 @@
 `judge` asks the kernel about one owner (pid + start ticks + boot id, via `scheme.procid`).
 `holdings` reads /proc once (`sources.procscan`) for every process with its cwd or an open file
 under the roots or shared temp, and tags it with its lane evidence: $LANEWATCH_NAMESPACE,
-$LANEWATCH_LANE and its ancestry. `Prober` runs both on its own thread, as a one-shot timer
-re-armed after each run (runs never overlap), and hands a `ProbeReport` to the worker.
+$LANEWATCH_LANE and its ancestry; between two such full scans (every 30 s) the fast probe
+(`sources.lanescan`) reads only the processes of live lanes. `Prober` runs on its own thread,
+as a one-shot timer re-armed after each run (runs never overlap), and hands a `ProbeReport` to
+the worker.
 With no live local owner there is nothing to attribute: the /proc scan is skipped.
 """
 
@@ -23,11 +25,12 @@ from lanewatch.model.incidents import Holding, Owner
 from lanewatch.scheme import lock, procid
 from lanewatch.scheme.procid import Liveness, ProcessIdentity
 from lanewatch.scheme.stamp import OwnerState, Stamp
-from lanewatch.sources import procscan
+from lanewatch.sources import lanescan, procscan
 
 log = logging.getLogger(__name__)
 
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+FULL_SCAN_EVERY = 30.0  # seconds between two full /proc scans; fast probes in between
 
 
 def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
@@ -96,6 +99,7 @@ def holdings(prefixes: Sequence[str]) -> tuple[list[Holding], str | None]:
                     lineage=lineage,
                     pgid=h.stat.pgid,
                     command=h.cmdline,
+                    fd=p.fd,
                 )
             )
     partial = None
@@ -114,8 +118,11 @@ class ProbeReport:
     took: float = 0.0
 
 
-def probe(stamps: Mapping[str, Stamp], prefixes: Sequence[str]) -> ProbeReport:
-    """One full probe: liveness of every local live owner, then (if any) who holds what."""
+def probe(
+    stamps: Mapping[str, Stamp], prefixes: Sequence[str], *, full: bool = True
+) -> ProbeReport:
+    """Liveness of every local live owner, then (if any) who holds what: every process
+    (`full`), or only the processes of live lanes, found from the process tree (fast)."""
     t0 = time.monotonic()
     at = time.time()
     evidence: dict[str, LivenessEvidence] = {}
@@ -126,9 +133,13 @@ def probe(stamps: Mapping[str, Stamp], prefixes: Sequence[str]) -> ProbeReport:
     owners = owners_of(stamps)
     held: tuple[Holding, ...] | None = None
     partial = None
-    if owners:
+    if owners and full:
         found, partial = holdings(prefixes)
         held = tuple(found)
+    elif owners:
+        procs = procscan.process_table()
+        real = [os.path.realpath(p) for p in prefixes if os.path.isdir(p)]
+        held = tuple(lanescan.holdings_of(lanescan.lane_pids(procs, owners.values()), procs, real))
     return ProbeReport(at, evidence, held, owners, partial, time.monotonic() - t0)
 
 
@@ -148,6 +159,8 @@ class Prober:
         self._sink = sink
         self._stop = threading.Event()
         self._now = threading.Event()
+        self._every = max(1, round(FULL_SCAN_EVERY / interval)) if interval > 0 else 1
+        self.runs = 0
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
     def start(self) -> None:
@@ -165,8 +178,10 @@ class Prober:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            full = self.runs % self._every == 0
+            self.runs += 1
             try:
-                report = probe(self._stamps(), self._prefixes())
+                report = probe(self._stamps(), self._prefixes(), full=full)
             except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
                 log.warning("process probe failed: %s", exc)
             else:
