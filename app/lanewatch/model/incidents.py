@@ -188,7 +188,7 @@ def merge_records(a: IncidentRecord, b: IncidentRecord) -> IncidentRecord:
     evidence = sorted(by_key.values(), key=lambda e: (e.time, e.key))
     acks = [(t, who) for t, who in ((a.ack_at, a.ack_by), (b.ack_at, b.ack_by)) if t is not None]
     ack_at, ack_by = max(acks, key=lambda x: x[0]) if acks else (None, None)
-    newer = b if b.last_seen >= a.last_seen else a
+    newer = max((a, b), key=lambda r: (r.last_seen, r.summary))  # deterministic on a tie
     return IncidentRecord(
         id=a.id,
         kind=a.kind,
@@ -404,6 +404,7 @@ class Holding:
     pgid: int
     command: tuple[str, ...]
     size: int | None = None
+    fd: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,6 +498,8 @@ def writers(
         elif any(_inside(h.path, r) for r in roots):
             continue  # the root's own data (.lanewatch-root) or a stray file: not a lane's
         elif any(_inside(h.path, s) for s in shared):
+            if h.pid in owner_pids and h.fd in (0, 1, 2):
+                continue  # the owner's own stdio: chosen by whoever started it
             if h.path in handed and h.pid not in owner_pids:
                 continue
             obs = _unbound(h, owners, roots, at)

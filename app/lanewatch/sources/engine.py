@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lanewatch.model.views import Changes, merge_changes
+from lanewatch.model.views import Changes, HealthStatus, SourceHealth, merge_changes
 from lanewatch.scheme.roots import Registry, canonical_root
 from lanewatch.sources.incidentlog import IncidentLog
 from lanewatch.sources.prober import Prober
@@ -198,7 +198,10 @@ class Engine:
             w.load_incidents()
             keys: list[str] = []
             for root in w.roots:
-                keys.extend(w.list_root(root) or ())
+                listed = w.list_root(root)
+                if listed is not None:
+                    keys.extend(listed)
+                    w.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
             w.flush(full=True)  # the first call: every namespace with its state
             self.first_picture.set()
             w.start_watches()

@@ -21,6 +21,7 @@ import logging
 import os
 import queue
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,15 @@ from lanewatch.model.views import HealthStatus, SourceHealth
 from lanewatch.scheme.roots import ROOT_META
 
 log = logging.getLogger(__name__)
+
+# watchdog 7.1 registers a new folder twice (its own walk, then the folder's IN_CREATE) and
+# warns with the whole watch table in the message; the second registration is harmless.
+_DUPLICATE = r"Callback with id '\d+' already exists for watch"
+
+
+def _quiet_duplicate_warning() -> None:
+    warnings.filterwarnings("ignore", message=_DUPLICATE, category=RuntimeWarning)
+
 
 INCIDENTS_FILE = "incidents.jsonl"
 MAX_PENDING = 200_000  # queued items before the handler drops events and asks for a rescan
@@ -186,6 +196,7 @@ class RootWatch:
     # -- control, on the worker's thread ---------------------------------------------------------
     def start(self) -> SourceHealth:
         """Watch the root; returns its health. Never raises for a bad root."""
+        _quiet_duplicate_warning()
         with self._lock:
             self._stop_locked()
             self.handler.overrun = False

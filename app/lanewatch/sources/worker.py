@@ -279,9 +279,8 @@ class Worker:
             return
         self.files[key] = NsFiles(s.sizes, s.bytes)
         self.emit(m.Counted(key, s.files, s.bytes, s.last_write))
-        read = read_stamp(Path(key))
-        if read != rec.stamp:
-            self.emit(self._seen(rec.root, rec.name, key, time.time()))
+        if read_stamp(Path(key)) != rec.stamp:  # changed while nobody watched: judge it too
+            self._stamp(key, rec, time.time())
         if s.ledger is not None:
             self._ledger_lines(key, rec.root, s.ledger, LedgerState())
         for r in s.receipts:
