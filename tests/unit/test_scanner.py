@@ -1,0 +1,156 @@
+"""The first picture: states from the stamps, then counts that match a bare walk; stamps that
+lie (garbage, partial, huge, symlinked); namespaces and folders vanishing while we scan."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from lanewatch.model.views import NsState
+from lanewatch.scheme.stamp import MAX_STAMP_BYTES, stamp_path
+from lanewatch.sources import scanner
+from lanewatch.sources.engine import Engine
+from lanewatch.sources.worker import Worker
+from tests.unit.enginekit import make_stamp
+
+
+def fill(ns: Path, files: int, size: int = 10) -> None:
+    for sub in ("tmp", "scratch/deep/er"):
+        (ns / sub).mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        (ns / ("tmp" if i % 2 else "scratch/deep/er") / f"f{i}").write_bytes(b"x" * size)
+
+
+def test_counts_match_a_bare_walk(root: Path) -> None:
+    nss = [make_stamp(root, f"lane{i}") for i in range(5)]
+    for i, ns in enumerate(nss):
+        fill(ns, 10 * i, size=i + 1)
+    picture = Engine([str(root)]).snapshot()
+    assert len(picture.upserts) == 5
+    for ns in nss:
+        v = picture.upserts[str(ns)]
+        assert (v.files, v.bytes) == scanner.floor_walk(str(ns))
+        assert v.state is NsState.LIVE  # this test process is the owner
+    assert picture.health[0].status == "ok"
+
+
+def test_states_come_before_sizes(root: Path) -> None:
+    ns = make_stamp(root, "quick")
+    fill(ns, 4)
+    w = Worker([str(root)])
+    keys = w.list_root(str(root))
+    changes = w.flush(full=True)
+    assert keys == [str(ns)] and changes is not None
+    v = changes.upserts[str(ns)]
+    assert v.state is NsState.LIVE and v.files is None  # counted later
+    w.queue_scan(keys)
+    while w.scan_some():
+        pass
+    later = w.flush()
+    assert later is not None and later.upserts[str(ns)].files == 5  # 4 + the stamp
+
+
+def test_lying_stamps_are_orphans(root: Path, tmp_path: Path) -> None:
+    garbage = make_stamp(root, "garbage")
+    stamp_path(garbage).write_bytes(b"\x00\xffnot json")
+    partial = make_stamp(root, "partial")
+    data = stamp_path(partial).read_bytes()
+    stamp_path(partial).write_bytes(data[: len(data) // 2])
+    huge = make_stamp(root, "huge")
+    stamp_path(huge).write_bytes(b" " * (MAX_STAMP_BYTES + 10) + b"{}")
+    linked = make_stamp(root, "linked")
+    real = make_stamp(tmp_path / "elsewhere", "real")  # a valid, live stamp: never followed
+    stamp_path(linked).unlink()
+    stamp_path(linked).symlink_to(stamp_path(real))
+    empty = root / "repo-0123456789ab.empty"
+    empty.mkdir()
+    (root / "stray-file").write_text("not a namespace")
+    (root / "repo-0123456789ab.dirlink").symlink_to(real)  # a symlinked namespace: skipped
+    picture = Engine([str(root)]).snapshot().upserts
+    expect = {
+        garbage: "garbage",
+        partial: "garbage",
+        huge: "oversized",
+        linked: "symlink",
+        empty: "missing",
+    }
+    for ns, status in expect.items():
+        v = picture[str(ns)]
+        assert (v.state, v.stamp_status) == (NsState.ORPHAN, status), v
+    assert set(picture) == {str(ns) for ns in expect}
+
+
+def test_namespace_vanishing_between_listing_and_walk(root: Path) -> None:
+    keep, gone = make_stamp(root, "keep"), make_stamp(root, "gone")
+    fill(gone, 3)
+    w = Worker([str(root)])
+    keys = w.list_root(str(root))
+    w.commit()
+    for path in sorted(gone.rglob("*"), reverse=True):
+        path.unlink() if not path.is_dir() or path.is_symlink() else path.rmdir()
+    gone.rmdir()
+    w.queue_scan(keys or ())
+    while w.scan_some():
+        pass
+    assert set(w.state.namespaces) == {str(keep)}
+
+
+def test_scanning_while_namespaces_and_folders_churn(root: Path) -> None:
+    """Namespaces and subfolders are created and removed while scans run: no scan raises, and
+    each result is one the disk could have shown."""
+    for i in range(5):
+        fill(make_stamp(root, f"stable{i}"), 6)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def churn() -> None:
+        n = 0
+        while not stop.is_set():
+            ns = root / f"repo-0123456789ab.churn{n % 3}"
+            try:
+                fill(ns, 4)
+                for p in sorted(ns.rglob("*"), reverse=True):
+                    p.rmdir() if p.is_dir() else p.unlink()
+                ns.rmdir()
+            except OSError:
+                pass
+            n += 1
+
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        for _ in range(20):
+            try:
+                picture = Worker([str(root)]).one_shot(probe=False).upserts
+            except BaseException as exc:  # collected, reported below
+                errors.append(exc)
+                break
+            for i in range(5):
+                assert picture[str(root / f"repo-0123456789ab.stable{i}")].files == 7
+    finally:
+        stop.set()
+        t.join()
+    assert not errors
+
+
+def test_ledger_is_read_incrementally(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(b'{"event": "claim-refused", "time": 1, "lane": "a"}\n{"event": "rel')
+    first = scanner.read_ledger(str(path))
+    assert [line["time"] for line in first.lines] == [1]
+    with open(path, "ab") as f:
+        f.write(b'eased", "time": 2, "lane": "a", "pid": 5}\n')
+    second = scanner.read_ledger(str(path), first.offset, first.inode)
+    assert [line["event"] for line in second.lines] == ["released"]
+    os.replace(tmp_path / "ledger.jsonl", tmp_path / "old")
+    path.write_bytes(b'{"event": "killed", "time": 3, "lane": "a"}\n')
+    third = scanner.read_ledger(str(path), second.offset, second.inode)
+    assert [line["event"] for line in third.lines] == ["killed"]  # replaced: read from 0
+
+
+def test_missing_and_unlistable_roots(tmp_path: Path) -> None:
+    assert scanner.list_root(str(tmp_path / "nope")).missing
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert scanner.list_root(str(f)).error == "not a folder"
