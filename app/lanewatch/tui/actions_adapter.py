@@ -15,6 +15,7 @@ from typing import Any
 from lanewatch.model.views import Incident, NamespaceView, NsState
 from lanewatch.scheme.procid import hostname
 from lanewatch.tui import fmt
+from lanewatch.tui.columns import lane_label as target_label
 
 KILLABLE = frozenset({NsState.LIVE, NsState.HUNG})
 CLEARABLE = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
@@ -40,10 +41,6 @@ class TrashItem:
     cleared_at: float | None
     cleared_by: str | None
     bytes: int | None
-
-
-def target_label(ns: NamespaceView) -> str:
-    return ns.lane if ns.lane is not None else ns.name
 
 
 def can_kill(ns: NamespaceView) -> bool:

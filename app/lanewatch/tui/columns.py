@@ -12,6 +12,7 @@ from typing import Any
 from rich.text import Text
 
 from lanewatch.model.views import Incident, NamespaceView, NsState
+from lanewatch.scheme.names import decode_lane
 from lanewatch.tui import fmt
 from lanewatch.tui.picture import View
 from lanewatch.tui.widgets.lane_table import Cell, Column, duration_key, number_key
@@ -37,14 +38,14 @@ LANES = (
     Column("state", "STATE", min_width=5),
     Column("lane", "LANE", max_width=24),
     Column("checkout", "CHECKOUT", max_width=20),
-    Column("host", "HOST", max_width=14),
     Column("pid", "PID", justify="right", sort_key=number_key),
-    Column("age", "AGE", justify="right", sort_key=_ago_key),
     Column("beat", "BEAT", justify="right", sort_key=_ago_key),
     Column("write", "WRITE", justify="right", sort_key=_ago_key),
+    Column("activity", "W/S", width=SPARK_WIDTH, sort_key=spark_key),
     Column("files", "FILES", justify="right", sort_key=number_key),
     Column("bytes", "BYTES", justify="right", sort_key=number_key),
-    Column("activity", "W/S", width=SPARK_WIDTH, sort_key=spark_key),
+    Column("age", "AGE", justify="right", sort_key=_ago_key),
+    Column("host", "HOST", max_width=14),
 )
 
 COLLISIONS = (
@@ -60,11 +61,11 @@ COLLISIONS = (
 STALE = (
     Column("state", "STATE", min_width=5),
     Column("lane", "LANE", max_width=24),
-    Column("checkout", "CHECKOUT", max_width=20),
-    Column("why", "WHY", max_width=40),
+    Column("why", "WHY", max_width=36),
     Column("since", "SINCE", justify="right", sort_key=_ago_key),
-    Column("files", "FILES", justify="right", sort_key=number_key),
     Column("bytes", "BYTES", justify="right", sort_key=number_key),
+    Column("files", "FILES", justify="right", sort_key=number_key),
+    Column("checkout", "CHECKOUT", max_width=20),
     Column("root", "ROOT", max_width=40),
 )
 
@@ -91,7 +92,14 @@ def state_cell(ns: NamespaceView) -> Text:
 
 
 def lane_label(ns: NamespaceView) -> str:
-    return ns.lane if ns.lane is not None else ns.name
+    """The lane's name; without a stamp, decoded from the folder name (which encodes it)."""
+    if ns.lane is not None:
+        return ns.lane
+    checkout_id, _, encoded = ns.name.partition(".")
+    try:
+        return decode_lane(encoded) if checkout_id and encoded else ns.name
+    except ValueError:
+        return ns.name
 
 
 def lanes_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
@@ -99,14 +107,14 @@ def lanes_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
         state_cell(ns),
         untrusted(lane_label(ns)),
         untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
-        untrusted(ns.host),
         fmt.NONE if ns.pid is None else str(ns.pid),
-        fmt.ago(ns.started_at, now),
         fmt.ago(ns.heartbeat_at, now),
         fmt.ago(ns.last_write, now),
+        spark_cell(ns.write_rate),
         fmt.count(ns.files),
         fmt.size(ns.bytes),
-        spark_cell(ns.write_rate),
+        fmt.ago(ns.started_at, now),
+        untrusted(ns.host),
     )
 
 
@@ -122,11 +130,11 @@ def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
     return (
         state_cell(ns),
         untrusted(lane_label(ns)),
-        untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
         untrusted(ns.reason),
         fmt.ago(stale_since(ns), now),
-        fmt.count(ns.files),
         fmt.size(ns.bytes),
+        fmt.count(ns.files),
+        untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
         untrusted(ns.root),
     )
 

@@ -37,6 +37,8 @@ def key_display(keys: str) -> str:
                 "greater_than_sign": ">",
                 "space": "space",
                 "escape": "esc",
+                "left_square_bracket": "[",
+                "right_square_bracket": "]",
             }.get(key, key)
         )
     return " ".join(names)

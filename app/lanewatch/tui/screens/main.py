@@ -59,6 +59,8 @@ class MainScreen(Screen[None]):
         Binding("p,Z", "pause", "Pause"),
         Binding("U", "unmark", "Unmark all", show=False),
         Binding("d", "toggle_detail", "Detail pane", show=False),
+        Binding("left_square_bracket", "detail_scroll(-1)", "Scroll detail up", show=False),
+        Binding("right_square_bracket", "detail_scroll(1)", "Scroll detail down", show=False),
         Binding("ctrl+r", "rescan", "Rescan roots", show=False),
     ]
 
@@ -221,6 +223,7 @@ class MainScreen(Screen[None]):
         pane = self.query_one(DetailPane)
         row = self.selected_row()
         now = self.lw.clock()
+        pane.set_class(row is None, "-nothing")
         if row is None:
             pane.show("")
             return
@@ -396,6 +399,13 @@ class MainScreen(Screen[None]):
     def action_toggle_detail(self) -> None:
         pane = self.query_one(DetailPane)
         pane.display = not pane.display
+
+    def action_detail_scroll(self, direction: int) -> None:
+        pane = self.query_one(DetailPane)
+        if direction < 0:
+            pane.scroll_page_up(animate=False)
+        else:
+            pane.scroll_page_down(animate=False)
 
     def action_rescan(self) -> None:
         self.lw.rescan()

@@ -47,7 +47,9 @@ def namespace_renderable(
     owner.add_row("pid", _t(ns.pid))
     owner.add_row("user", _t(ns.user))
     owner.add_row("command", _t(" ".join(ns.command) if ns.command else None))
-    owner.add_row("started", _t(f"{fmt.stamp_time(ns.started_at)} ({fmt.ago(ns.started_at, now)})"))
+    owner.add_row(
+        "started", _t(f"{fmt.stamp_time(ns.started_at)} ({fmt.ago(ns.started_at, now)} ago)")
+    )
     beat = f"{fmt.ago(ns.heartbeat_at, now)} ago"
     if ns.heartbeat_interval:
         beat += f", every {ns.heartbeat_interval:g}s"

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from lanewatch.tui.widgets.lane_table import Cell, plain, sparkline
 
-WIDTH = 10
+WIDTH = 8
 FLOOR = 20.0
 _LEVELS = " ▁▂▃▄▅▆▇█"
 
