@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lanewatch.cli.common import echo_json, fail, friendly_errors
-from lanewatch.cli.status_cmd import incident_json
+from lanewatch.cli.status_cmd import console, incident_json
 from lanewatch.model.views import Incident
 
 
@@ -81,20 +81,15 @@ def _one_table(i: Incident, console: Console) -> None:
     console.print(Text(i.summary))
     console.print(Text(f"victim:   {i.victim or '-'}"))
     console.print(Text("intruder: " + ", ".join(f"{k}={v}" for k, v in i.intruder.items())))
-    table = Table(title="evidence", title_justify="left")
-    for col in ("time", "path", "size", "sha256", "grade", "writer", "note"):
-        table.add_column(col, no_wrap=col in ("time", "size", "grade"))
+    console.print(Text(f"seen:     {_iso(i.first_seen)} .. {_iso(i.last_seen)}"))
+    console.print(Text("evidence:", style="bold"))
     for e in i.evidence:
-        table.add_row(
-            _iso(e.time),
-            Text(e.path or "-"),
-            "-" if e.size is None else str(e.size),
-            Text((e.sha256 or "-")[:16]),
-            e.grade,
-            Text(e.writer or "-"),
-            Text(e.note),
+        size = "-" if e.size is None else f"{e.size} B"
+        console.print(Text(f"  {_iso(e.time)}  [{e.grade}]  {e.path or '-'}"))
+        console.print(
+            Text(f"      size {size}  sha256 {e.sha256 or '-'}  writer {e.writer or '-'}")
         )
-    console.print(table)
+        console.print(Text(f"      {e.note}"))
 
 
 @click.command("incidents")
@@ -132,11 +127,11 @@ def incidents_command(
         elif as_markdown:
             click.echo(markdown(one), nl=False)
         else:
-            _one_table(one, Console(highlight=False))
+            _one_table(one, console())
         return
     if as_json:
         echo_json([incident_json(i, evidence=True) for i in incidents])
     elif as_markdown:
         click.echo("\n".join(markdown(i) for i in incidents), nl=False)
     else:
-        _list_table(incidents, Console(highlight=False))
+        _list_table(incidents, console())

@@ -147,6 +147,12 @@ def _size(n: int | None) -> str:
     return f"{n}B"
 
 
+def console() -> Console:
+    """A console that never parses markup; wide when writing to a pipe or a file."""
+    out = Console(highlight=False)
+    return out if out.is_terminal else Console(highlight=False, width=max(out.width, 160))
+
+
 def render(changes: Changes, console: Console) -> None:
     now = changes.at or time.time()
     table = Table(title="lanes", title_justify="left", expand=False)
@@ -208,8 +214,5 @@ def status_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
     if as_json:
         echo_json(status_json(changes))
     else:
-        console = Console(highlight=False)
-        if not console.is_terminal:
-            console = Console(highlight=False, width=max(console.width, 160))
-        render(changes, console)
+        render(changes, console())
     raise SystemExit(exit_code(changes))

@@ -1,0 +1,93 @@
+"""`lanewatch status` and `lanewatch incidents` as scripts and people use them: the real CLI in
+a subprocess, its JSON, its exit codes, untrusted names printed as typed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.conftest import LANEWATCH
+from tests.unit.enginekit import make_stamp, start_lane, stop_lane
+
+STATUS_KEYS = {"schema", "generated_at", "host", "roots", "namespaces", "incidents"}
+STATUS_KEYS |= {"open_incidents", "exit_code"}
+NAMESPACE_KEYS = {
+    "key", "root", "name", "lane", "checkout_id", "checkout_path", "host", "pid", "user",
+    "command", "state", "reason", "grade", "stamp_status", "started_at", "age", "heartbeat_at",
+    "heartbeat_age", "heartbeat_interval", "released_at", "exit_code", "last_write", "files",
+    "bytes", "incident_ids",
+}  # fmt: skip
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*LANEWATCH, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def foreign_receipt(ns: Path) -> None:
+    (ns / "receipts").mkdir(exist_ok=True)
+    (ns / "receipts" / "test.json").write_text(json.dumps({"checkout_id": "other-0000000000ff"}))
+
+
+def test_json_schema_and_clean_exit(
+    repo: Path, root: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    lane = start_lane(procs, repo, root, "worker")
+    try:
+        out = cli("status", "--root", str(root), "--json", cwd=repo)
+    finally:
+        stop_lane(lane)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert set(data) == STATUS_KEYS and data["schema"] == 1 and data["exit_code"] == 0
+    (ns,) = data["namespaces"]
+    assert set(ns) == NAMESPACE_KEYS
+    assert (ns["state"], ns["lane"], ns["pid"]) == ("live", "worker", lane.proc.pid)
+    assert ns["files"] >= 3 and ns["grade"] == "known"
+    assert data["roots"] == [
+        {"root": str(root), "status": "ok", "detail": "read once, not watched"}
+    ]
+
+
+def test_open_collision_exits_4_until_acknowledged(root: Path, tmp_path: Path) -> None:
+    ns = make_stamp(root, "victim")
+    foreign_receipt(ns)
+    out = cli("status", "--root", str(root), "--json", cwd=tmp_path)
+    assert out.returncode == 4, out.stderr
+    data = json.loads(out.stdout)
+    (incident,) = data["incidents"]
+    assert data["open_incidents"] == 1 and incident["kind"] == "foreign-receipt"
+    assert data["namespaces"][0]["incident_ids"] == [incident["id"]]
+
+    listed = cli("incidents", "--root", str(root), "--json", cwd=tmp_path)
+    assert listed.returncode == 0 and json.loads(listed.stdout)[0]["evidence"][0]["sha256"]
+    md = cli("incidents", "--root", str(root), "--markdown", incident["id"], cwd=tmp_path)
+    assert md.returncode == 0 and md.stdout.startswith(f"# Incident {incident['id']}")
+    assert "| time | path |" in md.stdout
+    one = cli("incidents", "--root", str(root), incident["id"], cwd=tmp_path)
+    assert one.returncode == 0 and "receipt names checkout" in one.stdout
+
+    ack = cli("incidents", "--root", str(root), "--ack", incident["id"], cwd=tmp_path)
+    assert ack.returncode == 0, ack.stderr
+    again = cli("status", "--root", str(root), "--json", cwd=tmp_path)
+    assert again.returncode == 0 and json.loads(again.stdout)["incidents"][0]["acknowledged"]
+
+
+def test_unknown_incident_and_missing_root(root: Path, tmp_path: Path) -> None:
+    out = cli("incidents", "--root", str(root), "takeover-000000000000", cwd=tmp_path)
+    assert out.returncode == 1 and "no incident" in out.stderr
+    missing = cli("status", "--root", str(tmp_path / "nope"), "--json", cwd=tmp_path)
+    assert missing.returncode == 5
+    assert json.loads(missing.stdout)["roots"][0]["status"] == "missing"
+
+
+def test_untrusted_names_print_as_typed(root: Path, tmp_path: Path) -> None:
+    make_stamp(root, "[red]x[/red]", command=["[bold]boom"])
+    out = cli("status", "--root", str(root), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "[red]x[/red]" in out.stdout
+    listed = cli("incidents", "--root", str(root), cwd=tmp_path)
+    assert listed.returncode == 0
