@@ -145,7 +145,9 @@ def test_pushing_a_commit_that_is_not_the_proven_head_is_refused(
     proven(a)
     blocked = git_run("push", "-q", "origin", "unproven", cwd=a)
     assert blocked.returncode != 0 and "refused (head-moved)" in blocked.stderr
-    assert git_run("push", "-q", "origin", "main", cwd=a).returncode == 0
+    git("tag", "-a", "v1", "-m", "release", cwd=a)  # an annotated tag: its own object id
+    done = git_run("push", "-q", "origin", "main", "v1", cwd=a)
+    assert done.returncode == 0, done.stderr  # peeled, the tag names the proven commit
 
 
 def test_a_real_commit_is_gated_by_pre_commit(worktrees: tuple[Path, Path]) -> None:

@@ -17,7 +17,7 @@ Checks, in order (the first that fails is the reason):
 | foreign       | 11   | the receipt names another checkout, lane or step                    |
 | failed        | 14   | the step's last run failed (non-zero exit)                          |
 | head-unknown  | 18   | the receipt, or this checkout, has no readable HEAD                 |
-| head-moved    | 12   | HEAD is not the commit the receipt proved (or a pushed commit isn't) |
+| head-moved    | 12   | HEAD is not the proven commit (nor, with `pushed`, a pushed one)    |
 | tree-changed  | 13   | the dirty digest differs from the receipt's, or the tree changed    |
 |               |      | while the step ran (ignored with allow_dirty)                       |
 | too-old       | 15   | the receipt is older than max_age                                   |
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.errors import LanewatchError
-from lanewatch.scheme.gitstate import GitState
+from lanewatch.scheme.gitstate import GitFailed, GitState, run_git
 from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, LaneTarget, locate
 from lanewatch.scheme.receipts import (
     Receipt,
@@ -49,6 +49,7 @@ from lanewatch.scheme.receipts import (
 
 FUTURE_SKEW = 5.0  # seconds a receipt may be dated ahead of our clock before its age is unknown
 _ZERO_SHA = re.compile(r"0+")
+_OBJECT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class GateReason(StrEnum):
@@ -241,7 +242,9 @@ def check_gate(
             head=current.head,
         )
     for commit in pushed or ():
-        if not _ZERO_SHA.fullmatch(commit) and commit != receipt.git_head:
+        if _ZERO_SHA.fullmatch(commit) or commit == receipt.git_head:
+            continue  # a deletion, or the proven commit itself
+        if _peel(target.checkout.root, commit) != receipt.git_head:
             return result(
                 GateReason.HEAD_MOVED,
                 f"the push sends {commit[:12]}, but the receipt proved HEAD "
@@ -292,6 +295,17 @@ def check_gate(
         head=current.head,
         age=age,
     )
+
+
+def _peel(worktree: str, object_id: str) -> str | None:
+    """The commit an object id (an annotated tag's, say) points at; None if it is none."""
+    if not _OBJECT_RE.fullmatch(object_id):
+        return None
+    try:
+        out = run_git(worktree, "rev-parse", "--verify", "--quiet", f"{object_id}^{{commit}}")
+    except GitFailed:
+        return None
+    return out.decode("ascii", "replace").strip()
 
 
 def _tree(dirty: bool | None, digest: str | None) -> str:
