@@ -90,6 +90,14 @@ def test_the_default_root_is_marked_through_a_symlinked_state_dir(
     assert result.stdout.splitlines() == [f"{real / 'scratch'}  (default)"]
 
 
+def test_the_default_root_stays_first_once_registered(tmp_path: Path, isolated_state: Path) -> None:
+    registry = Registry()
+    registry.add(ensure_root(tmp_path / "first-added"))
+    registry.add(ensure_root(default_root()))  # as a run in the default root does
+    paths = registry.paths()
+    assert paths == [(isolated_state / "scratch").resolve(), (tmp_path / "first-added").resolve()]
+
+
 def test_symlinked_paths_register_once(tmp_path: Path) -> None:
     real = ensure_root(tmp_path / "real")
     link = tmp_path / "link"

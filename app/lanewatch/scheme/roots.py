@@ -100,9 +100,9 @@ class Registry:
         """Known roots; the default root is always first, whether registered or not."""
         entries = self._read()
         default = str(canonical_root(default_root()))
-        if all(e.path != default for e in entries):
-            entries.insert(0, RootEntry(default, 0.0))
-        return entries
+        registered = [e for e in entries if e.path == default]
+        others = [e for e in entries if e.path != default]
+        return [registered[0] if registered else RootEntry(default, 0.0), *others]
 
     def paths(self) -> list[Path]:
         return [Path(e.path) for e in self.list()]
