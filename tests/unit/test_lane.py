@@ -143,6 +143,34 @@ def test_the_lock_is_never_unlinked(repo: Path, root: Path) -> None:
     assert os.stat(path).st_ino == inode
 
 
+def flock_modes_on(path: Path) -> list[str]:
+    """READ/WRITE of every granted flock on `path`'s inode, from the kernel's lock table."""
+    st = os.stat(path)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    modes = []
+    for line in Path("/proc/locks").read_text().splitlines():
+        parts = line.split()
+        if len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == key:
+            modes.append(parts[3])
+    return modes
+
+
+def test_the_owner_holds_a_shared_lock_on_the_namespace_folder(repo: Path, root: Path) -> None:
+    lane = Lane("folder", root=root, checkout=repo)
+    with lane:
+        assert flock_modes_on(lane.namespace) == ["READ"]  # what systemd-tmpfiles respects
+        assert flock_modes_on(lock_path(lane.namespace)) == ["WRITE"]
+    assert flock_modes_on(lane.namespace) == []
+    assert flock_modes_on(lock_path(lane.namespace)) == []
+
+
+def test_a_heartbeat_no_stamp_can_carry_is_refused(repo: Path, root: Path) -> None:
+    for bad in (float("inf"), float("nan"), 1e300):
+        with pytest.raises(LanewatchError, match="heartbeat"):
+            Lane("beat", root=root, checkout=repo, heartbeat=bad)
+    assert Lane("beat", root=root, checkout=repo, heartbeat=None).heartbeat_interval == 5.0
+
+
 def test_is_lock_held_without_a_lock_file(tmp_path: Path) -> None:
     assert is_lock_held(tmp_path / "nothing") is None
 

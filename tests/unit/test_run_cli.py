@@ -319,11 +319,31 @@ def test_heartbeat_advances_the_stamp_mtime(
     assert proc.wait(timeout=30) == 0
 
 
-def test_heartbeat_default_comes_from_the_environment(repo: Path) -> None:
-    env = {**os.environ, "LANEWATCH_HEARTBEAT": "0.25"}
-    result = lanewatch("run", "--lane", "env-beat", "--", "true", cwd=repo, env=env)
-    assert result.returncode == 0
-    assert released(ns_of("env-beat", repo)).heartbeat_interval == 0.25
+@pytest.mark.parametrize(("value", "expected"), [("0.25", 0.25), ("inf", 5.0), ("nan", 5.0)])
+def test_heartbeat_default_comes_from_the_environment(
+    repo: Path, value: str, expected: float
+) -> None:
+    env = {**os.environ, "LANEWATCH_HEARTBEAT": value}
+    lane = f"env-beat-{value}"
+    result = lanewatch("run", "--lane", lane, "--", "true", cwd=repo, env=env)
+    assert result.returncode == 0, result.stderr
+    assert released(ns_of(lane, repo)).heartbeat_interval == expected
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1", "1e300"])
+def test_a_heartbeat_no_stamp_can_carry_is_refused(repo: Path, value: str) -> None:
+    result = lanewatch("run", "--heartbeat", value, "--", "true", cwd=repo)
+    assert result.returncode in (1, 2)  # click's range check, or the Lane's (NaN)
+    assert "heartbeat" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unusable_root_is_one_line_not_a_traceback(repo: Path, tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    result = lanewatch("run", "--root", str(a_file / "root"), "--", "true", cwd=repo)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert str(a_file) in result.stderr
 
 
 # -- signals ------------------------------------------------------------------------------------

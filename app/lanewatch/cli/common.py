@@ -37,6 +37,9 @@ def friendly_errors(func: F) -> F:
             fail(str(exc), EXIT_REFUSED)
         except LanewatchError as exc:
             fail(str(exc), EXIT_ERROR)
+        except OSError as exc:  # a root on a read-only disk, a path through a file, ...
+            where = f": {exc.filename}" if exc.filename else ""
+            fail(f"{exc.strerror or exc}{where}", EXIT_ERROR)
 
     return wrapper  # type: ignore[return-value]
 

@@ -9,6 +9,7 @@ import click
 from lanewatch.cli.common import friendly_errors
 from lanewatch.runner import run_in_lane
 from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, Lane
+from lanewatch.scheme.stamp import MAX_HEARTBEAT
 
 
 @click.command(
@@ -28,7 +29,11 @@ from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, Lane
     help="Scratch root (default: $LANEWATCH_ROOT or the state dir).",
 )
 @click.option("--checkout", type=click.Path(), help="Bind to this checkout instead of cwd.")
-@click.option("--heartbeat", type=click.FloatRange(min=0.05), help="Heartbeat interval in seconds.")
+@click.option(
+    "--heartbeat",
+    type=click.FloatRange(min=0.05, max=MAX_HEARTBEAT),
+    help="Heartbeat interval in seconds (default: $LANEWATCH_HEARTBEAT, else 5).",
+)
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @friendly_errors
 def run_command(

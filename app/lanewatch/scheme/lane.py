@@ -35,6 +35,7 @@ from lanewatch.scheme.stamp import (
     default_heartbeat,
     read_stamp,
     touch_heartbeat,
+    valid_heartbeat,
     write_stamp,
 )
 
@@ -102,7 +103,12 @@ class Lane:
         command: list[str] | None = None,
     ) -> None:
         self.target = locate(lane, root=root, checkout=checkout)
-        self.heartbeat_interval = heartbeat if heartbeat and heartbeat > 0 else default_heartbeat()
+        if heartbeat is None or heartbeat <= 0:  # None (and, as before, 0 or less): the default
+            self.heartbeat_interval = default_heartbeat()
+        elif valid_heartbeat(heartbeat):
+            self.heartbeat_interval = float(heartbeat)
+        else:  # NaN, infinity or beyond a day: no stamp could carry it, no thread could wait it
+            raise LanewatchError("heartbeat must be a finite number of seconds, at most a day")
         self.command = list(command) if command is not None else list(sys.argv)
         self._lock = NamespaceLock(self.target.namespace)
         self._stamp: Stamp | None = None

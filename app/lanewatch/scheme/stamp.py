@@ -21,6 +21,7 @@ from lanewatch.scheme.fsutil import UnsafePath, read_nofollow_in, write_atomic
 SCHEMA = 1
 MAX_STAMP_BYTES = 64 * 1024
 DEFAULT_HEARTBEAT = 5.0
+MAX_HEARTBEAT = 86400.0
 ENV_HEARTBEAT = "LANEWATCH_HEARTBEAT"
 OVERDUE_FACTOR = 3.0  # a heartbeat is overdue after this many missed intervals
 META_DIR = ".lanewatch"
@@ -29,12 +30,18 @@ LOCK_FILE = "owner.lock"
 LEDGER_FILE = "ledger.jsonl"
 
 
+def valid_heartbeat(value: float) -> bool:
+    """A heartbeat interval a stamp can carry and a thread can wait: finite, in (0, a day]."""
+    return math.isfinite(value) and 0 < value <= MAX_HEARTBEAT
+
+
 def default_heartbeat() -> float:
+    """$LANEWATCH_HEARTBEAT when it is a valid interval, else DEFAULT_HEARTBEAT."""
     try:
         value = float(os.environ.get(ENV_HEARTBEAT, DEFAULT_HEARTBEAT))
     except ValueError:
         return DEFAULT_HEARTBEAT
-    return value if value > 0 else DEFAULT_HEARTBEAT
+    return value if valid_heartbeat(value) else DEFAULT_HEARTBEAT
 
 
 class OwnerState(StrEnum):
