@@ -44,6 +44,7 @@ class HookInstall:
     path: Path
     previous: str  # "none" | "ours" | "foreign"
     backup: Path | None
+    outside: bool = False  # core.hooksPath points outside this repository: others share it
 
 
 def hooks_dir(checkout: str | os.PathLike[str] | None = None) -> Path:
@@ -160,7 +161,14 @@ def install_hook(
             previous, backup = "foreign", _backup(path)
     text = render_hook(kind, step, lane=lane, allow_dirty=allow_dirty, max_age=max_age)
     _write_executable(path, text)
-    return HookInstall(path, previous, backup)
+    return HookInstall(path, previous, backup, outside=not _inside_repository(folder, checkout))
+
+
+def _inside_repository(folder: Path, checkout: str | os.PathLike[str] | None) -> bool:
+    bound = resolve_checkout(checkout)
+    real = os.path.realpath(folder)
+    homes = (bound.root, bound.common_dir, os.path.dirname(bound.common_dir))
+    return any(real == h or real.startswith(h.rstrip(os.sep) + os.sep) for h in homes)
 
 
 def uninstall_hook(kind: str, *, checkout: str | os.PathLike[str] | None = None) -> Path | None:

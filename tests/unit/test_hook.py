@@ -82,6 +82,19 @@ def test_core_hooks_path_is_respected(worktrees: tuple[Path, Path]) -> None:
     assert done.returncode == 0, done.stderr
     assert is_ours(a / "custom-hooks" / "pre-commit")
     assert not (a / ".git" / "hooks" / "pre-commit").exists()
+    assert "outside this repository" not in done.stderr
+
+
+def test_a_hooks_path_outside_the_repository_is_pointed_out(
+    worktrees: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, _ = worktrees
+    shared = tmp_path / "global-hooks"
+    git("config", "core.hooksPath", str(shared), cwd=a)
+    done = lw("hook", "install", "--gate", "tests", cwd=a)
+    assert done.returncode == 0, done.stderr
+    assert is_ours(shared / "pre-push")
+    assert "outside this repository" in done.stderr
 
 
 def test_a_foreign_hook_is_refused_without_force(worktrees: tuple[Path, Path]) -> None:

@@ -56,6 +56,12 @@ def install(
     click.echo(f"{verb} {kind} hook gating {step!r}: {done.path}")
     if done.backup is not None:
         click.echo(f"the previous hook was kept as {done.backup}")
+    if done.outside:
+        click.echo(
+            f"note: core.hooksPath points outside this repository ({done.path.parent}); "
+            "every repository using that folder now runs this gate",
+            err=True,
+        )
 
 
 @hook_command.command("uninstall")
