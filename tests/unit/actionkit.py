@@ -1,0 +1,263 @@
+"""Helpers for the tests of kill, clear, restore and purge: real `lanewatch run` lanes, stamps
+written by hand for the owners a test needs, helper processes that hold things inside a
+namespace, and teardown that kills and reaps every one of them. All under tmp_path."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lanewatch.scheme.checkout import resolve_checkout
+from lanewatch.scheme.names import namespace_name
+from lanewatch.scheme.procid import ProcessIdentity, boot_id, hostname, process_state
+from lanewatch.scheme.roots import Registry, ensure_root
+from lanewatch.scheme.stamp import META_DIR, OwnerState, Stamp, read_stamp, write_stamp
+from lanewatch.sources.procscan import process_table
+from tests.conftest import LANEWATCH, wait_for
+
+DEADLINE = 20.0
+CHECKOUT = "repo-0123456789ab"
+NOBODY = 65534
+
+# Prints "ready" once it holds what it was asked to hold inside the folder argv[2], then
+# sleeps until killed. argv[1]: cwd | file | dir | deleted | mmap | lock.
+HOLDER = textwrap.dedent(
+    """
+    import fcntl, mmap, os, sys, time
+    kind, where = sys.argv[1], sys.argv[2]
+    keep = []
+    if kind == "cwd":
+        os.chdir(where)
+    elif kind == "file":
+        keep.append(open(os.path.join(where, "held.txt"), "w"))
+    elif kind == "dir":
+        keep.append(os.open(where, os.O_RDONLY | os.O_DIRECTORY))
+    elif kind == "deleted":
+        f = open(os.path.join(where, "gone.txt"), "w")
+        os.unlink(f.name)
+        keep.append(f)
+    elif kind == "mmap":
+        path = os.path.join(where, "mapped.bin")
+        with open(path, "wb") as f:
+            f.write(b"x" * 4096)
+        with open(path, "rb") as f:
+            keep.append(mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ))
+    elif kind == "lock":
+        fd = os.open(where, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        keep.append(fd)
+    print("ready", flush=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+    """
+)
+
+
+def register_root(path: Path) -> Path:
+    root = ensure_root(path)
+    Registry().add(root)
+    return root
+
+
+def checkout_id(repo: Path) -> str:
+    return resolve_checkout(repo).checkout_id
+
+
+def make_stamp(root: Path, lane: str, **changes: Any) -> Path:
+    """A namespace whose stamp names this test process (alive) unless `changes` say otherwise."""
+    ns = root / namespace_name(CHECKOUT, lane)
+    (ns / META_DIR).mkdir(parents=True, exist_ok=True)
+    me = ProcessIdentity.current()
+    now = time.time()
+    values: dict[str, Any] = {
+        "lane": lane,
+        "namespace": ns.name,
+        "checkout_id": CHECKOUT,
+        "checkout_path": "/nonexistent/checkout",
+        "host": hostname(),
+        "boot_id": boot_id(),
+        "pid": me.pid,
+        "start_ticks": me.start_ticks,
+        "user": "tester",
+        "uid": os.getuid(),
+        "command": ["test"],
+        "started_at": now,
+        "heartbeat_at": now,
+        "heartbeat_interval": 5.0,
+        "state": OwnerState.LIVE,
+        "root": str(root),
+    }
+    values.update(changes)
+    write_stamp(ns, Stamp(**values))
+    return ns
+
+
+def released_namespace(root: Path, lane: str, files: int = 3) -> Path:
+    """A namespace whose owner released it cleanly, with a few files."""
+    ns = make_stamp(root, lane, state=OwnerState.RELEASED, released_at=time.time(), exit_code=0)
+    (ns / "tmp").mkdir(exist_ok=True)
+    for i in range(files):
+        (ns / "tmp" / f"f{i}.txt").write_text(f"file {i}\n" * 10)
+    return ns
+
+
+def alive(pid: int) -> bool:
+    return process_state(pid) not in (None, "Z", "X")
+
+
+def group_members(pgid: int) -> list[int]:
+    return [p for p, st in process_table().items() if st.pgid == pgid and st.state not in "ZX"]
+
+
+@dataclass
+class Lane:
+    proc: subprocess.Popen[bytes]
+    namespace: Path
+
+    @property
+    def stamp(self) -> Stamp:
+        s = read_stamp(self.namespace).stamp
+        assert s is not None
+        return s
+
+
+class Procs:
+    """Every process a test starts: runner processes, their command groups, helpers. At the
+    end each group is SIGKILLed and every child reaped; orphans come to us (subreaper)."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[bytes]] = []
+        self.pgids: set[int] = set()
+
+    def start(self, args: Sequence[str], **kw: Any) -> subprocess.Popen[bytes]:
+        kw.setdefault("process_group", 0)
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        proc: subprocess.Popen[bytes] = subprocess.Popen(list(args), **kw)
+        self.started.append(proc)
+        self.pgids.add(proc.pid)
+        return proc
+
+    def holder(self, kind: str, where: Path, **kw: Any) -> subprocess.Popen[bytes]:
+        """A process holding `where` the way `kind` says; returns once it does."""
+        proc = self.start(
+            [sys.executable, "-c", HOLDER, kind, str(where)], stdout=subprocess.PIPE, **kw
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.strip() == b"ready", f"holder {kind} failed: {line!r}"
+        return proc
+
+    def lane(
+        self,
+        repo: Path,
+        root: Path,
+        lane: str,
+        cmd: Sequence[str] = ("sleep", "600"),
+        env: dict[str, str] | None = None,
+    ) -> Lane:
+        """A real `lanewatch run`; returns once its stamp names its command's group."""
+        args = [*LANEWATCH, "run", "--root", str(root), "--lane", lane, "--", *cmd]
+        proc = self.start(args, cwd=repo, env=env, stdout=subprocess.DEVNULL)
+        ns = root / namespace_name(checkout_id(repo), lane)
+
+        def spawned() -> Stamp | None:
+            s = read_stamp(ns).stamp
+            if s is not None and s.pid == proc.pid and s.child_pid:
+                return s
+            assert proc.poll() is None, f"lanewatch run exited early: {proc.returncode}"
+            return None
+
+        stamp = wait_for(spawned, DEADLINE)
+        assert isinstance(stamp, Stamp) and stamp.pgid
+        self.pgids.add(stamp.pgid)
+        return Lane(proc, ns)
+
+    def close(self) -> None:
+        for pgid in self.pgids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=DEADLINE)
+            if proc.stdout is not None:
+                proc.stdout.close()
+        reap_orphans()
+
+
+def reap_orphans() -> None:
+    """Kill and reap every process that was re-parented to us (we are a subreaper)."""
+    me = os.getpid()
+    for pid, st in process_table().items():
+        if st.ppid == me:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if not any(st.ppid == me for st in process_table().values()):
+                return
+            time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def started() -> Iterator[Procs]:
+    """For a fixture: a Procs that is closed (everything killed and reaped) at the end."""
+    procs = Procs()
+    try:
+        yield procs
+    finally:
+        procs.close()
+
+
+def as_user(uid: int, caps: Sequence[str] = ()) -> list[str]:
+    """A command prefix that runs as `uid` (no groups), keeping only `caps`; skip if impossible."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv(1) to run a check as another user")
+    prefix = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    if caps:
+        wanted = ",".join(f"+{c}" for c in caps)
+        prefix += [f"--inh-caps={wanted}", f"--ambient-caps={wanted}"]
+    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"setpriv cannot drop to uid {uid} here: {probe.stderr.strip()}")
+    return prefix
+
+
+def python_as(
+    prefix: Sequence[str], code: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*prefix, sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        cwd="/",
+    )
+
+
+def until(condition: Callable[[], object], what: str, timeout: float = DEADLINE) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.01)

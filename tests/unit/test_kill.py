@@ -1,0 +1,368 @@
+"""Kill against real lanes and real signals: it stops the lane it was shown, or nothing.
+
+Tests aimed at precious processes (pid 1, this test, its parents) send signal 0, so a broken
+check would still hurt nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lanewatch.actions import kill as kill_mod
+from lanewatch.actions.assess import Seen
+from lanewatch.actions.kill import KillResult, kill
+from lanewatch.actions.results import ActionRefused
+from lanewatch.scheme import ledger
+from lanewatch.scheme.names import namespace_name
+from lanewatch.scheme.procid import ProcessIdentity, process_state
+from lanewatch.scheme.stamp import OwnerState, read_stamp
+from lanewatch.sources.procscan import read_stat
+from tests.conftest import LANEWATCH
+from tests.unit.actionkit import (
+    CHECKOUT,
+    DEADLINE,
+    NOBODY,
+    Lane,
+    Procs,
+    alive,
+    as_user,
+    group_members,
+    make_stamp,
+    register_root,
+    started,
+    until,
+)
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+IGNORES_TERM = (
+    "import signal, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "deadline = time.monotonic() + 300\n"
+    "while time.monotonic() < deadline: time.sleep(0.1)\n"
+)
+
+
+@pytest.fixture
+def lw(subreaper: Any) -> Iterator[Procs]:
+    with started() as procs:
+        yield procs
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    return register_root(tmp_path / "root")
+
+
+def events(ns: Path) -> list[str]:
+    return [line.event for line in ledger.read(ns)]
+
+
+def killed_line(ns: Path) -> dict[str, Any]:
+    lines = [line for line in ledger.read(ns) if line.event == "killed"]
+    assert len(lines) == 1, events(ns)
+    return lines[0].fields
+
+
+def assert_ended(lane: Lane) -> None:
+    stamp = lane.stamp
+    assert lane.proc.wait(timeout=DEADLINE) is not None
+    assert stamp.pgid is not None and group_members(stamp.pgid) == []
+
+
+# --- the happy path -------------------------------------------------------------------------
+
+
+def test_kill_stops_the_lanes_whole_group(lw: Procs, repo: Path, scratch: Path) -> None:
+    cmd = ["sh", "-c", "sleep 600 & sleep 600 & wait"]
+    lane = lw.lane(repo, scratch, "busy", cmd)
+    pgid = lane.stamp.pgid
+    assert pgid is not None
+    until(lambda: len(group_members(pgid)) == 3, "sh and its two sleeps")
+    result = kill("busy")
+    assert result.outcome == "stopped", result.message
+    assert result.method == "pidfd" and not result.escalated
+    assert_ended(lane)
+    stamp = read_stamp(lane.namespace).stamp
+    assert stamp is not None and stamp.state is OwnerState.RELEASED
+    assert stamp.exit_code == 128 + signal.SIGTERM
+    line = killed_line(lane.namespace)
+    assert line["signal"] == "SIGTERM" and line["outcome"] == "stopped"
+    assert line["pgid"] == pgid and line["owner_pid"] == lane.proc.pid
+    assert line["sends"][0]["method"] == "pidfd" and line["sends"][0]["group"] is True
+    assert line["by"]["pid"] == os.getpid()
+
+
+@pytest.mark.parametrize("name", ["INT", "KILL"])
+def test_cli_kill_with_yes(lw: Procs, repo: Path, scratch: Path, name: str) -> None:
+    lane = lw.lane(repo, scratch, f"cli-{name}")
+    done = subprocess.run(
+        [*LANEWATCH, "kill", lane.namespace.name, "--signal", name, "--yes"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "stopped" in done.stdout
+    assert_ended(lane)
+    assert killed_line(lane.namespace)["signal"] == f"SIG{name}"
+
+
+def test_cli_without_a_terminal_refuses_and_kills_nothing(
+    lw: Procs, repo: Path, scratch: Path
+) -> None:
+    lane = lw.lane(repo, scratch, "asked")
+    done = subprocess.run(
+        [*LANEWATCH, "kill", "asked"], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 3
+    assert "pass --yes" in done.stderr and "process group" in done.stdout
+    assert lane.proc.poll() is None and alive(lane.stamp.child_pid or 0)
+    assert "killed" not in events(lane.namespace)
+
+
+# --- a stopped lane -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stop_owner", [False, True], ids=["command-stopped", "all-stopped"])
+def test_sigstopped_lane_gets_term_then_cont(
+    lw: Procs, repo: Path, scratch: Path, stop_owner: bool
+) -> None:
+    lane = lw.lane(repo, scratch, "frozen")
+    stamp = lane.stamp
+    assert stamp.pgid is not None
+    os.killpg(stamp.pgid, signal.SIGSTOP)
+    if stop_owner:
+        os.kill(lane.proc.pid, signal.SIGSTOP)
+    until(lambda: process_state(stamp.pgid or 0) == "T", "the command to stop")
+    result = kill("frozen")
+    assert result.outcome == "stopped", result.message
+    sent = [(s.signal_name, s.identity.pid) for s in result.sends if s.sent]
+    assert sent[0] == ("SIGTERM", stamp.pgid)
+    assert ("SIGCONT", stamp.pgid) in sent
+    assert (("SIGCONT", lane.proc.pid) in sent) is stop_owner
+    assert "SIGKILL" not in [name for name, _ in sent]
+    assert_ended(lane)
+
+
+def test_term_ignored_then_sigkill_after_grace(lw: Procs, repo: Path, scratch: Path) -> None:
+    lane = lw.lane(repo, scratch, "stubborn", [sys.executable, "-c", IGNORES_TERM])
+    pgid = lane.stamp.pgid
+    assert pgid is not None
+    until(lambda: _ignores_term(pgid), "the command to ignore SIGTERM")
+    without = kill("stubborn", wait=0.3)
+    assert without.outcome == "running" and "--grace" in without.message
+    assert group_members(pgid) == [pgid]
+    result = kill("stubborn", grace=0.3)
+    assert result.outcome == "stopped" and result.escalated, result.message
+    assert [s.signal_name for s in result.sends if s.sent] == ["SIGTERM", "SIGKILL"]
+    assert_ended(lane)
+    assert read_stamp(lane.namespace).stamp.exit_code == 128 + signal.SIGKILL  # type: ignore[union-attr]
+
+
+def _ignores_term(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            ign = next(line for line in f if line.startswith("SigIgn:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(ign.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+
+
+# --- identity -------------------------------------------------------------------------------
+
+
+def test_stale_identity_of_a_live_pid_is_never_signalled(lw: Procs, scratch: Path) -> None:
+    owner = lw.start(["sleep", "600"])
+    other = lw.start(["sleep", "600"])  # leads its own group, like a lane's command
+    until(lambda: read_stat(other.pid) is not None and read_stat(owner.pid) is not None, "exec")
+    real = ProcessIdentity.of(other.pid)
+    make_stamp(
+        scratch,
+        "reused",
+        pid=owner.pid,
+        start_ticks=ProcessIdentity.of(owner.pid).start_ticks,
+        child_pid=other.pid,
+        child_start_ticks=real.start_ticks - 1,  # the listing's process, long gone
+        pgid=other.pid,
+    )
+    result = kill("reused", check=False)
+    assert result.outcome == "refused" and "another process" in result.message
+    assert [s.code for s in result.sends] == ["pid-reused"]
+    assert alive(other.pid) and alive(owner.pid)
+    assert "kill-refused" in events(scratch / namespace_name(CHECKOUT, "reused"))
+
+
+def _next_pid_is(pid: int) -> None:
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(pid - 1))
+
+
+@pytest.mark.privileged
+def test_pid_reused_between_listing_and_pidfd_is_not_hit(
+    lw: Procs, repo: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lane is judged live, then, right before the pidfd is opened, its command dies and
+    the kernel hands its pid to a new process (ns_last_pid): the new one must not be hit."""
+    try:
+        _next_pid_is(os.getpid())  # harmless probe
+    except OSError as exc:
+        pytest.skip(f"cannot set ns_last_pid: {exc.strerror}")
+    lane = lw.lane(repo, scratch, "racy")
+    stamp = lane.stamp
+    victim = stamp.child_pid
+    assert victim is not None and stamp.child_start_ticks is not None
+    real_open = os.pidfd_open
+    usurper: list[subprocess.Popen[bytes]] = []
+
+    def racing_open(pid: int, flags: int = 0) -> int:
+        if pid == victim and not usurper:
+            os.killpg(victim, signal.SIGKILL)
+            until(lambda: read_stat(victim) is None, "the runner to reap its command")
+            floor = stamp.child_start_ticks + 2  # type: ignore[operator]
+            until(lambda: time.clock_gettime(time.CLOCK_BOOTTIME) * CLK_TCK > floor, "a tick")
+            for _ in range(50):
+                _next_pid_is(victim)
+                candidate = lw.start(["sleep", "600"])
+                if candidate.pid == victim:
+                    usurper.append(candidate)
+                    break
+                candidate.kill()
+            else:
+                pytest.skip("could not get the pid reused")
+        return real_open(pid, flags)
+
+    monkeypatch.setattr(os, "pidfd_open", racing_open)
+    result = kill("racy", check=False)
+    monkeypatch.undo()
+    assert usurper, "the race was not staged"
+    assert result.outcome == "refused", result.message
+    assert [s.code for s in result.sends] == ["pid-reused"]
+    new = usurper[0]
+    until(lambda: read_stat(new.pid) is not None, "the usurper to run")
+    assert new.poll() is None and alive(new.pid)
+
+
+def test_acts_on_what_was_seen(lw: Procs, repo: Path, scratch: Path) -> None:
+    lane = lw.lane(repo, scratch, "seen")
+    shown = Seen(lane.stamp.pid + 1, lane.stamp.started_at)
+    result = kill("seen", seen=shown, check=False)
+    assert result.outcome == "refused" and "changed since it was shown" in result.message
+    assert result.sends == () and lane.proc.poll() is None
+
+
+# --- never these ----------------------------------------------------------------------------
+
+
+def _stamp_owned_by(root: Path, lane: str, pid: int, **extra: Any) -> None:
+    make_stamp(root, lane, pid=pid, start_ticks=ProcessIdentity.of(pid).start_ticks, **extra)
+
+
+@pytest.mark.parametrize(
+    ("who", "code"), [("init", "init"), ("self", "self"), ("parent", "ancestor")]
+)
+def test_never_init_lanewatch_or_its_parents(scratch: Path, who: str, code: str) -> None:
+    pid = {"init": 1, "self": os.getpid(), "parent": os.getppid()}[who]
+    _stamp_owned_by(scratch, who, pid)
+    result = kill(who, sig=0, check=False)
+    assert result.outcome == "refused", result.message
+    assert [s.code for s in result.sends] == [code]
+    with pytest.raises(ActionRefused) as caught:
+        kill(who, sig=0)
+    assert isinstance(caught.value.result, KillResult)
+
+
+def test_never_a_group_that_holds_lanewatch(scratch: Path) -> None:
+    leader = os.getpgrp()
+    me = ProcessIdentity.current()
+    make_stamp(scratch, "ours", child_pid=leader, pgid=leader,
+               child_start_ticks=ProcessIdentity.of(leader).start_ticks, pid=me.pid,
+               start_ticks=me.start_ticks)  # fmt: skip
+    result = kill("ours", sig=0, check=False)
+    assert result.outcome == "refused"
+    assert result.sends[0].code in ("self", "ancestor", "own-group")
+
+
+def test_another_users_lane_only_when_root_asks(lw: Procs, scratch: Path) -> None:
+    prefix = as_user(NOBODY)
+    theirs = lw.start([*prefix, "sleep", "600"])
+    until(lambda: _uid(theirs.pid) == NOBODY and _exe(theirs.pid).endswith("sleep"), "exec")
+    _stamp_owned_by(scratch, "theirs", theirs.pid, uid=NOBODY)
+    refused = kill("theirs", check=False)
+    assert refused.outcome == "refused" and [s.code for s in refused.sends] == ["other-user"]
+    assert theirs.poll() is None
+    result = kill("theirs", allow_other_user=True)
+    assert result.outcome == "stopped", result.message
+    assert theirs.wait(timeout=DEADLINE) == -signal.SIGTERM
+
+
+def _uid(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+# --- nothing to kill ------------------------------------------------------------------------
+
+
+def test_released_or_dead_owner_is_gone_and_nothing_is_signalled(lw: Procs, scratch: Path) -> None:
+    make_stamp(scratch, "done", state=OwnerState.RELEASED, released_at=time.time(), exit_code=0)
+    assert kill("done").outcome == "gone"
+    dead = lw.start(["true"])
+    dead.wait()
+    make_stamp(scratch, "dead", pid=dead.pid, start_ticks=1)
+    result = kill("dead")
+    assert result.outcome == "gone" and result.sends == ()
+
+
+def test_orphan_remote_and_unknown_are_refused(scratch: Path) -> None:
+    (scratch / "foreign").mkdir()
+    assert "orphan" in kill("foreign", check=False).message
+    make_stamp(scratch, "remote", host="elsewhere.example")
+    remote = kill("remote", check=False)
+    assert remote.outcome == "refused" and "elsewhere.example" in remote.message
+
+
+def test_dashboard_row_needs_the_same_owner(lw: Procs, repo: Path, scratch: Path) -> None:
+    """What the dashboard passes: a NamespaceView-like row with the pid the user saw."""
+    lane = lw.lane(repo, scratch, "row")
+
+    @dataclasses.dataclass
+    class Row:
+        key: str
+        root: str
+        name: str
+        pid: int | None
+        started_at: float | None
+
+    stale_row = Row(str(lane.namespace), str(scratch), lane.namespace.name, 1, 0.0)
+    with pytest.raises(ActionRefused):
+        kill(stale_row)
+    assert lane.proc.poll() is None
+    row = dataclasses.replace(stale_row, pid=lane.stamp.pid, started_at=lane.stamp.started_at)
+    assert kill(row).outcome == "stopped"
+    assert_ended(lane)
+
+
+def test_wait_until_has_a_deadline() -> None:
+    t0 = time.monotonic()
+    assert not kill_mod.wait_until(lambda: False, 0.05)
+    assert time.monotonic() - t0 < 2
