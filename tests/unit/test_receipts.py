@@ -182,6 +182,29 @@ def test_prove_records_a_tree_that_changed_during_the_run(repo: Path) -> None:
     assert check_gate("tests", checkout=repo, allow_dirty=True).ok
 
 
+def test_a_head_that_moved_during_the_run_is_refused_even_with_allow_dirty(repo: Path) -> None:
+    """The step commits; HEAD is put back before the gate: which commit did it test?"""
+    script = (
+        "import subprocess; subprocess.run(['git', 'commit', '-q', '--allow-empty', '-m', 'x'])"
+    )
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    before = head_of(repo)
+    done = subprocess.run(
+        [*LANEWATCH, "prove", "tests", "--", sys.executable, "-c", script],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "HEAD moved from" in done.stderr
+    git("reset", "-q", "--soft", before, cwd=repo)  # back where the step started
+    result = check_gate("tests", checkout=repo, allow_dirty=True)
+    assert result.reason is GateReason.HEAD_MOVED and "during the run" in result.message
+
+
 # -- git state ---------------------------------------------------------------------------------
 
 

@@ -17,7 +17,8 @@ Checks, in order (the first that fails is the reason):
 | foreign       | 11   | the receipt names another checkout, lane or step                    |
 | failed        | 14   | the step's last run failed (non-zero exit)                          |
 | head-unknown  | 18   | the receipt, or this checkout, has no readable HEAD                 |
-| head-moved    | 12   | HEAD is not the proven commit (nor, with `pushed`, a pushed one)    |
+| head-moved    | 12   | HEAD is not the proven commit, or moved while the step ran, or     |
+|               |      | (with `pushed`) a pushed commit is not it                          |
 | tree-changed  | 13   | the dirty digest differs from the receipt's, or the tree changed    |
 |               |      | while the step ran (ignored with allow_dirty)                       |
 | too-old       | 15   | the receipt is older than max_age                                   |
@@ -40,6 +41,7 @@ from lanewatch.errors import LanewatchError
 from lanewatch.scheme.gitstate import GitFailed, GitState, run_git
 from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, LaneTarget, locate
 from lanewatch.scheme.receipts import (
+    HEAD_MOVED_DURING,
     Receipt,
     ReceiptStatus,
     read_receipt,
@@ -238,6 +240,14 @@ def check_gate(
             GateReason.HEAD_MOVED,
             f"the receipt proved HEAD {receipt.git_head[:12]}, but HEAD is now "
             f"{current.head[:12]}; prove again",
+            receipt=receipt,
+            head=current.head,
+        )
+    moved = receipt.changed_during_run or ""
+    if moved.startswith(HEAD_MOVED_DURING):  # even with allow_dirty: which commit was tested?
+        return result(
+            GateReason.HEAD_MOVED,
+            f"{moved}, so the receipt proves no one commit",
             receipt=receipt,
             head=current.head,
         )

@@ -42,6 +42,7 @@ MAX_RECEIPT_BYTES = 1024 * 1024
 HISTORY_DIR = "history"
 HISTORY_KEEP = 20
 SUFFIX = ".json"
+HEAD_MOVED_DURING = "HEAD moved"  # how `changed_during_run` starts when HEAD itself moved
 _COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -351,7 +352,7 @@ def make_receipt(
     if git_after is not None and git.known:
         if git_after.head != git.head:
             after = git_after.head[:12] if git_after.head else "unknown"
-            changed = f"HEAD moved from {git.head[:12]} to {after} during the run"  # type: ignore[index]
+            changed = f"{HEAD_MOVED_DURING} from {git.head[:12]} to {after} during the run"  # type: ignore[index]
         elif (git_after.dirty, git_after.digest) != (git.dirty, git.digest):
             changed = "the working tree changed during the run"
     return Receipt(
