@@ -225,3 +225,24 @@ def test_nested_run_inherits_the_binding(repo: Path, outside: Path, root: Path) 
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == find_checkout(repo).checkout_id  # type: ignore[union-attr]
+
+
+def test_a_removed_current_directory_is_unbound(tmp_path: Path, repo: Path) -> None:
+    gone = repo / "gone"
+    gone.mkdir()
+    code = (
+        "import os, sys\n"
+        "os.chdir(sys.argv[1]); os.rmdir(sys.argv[1])\n"
+        "sys.argv = ['lanewatch', 'id']\n"
+        "from lanewatch.cli.main import main\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(gone)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert HOW_TO_BIND.search(result.stderr) and "Traceback" not in result.stderr

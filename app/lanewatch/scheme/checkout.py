@@ -106,7 +106,12 @@ def resolve_checkout(explicit: str | os.PathLike[str] | None = None) -> Checkout
     elif os.environ.get(ENV_CHECKOUT):
         sources.append((ENV_CHECKOUT, os.environ[ENV_CHECKOUT]))
     else:
-        sources.append(("the current directory", os.getcwd()))
+        try:
+            cwd = os.getcwd()
+        except OSError as exc:  # the folder we stand in was removed
+            message = f"the current directory is unusable ({exc.strerror}). {_HOW_TO_BIND}"
+            raise Unbound(message) from exc
+        sources.append(("the current directory", cwd))
     origin, path = sources[0]
     if not os.path.isdir(path):
         raise Unbound(f"{origin} names {path!r}, which is not a folder. {_HOW_TO_BIND}")
