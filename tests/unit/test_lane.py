@@ -441,6 +441,7 @@ def test_readers_skip_corrupt_lines(tmp_path: Path) -> None:
     ledger.append(namespace, "released", lane="a", exit_code=0)
     assert [line.event for line in ledger.read(namespace)] == ["started", "released"]
     assert [line.event for line in ledger.read(namespace, tail=1)] == ["released"]
+    assert ledger.read(namespace, tail=0) == []
     assert ledger.read(tmp_path / "missing") == []
 
 

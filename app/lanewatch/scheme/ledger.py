@@ -50,9 +50,11 @@ def append(namespace: Path, event: str, *, lane: str, **fields: Any) -> None:
 
 
 def read(namespace: Path, *, tail: int | None = None) -> list[LedgerLine]:
-    """Parsed ledger lines, oldest first; corrupt lines are skipped."""
+    """Parsed ledger lines, oldest first; corrupt lines are skipped. `tail`: only the last N."""
     lines = list(_iter_lines(namespace))
-    return lines[-tail:] if tail else lines
+    if tail is None:
+        return lines
+    return lines[-tail:] if tail > 0 else []
 
 
 def _iter_lines(namespace: Path) -> Iterator[LedgerLine]:
