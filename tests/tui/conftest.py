@@ -36,7 +36,7 @@ class RealLane:
     def ready(self) -> bool:
         """The owner wrote its stamp and started CMD in its own group."""
         stamp = self.stamp()
-        if stamp is None or stamp.pgid is None:
+        if stamp is None or stamp.pid != self.owner.pid or stamp.pgid is None:
             return False
         self.pgid = stamp.pgid
         return True

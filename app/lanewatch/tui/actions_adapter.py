@@ -1,17 +1,23 @@
-"""The one place the dashboard calls the actions module (kill, clear, restore) and the engine's
-acknowledge. Every check lives in `lanewatch.actions`; this file only maps the row the user saw
-to its calls and turns what happened into an `ActionOutcome` a screen can show.
+"""The one place the dashboard calls the actions module (kill, clear, trash, restore) and the
+engine's acknowledge. Every check lives in `lanewatch.actions`; this file only hands it the row
+the user saw (a changed owner is refused there) and turns the result into an `ActionOutcome`.
 
 Methods here block (a kill waits for its grace period): call them from a thread worker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lanewatch.actions import clear as clear_mod
+from lanewatch.actions import kill as kill_mod
+from lanewatch.actions import trash as trash_mod
+from lanewatch.actions.results import Result
+from lanewatch.actions.trashbox import TrashEntry as TrashItem
+from lanewatch.errors import LanewatchError
 from lanewatch.model.views import Incident, NamespaceView, NsState
 from lanewatch.scheme.procid import hostname
 from lanewatch.tui import fmt
@@ -29,20 +35,6 @@ class ActionOutcome:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class TrashItem:
-    """One cleared namespace waiting in a root's trash."""
-
-    id: str
-    name: str
-    lane: str | None
-    root: str
-    original: str
-    cleared_at: float | None
-    cleared_by: str | None
-    bytes: int | None
-
-
 def can_kill(ns: NamespaceView) -> bool:
     """Worth offering: a live or hung owner on this host. The actions module re-checks it all."""
     return ns.state in KILLABLE and ns.pid is not None and ns.host == hostname()
@@ -55,9 +47,10 @@ def can_clear(ns: NamespaceView) -> bool:
 def describe_kill(ns: NamespaceView) -> str:
     command = fmt.short_command(ns.command) or "?"
     return (
-        f"Send SIGTERM to pid {ns.pid} ({command}) and its process group, owner of lane "
-        f"{target_label(ns)!r} (user {ns.user or '?'}, checkout {ns.checkout_path or '?'}). "
-        "Its identity is re-checked at the moment of the signal."
+        f"Send SIGTERM to the process group of lane {target_label(ns)!r} ({command}; owner pid "
+        f"{ns.pid}, user {ns.user or '?'}, checkout {ns.checkout_path or '?'}); `lanewatch run` "
+        "then records the exit and releases the lane. The owner is re-checked at the moment of "
+        "the signal: if it changed since this row was shown, nothing is sent."
     )
 
 
@@ -78,57 +71,40 @@ class ActionsAdapter:
     # -- kill / clear / restore -------------------------------------------------------------
 
     def kill(self, ns: NamespaceView) -> ActionOutcome:
-        label = target_label(ns)
-        try:
-            from lanewatch.actions import kill as kill_mod  # type: ignore[attr-defined]
-        except ImportError:
-            return _missing("kill", label)
-        return _run("kill", label, kill_mod.kill, ns)
+        """SIGTERM to the owner's group, as the row showed it (a changed owner is refused)."""
+        return _run(
+            "kill", target_label(ns), lambda: kill_mod.kill(ns, roots=[Path(ns.root)], check=False)
+        )
 
     def clear(self, ns: NamespaceView) -> ActionOutcome:
-        label = target_label(ns)
-        try:
-            from lanewatch.actions import clear as clear_mod  # type: ignore[attr-defined]
-        except ImportError:
-            return _missing("clear", label)
-        return _run("clear", label, clear_mod.clear, ns)
+        return _run(
+            "clear",
+            target_label(ns),
+            lambda: clear_mod.clear(ns, roots=[Path(ns.root)], check=False),
+        )
 
     def trash(self, roots: Sequence[str]) -> list[TrashItem]:
-        try:
-            from lanewatch.actions import trash as trash_mod  # type: ignore[attr-defined]
-        except ImportError:
-            return []
-        items: list[TrashItem] = []
-        for root in roots:
-            items.extend(trash_mod.list_trash(Path(root)))
-        return items
+        return trash_mod.list_all([Path(root) for root in roots])
 
     def restore(self, item: TrashItem) -> ActionOutcome:
-        try:
-            from lanewatch.actions import trash as trash_mod  # type: ignore[attr-defined]
-        except ImportError:
-            return _missing("restore", item.name)
-        return _run("restore", item.name, trash_mod.restore, item)
+        label = item.lane or item.name
+        return _run(
+            "restore", label, lambda: trash_mod.restore(item, roots=[Path(item.root)], check=False)
+        )
 
     # -- incidents ----------------------------------------------------------------------------
 
     def acknowledge(self, incident: Incident) -> ActionOutcome:
         try:
             self._engine.acknowledge(incident.id)
-        except (OSError, KeyError, ValueError) as exc:
+        except (LanewatchError, OSError) as exc:
             return ActionOutcome("acknowledge", incident.id, False, str(exc))
         return ActionOutcome("acknowledge", incident.id, True, f"acknowledged {incident.id}")
 
 
-def _missing(verb: str, label: str) -> ActionOutcome:
-    return ActionOutcome(verb, label, False, f"{verb} is not available in this build")
-
-
-def _run(verb: str, label: str, func: Any, arg: Any) -> ActionOutcome:
-    from lanewatch.errors import LanewatchError
-
+def _run(verb: str, label: str, act: Callable[[], Result]) -> ActionOutcome:
     try:
-        message = func(arg)
+        result = act()
     except (LanewatchError, OSError) as exc:
         return ActionOutcome(verb, label, False, str(exc))
-    return ActionOutcome(verb, label, True, str(message) if message else f"{verb}: {label}")
+    return ActionOutcome(verb, label, result.ok, result.message)
