@@ -102,11 +102,11 @@ def _forward_signals(pgid: int) -> Iterator[list[int]]:
 @contextlib.contextmanager
 def _terminal_to(pgid: int) -> Iterator[None]:
     """Give the controlling terminal to `pgid` when we are in its foreground, then take it back."""
-    fd = sys.stdin.fileno() if sys.stdin is not None else -1
-    try:
+    try:  # sys.stdin may be None, closed, or not a file at all (embedded, captured)
+        fd = sys.stdin.fileno() if sys.stdin is not None else -1
         ours = fd >= 0 and os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:
-        ours = False
+    except (OSError, ValueError):
+        fd, ours = -1, False
     if not ours:
         yield
         return

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -13,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from lanewatch.runner import FORWARDED, run_in_lane
 from lanewatch.scheme import ledger
-from lanewatch.scheme.lane import locate
+from lanewatch.scheme.lane import Lane, locate
 from lanewatch.scheme.lock import is_lock_held, lock_path
 from lanewatch.scheme.procid import Liveness, ProcessIdentity, liveness, start_ticks
 from lanewatch.scheme.stamp import OwnerState, Stamp, StampRead, read_stamp
@@ -519,3 +522,105 @@ def test_a_grandchild_that_outlives_cmd_does_not_hold_the_lane(
     assert os.getpgid(gpid) == stamp.pgid  # still in CMD's group, where a lane kill reaches it
     subreaper.kill_and_reap(gpid)
     assert start_ticks(gpid) is None or start_ticks(gpid) != ticks
+
+
+# -- from Python --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stdin", ["stringio", "closed", "none"])
+def test_run_in_lane_from_python_with_any_stdin(
+    repo: Path, root: Path, monkeypatch: pytest.MonkeyPatch, stdin: str
+) -> None:
+    """An embedding program (or pytest's capture) may have replaced or closed sys.stdin."""
+    replacement: io.StringIO | None = io.StringIO()
+    if stdin == "closed":
+        replacement.close()  # type: ignore[union-attr]
+    elif stdin == "none":
+        replacement = None
+    monkeypatch.setattr(sys, "stdin", replacement)
+    before = {sig: signal.getsignal(sig) for sig in FORWARDED}
+    lane = Lane(f"py-{stdin}", root=root, checkout=repo, command=["sh", "-c", "exit 4"])
+    assert run_in_lane(lane, ["sh", "-c", "exit 4"]) == 4
+    assert released(lane.namespace).exit_code == 4
+    assert {sig: signal.getsignal(sig) for sig in FORWARDED} == before  # handlers restored
+
+
+# -- a terminal ------------------------------------------------------------------------------
+
+# Makes the pty on stdin the controlling terminal of this new session, then execs argv.
+ON_A_TERMINAL = textwrap.dedent(
+    """
+    import fcntl, os, signal, sys, termios
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    os.execvp(sys.argv[1], sys.argv[1:])
+    """
+)
+
+READ_A_LINE = "import sys; print('got ' + sys.stdin.readline().strip(), flush=True)"
+
+
+def start_on_pty(
+    spawn: Spawn, repo: Path, lane: str, cmd: Sequence[str]
+) -> tuple[subprocess.Popen[bytes], int]:
+    master, slave = os.openpty()
+    try:
+        proc = spawn(
+            [sys.executable, "-c", ON_A_TERMINAL, *LANEWATCH, "run", "--lane", lane, "--", *cmd],
+            cwd=repo,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            process_group=None,
+            start_new_session=True,
+        )
+    finally:
+        os.close(slave)
+    return proc, master
+
+
+def read_until(master: int, wanted: bytes, timeout: float = 30.0) -> bytes:
+    seen = b""
+
+    def more() -> bool:
+        nonlocal seen
+        ready, _, _ = select.select([master], [], [], 0.05)
+        if ready:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:  # EIO: every slave end closed
+                return True
+        return wanted in seen
+
+    wait_for(more, timeout, interval=0)
+    return seen
+
+
+def test_cmd_gets_the_terminal_and_ctrl_c_reaches_it(
+    spawn: Spawn, repo: Path, groups: list[int]
+) -> None:
+    proc, master = start_on_pty(spawn, repo, "tty", ["sleep", "60"])
+    try:
+        stamp = wait_spawned(ns_of("tty", repo))
+        assert stamp.pgid is not None
+        groups.append(stamp.pgid)
+        wait_for(lambda: os.tcgetpgrp(master) == stamp.pgid, 30)  # CMD is in the foreground
+        os.write(master, b"\x03")  # Ctrl-C: the terminal signals the foreground group only
+        assert proc.wait(timeout=30) == 128 + signal.SIGINT
+        exited = [line for line in ledger.read(ns_of("tty", repo)) if line.event == "exited"]
+        assert exited[0].fields["signals_forwarded"] == []  # it came from the terminal, not us
+    finally:
+        os.close(master)
+
+
+def test_an_interactive_cmd_reads_the_terminal(spawn: Spawn, repo: Path, groups: list[int]) -> None:
+    proc, master = start_on_pty(spawn, repo, "tty-read", [sys.executable, "-c", READ_A_LINE])
+    try:
+        stamp = wait_spawned(ns_of("tty-read", repo))
+        groups.append(stamp.pgid or 0)
+        os.write(master, b"hello\n")
+        assert b"got hello" in read_until(master, b"got hello")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        os.close(master)
