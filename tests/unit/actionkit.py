@@ -48,12 +48,18 @@ HOLDER = textwrap.dedent(
         f = open(os.path.join(where, "gone.txt"), "w")
         os.unlink(f.name)
         keep.append(f)
-    elif kind == "mmap":
+    elif kind == "mmap":  # through libc: Python's mmap module keeps a dup of the fd
+        import ctypes
         path = os.path.join(where, "mapped.bin")
         with open(path, "wb") as f:
             f.write(b"x" * 4096)
-        with open(path, "rb") as f:
-            keep.append(mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ))
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        fd = os.open(path, os.O_RDONLY)
+        keep.append(libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0))
+        os.close(fd)
     elif kind == "lock":
         fd = os.open(where, os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_EX)
