@@ -88,10 +88,10 @@ async def test_filter_and_sort(world: World) -> None:
         pids = [app.picture.namespaces[str(k)].pid or 0 for k in app.main.table().visible_keys]
         assert pids == sorted(pids)
         await pilot.press("greater_than_sign")
-        assert app.main.table().sort_column == "age"
+        assert app.main.table().sort_column == "beat"
         cursor = app.main.table().cursor_key
         await pilot.press("less_than_sign", "less_than_sign")
-        assert app.main.table().sort_column == "host"
+        assert app.main.table().sort_column == "checkout"
         assert app.main.table().cursor_key == cursor, "the cursor keeps its row across sorts"
 
 
