@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -454,3 +456,37 @@ def test_a_symlinked_ledger_is_not_written_through(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         ledger.append(namespace, "note", lane="a")
     assert victim.read_text() == "precious\n"
+
+
+@pytest.fixture
+def btrfs_subvolume(tmp_path: Path) -> Iterator[Path]:
+    """A subvolume of a btrfs filesystem on a loop device (root and btrfs-progs needed)."""
+    mkfs = shutil.which("mkfs.btrfs")
+    if os.geteuid() != 0 or mkfs is None or "btrfs" not in Path("/proc/filesystems").read_text():
+        pytest.skip("needs root, btrfs in the kernel and mkfs.btrfs")
+    image, mount = tmp_path / "btrfs.img", tmp_path / "btrfs"
+    with image.open("wb") as f:
+        f.truncate(150 * 1024 * 1024)
+    subprocess.run([mkfs, "-q", str(image)], check=True, capture_output=True)
+    mount.mkdir()
+    done = subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot loop-mount: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        subprocess.run(
+            ["btrfs", "subvolume", "create", str(mount / "sub")], check=True, capture_output=True
+        )
+        yield mount / "sub"
+    finally:
+        subprocess.run(["umount", str(mount)], check=True, capture_output=True)
+
+
+@pytest.mark.privileged
+def test_is_lock_held_on_btrfs_where_stat_and_proc_locks_disagree(
+    repo: Path, btrfs_subvolume: Path
+) -> None:
+    """stat() reports a subvolume's own device; /proc/locks the filesystem's."""
+    lane = Lane("btrfs", root=btrfs_subvolume / "root", checkout=repo)
+    with lane:
+        assert is_lock_held(lane.namespace) is True
+    assert is_lock_held(lane.namespace) is False

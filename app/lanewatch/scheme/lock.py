@@ -95,7 +95,7 @@ def is_lock_held(namespace: Path) -> bool | None:
     table does not. None when it cannot be told (no lock file, no /proc/locks).
     """
     try:
-        st = os.stat(lock_path(namespace), follow_symlinks=False)
+        inode, devices = _lock_table_key(lock_path(namespace))
     except OSError:
         return None
     try:
@@ -103,20 +103,50 @@ def is_lock_held(namespace: Path) -> bool | None:
             table = f.read()
     except OSError:
         return None
-    dev_major, dev_minor = os.major(st.st_dev), os.minor(st.st_dev)
     for line in table.splitlines():
         parts = line.split()
         # "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; blocked waiters have "->".
         if len(parts) < 6 or "->" in parts[1]:
             continue
         try:
-            major, minor, inode = parts[5].split(":")
-            if (
-                int(inode) == st.st_ino
-                and int(major, 16) == dev_major
-                and int(minor, 16) == dev_minor
-            ):
+            major, minor, ino = parts[5].split(":")
+            if int(ino) == inode and (int(major, 16), int(minor, 16)) in devices:
                 return True
         except ValueError:
             continue
     return False
+
+
+def _lock_table_key(path: Path) -> tuple[int, set[tuple[int, int]]]:
+    """The inode of `path` and the devices /proc/locks may name it by.
+
+    /proc/locks prints the superblock's device, which stat() does not always report: on btrfs
+    stat gives the subvolume's device. The device of the file's mount (from mountinfo, found
+    through the mount id in fdinfo) is the superblock's, so both are accepted.
+    """
+    fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        devices = {(os.major(st.st_dev), os.minor(st.st_dev))}
+        mount = _mount_device(fd)
+    finally:
+        os.close(fd)
+    if mount is not None:
+        devices.add(mount)
+    return st.st_ino, devices
+
+
+def _mount_device(fd: int) -> tuple[int, int] | None:
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", encoding="ascii", errors="replace") as f:
+            info = f.read()
+        mnt_id = next(line.split()[1] for line in info.splitlines() if line.startswith("mnt_id:"))
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 2 and parts[0] == mnt_id:
+                    major, minor = parts[2].split(":")
+                    return int(major), int(minor)
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    return None
