@@ -3,10 +3,11 @@
 Entries older than DEFAULT_RETENTION (7 days; `--older-than` changes it) are purged. Each is
 first renamed to `trash/.purging-<id>` under the root's trash lock: from then on it can no
 longer be restored or listed, and a purge that dies mid-way is finished by the next purge
-(every `.purging-*` folder is resumed whatever its age). The delete itself runs outside the
-lock with `fsops.remove_tree` (symlink-safe `shutil.rmtree`; vanished entries are fine; a
-chmod only ever inside the entry). An entry some process still holds (a writer with its cwd
-or an open file or mapping inside) is kept, named, and left for a later purge.
+(every `.purging-*` folder is resumed whatever its age; one that a running purge holds a
+flock on is left to it). The delete itself runs outside the lock with `fsops.remove_tree`
+(symlink-safe `shutil.rmtree`; vanished entries are fine; a chmod only ever inside the
+entry). An entry some process still holds (a writer with its cwd or an open file or mapping
+inside) is kept, named, and left for a later purge.
 
 Unlike a clear, a purge does not refuse when some processes cannot be inspected: the entry
 was checked when it was cleared and has waited out the retention period in the trash.
@@ -14,6 +15,7 @@ was checked when it was cleared and has waited out the retention period in the t
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 from collections.abc import Collection, Sequence
@@ -104,11 +106,12 @@ def _purge_root(
     if not os.path.isdir(trash) or os.path.islink(trash):
         return []
     items: list[PurgeItem] = []
+    work: list[tuple[str, TrashEntry | None, int]] = []
     with trashbox.trash_lock(root):
-        # A purge that died left these: finish them first.
-        work: list[tuple[str, TrashEntry | None]] = [
-            (name, None) for name in trashbox.purging_dirs(root)
-        ]
+        for name in trashbox.purging_dirs(root):  # a purge that died left these: finish them
+            fd = _claim(trash / name)
+            if fd is not None:  # else another purge is deleting it right now
+                work.append((name, None, fd))
         entries = due([root], older_than=older_than, now=now)
         entries = [e for e in entries if only is None or e.id in only]
         held = _held(entries)
@@ -121,10 +124,30 @@ def _purge_root(
                 os.rename(trash / entry.id, trash / doomed)
             except FileNotFoundError:
                 continue  # purged by someone else meanwhile
-            work.append((doomed, entry))
-    for name, entry in work:  # the deletes run outside the lock: clears need not wait
-        items.append(_delete(root, trash / name, entry))
+            fd = _claim(trash / doomed)
+            if fd is not None:
+                work.append((doomed, entry, fd))
+    for name, entry, fd in work:  # the deletes run outside the lock: clears need not wait
+        try:
+            items.append(_delete(root, trash / name, entry))
+        finally:
+            os.close(fd)
     return items
+
+
+def _claim(doomed: Path) -> int | None:
+    """An exclusive flock on a `.purging-*` folder while we delete it, so a concurrent purge
+    leaves it to us instead of resuming it too (a purge that died holds no flock)."""
+    try:
+        fd = os.open(doomed, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _held(entries: Sequence[TrashEntry]) -> dict[str, str]:
