@@ -66,6 +66,7 @@ FAN_ALL_PERM_EVENTS = FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_OPEN_EXEC_PERM
 FAN_CLOEXEC = 0x01
 FAN_NONBLOCK = 0x02
 FAN_CLASS_NOTIF = 0x00
+FAN_REPORT_PIDFD = 0x80  # Linux 5.15+: each event also carries a pidfd for the writer
 FAN_REPORT_FD_ERROR = 0x2000  # Linux 6.13+: a failed event fd is reported as -errno, not dropped
 
 # fanotify_mark flags
@@ -75,11 +76,16 @@ FAN_MARK_MOUNT = 0x10
 FAN_MARK_FILESYSTEM = 0x100  # Linux 4.20+
 
 FAN_NOFD = -1
+FAN_NOPIDFD = -1  # the writer had exited when we read the event (or -ESRCH with FD_ERROR)
+FAN_EVENT_INFO_TYPE_PIDFD = 4
 FANOTIFY_METADATA_VERSION = 3
 AT_FDCWD = -100
 
 # struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid
 EVENT_METADATA = struct.Struct("=IBBHQii")
+# struct fanotify_event_info_header (info_type, pad, len), then for a pidfd record an __s32
+INFO_HEADER = struct.Struct("=BBH")
+INFO_PIDFD = struct.Struct("=i")
 
 # What lanewatch watches: a write finished, or a write happened (FAN_Q_OVERFLOW needs no mark).
 WATCH_MASK = FAN_CLOSE_WRITE | FAN_MODIFY
@@ -176,16 +182,21 @@ def _require_libc() -> ctypes.CDLL:
     return libc
 
 
-def _init_group() -> tuple[int, bool]:
-    """A new notification-class group fd, and whether it reports fd errors instead of dropping."""
+def _init_group(pidfds: bool = False) -> tuple[int, int]:
+    """A new notification-class group fd, and the FAN_REPORT_* flags it got.
+
+    Asks for FAN_REPORT_FD_ERROR (6.13+) and, with `pidfds`, FAN_REPORT_PIDFD (5.15+); an older
+    kernel refuses an unknown flag with EINVAL, so we retry without it.
+    """
     libc = _require_libc()
     base = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK
-    for flags in (base | FAN_REPORT_FD_ERROR, base):
-        fd = libc.fanotify_init(flags, EVENT_FD_FLAGS)
+    extras = [FAN_REPORT_FD_ERROR | FAN_REPORT_PIDFD, FAN_REPORT_PIDFD] if pidfds else []
+    for extra in (*extras, FAN_REPORT_FD_ERROR, 0):
+        fd = libc.fanotify_init(base | extra, EVENT_FD_FLAGS)
         if fd >= 0:
-            return fd, bool(flags & FAN_REPORT_FD_ERROR)
+            return fd, extra
         err = ctypes.get_errno()
-        if err != errno.EINVAL:  # EINVAL: an older kernel without FAN_REPORT_FD_ERROR
+        if err != errno.EINVAL:  # EINVAL: an older kernel without one of the extra flags
             break
     raise FanotifyError(err, _reason(err, "fanotify_init"))
 
@@ -266,6 +277,10 @@ class FanEvent:
     callback returns); FAN_NOFD for an overflow; below -1 it is -errno when the kernel could
     not open the file. `path` is readlink of that descriptor at read time: if the file was
     renamed it is the new name, if unlinked it ends in " (deleted)"; None when unknown.
+    `pidfd` (groups opened with `pidfds=True`, Linux 5.15+) is a pidfd for the writer, owned
+    and closed like `fd`: while it is open the writer's pid cannot be reused, so /proc/PID is
+    the writer. Negative when the writer had already been reaped when we read the event (or
+    when the group does not report pidfds).
     """
 
     pid: int
@@ -273,6 +288,7 @@ class FanEvent:
     path: str | None
     fd: int
     _lease: _Lease | None = field(default=None, compare=False, repr=False)
+    pidfd: int = FAN_NOPIDFD
 
     @property
     def is_overflow(self) -> bool:
@@ -310,12 +326,26 @@ class FanEvent:
 
 @dataclass(frozen=True, slots=True)
 class RawEvent:
-    """One fanotify_event_metadata record as the kernel wrote it."""
+    """One fanotify_event_metadata record as the kernel wrote it (and its pidfd, if any)."""
 
     mask: int
     fd: int
     pid: int
     version: int
+    pidfd: int = FAN_NOPIDFD
+
+
+def _pidfd_of(buf: bytes, start: int, end: int) -> int:
+    """The pidfd in the info records of one event (between `start` and `end`), if any."""
+    offset = start
+    while offset + INFO_HEADER.size <= end:
+        info_type, _pad, length = INFO_HEADER.unpack_from(buf, offset)
+        if length < INFO_HEADER.size or offset + length > end:
+            break  # malformed: stop rather than guess
+        if info_type == FAN_EVENT_INFO_TYPE_PIDFD and length >= INFO_HEADER.size + 4:
+            return int(INFO_PIDFD.unpack_from(buf, offset + INFO_HEADER.size)[0])
+        offset += length
+    return FAN_NOPIDFD
 
 
 def parse_metadata(buf: bytes) -> list[RawEvent]:
@@ -323,12 +353,14 @@ def parse_metadata(buf: bytes) -> list[RawEvent]:
     records: list[RawEvent] = []
     offset = 0
     while offset + EVENT_METADATA.size <= len(buf):
-        event_len, vers, _reserved, _meta_len, mask, fd, pid = EVENT_METADATA.unpack_from(
+        event_len, vers, _reserved, meta_len, mask, fd, pid = EVENT_METADATA.unpack_from(
             buf, offset
         )
         if event_len < EVENT_METADATA.size or offset + event_len > len(buf):
             break
-        records.append(RawEvent(mask, fd, pid, vers))
+        info_start = offset + max(meta_len, EVENT_METADATA.size)
+        pidfd = _pidfd_of(buf, info_start, offset + event_len)
+        records.append(RawEvent(mask, fd, pid, vers, pidfd))
         offset += event_len  # event_len also covers any info records after the metadata
     return records
 
@@ -356,10 +388,10 @@ def events_from_buffer(
 ) -> tuple[list[FanEvent], int]:
     """Turn a read(2) buffer into events, and how many records it held.
 
-    The descriptors of events dropped here are closed at once: those written by `own_pid`
-    (default: this process; our own writes are never anyone's collision), those whose path
-    `accept` rejects, and those of an unknown metadata version. The caller owns the rest.
-    Overflow events and events without a path are always kept.
+    The descriptors (and pidfds) of events dropped here are closed at once: those written by
+    `own_pid` (default: this process; our own writes are never anyone's collision), those
+    whose path `accept` rejects, and those of an unknown metadata version. The caller owns the
+    rest. Overflow events and events without a path are always kept.
     """
     if own_pid is None:
         own_pid = os.getpid()
@@ -376,13 +408,16 @@ def events_from_buffer(
                 # With FAN_REPORT_FD_ERROR an overflow carries -EBADF, not FAN_NOFD: it never
                 # had a file, so say so the one way.
                 fd = FAN_NOFD if rec.mask & FAN_Q_OVERFLOW and rec.fd < 0 else rec.fd
-                events.append(FanEvent(rec.pid, rec.mask, path, fd, lease))
-            elif rec.fd >= 0:
-                _close_quietly(rec.fd)
+                events.append(FanEvent(rec.pid, rec.mask, path, fd, lease, rec.pidfd))
+            else:
+                for fd in (rec.fd, rec.pidfd):
+                    if fd >= 0:
+                        _close_quietly(fd)
             handed = i + 1
     except BaseException:
         # Nothing leaks even if `accept` raises: close what we kept and what we never reached.
-        for fd in [ev.fd for ev in events] + [rec.fd for rec in records[handed:]]:
+        kept = [fd for ev in events for fd in (ev.fd, ev.pidfd)]
+        for fd in kept + [fd for rec in records[handed:] for fd in (rec.fd, rec.pidfd)]:
             if fd >= 0:
                 _close_quietly(fd)
         raise
@@ -392,9 +427,14 @@ def events_from_buffer(
 class EventBatch:
     """The events of one read; closing it closes all their descriptors, exactly once."""
 
-    def __init__(self, events: Sequence[FanEvent], records: int, lease: _Lease) -> None:
+    def __init__(
+        self, events: Sequence[FanEvent], records: int, lease: _Lease, *, drained: bool = True
+    ) -> None:
         self.events: tuple[FanEvent, ...] = tuple(events)
         self.records = records  # records read, including those dropped (own pid, filtered)
+        # The read left room for more: the kernel's queue was empty when it returned, so every
+        # event of a later read was queued after this read began.
+        self.drained = drained
         self._lease = lease
 
     @property
@@ -406,8 +446,9 @@ class EventBatch:
             return
         self._lease.open = False
         for ev in self.events:
-            if ev.fd >= 0:
-                _close_quietly(ev.fd)
+            for fd in (ev.fd, ev.pidfd):
+                if fd >= 0:
+                    _close_quietly(fd)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -439,10 +480,16 @@ class MarkKind(Enum):
 
 
 class FanotifyGroup:
-    """One fanotify notification group: mark paths, read event batches."""
+    """One fanotify notification group: mark paths, read event batches.
 
-    def __init__(self) -> None:
-        self._fd, self.reports_fd_errors = _init_group()
+    With `pidfds`, events carry a pidfd for the writer where the kernel can (5.15+):
+    `reports_pidfds` says whether it does.
+    """
+
+    def __init__(self, *, pidfds: bool = False) -> None:
+        self._fd, flags = _init_group(pidfds)
+        self.reports_fd_errors = bool(flags & FAN_REPORT_FD_ERROR)
+        self.reports_pidfds = bool(flags & FAN_REPORT_PIDFD)
         self._lock = threading.Lock()  # mark() from one thread, close() from another
         self._fs_marks = True
 
@@ -493,8 +540,10 @@ class FanotifyGroup:
     ) -> EventBatch:
         """Read up to `max_events` queued events without blocking; close the batch after use."""
         lease = _Lease()
+        # Every event we ask for has the same size: the metadata, plus a pidfd record if any.
+        size = EVENT_METADATA.size + (INFO_HEADER.size + INFO_PIDFD.size) * self.reports_pidfds
         try:
-            buf = os.read(self.fileno(), max_events * EVENT_METADATA.size)
+            buf = os.read(self.fileno(), max_events * size)
         except BlockingIOError:
             return EventBatch((), 0, lease)
         except OSError as exc:
@@ -504,9 +553,9 @@ class FanotifyGroup:
             # (EMFILE, ENFILE, ...). Events were lost: report it as an overflow would be.
             log.warning("fanotify read lost events: %s", exc)
             lost = FanEvent(0, FAN_Q_OVERFLOW, None, FAN_NOFD, lease)
-            return EventBatch((lost,), 1, lease)
+            return EventBatch((lost,), 1, lease, drained=False)
         events, records = events_from_buffer(buf, accept=accept, lease=lease)
-        return EventBatch(events, records, lease)
+        return EventBatch(events, records, lease, drained=len(buf) <= (max_events - 1) * size)
 
     def close(self) -> None:
         """Close the group; the kernel drops all its marks with it."""
@@ -571,6 +620,8 @@ class FanotifyWatcher:
         max_events: int = DEFAULT_MAX_EVENTS,
         on_error: Callable[[BaseException], None] | None = None,
         name: str = "lanewatch-fanotify",
+        pidfds: bool = False,
+        before_read: Callable[[], object] | None = None,
     ) -> None:
         self._paths = [os.fspath(p) for p in paths]
         self._callback = callback
@@ -586,10 +637,16 @@ class FanotifyWatcher:
         self._thread: threading.Thread | None = None
         self._stop_r = self._stop_w = -1
         self._stopping = threading.Event()
+        self._pidfds = pidfds
+        self._before_read = before_read
         self.marks: dict[str, MarkKind] = {}
         self.error: BaseException | None = None  # why the reader thread ended, if it failed
         self.delivered = 0
         self.overflows = 0
+        self.reports_pidfds = False
+        # What `before_read` returned before the latest read that drained the kernel's queue:
+        # every event delivered since was queued after that moment. Read it in the callback.
+        self.window: object = None
 
     @property
     def running(self) -> bool:
@@ -599,7 +656,10 @@ class FanotifyWatcher:
         """Open the group and mark every path (raises FanotifyError), then start reading."""
         if self._thread is not None:
             raise RuntimeError("watcher already started")
-        group = FanotifyGroup()
+        group = FanotifyGroup(pidfds=self._pidfds)
+        self.reports_pidfds = group.reports_pidfds
+        if self._before_read is not None:
+            self.window = self._before_read()  # before the marks: every event comes after it
         try:
             for p in self._paths:
                 self.marks[p] = group.mark(p, kind=self._kind, mask=self._mask)
@@ -676,9 +736,12 @@ class FanotifyWatcher:
                     break
                 # Drain what is queued, one bounded batch at a time, checking for stop.
                 while not self._stopping.is_set():
+                    mark = self._before_read() if self._before_read is not None else None
                     with group.read(max_events=self._max_events, accept=self._accept) as batch:
                         if batch.events:
                             self._deliver(batch.events)
+                    if batch.drained:
+                        self.window = mark
                     if batch.records == 0:
                         break
         except BaseException as exc:
