@@ -1,0 +1,131 @@
+"""Idle CPU and memory, each in a process of its own.
+
+    python -m tests.bench.fig_idle app ROOT EXPECTED SECONDS
+    python -m tests.bench.fig_idle engine ROOT SECONDS
+    python -m tests.bench.fig_idle bare
+
+- `app`: the dashboard (`make_app`, headless `run_test` at 160x50, frames encoded for a
+  terminal) on ROOT, once every lane is listed and the engine has settled (sizes counted, one
+  probe in): its resident memory (RSS), then its CPU time over SECONDS with nothing changing
+  on disk, as a share of one core (`os.times`: every thread of the process), then RSS again.
+- `engine`: the same CPU measure for an `Engine` alone, without the UI.
+- `bare`: the floor of RSS: a bare Textual app showing one `Static`, after its first frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+from textual._compositor import CompositorUpdate
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from lanewatch.sources.engine import Engine
+from lanewatch.tui.app import make_app
+from tests.bench.common import SCREEN, cpu_seconds, emit
+from tests.bench.fig_screen import lanes_rows
+
+
+def rss_mb() -> float:
+    return round(psutil.Process().memory_info().rss / 2**20, 1)
+
+
+def peak_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def encode_frames(app: App[Any]) -> None:
+    original = app._display
+
+    def display(screen: Any, renderable: Any) -> None:
+        original(screen, renderable)
+        if isinstance(renderable, CompositorUpdate):
+            renderable.render_segments(app.console)
+
+    app._display = display  # type: ignore[method-assign]
+
+
+async def until(pilot: Pilot[Any], condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        await pilot.pause(0.01)
+
+
+async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
+    engine = Engine([root])
+    app = make_app([Path(root)], engine=engine)
+    encode_frames(app)
+    async with app.run_test(size=SCREEN) as pilot:
+        await until(pilot, lambda: lanes_rows(app) >= expected, 120)
+        await until(pilot, engine.settled.is_set, 300)
+        await asyncio.sleep(1.0)  # the first probe's report and ages settle
+        rss_settled = rss_mb()
+        cpu0, t0 = cpu_seconds(), time.monotonic()
+        await asyncio.sleep(seconds)
+        cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
+        rss_after = rss_mb()
+        stats = engine.stats
+    return {
+        "cpu_share": cpu / wall,
+        "seconds": round(wall, 2),
+        "rss_mb": rss_settled,
+        "rss_after_idle_mb": rss_after,
+        "peak_rss_mb": peak_mb(),
+        "engine": stats,
+    }
+
+
+def engine_idle(root: str, seconds: float) -> dict[str, Any]:
+    engine = Engine([root])
+    engine.start(lambda changes: None)
+    try:
+        if not engine.settled.wait(300):
+            raise TimeoutError("the engine did not settle")
+        time.sleep(1.0)
+        cpu0, t0 = cpu_seconds(), time.monotonic()
+        time.sleep(seconds)
+        cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
+        rss = rss_mb()
+        stats = engine.stats
+    finally:
+        engine.stop()
+    return {"cpu_share": cpu / wall, "seconds": round(wall, 2), "rss_mb": rss, "engine": stats}
+
+
+class Bare(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Static("lanewatch")
+
+
+async def bare() -> dict[str, Any]:
+    app = Bare()
+    encode_frames(app)
+    async with app.run_test(size=SCREEN) as pilot:
+        await pilot.pause(0.5)
+        return {"rss_mb": rss_mb(), "peak_rss_mb": peak_mb()}
+
+
+def main(argv: list[str]) -> None:
+    what = argv[0]
+    if what == "app":
+        emit(asyncio.run(app_idle(argv[1], int(argv[2]), float(argv[3]))))
+    elif what == "engine":
+        emit(engine_idle(argv[1], float(argv[2])))
+    elif what == "bare":
+        emit(asyncio.run(bare()))
+    else:
+        raise SystemExit(f"unknown measure {what!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,311 @@
+"""Figures on the dashboard (`make_app`, headless `run_test` at 160x50).
+
+    python -m tests.bench.fig_screen first ROOT EXPECTED
+    python -m tests.bench.fig_screen stamps ROOT
+    python -m tests.bench.fig_screen write ROOT PLAN RATE SECONDS WORKDIR
+    python -m tests.bench.fig_screen floor-write ROOT PLAN RATE SECONDS WORKDIR
+
+Every frame is also encoded as the ANSI a terminal would be sent (headless Textual skips that),
+so its cost counts, as in `table_frame.py`.
+
+- `first`: in a fresh process, from `make_app(...)` (imports done: their time is reported
+  apart) to the end of the first frame whose Lanes table holds all EXPECTED lanes.
+- `stamps`: the floor of `first`: open, read and parse the 1,000 stamps.
+- `write`: the write load of `writer.py`; for each write to a lane whose row is on screen when
+  the write reaches the table, the time from the write to the end of the first frame after
+  that. The write is followed through the engine (`on_applied`: the path is in the model), the
+  app (the first drain whose picture is at least that new), to the frame.
+- `floor-write`: the same load and measure with nothing but a bare watchdog observer whose
+  handler hands each event to the app's loop, which updates one `Static`: one Textual frame
+  after the kernel's event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+T_START = time.perf_counter()
+
+from textual._compositor import CompositorUpdate  # noqa: E402
+from textual.app import App, ComposeResult  # noqa: E402
+from textual.css.query import NoMatches  # noqa: E402
+from textual.pilot import Pilot  # noqa: E402
+from textual.widgets import Static  # noqa: E402
+from watchdog.events import FileSystemEvent, FileSystemEventHandler  # noqa: E402
+from watchdog.observers import Observer  # noqa: E402
+
+from lanewatch.model.views import NsState  # noqa: E402
+from lanewatch.sources.engine import Engine  # noqa: E402
+from lanewatch.tui.app import LanewatchApp, make_app  # noqa: E402
+from lanewatch.tui.picture import View  # noqa: E402
+from lanewatch.tui.widgets.lane_table import LaneTable  # noqa: E402
+from tests.bench.common import (  # noqa: E402
+    SCREEN,
+    emit,
+    first_after,
+    index_times,
+    summary_ms,
+)
+from tests.bench.fig_latency import EVENTS  # noqa: E402
+from tests.bench.workload import finish_writer, start_writer  # noqa: E402
+
+T_IMPORTED = time.perf_counter()
+
+
+def hook_frames(app: App[Any], frames: list[float]) -> None:
+    """Record `time.time()` at the end of every frame, after encoding it for a terminal."""
+    original = app._display
+
+    def display(screen: Any, renderable: Any) -> None:
+        original(screen, renderable)
+        if isinstance(renderable, CompositorUpdate):
+            renderable.render_segments(app.console)
+        frames.append(time.time())
+
+    app._display = display  # type: ignore[method-assign]
+
+
+async def until(pilot: Pilot[Any], condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        await pilot.pause(0.005)
+
+
+def lanes_table(app: LanewatchApp) -> LaneTable:
+    return app.main.table(View.LANES)
+
+
+def lanes_rows(app: LanewatchApp) -> int:
+    """Rows in the Lanes table; -1 until the main screen is composed."""
+    try:
+        return lanes_table(app).row_count
+    except NoMatches:
+        return -1
+
+
+def on_screen(table: LaneTable) -> set[str]:
+    top = table.scroll_offset.y
+    page = max(1, table.scrollable_content_region.height - 1)
+    return set(table.visible_keys[top : top + page])
+
+
+# -- first screen ----------------------------------------------------------------------------
+async def first_screen(root: str, expected: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    app = make_app([Path(root)])
+    frames: list[float] = []
+    shown: list[float] = []
+    original = app._display
+
+    def display(screen: Any, renderable: Any) -> None:
+        original(screen, renderable)
+        if isinstance(renderable, CompositorUpdate):
+            renderable.render_segments(app.console)
+        if not shown and lanes_rows(app) >= expected:
+            shown.append(time.perf_counter())
+        frames.append(time.perf_counter())
+
+    app._display = display  # type: ignore[method-assign]
+    async with app.run_test(size=SCREEN) as pilot:
+        await until(pilot, lambda: bool(shown), 120)
+        table = lanes_table(app)
+        states = {v.state for v in app.picture.namespaces.values()}
+        rows = table.row_count
+        first_frame = frames[0] - t0 if frames else None
+    return {
+        "screen_s": shown[0] - t0,
+        "first_frame_s": first_frame,
+        "imports_s": T_IMPORTED - T_START,
+        "rows": rows,
+        "states": sorted(s.value for s in states),
+        "all_live": states == {NsState.LIVE},
+    }
+
+
+def read_stamps(root: str) -> dict[str, Any]:
+    """The floor: open, read and parse every stamp (warm: the median of five)."""
+    paths = [
+        os.path.join(root, name, ".lanewatch", "owner.json")
+        for name in os.listdir(root)
+        if not name.startswith(".")
+    ]
+    runs = []
+    for _ in range(6):
+        t0 = time.perf_counter()
+        for p in paths:
+            with open(p, "rb") as f:
+                json.loads(f.read())
+        runs.append(time.perf_counter() - t0)
+    return {"stamps": len(paths), "floor_s": statistics.median(runs[1:])}
+
+
+# -- write -> screen ------------------------------------------------------------------------
+def namespace_of(root: str, path: str) -> str:
+    rel = path[len(root) + 1 :]
+    return f"{root}/{rel.split('/', 1)[0]}"
+
+
+async def write_to_screen(root: str, plan: str, rate: float, seconds: float, work: str) -> Any:
+    applied: list[tuple[float, list[str]]] = []
+    engine = Engine([root], on_applied=lambda t, paths: applied.append((t, paths)))
+    app = make_app([Path(root)], engine=engine)
+    frames: list[float] = []
+    hook_frames(app, frames)
+    drains: list[tuple[float, float, int, frozenset[str]]] = []  # time, picture at, frame, shown
+    expected = len([n for n in os.listdir(root) if not n.startswith(".")])
+
+    async with app.run_test(size=SCREEN) as pilot:
+        await until(pilot, lambda: lanes_rows(app) >= expected, 120)
+        await until(pilot, engine.settled.is_set, 120)
+        main = app.main
+        original = main.apply_delta
+
+        def apply_delta(delta: Any) -> None:
+            original(delta)
+            at = app.picture.updated_at or 0.0
+            drains.append((time.time(), at, len(frames), frozenset(on_screen(lanes_table(app)))))
+
+        main.apply_delta = apply_delta  # type: ignore[method-assign]
+        await pilot.pause(0.2)
+        cpu0 = os.times()
+        log = Path(work) / f"writes-screen-{os.getpid()}.json"
+        writer = start_writer(Path(plan), rate, seconds, log)
+        try:
+            while writer.poll() is None:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)  # the tail of the load reaches the screen
+        finally:
+            result = finish_writer(writer, log, timeout=seconds + 60)
+        cpu1 = os.times()
+        page = len(on_screen(lanes_table(app)))
+    model = index_times(applied)
+    drain_at = [d[1] for d in drains]
+    to_screen: list[float] = []
+    to_table: list[float] = []
+    lost = off = unframed = 0
+    for t_w, path in result["writes"]:
+        t_m = first_after(model, path, t_w)
+        if t_m is None:
+            lost += 1
+            continue
+        i = bisect.bisect_left(drain_at, t_m)
+        if i >= len(drains):
+            lost += 1
+            continue
+        t_d, _, frame, shown = drains[i]
+        to_table.append(t_d - t_w)
+        if namespace_of(root, path) not in shown:
+            off += 1
+            continue
+        if frame >= len(frames):
+            unframed += 1
+            continue
+        to_screen.append(frames[frame] - t_w)
+    cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    return {
+        "screen": summary_ms(to_screen),
+        "table": summary_ms(to_table),
+        "writes": len(result["writes"]),
+        "write_rate": round(result["rate"], 1),
+        "writer_lag_ms": round(result["lag"] * 1000, 2),
+        "off_screen": off,
+        "not_reached": lost,
+        "no_frame_after": unframed,
+        "rows_on_screen": page,
+        "drains": len(drains),
+        "frames": len(frames),
+        "cpu_share": round(cpu / (result["took"] + 1.0), 3),
+        "engine": engine.stats,
+    }
+
+
+class FloorApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Static("waiting", id="last")
+
+
+async def floor_write(root: str, plan: str, rate: float, seconds: float, work: str) -> Any:
+    app = FloorApp()
+    frames: list[float] = []
+    hook_frames(app, frames)
+    got: list[tuple[float, list[str], int]] = []  # time on the app's loop, paths, frames before
+    pending: list[str] = []
+    lock = threading.Lock()
+
+    def on_events() -> None:
+        with lock:
+            paths = pending[:]
+            pending.clear()
+        app.query_one("#last", Static).update(f"{len(got)} {paths[-1]}")
+        got.append((time.time(), paths, len(frames)))
+
+    async with app.run_test(size=SCREEN) as pilot:
+        loop = asyncio.get_running_loop()
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                with lock:
+                    pending.append(os.fsdecode(event.src_path))
+                    first = len(pending) == 1
+                if first:  # one wake-up of the app per batch: the cheapest way to a frame
+                    loop.call_soon_threadsafe(on_events)
+
+        observer = Observer()
+        observer.schedule(Handler(), root, recursive=True, event_filter=EVENTS)
+        observer.start()
+        await pilot.pause(0.5)
+        log = Path(work) / f"writes-floor-screen-{os.getpid()}.json"
+        writer = start_writer(Path(plan), rate, seconds, log)
+        try:
+            while writer.poll() is None:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)
+        finally:
+            result = finish_writer(writer, log, timeout=seconds + 60)
+            observer.stop()
+            observer.join()
+    got_at = [g[0] for g in got]
+    seen = index_times((t, paths) for t, paths, _ in got)
+    latencies: list[float] = []
+    lost = 0
+    for t_w, path in result["writes"]:
+        t_e = first_after(seen, path, t_w)
+        if t_e is None:
+            lost += 1
+            continue
+        frame = got[bisect.bisect_left(got_at, t_e)][2]
+        if frame < len(frames):
+            latencies.append(frames[frame] - t_w)
+        else:
+            lost += 1
+    return {"screen": summary_ms(latencies), "not_reached": lost, "writes": len(result["writes"])}
+
+
+def main(argv: list[str]) -> None:
+    what = argv[0]
+    if what == "first":
+        emit(asyncio.run(first_screen(argv[1], int(argv[2]))))
+    elif what == "stamps":
+        emit(read_stamps(argv[1]))
+    elif what in ("write", "floor-write"):
+        root, plan, rate, seconds, work = argv[1], argv[2], float(argv[3]), float(argv[4]), argv[5]
+        run = write_to_screen if what == "write" else floor_write
+        emit(asyncio.run(run(root, plan, rate, seconds, work)))
+    else:
+        raise SystemExit(f"unknown measure {what!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
