@@ -217,6 +217,27 @@ def test_any_process_holding_anything_inside_refuses(lw: Procs, scratch: Path, k
     assert clear(f"held-{kind}").outcome == "cleared"
 
 
+def test_a_file_opened_for_a_moment_does_not_block(lw: Procs, scratch: Path) -> None:
+    """Like a fanotify listener or an indexer: it opens a file inside, then closes it."""
+    ns = released_namespace(scratch, "glance")
+    code = textwrap.dedent(
+        """
+        import sys, time
+        f = open(sys.argv[1])
+        print("ready", flush=True)
+        time.sleep(0.3)
+        f.close()
+        time.sleep(300)
+        """
+    )
+    reader = lw.start([sys.executable, "-c", code, str(ns / "tmp" / "f0.txt")],
+                      stdout=subprocess.PIPE, cwd="/")  # fmt: skip
+    assert reader.stdout is not None and reader.stdout.readline() == b"ready\n"
+    result = clear("glance", check=False)
+    assert result.outcome == "cleared", result.message
+    assert reader.poll() is None
+
+
 def test_stamp_is_read_again_under_the_lock(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between the first look (released) and the lock, a new owner claimed and wrote its stamp."""
     ns = released_namespace(scratch, "reclaimed")

@@ -3,11 +3,18 @@
 Every "cannot tell" is a refusal: a permission error while reading /proc, an unreadable
 mountinfo, an owner on another host whose processes we cannot see, a state we cannot judge.
 One exception, named and reported: an uninspectable pid 1 (see NOT_COUNTED).
+
+Open files that come and go are not an owner: a fanotify listener (lanewatch's own dashboard
+among them) gets a descriptor for every file written on the filesystem and closes it at once;
+indexers and virus scanners read and close. So when every holder holds only descriptors or
+mappings, the scan is repeated for up to SETTLE seconds and the first clean one counts; a
+holder that stays refuses. A working directory or root inside refuses at once.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +23,15 @@ from lanewatch.actions.assess import Assessment
 from lanewatch.actions.mounts import mounts_inside
 from lanewatch.model.views import NsState
 from lanewatch.scheme.procid import hostname
-from lanewatch.sources.procscan import HeldPath, Holder, Unreadable, holders
+from lanewatch.sources.procscan import HeldPath, Holder, ProcScan, Unreadable, scan
 
 CLEARABLE = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
 # The one process an uninspectable reading does not block: init of our pid namespace. It runs
 # no lane work, and sandboxes and containers often run it with privileges even root lacks
 # here (so /proc/1/cwd and /proc/1/fd/* give EACCES). Every other one refuses the clear.
 NOT_COUNTED = frozenset({1})
+SETTLE = 1.0
+_STEP = 0.05
 _KIND = {"cwd": "its working directory", "root": "its root", "map": "a mapping of"}
 MAX_LISTED = 5
 
@@ -58,8 +67,8 @@ class HeldVerdict:
 
 def why_held(path: Path, own_fds: Collection[int] = ()) -> HeldVerdict:
     """Whether any process holds anything inside `path` (cwd, fd, root, mapping), or might."""
-    found = holders(path, with_maps=True, with_env=False, own_fds=own_fds)
-    if found.held:
+    found = settled_scan([path], own_fds)
+    if found.holders:
         listed = "; ".join(describe(h, path) for h in found.holders[:MAX_LISTED])
         more = len(found.holders) - MAX_LISTED
         return HeldVerdict("in use: " + listed + (f" and {more} more" if more > 0 else ""))
@@ -71,6 +80,20 @@ def why_held(path: Path, own_fds: Collection[int] = ()) -> HeldVerdict:
     if found.unreadable:
         return HeldVerdict(None, "pid 1 (init) could not be inspected and is not counted")
     return HeldVerdict(None)
+
+
+def settled_scan(
+    paths: Sequence[str | os.PathLike[str]], own_fds: Collection[int] = (), settle: float = SETTLE
+) -> ProcScan:
+    """Who holds anything under `paths`, scanned again while the only holders hold open files
+    or mappings (transient readers), until a scan is clean or `settle` seconds pass."""
+    deadline = time.monotonic() + settle
+    while True:
+        found = scan(paths, with_env=False, with_maps=True, own_fds=own_fds)
+        durable = any(p.kind in ("cwd", "root") for h in found.holders for p in h.paths)
+        if not found.holders or durable or time.monotonic() >= deadline:
+            return found
+        time.sleep(_STEP)
 
 
 def describe(holder: Holder, path: Path) -> str:

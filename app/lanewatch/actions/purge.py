@@ -24,12 +24,11 @@ from pathlib import Path
 from typing import Literal
 
 from lanewatch.actions import journal, trashbox
-from lanewatch.actions.checks import describe
+from lanewatch.actions.checks import describe, settled_scan
 from lanewatch.actions.fsops import remove_tree
 from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trashbox import TrashEntry, list_all
-from lanewatch.sources import procscan
 
 DEFAULT_RETENTION = 7 * 24 * 3600.0
 
@@ -153,7 +152,7 @@ def _claim(doomed: Path) -> int | None:
 def _held(entries: Sequence[TrashEntry]) -> dict[str, str]:
     if not entries:
         return {}
-    scan = procscan.scan([e.path for e in entries], with_maps=True, with_env=False)
+    scan = settled_scan([e.path for e in entries])
     by_prefix = {os.path.abspath(e.path): e.id for e in entries}
     out: dict[str, str] = {}
     for h in scan.holders:
