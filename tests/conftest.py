@@ -133,6 +133,8 @@ def groups() -> Iterator[list[int]]:
     pgids: list[int] = []
     yield pgids
     for pgid in pgids:
+        if pgid <= 1 or pgid == os.getpgrp():
+            continue  # 0 would be our own group, 1 init's: never
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
 

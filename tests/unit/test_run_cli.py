@@ -80,6 +80,12 @@ def wait_spawned(namespace: Path, timeout: float = 30.0) -> Stamp:
     return found
 
 
+def cmd_group(stamp: Stamp) -> int:
+    """The process group of a run's CMD (its pid: CMD leads its own group)."""
+    assert stamp.pgid is not None and stamp.pgid > 1 and stamp.pgid == stamp.child_pid
+    return stamp.pgid
+
+
 def released(namespace: Path) -> Stamp:
     stamp = read_stamp(namespace).stamp
     assert stamp is not None
@@ -269,7 +275,7 @@ def test_a_second_run_in_a_held_lane_is_refused(
     )
     namespace = ns_of("one", repo)
     owner = wait_spawned(namespace)
-    groups.append(owner.pid if owner.pgid is None else owner.pgid)
+    groups.append(cmd_group(owner))
     marker = tmp_path / "second-ran"
     second = lanewatch(
         "run", "--lane", "one", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')", cwd=repo
@@ -303,7 +309,7 @@ def test_heartbeat_advances_the_stamp_mtime(
     )
     namespace = ns_of("beat", repo)
     stamp = wait_spawned(namespace)
-    groups.append(stamp.child_pid or 0)
+    groups.append(cmd_group(stamp))
     assert stamp.heartbeat_interval == 0.1
     reads: list[StampRead] = [read_stamp(namespace)]
     for _ in range(3):
@@ -361,7 +367,7 @@ def test_a_forwarded_signal_that_kills_cmd_exits_128_plus_n(
     namespace = ns_of(lane, repo)
     stamp = wait_spawned(namespace)
     assert stamp.pgid is not None
-    groups.append(stamp.pgid)
+    groups.append(cmd_group(stamp))
     os.kill(proc.pid, sig)
     assert proc.wait(timeout=30) == 128 + sig
     after = released(namespace)
@@ -385,7 +391,7 @@ def test_a_signal_during_the_claim_is_not_lost(spawn: Spawn, repo: Path, groups:
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     stamp = released(namespace)
     assert stamp.child_pid is not None
-    groups.append(stamp.child_pid)
+    groups.append(cmd_group(stamp))
     child = ProcessIdentity(stamp.child_pid, stamp.child_start_ticks or -1, stamp.boot_id)
     assert liveness(child)[0] is not Liveness.ALIVE
     exited = [line for line in ledger.read(namespace) if line.event == "exited"]
@@ -425,7 +431,7 @@ def test_a_cmd_that_traps_the_signal_and_exits_0_gives_0(
     )
     wait_for(ready.exists, 30)
     stamp = wait_spawned(ns_of(lane, repo))
-    groups.append(stamp.pgid or 0)
+    groups.append(cmd_group(stamp))
     os.kill(proc.pid, sig)
     assert proc.wait(timeout=30) == 0
     assert got.read_text() == str(int(sig))
@@ -458,7 +464,7 @@ def test_an_ignored_signal_stays_ignored_like_nohup(
         env=env,
     )
     stamp = wait_spawned(ns_of("nohup", repo))
-    groups.append(stamp.pgid or 0)
+    groups.append(cmd_group(stamp))
     wait_for(lambda: log.read_text().strip(), 30)
     assert log.read_text().strip() == "ignored"
     os.kill(proc.pid, signal.SIGHUP)  # ignored by lanewatch and by CMD alike
@@ -604,7 +610,7 @@ def test_cmd_gets_the_terminal_and_ctrl_c_reaches_it(
     try:
         stamp = wait_spawned(ns_of("tty", repo))
         assert stamp.pgid is not None
-        groups.append(stamp.pgid)
+        groups.append(cmd_group(stamp))
         wait_for(lambda: os.tcgetpgrp(master) == stamp.pgid, 30)  # CMD is in the foreground
         os.write(master, b"\x03")  # Ctrl-C: the terminal signals the foreground group only
         assert proc.wait(timeout=30) == 128 + signal.SIGINT
@@ -618,7 +624,7 @@ def test_an_interactive_cmd_reads_the_terminal(spawn: Spawn, repo: Path, groups:
     proc, master = start_on_pty(spawn, repo, "tty-read", [sys.executable, "-c", READ_A_LINE])
     try:
         stamp = wait_spawned(ns_of("tty-read", repo))
-        groups.append(stamp.pgid or 0)
+        groups.append(cmd_group(stamp))
         os.write(master, b"hello\n")
         assert b"got hello" in read_until(master, b"got hello")
         assert proc.wait(timeout=30) == 0
