@@ -424,6 +424,20 @@ def _inside(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
+def _enclosing(path: str, index: Mapping[str, str]) -> str | None:
+    """The deepest namespace `path` is or lies inside; `index` maps each namespace key, without
+    a trailing slash, to the key. What testing every key with `_inside`, longest first, finds,
+    in one dict look-up per folder level of `path` instead of one test per namespace."""
+    current = path.rstrip("/") or "/"
+    while True:
+        found = index.get(current)
+        if found is not None:
+            return found
+        if current == "/" or "/" not in current:
+            return None
+        current = current.rsplit("/", 1)[0] or "/"
+
+
 def lane_of(h: Holding, owners: Mapping[str, Owner]) -> tuple[Owner, str] | None:
     """The lane a process belongs to, with how we know: its environment, else its ancestry."""
     if h.namespace_env:
@@ -483,7 +497,8 @@ def writers(
     know (owned or not), so a path inside any of them is attributed to it.
     """
     holdings = list(holdings)
-    known = sorted(set(namespaces), key=len, reverse=True)
+    # Longest key first, so a key given with and without a trailing slash keeps the longer.
+    index = {ns.rstrip("/") or "/": ns for ns in sorted(set(namespaces), key=len)}
     owner_pids = {o.pid for o in owners.values() if o.pid is not None}
     # Paths an owner process holds itself were handed to its lane by whoever started it
     # (a redirected stdout of `lanewatch run`); a child inheriting them did not choose them.
@@ -492,7 +507,7 @@ def writers(
     for h in holdings:
         if any(_inside(h.path, p) for p in ignore):
             continue
-        victim = next((ns for ns in known if _inside(h.path, ns)), None)
+        victim = _enclosing(h.path, index)
         if victim is not None:
             obs = _foreign(h, victim, owners, at)
         elif any(_inside(h.path, r) for r in roots):
