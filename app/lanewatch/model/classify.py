@@ -45,6 +45,15 @@ class LivenessEvidence:
     child_reason: str = ""
     lock_held: bool | None = None  # read from /proc/locks; None when not asked or unknown
 
+    def same_verdict(self, other: LivenessEvidence | None) -> bool:
+        """The same judgement as `other`, whenever each was made."""
+        if other is None:
+            return False
+        return (self.pid, self.start_ticks, self.liveness, self.reason, self.child,
+                self.child_reason, self.lock_held) == (
+            other.pid, other.start_ticks, other.liveness, other.reason, other.child,
+            other.child_reason, other.lock_held)  # fmt: skip
+
     def about(self, stamp: Stamp) -> bool:
         """Whether this evidence is about the owner this stamp names."""
         return self.pid == stamp.pid and self.start_ticks == stamp.start_ticks

@@ -286,7 +286,7 @@ def _apply_one(b: _Builder, ev: Event) -> None:
     elif isinstance(ev, Probed):
         for key, evidence in ev.evidence.items():
             rec = b.get(key)
-            if rec is not None and rec.liveness != evidence:
+            if rec is not None and not evidence.same_verdict(rec.liveness):
                 b.put(replace(rec, liveness=evidence))
     elif isinstance(ev, Observed):
         current = b.incidents().get(ev.observation.id)
@@ -367,12 +367,20 @@ def write_rate(rec: NsRecord, now: float) -> tuple[int, ...]:
     return tuple(counts)
 
 
-def time_sensitive(rec: NsRecord, now: float) -> bool:
-    """Whether this record's view can change with time alone (heartbeats, the sparkline)."""
+def next_change(rec: NsRecord, now: float) -> float | None:
+    """When time alone may next change this record's view (a heartbeat falling overdue, the
+    sparkline moving on); None if it never will."""
+    due: float | None = None
     owner = rec.owner
-    if owner is not None and owner.state is OwnerState.LIVE:
-        return True
-    return bool(rec.rate) and rec.rate[-1][0] > now - RATE_WINDOW - 1
+    beat = rec.stamp.heartbeat_at
+    if owner is not None and owner.state is OwnerState.LIVE and beat is not None:
+        limit = beat + owner.overdue_after()
+        if limit >= now:
+            due = limit + 0.001
+    if rec.rate and rec.rate[-1][0] > now - RATE_WINDOW - 1:
+        tick = float(int(now) + 1)
+        due = tick if due is None else min(due, tick)
+    return due
 
 
 def view_of(

@@ -22,7 +22,7 @@ from typing import Any
 
 from lanewatch.scheme.fsutil import UnsafePath, read_nofollow
 from lanewatch.scheme.roots import ROOT_META
-from lanewatch.scheme.stamp import LEDGER_FILE, META_DIR
+from lanewatch.scheme.stamp import LEDGER_FILE, META_DIR, STAMP_FILE
 
 RECEIPTS = "receipts"
 MAX_RECEIPT = 256 * 1024
@@ -134,6 +134,8 @@ class NamespaceScan:
     sizes: dict[str, int] = field(default_factory=dict)  # absolute path -> size, non-folders
     bytes: int = 0
     last_write: float | None = None  # newest mtime outside .lanewatch/
+    stamp_mtime: float | None = None  # of .lanewatch/owner.json, as the walk saw it
+    receipt_paths: list[str] = field(default_factory=list)
     ledger: LedgerRead | None = None
     receipts: list[ReceiptRead] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -153,20 +155,24 @@ def scan_namespace(key: str, *, read_extras: bool = True) -> NamespaceScan:
         return out
     if not read_extras:
         return out
-    meta = os.path.join(key, META_DIR)
-    out.ledger = read_ledger(os.path.join(meta, LEDGER_FILE))
-    for path in out.sizes:
-        if is_receipt(key, path):
-            r = read_receipt(path)
-            if r is not None:
-                out.receipts.append(r)
+    ledger = os.path.join(key, META_DIR, LEDGER_FILE)
+    if out.sizes.get(ledger):
+        out.ledger = read_ledger(ledger)
+    for path in out.receipt_paths:
+        r = read_receipt(path)
+        if r is not None:
+            out.receipts.append(r)
     return out
 
 
 def walk(top: str, out: NamespaceScan) -> None:
-    """Fill `out` from the tree under `top`. Raises FileNotFoundError only if `top` is gone."""
+    """Fill `out` from the tree under `top`. Raises FileNotFoundError only if `top` is gone.
+
+    One `lstat` per non-folder (folders are told apart by the directory entry's type), so
+    this costs about what a bare scandir + stat walk costs."""
     sizes = out.sizes
     meta = os.path.join(top, META_DIR)
+    receipts = os.path.join(top, RECEIPTS)
     stack = [top]
     newest = out.last_write or 0.0
     total = out.bytes
@@ -198,10 +204,16 @@ def walk(top: str, out: NamespaceScan) -> None:
                 except OSError as exc:
                     out.errors.append(f"{entry.path}: {exc.strerror or exc}")
                     continue
-                sizes[entry.path] = st.st_size
-                total += st.st_size
-                if not own and st.st_mtime > newest:
+                path = entry.path
+                sizes[path] = size = st.st_size
+                total += size
+                if own:
+                    if entry.name == STAMP_FILE:
+                        out.stamp_mtime = st.st_mtime
+                elif st.st_mtime > newest:
                     newest = st.st_mtime
+                if folder == receipts and path.endswith(".json"):
+                    out.receipt_paths.append(path)
     out.bytes = total
     out.last_write = newest or None
 

@@ -108,7 +108,7 @@ class Worker:
             ("batches", "items", "overflows", "overruns", "rescans", "rewatches", "probes"), 0
         )
         self._delta = m.Delta()
-        self._timed: set[str] = set()
+        self._due: dict[str, float] = {}  # when time alone next changes a view
         self._scan_queue: deque[str] = deque()
         self._scan_pending: set[str] = set()
         self._persisted: dict[str, tuple[int, float | None, float, float]] = {}
@@ -165,15 +165,15 @@ class Worker:
             if full or self.views.get(key) != v:
                 upserts[key] = v
                 self.views[key] = v
-            rec = self.state.namespaces[key]
-            if m.time_sensitive(rec, now):
-                self._timed.add(key)
+            due = m.next_change(self.state.namespaces[key], now)
+            if due is None:
+                self._due.pop(key, None)
             else:
-                self._timed.discard(key)
+                self._due[key] = due
         removed = {k for k in d.removed if k not in self.state.namespaces}
         for key in removed:
             self.views.pop(key, None)
-            self._timed.discard(key)
+            self._due.pop(key, None)
         ids = self.state.incidents.keys() if full else d.incidents
         incidents = {i: self.state.incidents[i].to_view() for i in ids}
         if not (full or upserts or removed or incidents or d.health):
@@ -279,7 +279,7 @@ class Worker:
             return
         self.files[key] = NsFiles(s.sizes, s.bytes)
         self.emit(m.Counted(key, s.files, s.bytes, s.last_write))
-        if read_stamp(Path(key)) != rec.stamp:  # changed while nobody watched: judge it too
+        if s.stamp_mtime != rec.stamp.mtime:  # changed while nobody watched: judge it too
             self._stamp(key, rec, time.time())
         if s.ledger is not None:
             self._ledger_lines(key, rec.root, s.ledger, LedgerState())
@@ -558,7 +558,8 @@ class Worker:
                 if w.mode != "off":
                     status = HealthStatus.OK if w.mode == "inotify" else HealthStatus.POLLING
                     self.health(SourceHealth(root, status.value, w.detail))
-        self._delta.touched |= self._timed
+        now = time.time()
+        self._delta.touched.update(k for k, due in self._due.items() if due <= now)
         self.commit()
         self._persist(list(self.state.incidents))
 
