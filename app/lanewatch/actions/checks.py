@@ -78,7 +78,7 @@ def why_held(path: Path, own_fds: Collection[int] = ()) -> HeldVerdict:
     if blocking:
         return HeldVerdict(cannot_tell(blocking))
     if found.unreadable:
-        return HeldVerdict(None, "pid 1 (init) could not be inspected and is not counted")
+        return HeldVerdict(None, "pid 1 (init) not inspectable, not counted")
     return HeldVerdict(None)
 
 

@@ -263,9 +263,15 @@ def wait_until(condition: Callable[[], bool], seconds: float, step: float = 0.02
 
 
 def _stopped(target: Target, first: SignalResult, plan: _Plan) -> str:
-    conts = [s for s in plan.sends if s.signal == signal.SIGCONT and s.sent]
-    resumed = " (it was stopped: SIGCONT let it act)" if conts else ""
-    return f"stopped {target.label}: {first.reason}{resumed}"
+    to = (
+        f"process group {first.pgid or first.identity.pid}"
+        if first.group
+        else f"pid {first.identity.pid}"
+    )
+    how = f" via {first.method}" if first.method else ""
+    resumed = any(s.signal == signal.SIGCONT and s.sent for s in plan.sends)
+    then = "; it was stopped, so SIGCONT followed" if resumed else ""
+    return f"stopped {target.label}: {first.signal_name} to {to}{how}{then}"
 
 
 def _note(target: Target, result: KillResult, plan: _Plan | None) -> None:
