@@ -458,3 +458,15 @@ def test_cli_dry_run_refuses_a_live_lane(scratch: Path) -> None:
     done = cli("clear", "shown", "--dry-run")
     assert done.returncode == 3 and "live" in done.stderr
     assert ns.is_dir()
+
+
+def test_the_actions_and_their_commands_load_no_ui() -> None:
+    """The dashboard imports the actions; the actions never import the dashboard."""
+    probe = (
+        "import sys, lanewatch.actions.kill, lanewatch.actions.clear, lanewatch.actions.trash, "
+        "lanewatch.cli.kill_cmd, lanewatch.cli.clear_cmd, lanewatch.cli.trash_cmd; "
+        "print(sorted(m for m in ('textual', 'watchdog') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
