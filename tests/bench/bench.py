@@ -303,7 +303,9 @@ class Bench:
     def idle_and_rss(self) -> None:
         s = self.scale
         app = self.child("fig_idle", "app", self.root, s.namespaces, s.idle_seconds, timeout=600)
-        engine = self.child("fig_idle", "engine", self.root, s.idle_seconds, timeout=600)
+        engine: dict[str, Any] = {}
+        if s.idle_variants:
+            engine = self.child("fig_idle", "engine", self.root, s.idle_seconds, timeout=600)
         bare = self.child("fig_idle", "bare")
         self.figures["idle_cpu"] = figure(
             app["cpu_share"] * 100,
@@ -314,7 +316,9 @@ class Bench:
             note="the dashboard (engine + UI, headless) with every lane live and quiet",
             detail={
                 "seconds": app["seconds"],
-                "engine_alone_pct": round(engine["cpu_share"] * 100, 2),
+                "engine_alone_pct": (
+                    round(engine["cpu_share"] * 100, 2) if engine else "full run only"
+                ),
                 "probes": app["engine"]["probes"],
                 "engine_stats": app["engine"],
             },
@@ -330,7 +334,7 @@ class Bench:
                 "rss_settled_mb": app["rss_mb"],
                 "rss_after_idle_mb": app["rss_after_idle_mb"],
                 "peak_rss_mb": app["peak_rss_mb"],
-                "engine_alone_mb": engine["rss_mb"],
+                "engine_alone_mb": engine.get("rss_mb", "full run only"),
                 "bare_textual_peak_mb": bare["peak_rss_mb"],
             },
         )
@@ -338,6 +342,9 @@ class Bench:
     def idle_released(self) -> None:
         """Idle CPU once every lane is released: no live owner, no /proc scan."""
         if "idle_cpu" not in self.figures or self.figures["idle_cpu"]["value"] is None:
+            return
+        if not self.scale.idle_variants:
+            self.figures["idle_cpu"]["detail"]["engine_alone_released_pct"] = "full run only"
             return
         self.owners[0].mode("release")  # the main tree's owners
         engine = self.child("fig_idle", "engine", self.root, self.scale.idle_seconds, timeout=600)
@@ -454,11 +461,15 @@ class Bench:
 
     # -- teardown -------------------------------------------------------------------------------
     def close(self) -> None:
+        t0 = time.monotonic()
         for proc in list(self.children):
             self._kill_group(proc)
         for owners in self.owners:
             owners.stop()
+        t1 = time.monotonic()
         shutil.rmtree(self.work, ignore_errors=True)
+        took = time.monotonic() - t1
+        log(f"stopped the owners in {t1 - t0:.1f}s, removed {self.work} in {took:.1f}s")
 
 
 def machine(work_fs: str) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class Scale:
     cold_reps: int = 3
     screen_reps: int = 3
     frame_samples: int = 40
+    idle_variants: bool = True  # also the engine alone, and with every lane released
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,17 +62,19 @@ SCALES: dict[str, Scale] = {
     "quick": Scale(
         "quick",
         files=10,
-        write_seconds=3.0,
-        beat_seconds=3.0,
+        write_seconds=2.0,
+        beat_seconds=2.0,
         burst_seconds=2.0,
         burst_namespaces=50,
-        idle_seconds=4.0,
+        write_rate=1000,
+        idle_seconds=3.0,
         probe_procs=200,
         probe_reps=5,
         scan_reps=2,
-        cold_reps=1,
+        cold_reps=0,
         screen_reps=1,
         frame_samples=8,
+        idle_variants=False,
     ),
     # For the test suite: checks the machinery, not the machine.
     "smoke": Scale(
@@ -93,6 +96,7 @@ SCALES: dict[str, Scale] = {
         cold_reps=0,
         screen_reps=1,
         frame_samples=2,
+        idle_variants=False,
     ),
 }
 
@@ -141,6 +145,11 @@ def index_times(records: Iterable[tuple[float, Iterable[str]]]) -> dict[str, lis
     for times in out.values():
         times.sort()
     return out
+
+
+def tail_seconds(load_seconds: float) -> float:
+    """How long to wait after a load for its last events to land."""
+    return min(1.0, max(0.3, load_seconds / 2))
 
 
 def cpu_seconds() -> float:

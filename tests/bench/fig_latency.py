@@ -38,7 +38,14 @@ from watchdog.events import (
 from watchdog.observers import Observer
 
 from lanewatch.sources.engine import Engine
-from tests.bench.common import cpu_seconds, emit, first_after, index_times, summary_ms
+from tests.bench.common import (
+    cpu_seconds,
+    emit,
+    first_after,
+    index_times,
+    summary_ms,
+    tail_seconds,
+)
 from tests.bench.workload import finish_writer, start_writer
 
 # What lanewatch's tail asks the kernel for (sources/tail.py FILTER), so both pay the same.
@@ -76,7 +83,7 @@ def load(plan: str, rate: float, seconds: float, work: str, tag: str) -> dict[st
     t0 = time.monotonic()
     writer = start_writer(Path(plan), rate, seconds, log)
     result = finish_writer(writer, log, timeout=seconds + 60)
-    time.sleep(1.0)  # the tail of the load
+    time.sleep(tail_seconds(seconds))  # the tail of the load
     result["cpu_share"] = round((cpu_seconds() - cpu0) / (time.monotonic() - t0), 3)
     return result
 

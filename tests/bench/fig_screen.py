@@ -55,6 +55,7 @@ from tests.bench.common import (  # noqa: E402
     first_after,
     index_times,
     summary_ms,
+    tail_seconds,
 )
 from tests.bench.fig_latency import EVENTS  # noqa: E402
 from tests.bench.workload import finish_writer, start_writer  # noqa: E402
@@ -185,7 +186,7 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         try:
             while writer.poll() is None:
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(1.0)  # the tail of the load reaches the screen
+            await asyncio.sleep(tail_seconds(seconds))  # the tail reaches the screen
         finally:
             result = finish_writer(writer, log, timeout=seconds + 60)
         cpu1 = os.times()
@@ -271,7 +272,7 @@ async def floor_write(root: str, plan: str, rate: float, seconds: float, work: s
         try:
             while writer.poll() is None:
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(tail_seconds(seconds))
         finally:
             result = finish_writer(writer, log, timeout=seconds + 60)
             observer.stop()
