@@ -319,7 +319,9 @@ class Bench:
                 "engine_alone_pct": (
                     round(engine["cpu_share"] * 100, 2) if engine else "full run only"
                 ),
+                "engine_alone_threads_pct": engine.get("threads_pct", "full run only"),
                 "probes": app["engine"]["probes"],
+                "threads_pct": app["threads_pct"],
                 "engine_stats": app["engine"],
             },
         )
@@ -348,9 +350,9 @@ class Bench:
             return
         self.owners[0].mode("release")  # the main tree's owners
         engine = self.child("fig_idle", "engine", self.root, self.scale.idle_seconds, timeout=600)
-        self.figures["idle_cpu"]["detail"]["engine_alone_released_pct"] = round(
-            engine["cpu_share"] * 100, 2
-        )
+        detail = self.figures["idle_cpu"]["detail"]
+        detail["engine_alone_released_pct"] = round(engine["cpu_share"] * 100, 2)
+        detail["engine_alone_released_threads_pct"] = engine["threads_pct"]
 
     def _latency(self, what: str, seconds: float) -> dict[str, Any]:
         s = self.scale

@@ -158,6 +158,33 @@ def cpu_seconds() -> float:
     return t.user + t.system
 
 
+def thread_cpu() -> dict[int, float]:
+    """CPU seconds of each thread of this process, by native thread id (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out
+
+
+def thread_shares(
+    before: dict[int, float], after: dict[int, float], names: dict[int, str], wall: float
+) -> dict[str, float]:
+    """Per thread name, the share of one core (in %) it used between two `thread_cpu` reads."""
+    shares: dict[str, float] = {}
+    for tid, cpu in after.items():
+        used = cpu - before.get(tid, 0.0)
+        if used > 0:
+            name = names.get(tid, "other")
+            shares[name] = round(shares.get(name, 0.0) + used / wall * 100, 2)
+    return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
+
+
 # -- waiting -----------------------------------------------------------------------------------
 def wait_until(condition: Callable[[], bool], timeout: float, step: float = 0.01) -> bool:
     deadline = time.monotonic() + timeout

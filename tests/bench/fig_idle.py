@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import resource
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,8 +31,12 @@ from textual.widgets import Static
 
 from lanewatch.sources.engine import Engine
 from lanewatch.tui.app import make_app
-from tests.bench.common import SCREEN, cpu_seconds, emit
+from tests.bench.common import SCREEN, cpu_seconds, emit, thread_cpu, thread_shares
 from tests.bench.fig_screen import lanes_rows
+
+
+def thread_names() -> dict[int, str]:
+    return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
 
 
 def rss_mb() -> float:
@@ -70,9 +75,10 @@ async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
         await until(pilot, engine.settled.is_set, 300)
         await asyncio.sleep(1.0)  # the first probe's report and ages settle
         rss_settled = rss_mb()
-        cpu0, t0 = cpu_seconds(), time.monotonic()
+        cpu0, t0, threads0 = cpu_seconds(), time.monotonic(), thread_cpu()
         await asyncio.sleep(seconds)
         cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
+        threads = thread_shares(threads0, thread_cpu(), thread_names(), wall)
         rss_after = rss_mb()
         stats = engine.stats
     return {
@@ -81,6 +87,7 @@ async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
         "rss_mb": rss_settled,
         "rss_after_idle_mb": rss_after,
         "peak_rss_mb": peak_mb(),
+        "threads_pct": threads,
         "engine": stats,
     }
 
@@ -92,14 +99,21 @@ def engine_idle(root: str, seconds: float) -> dict[str, Any]:
         if not engine.settled.wait(300):
             raise TimeoutError("the engine did not settle")
         time.sleep(1.0)
-        cpu0, t0 = cpu_seconds(), time.monotonic()
+        cpu0, t0, threads0 = cpu_seconds(), time.monotonic(), thread_cpu()
         time.sleep(seconds)
         cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
+        threads = thread_shares(threads0, thread_cpu(), thread_names(), wall)
         rss = rss_mb()
         stats = engine.stats
     finally:
         engine.stop()
-    return {"cpu_share": cpu / wall, "seconds": round(wall, 2), "rss_mb": rss, "engine": stats}
+    return {
+        "cpu_share": cpu / wall,
+        "seconds": round(wall, 2),
+        "rss_mb": rss,
+        "threads_pct": threads,
+        "engine": stats,
+    }
 
 
 class Bare(App[None]):
