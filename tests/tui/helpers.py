@@ -25,3 +25,15 @@ def screen_text(app: object) -> str:
 
     assert isinstance(app, App)
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+async def shows(pilot: Pilot[object], *texts: str, timeout: float = 15.0) -> str:
+    """Wait until every one of `texts` is on screen; return the screen's text."""
+    app = pilot.app
+    await until(
+        pilot,
+        lambda: all(t in screen_text(app) for t in texts),
+        timeout,
+        what=f"{texts} on screen",
+    )
+    return screen_text(app)

@@ -16,7 +16,7 @@ from lanewatch.tui.screens.main import MainScreen
 from lanewatch.tui.screens.trash import TrashScreen
 
 from .conftest import Lanes, RealLane
-from .helpers import screen_text, until
+from .helpers import shows, until
 
 
 async def show(pilot, app: LanewatchApp, view: View, key: str) -> None:  # type: ignore[no-untyped-def]
@@ -30,7 +30,7 @@ async def show(pilot, app: LanewatchApp, view: View, key: str) -> None:  # type:
 async def confirm(pilot, app: LanewatchApp, key: str, answer: str) -> str:  # type: ignore[no-untyped-def]
     await pilot.press(key)
     await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirmation")
-    text = screen_text(app)
+    text = await shows(pilot, "Cancel [n]")
     await pilot.press(answer)
     await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
     return text
@@ -141,10 +141,10 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
             screen = app.screen
             assert isinstance(screen, TrashScreen)
             await until(pilot, lambda s=screen: bool(s.items), what="trash listed")
-            assert "finished" in screen_text(app)
+            await shows(pilot, "finished")
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-            assert "Restore from trash?" in screen_text(app)
+            await shows(pilot, "Restore from trash?")
             await pilot.press(answer)
             await until(pilot, lambda: isinstance(app.screen, MainScreen))
             if answer == "n":

@@ -11,7 +11,7 @@ from lanewatch.tui.app import make_app
 from lanewatch.tui.picture import View
 
 from .conftest import Lanes
-from .helpers import screen_text, until
+from .helpers import screen_text, shows, until
 
 
 async def test_appearing_lane_incident_and_stale_reach_the_screen_unprompted(
@@ -21,7 +21,7 @@ async def test_appearing_lane_incident_and_stale_reach_the_screen_unprompted(
     async with app.run_test(size=(120, 36)) as pilot:
         await until(pilot, lambda: app.picture.loaded, what="first picture")
         await pilot.pause()
-        assert "No lanes are running" in screen_text(app)
+        await shows(pilot, "No lanes are running")
 
         lane = lanes.start("agent-1", wait=False)
         await until(pilot, lambda: app.main.table(View.LANES).has_row(lane.key), what="row")
@@ -49,4 +49,4 @@ async def test_appearing_lane_incident_and_stale_reach_the_screen_unprompted(
         assert not app.main.table(View.LANES).has_row(lane.key)
         assert app.picture.namespaces[lane.key].state is NsState.STALE
         await until(pilot, lambda: "3 Stale 1" in screen_text(app), what="stale count")
-        assert "No lanes are running" in screen_text(app)
+        await until(pilot, lambda: "No lanes are running" in screen_text(app), what="empty")

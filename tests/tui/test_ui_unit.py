@@ -17,7 +17,7 @@ from lanewatch.tui.screens.main import MainScreen
 from lanewatch.tui.widgets.lane_table import LaneTable
 
 from .fakes import NOW, FakeEngine, incident, ns_view
-from .helpers import screen_text, until
+from .helpers import screen_text, shows, until
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "keys.md"
 
@@ -32,7 +32,7 @@ async def test_markup_in_lane_names_is_shown_as_typed() -> None:
     async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: app.main.table().row_count == 1)
         await pilot.pause()
-        text = screen_text(app)
+        text = await shows(pilot, "[red]x[/red]", "[bold]rm -rf")
         assert "[red]x[/red]" in text
         assert "[bold]rm -rf" in text
 
@@ -62,7 +62,7 @@ async def test_marks_select_several_targets() -> None:
         assert len(app.main.targets()) == 2
         await pilot.press("k")
         await until(pilot, lambda: not isinstance(app.screen, MainScreen))
-        text = screen_text(app)
+        text = await shows(pilot, "Kill 2 lanes?")
         assert "Kill 2 lanes?" in text and "lane-0" in text and "lane-1" in text
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
@@ -76,7 +76,7 @@ async def test_help_lists_every_key_and_docs_cover_them() -> None:
     async with app.run_test(size=(100, 60)) as pilot:
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        text = screen_text(app)
+        text = await shows(pilot, "Views and rows")
         for binding in MainScreen.BINDINGS:
             assert binding.description in text, binding
             for key in key_display(binding.key).split():
@@ -115,10 +115,10 @@ async def test_pause_holds_changes_and_resume_applies_them() -> None:
         await until(pilot, lambda: app.buffer.pending)
         await pilot.pause()
         assert app.main.table().row_count == 1
-        assert "PAUSED" in screen_text(app)
+        await shows(pilot, "PAUSED")
         await pilot.press("p")
         await until(pilot, lambda: app.main.table().row_count == 2)
-        assert "PAUSED" not in screen_text(app)
+        await until(pilot, lambda: "PAUSED" not in screen_text(app))
 
 
 async def test_a_burst_of_batches_is_drawn_in_few_frames() -> None:
@@ -141,7 +141,7 @@ async def test_empty_state_tells_what_to_do() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.picture.loaded)
         await pilot.pause()
-        text = screen_text(app)
+        text = await shows(pilot, "No lanes are running")
         assert "No lanes are running" in text
         assert "lanewatch run --lane NAME -- CMD" in text
         assert "/roots/r1" in text
@@ -155,6 +155,6 @@ async def test_filter_narrows_and_escape_clears() -> None:
         assert [str(k).rsplit("/", 1)[-1] for k in app.main.table().visible_keys] == ["beta"]
         assert re.search(r"filter: et", screen_text(app))
         await pilot.press("slash", "z", "enter")
-        assert "No row matches the filter etz" in screen_text(app)
+        await shows(pilot, "No row matches the filter etz")
         await pilot.press("escape")
         assert len(app.main.table().visible_keys) == 3

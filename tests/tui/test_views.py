@@ -19,7 +19,7 @@ from lanewatch.tui.screens.prompt import PathPrompt
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
-from .helpers import screen_text, until
+from .helpers import screen_text, shows, until
 
 
 @dataclass
@@ -56,15 +56,15 @@ async def test_each_view_a_key_apart(world: World) -> None:
     app = make_app([world.scratch])
     async with app.run_test(size=(120, 36)) as pilot:
         await loaded(pilot, app)
-        text = screen_text(app)
+        text = await shows(pilot, "1 Lanes 3", "2 Collisions 1", "3 Stale 1")
         assert "1 Lanes 3" in text and "2 Collisions 1" in text and "3 Stale 1" in text
         assert all(name in text for name in ("alpha", "beta", "gamma"))
         await pilot.press("2")
         assert app.main.view is View.COLLISIONS
-        assert "refused-claim" in screen_text(app)
+        await shows(pilot, "refused-claim")
         await pilot.press("3")
         assert app.main.view is View.STALE
-        text = screen_text(app)
+        text = await shows(pilot, "released", "done")
         assert "released" in text and "done" in text
         await pilot.press("tab")
         assert app.main.view is View.LANES
@@ -113,7 +113,7 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
         assert isinstance(screen, IncidentScreen)
         await until(pilot, lambda: screen.report is not None, what="timeline report")
         await pilot.pause()
-        text = screen_text(app)
+        text = await shows(pilot, "claim-refused")
         assert "refused-claim" in text and "claim-refused" in text  # ledger line around it
         app.last_export = None
         await pilot.press("E")
@@ -143,7 +143,7 @@ async def test_acknowledge_cancel_then_confirm(world: World) -> None:
         await loaded(pilot, app)
         await pilot.press("2", "a")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        text = screen_text(app)
+        text = await shows(pilot, "Acknowledge 1 incident?")
         assert "Acknowledge 1 incident?" in text and "refused-claim" in text and "beta" in text
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))

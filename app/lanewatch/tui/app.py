@@ -153,8 +153,9 @@ class LanewatchApp(ActionFlows, App[None]):
         main.apply_delta(self.picture.apply(changes))
 
     def main_live(self) -> bool:
-        """The main screen is composed and not being torn down."""
-        return self.main.is_mounted and self.main.is_attached
+        """The main screen is composed and the app is not shutting down (`run_test` tears the
+        screens down while the message loop still runs)."""
+        return self.is_running and self.main.is_mounted and self.main.is_attached
 
     def _tick(self) -> None:
         if self.main_live() and self.screen is self.main:

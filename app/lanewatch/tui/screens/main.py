@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from lanewatch.model.views import Incident, NamespaceView
@@ -29,7 +31,8 @@ if TYPE_CHECKING:
 
     from lanewatch.tui.app import LanewatchApp
 
-DETAIL_REFRESH = 2.0  # seconds between re-reads of the selected row's ledger and files
+DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
+TICK_MARGIN = 10  # rows above and below the viewport whose ages move on each second
 ORDER = (View.LANES, View.COLLISIONS, View.STALE)
 
 
@@ -72,6 +75,9 @@ class MainScreen(Screen[None]):
         self._detail: Detail | None = None
         self._detail_key: str | None = None
         self._detail_at = 0.0
+        self._detail_timer: Timer | None = None
+        self._bindings_signature: tuple[object, ...] = ()
+        self._empty_shown: dict[View, Text | None] = {}
 
     @property
     def lw(self) -> LanewatchApp:
@@ -134,10 +140,10 @@ class MainScreen(Screen[None]):
         self.update_chrome()
         key = self.table().cursor_key
         if key is not None and key in delta.touched(self.view):
-            self.show_detail()
+            self.show_detail(reload=True)
 
     def refresh_view(self, view: View) -> None:
-        """Re-render every row of one view (ages move on): unchanged rows cost nothing."""
+        """Re-render every row of one view (after a switch or a resume)."""
         now = self.lw.clock()
         rows = self.lw.picture.rows(view)
         table = self.table(view)
@@ -146,10 +152,22 @@ class MainScreen(Screen[None]):
         self.update_chrome()
 
     def tick(self) -> None:
-        """Once a second: ages in the current view and the detail pane."""
-        if not self.paused and self.lw.picture.loaded:
-            self.refresh_view(self.view)
-            self.show_detail()
+        """Once a second, the ages move on: only for the rows on screen (and a margin), so an
+        idle dashboard costs the same with ten rows or ten thousand. Rows scrolled into view
+        catch up at the next tick; rows that change catch up at once."""
+        if self.paused or not self.lw.picture.loaded:
+            return
+        table = self.table()
+        keys = table.visible_keys
+        top = max(0, table.scroll_offset.y - TICK_MARGIN)
+        window = keys[top : top + table.size.height + 2 * TICK_MARGIN]
+        now = self.lw.clock()
+        cells = {}
+        for key in window:
+            row = self.lw.picture.row(self.view, str(key))
+            if row is not None:
+                cells[key] = self.build_row(self.view, row, now)
+        table.apply(cells)
 
     def _follow(self) -> None:
         rows = self.lw.picture.rows(self.view)
@@ -170,7 +188,11 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------------ chrome
 
     def update_chrome(self) -> None:
+        """Header counts, status line, empty states, footer: each touched only on a change."""
+        if not self.lw.main_live():
+            return
         pic = self.lw.picture
+        table = self.table()
         self.query_one(ViewBar).show(self.view, pic.counts())
         self.query_one(StatusLine).show(
             StatusState(
@@ -180,36 +202,56 @@ class MainScreen(Screen[None]):
                 paused=self.paused,
                 pending=self.lw.buffer.pending,
                 follow=self.follow,
-                filter=self.table().filter_text,
-                marks=len(self.table().marked),
+                filter=table.filter_text,
+                marks=len(table.marked),
                 error=self.lw.engine_error,
                 note=self.lw.demo_note,
             )
         )
         for view in ORDER:
-            table = self.table(view)
-            message = empty_text(
-                view,
-                pic.loaded,
-                table.row_count,
-                len(table.visible_keys),
-                table.filter_text,
-                self.lw,
-            )
-            empty = self.query_one(f"#empty-{view.value}", Static)
-            empty.display = message is not None
-            table.display = message is None
-            if message is not None:
-                empty.update(message)
-        self.refresh_bindings()
+            self._update_empty(view)
+        signature = (
+            self.view,
+            table.cursor_key,
+            self.selected_row(),
+            len(table.marked),
+            table.row_count > 0,
+            self.paused,
+            self.follow,
+        )
+        if signature != self._bindings_signature:
+            self._bindings_signature = signature
+            self.refresh_bindings()
+
+    def _update_empty(self, view: View) -> None:
+        pic = self.lw.picture
+        table = self.table(view)
+        message = empty_text(
+            view,
+            pic.loaded,
+            table.row_count,
+            len(table.visible_keys),
+            table.filter_text,
+            self.lw,
+        )
+        if message == self._empty_shown.get(view, ""):
+            return
+        self._empty_shown[view] = message
+        empty = self.query_one(f"#empty-{view.value}", Static)
+        empty.display = message is not None
+        table.display = message is None
+        if message is not None:
+            empty.update(message)
+        elif view is self.view and self.focused is None:
+            table.focus()
 
     # ------------------------------------------------------------------ detail
 
     @on(LaneTable.RowHighlighted)
     def _highlighted(self, event: LaneTable.RowHighlighted) -> None:
         if event.table is self.table():
-            self.show_detail()
-            self.refresh_bindings()
+            self.show_detail(reload=True)
+            self.update_chrome()
 
     @on(LaneTable.MarksChanged)
     def _marks(self, event: LaneTable.MarksChanged) -> None:
@@ -219,26 +261,39 @@ class MainScreen(Screen[None]):
         key = self.table().cursor_key
         return None if key is None else self.lw.picture.row(self.view, str(key))
 
-    def show_detail(self) -> None:
+    def show_detail(self, reload: bool = False) -> None:
+        """Draw the pane for the selected row; with `reload`, also re-read its files and
+        ledger (at once for a newly selected row, else at most every DETAIL_REFRESH)."""
+        if not self.lw.main_live():
+            return
         pane = self.query_one(DetailPane)
         row = self.selected_row()
-        now = self.lw.clock()
         pane.set_class(row is None, "-nothing")
         if row is None:
             pane.show("")
             return
         if isinstance(row, Incident):
-            pane.show(incident_renderable(row, self._victim_label, now))
+            pane.show(incident_renderable(row, self._victim_label))
             return
-        detail = self._detail if self._detail_key == row.key else None
-        incidents = self.lw.picture.incidents_of(row.key)
-        pane.show(namespace_renderable(row, detail, incidents, now))
-        mono = self.lw.monotonic()
-        if self._detail_key != row.key or mono - self._detail_at >= DETAIL_REFRESH:
-            if self._detail_key != row.key:
-                self._detail = None
-            self._detail_key, self._detail_at = row.key, mono
-            self._load_detail(row.key)
+        if self._detail_key != row.key:
+            self._detail, self._detail_key, self._detail_at = None, row.key, 0.0
+            reload = True
+        pane.show(namespace_renderable(row, self._detail, self.lw.picture.incidents_of(row.key)))
+        if reload:
+            self._schedule_detail_load(row.key)
+
+    def _schedule_detail_load(self, key: str) -> None:
+        wait = self._detail_at + DETAIL_REFRESH - self.lw.monotonic()
+        if wait <= 0:
+            self._detail_at = self.lw.monotonic()
+            self._load_detail(key)
+        elif self._detail_timer is None:
+            self._detail_timer = self.set_timer(wait, self._timed_detail_load)
+
+    def _timed_detail_load(self) -> None:
+        self._detail_timer = None
+        if self._detail_key is not None and self.lw.main_live():
+            self._schedule_detail_load(self._detail_key)
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def _load_detail(self, key: str) -> None:
@@ -250,13 +305,7 @@ class MainScreen(Screen[None]):
     def _detail_loaded(self, message: DetailLoaded) -> None:
         if message.detail.key == self._detail_key:
             self._detail = message.detail
-            row = self.selected_row()
-            if isinstance(row, NamespaceView) and row.key == message.detail.key:
-                now = self.lw.clock()
-                incidents = self.lw.picture.incidents_of(row.key)
-                self.query_one(DetailPane).show(
-                    namespace_renderable(row, self._detail, incidents, now)
-                )
+            self.show_detail()
 
     @property
     def detail(self) -> Detail | None:
@@ -333,7 +382,8 @@ class MainScreen(Screen[None]):
         filter_input.value = self.table().filter_text
         filter_input.display = bool(self.table().filter_text)
         self.table().focus()
-        self.show_detail()
+        self.show_detail(reload=True)
+        self.update_chrome()
 
     @on(ViewBar.Picked)
     def _picked(self, event: ViewBar.Picked) -> None:
@@ -440,4 +490,4 @@ class MainScreen(Screen[None]):
         # Changes kept merging while another screen was on top: show them now.
         self.lw.drain()
         self.refresh_view(self.view)
-        self.show_detail()
+        self.show_detail(reload=True)

@@ -33,8 +33,9 @@ def _section(title: str) -> Text:
 
 
 def namespace_renderable(
-    ns: NamespaceView, detail: Detail | None, incidents: Sequence[Incident], now: float
+    ns: NamespaceView, detail: Detail | None, incidents: Sequence[Incident]
 ) -> RenderableType:
+    """Absolute times only: the pane changes when the data does, not every second."""
     title = Text(lane_label(ns), style="bold")
     title.append("  ")
     title.append(ns.state.value, style=STATE_STYLES.get(ns.state, ""))
@@ -47,12 +48,10 @@ def namespace_renderable(
     owner.add_row("pid", _t(ns.pid))
     owner.add_row("user", _t(ns.user))
     owner.add_row("command", _t(" ".join(ns.command) if ns.command else None))
-    owner.add_row(
-        "started", _t(f"{fmt.stamp_time(ns.started_at)} ({fmt.ago(ns.started_at, now)} ago)")
-    )
-    beat = f"{fmt.ago(ns.heartbeat_at, now)} ago"
+    owner.add_row("started", _t(fmt.stamp_time(ns.started_at)))
+    beat = fmt.stamp_time(ns.heartbeat_at)
     if ns.heartbeat_interval:
-        beat += f", every {ns.heartbeat_interval:g}s"
+        beat += f" (every {ns.heartbeat_interval:g}s)"
     owner.add_row("heartbeat", _t(beat))
     if ns.released_at is not None:
         owner.add_row("released", _t(fmt.stamp_time(ns.released_at)))
@@ -62,7 +61,7 @@ def namespace_renderable(
     owner.add_row("path", _t(ns.key))
     owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.size(ns.bytes)}"))
     parts: list[RenderableType] = [title, owner]
-    parts.extend(_writes_and_ledger(detail, now))
+    parts.extend(_writes_and_ledger(detail))
     parts.append(_section("Incidents"))
     if incidents:
         table = _grid()
@@ -70,7 +69,7 @@ def namespace_renderable(
             label = Text(inc.kind, style="red")
             if inc.acknowledged:
                 label.append(" (ack)", style="dim")
-            row = Text(f"{inc.id}  ×{inc.count}  last {fmt.ago(inc.last_seen, now)} ago  ")
+            row = Text(f"{inc.id}  ×{inc.count}  last {fmt.stamp_time(inc.last_seen)}  ")
             row.append(intruder_label(dict(inc.intruder)))
             table.add_row(label, row)
         parts.append(table)
@@ -79,7 +78,7 @@ def namespace_renderable(
     return Group(*parts)
 
 
-def _writes_and_ledger(detail: Detail | None, now: float) -> list[RenderableType]:
+def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
     parts: list[RenderableType] = [_section("Recent writes")]
     if detail is None:
         parts.append(Text("reading…", style="dim"))
@@ -91,7 +90,7 @@ def _writes_and_ledger(detail: Detail | None, now: float) -> list[RenderableType
         writes = _grid()
         for w in detail.writes:
             writes.add_row(
-                Text(f"{fmt.ago(w.mtime, now)} ago", style="dim"),
+                Text(fmt.clock(w.mtime), style="dim"),
                 Text(f"{fmt.size(w.size):>6}  ").append(w.path),
             )
         parts.append(writes)
@@ -118,9 +117,7 @@ def _writes_and_ledger(detail: Detail | None, now: float) -> list[RenderableType
     return parts
 
 
-def incident_renderable(
-    inc: Incident, victim_label: Callable[[str | None], str], now: float
-) -> RenderableType:
+def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]) -> RenderableType:
     title = Text(inc.kind, style="bold red")
     title.append(f"  {inc.id}", style="dim")
     grid = _grid()
@@ -132,12 +129,8 @@ def incident_renderable(
         grid.add_row(
             "command", _t(" ".join(command) if isinstance(command, list | tuple) else command)
         )
-    grid.add_row(
-        "first seen", _t(f"{fmt.stamp_time(inc.first_seen)} ({fmt.ago(inc.first_seen, now)} ago)")
-    )
-    grid.add_row(
-        "last seen", _t(f"{fmt.stamp_time(inc.last_seen)} ({fmt.ago(inc.last_seen, now)} ago)")
-    )
+    grid.add_row("first seen", _t(fmt.stamp_time(inc.first_seen)))
+    grid.add_row("last seen", _t(fmt.stamp_time(inc.last_seen)))
     grid.add_row("count", _t(inc.count))
     grid.add_row("grade", _t(inc.grade))
     grid.add_row("evidence", _t(f"{len(inc.evidence)} items — enter opens the timeline"))
