@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from textual.command import CommandPalette
 
 from lanewatch.sources.incidentlog import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
@@ -160,3 +161,19 @@ async def test_acknowledge_cancel_then_confirm(world: World) -> None:
         log = IncidentLog(str(world.scratch.resolve()))
         log.load()
         assert log.known[iid].ack_at is not None
+
+
+async def test_command_palette_offers_the_selection_actions(world: World) -> None:
+    app = make_app([world.scratch])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await loaded(pilot, app)
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"kill lane")
+        await shows(pilot, "Kill lane 'alpha'")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="kill confirm")
+        await shows(pilot, "Kill 1 lane?", "alpha")
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert world.lanes["alpha"].owner.poll() is None
