@@ -131,3 +131,33 @@ def test_export_escapes_untrusted_text_and_never_clobbers(tmp_path: Path) -> Non
     assert first != second and first.read_text() == second.read_text() == md
     assert first.name == "lanewatch-incident-takeover-0123.md"
     assert second.name == "lanewatch-incident-takeover-0123-1.md"
+
+
+def test_markdown_code_fence_outlasts_backticks_in_the_stamp(tmp_path: Path) -> None:
+    from lanewatch.scheme.stamp import Stamp, write_stamp
+
+    ns = tmp_path / "ns"
+    (ns / ".lanewatch").mkdir(parents=True)
+    stamp = Stamp(
+        lane="a",
+        namespace="ns",
+        checkout_id="repo-0123456789ab",
+        checkout_path="/r",
+        host="h",
+        boot_id="b",
+        pid=1,
+        start_ticks=1,
+        user="u",
+        uid=0,
+        command=["echo", "````\n# injected heading"],
+        started_at=NOW,
+        heartbeat_at=NOW,
+        heartbeat_interval=5.0,
+    )
+    write_stamp(ns, stamp)
+    victim = ns_view("a", key=str(ns))
+    md = render(build_report(incident("takeover-1", victim.key), victim, NOW), "md")
+    opening = next(line for line in md.splitlines() if line.endswith("json"))
+    fence = opening.removesuffix("json")
+    assert len(fence) >= 5 and set(fence) == {"`"}
+    assert md.count(fence + "\n") >= 1 and "\n" + fence + "\n" in md

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +135,12 @@ def _md(value: object) -> str:
     return " ".join(text.split()) or "–"
 
 
+def _fence(body: str) -> str:
+    """A code fence longer than any run of backticks in `body`, so it cannot be closed early."""
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    return "`" * max(3, longest + 1)
+
+
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in rows]
@@ -183,7 +190,9 @@ def to_markdown(report: IncidentReport) -> str:
     elif stamp.stamp is None:
         out.append(f"{_md(stamp.status.value)}: {_md(stamp.detail)}")
     else:
-        out += ["```json", json.dumps(stamp.stamp.to_json(), indent=2, sort_keys=True), "```"]
+        body = json.dumps(stamp.stamp.to_json(), indent=2, sort_keys=True)
+        fence = _fence(body)
+        out += [fence + "json", body, fence]
     out += ["", f"## Ledger (±{int(LEDGER_WINDOW)} s)", ""]
     if report.ledger:
         out += _md_table(

@@ -79,8 +79,13 @@ def context_renderable(report: IncidentReport) -> RenderableType:
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(overflow="fold")
         for name, value in stamp.stamp.to_json().items():
-            shown = " ".join(value) if isinstance(value, list) else value
-            grid.add_row(name, Text(str(shown)))
+            if isinstance(value, list):
+                shown = " ".join(value)
+            elif name.endswith("_at") and isinstance(value, int | float):
+                shown = fmt.stamp_time(value)
+            else:
+                shown = str(value)
+            grid.add_row(name, Text(shown))
         parts.append(grid)
     return Group(*parts)
 
@@ -132,10 +137,14 @@ class IncidentScreen(Screen[None]):
     def _loaded(self, message: ReportLoaded) -> None:
         self.report = message.report
         rows: dict[str, tuple[Cell, ...]] = {}
+        inside = (self.incident.victim or "").rstrip("/") + "/"
         for n, row in enumerate(message.report.evidence):
+            path = row.path
+            if inside != "/" and path.startswith(inside):
+                path = "./" + path[len(inside) :]  # inside the victim's namespace
             rows[f"{n:06d}"] = (
                 fmt.stamp_time(row.time),
-                untrusted(row.path),
+                untrusted(path),
                 fmt.size(row.size) if row.size is not None else fmt.NONE,
                 (row.sha256 or fmt.NONE)[:12],
                 row.grade,
