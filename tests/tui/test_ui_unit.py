@@ -158,3 +158,13 @@ async def test_filter_narrows_and_escape_clears() -> None:
         await shows(pilot, "No row matches the filter etz")
         await pilot.press("escape")
         assert len(app.main.table().visible_keys) == 3
+
+
+async def test_a_click_on_the_header_switches_view() -> None:
+    app, _ = app_with(ns_view("a"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.picture.loaded)
+        bar = app.main.query_one("#viewbar")
+        start = screen_text(app).splitlines()[0].index("3 Stale")
+        await pilot.click(bar, offset=(start + 2, 0))
+        await until(pilot, lambda: app.main.view is View.STALE)

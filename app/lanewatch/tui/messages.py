@@ -13,6 +13,7 @@ from textual.message import Message
 from lanewatch.tui.actions_adapter import ActionOutcome, TrashItem
 from lanewatch.tui.details import Detail
 from lanewatch.tui.export import IncidentReport
+from lanewatch.tui.picture import View
 
 
 @dataclass
@@ -57,13 +58,10 @@ class ExportFinished(Message):
 
 
 @dataclass
-class ViewChanged(Message):
-    """The main screen switched views, paused, filtered or moved its selection."""
+class ViewPicked(Message):
+    """A click on a view's name in the header."""
 
-    view: str
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ViewChanged)
+    view: View
 
 
 @dataclass

@@ -19,7 +19,7 @@ from lanewatch.tui import columns
 from lanewatch.tui.actions_adapter import can_clear, can_kill
 from lanewatch.tui.details import Detail, load_detail
 from lanewatch.tui.empty import empty_text
-from lanewatch.tui.messages import DetailLoaded
+from lanewatch.tui.messages import DetailLoaded, ViewPicked
 from lanewatch.tui.picture import Delta, Row, View
 from lanewatch.tui.widgets.detail import DetailPane, incident_renderable, namespace_renderable
 from lanewatch.tui.widgets.lane_table import Cell, LaneTable
@@ -385,8 +385,8 @@ class MainScreen(Screen[None]):
         self.show_detail(reload=True)
         self.update_chrome()
 
-    @on(ViewBar.Picked)
-    def _picked(self, event: ViewBar.Picked) -> None:
+    @on(ViewPicked)
+    def _picked(self, event: ViewPicked) -> None:
         self.switch_to(event.view)
 
     def action_filter(self) -> None:

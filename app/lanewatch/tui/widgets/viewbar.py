@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.events import Click
-from textual.message import Message
 from textual.widgets import Static
 
+from lanewatch.tui.messages import ViewPicked
 from lanewatch.tui.picture import VIEW_TITLES, View
 
 KEYS = {View.LANES: "1", View.COLLISIONS: "2", View.STALE: "3"}
@@ -14,11 +14,6 @@ KEYS = {View.LANES: "1", View.COLLISIONS: "2", View.STALE: "3"}
 
 class ViewBar(Static):
     """`lanewatch │ 1 Lanes 4 │ 2 Collisions 1 │ 3 Stale 7`; a click switches view."""
-
-    class Picked(Message):
-        def __init__(self, view: View) -> None:
-            super().__init__()
-            self.view = view
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
@@ -52,5 +47,5 @@ class ViewBar(Static):
     def on_click(self, event: Click) -> None:
         for start, end, view in self._spans:
             if start <= event.x < end:
-                self.post_message(self.Picked(view))
+                self.post_message(ViewPicked(view))
                 return
