@@ -45,6 +45,8 @@ from tests.bench.common import (
     index_times,
     summary_ms,
     tail_seconds,
+    thread_cpu,
+    thread_shares,
 )
 from tests.bench.workload import finish_writer, start_writer
 
@@ -79,12 +81,15 @@ def correlate(
 
 def load(plan: str, rate: float, seconds: float, work: str, tag: str) -> dict[str, Any]:
     log = Path(work) / f"writes-{tag}-{os.getpid()}.json"
-    cpu0 = cpu_seconds()
+    cpu0, threads0 = cpu_seconds(), thread_cpu()
     t0 = time.monotonic()
     writer = start_writer(Path(plan), rate, seconds, log)
     result = finish_writer(writer, log, timeout=seconds + 60)
     time.sleep(tail_seconds(seconds))  # the tail of the load
-    result["cpu_share"] = round((cpu_seconds() - cpu0) / (time.monotonic() - t0), 3)
+    wall = time.monotonic() - t0
+    result["cpu_share"] = round((cpu_seconds() - cpu0) / wall, 3)
+    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    result["threads_pct"] = thread_shares(threads0, thread_cpu(), names, wall)
     return result
 
 
@@ -109,6 +114,7 @@ def measure_model(root: str, plan: str, rate: float, seconds: float, work: str) 
         "write_rate": round(result["rate"], 1),
         "writer_lag_ms": round(result["lag"] * 1000, 2),
         "cpu_share": result["cpu_share"],
+        "threads_pct": result["threads_pct"],
         "engine": {k: after[k] - before.get(k, 0) for k in after},
     }
 
