@@ -168,3 +168,26 @@ async def test_a_click_on_the_header_switches_view() -> None:
         start = screen_text(app).splitlines()[0].index("3 Stale")
         await pilot.click(bar, offset=(start + 2, 0))
         await until(pilot, lambda: app.main.view is View.STALE)
+
+
+class BrokenEngine(FakeEngine):
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def start(self, on_changes) -> None:  # type: ignore[no-untyped-def]
+        raise self.error
+
+
+async def test_an_engine_that_cannot_start_is_shown_not_fatal() -> None:
+    app = make_app([Path("/roots/r1")], engine=BrokenEngine(OSError("inotify is gone")))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await shows(pilot, "engine error:", "inotify is gone")
+    app = make_app([Path("/roots/r1")], engine=BrokenEngine(ValueError("a bug")))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(
+            pilot,
+            lambda: any("a bug" in n.message for n in app._notifications),
+            what="the failed worker is reported",
+        )
+        assert app.is_running

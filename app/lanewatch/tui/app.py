@@ -13,6 +13,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.message_pump import MessagePump
+from textual.worker import Worker, WorkerState
 
 from lanewatch.errors import LanewatchError
 from lanewatch.model.views import Incident
@@ -100,6 +101,17 @@ class LanewatchApp(ActionFlows, App[None]):
             self.engine.start(self.buffer.put)
         except (LanewatchError, OSError, RuntimeError) as exc:
             self.post_from_thread(self, EngineFailed(str(exc)))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that failed is shown, not fatal (they all run with exit_on_error=False)."""
+        if event.state is WorkerState.ERROR:
+            worker = event.worker
+            self.notify(
+                f"{worker.description or worker.name} failed: {worker.error}",
+                severity="error",
+                markup=False,
+                timeout=15,
+            )
 
     def on_engine_failed(self, message: EngineFailed) -> None:
         self.engine_error = message.error

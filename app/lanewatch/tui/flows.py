@@ -208,7 +208,13 @@ class ActionFlows:
                 return
             self.post_from_thread(self, ExportFinished(str(path)))
 
-        self.run_worker(work, thread=True, group="export", exit_on_error=False)
+        self.run_worker(
+            work,
+            thread=True,
+            group="export",
+            description=f"export as {kind}",
+            exit_on_error=False,
+        )
 
     def on_export_finished(self: LanewatchApp, message: ExportFinished) -> None:
         if message.error:

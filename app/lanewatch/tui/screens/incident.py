@@ -128,7 +128,13 @@ class IncidentScreen(Screen[None]):
             self.query_one("#incident-summary", Static).update(summary(current, self.victim))
         self._load(self.incident, self.victim)
 
-    @work(thread=True, exclusive=True, group="report", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="report",
+        description="read the incident's stamp and ledger",
+        exit_on_error=False,
+    )
     def _load(self, incident: Incident, victim: NamespaceView | None) -> None:
         report = build_report(incident, victim, self.lw.clock())
         self.lw.post_from_thread(self, ReportLoaded(report))

@@ -3,6 +3,7 @@ line. Rows change by key only (never clear-and-refill); the cursor and marks fol
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -27,8 +28,6 @@ from lanewatch.tui.widgets.status import StatusLine, StatusState
 from lanewatch.tui.widgets.viewbar import ViewBar
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from lanewatch.tui.app import LanewatchApp
 
 DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
@@ -295,10 +294,14 @@ class MainScreen(Screen[None]):
         if self._detail_key is not None and self.lw.main_live():
             self._schedule_detail_load(self._detail_key)
 
-    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="detail",
+        description="read the selected namespace",
+        exit_on_error=False,
+    )
     def _load_detail(self, key: str) -> None:
-        from pathlib import Path
-
         self.lw.post_from_thread(self, DetailLoaded(load_detail(Path(key))))
 
     @on(DetailLoaded)

@@ -57,7 +57,13 @@ class TrashScreen(ModalScreen[TrashItem | None]):
         self.query_one(LaneTable).focus()
         self._load()
 
-    @work(thread=True, exclusive=True, group="trash", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="trash",
+        description="list the trash",
+        exit_on_error=False,
+    )
     def _load(self) -> None:
         try:
             items, error = self.lw.adapter.trash(self.roots), None
