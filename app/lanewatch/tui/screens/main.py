@@ -58,7 +58,9 @@ class MainScreen(Screen[None]):
         Binding("less_than_sign", "sort(-1)", "Sort previous column", show=False),
         Binding("I", "invert_sort", "Invert sort", show=False),
         Binding("f", "follow", "Follow"),
+        Binding("f", "unfollow", "Unfollow"),
         Binding("p,Z", "pause", "Pause"),
+        Binding("p,Z", "resume", "Resume"),
         Binding("U", "unmark", "Unmark all", show=False),
         Binding("d", "toggle_detail", "Detail pane", show=False),
         Binding("left_square_bracket", "detail_scroll(-1)", "Scroll detail up", show=False),
@@ -362,6 +364,10 @@ class MainScreen(Screen[None]):
             return True if self.table().marked else None
         if action == "sort":
             return True if self.table().row_count else None
+        if action in ("pause", "resume"):
+            return self.paused == (action == "resume")
+        if action in ("follow", "unfollow"):
+            return self.follow == (action == "unfollow")
         return True
 
     # ------------------------------------------------------------- actions
@@ -438,6 +444,12 @@ class MainScreen(Screen[None]):
         if self.follow:
             self._follow()
         self.update_chrome()
+
+    def action_resume(self) -> None:
+        self.action_pause()
+
+    def action_unfollow(self) -> None:
+        self.action_follow()
 
     def action_pause(self) -> None:
         self.paused = not self.paused
