@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 INTRO = (
     "lanewatch shows every lane's scratch namespace on every known root, live.\n"
-    "Start a lane with:  lanewatch run --lane NAME -- CMD\n"
+    "Start a lane with:  lanewatch run --lane NAME -- CMD"
 )
 LEGEND = (
     "States: live (owner alive, heartbeat fresh) · hung (alive, heartbeat overdue) · "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Container, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
@@ -17,11 +17,11 @@ from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import columns
-from lanewatch.tui.actions_adapter import can_clear, can_kill
 from lanewatch.tui.details import Detail, load_detail
 from lanewatch.tui.empty import empty_text
 from lanewatch.tui.messages import DetailLoaded, ViewPicked
 from lanewatch.tui.picture import Delta, Row, View
+from lanewatch.tui.screens.main_keys import KEYS, ORDER, MainKeys
 from lanewatch.tui.widgets.detail import DetailPane, incident_renderable, namespace_renderable
 from lanewatch.tui.widgets.lane_table import Cell, LaneTable
 from lanewatch.tui.widgets.status import StatusLine, StatusState
@@ -32,41 +32,11 @@ if TYPE_CHECKING:
 
 DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
 TICK_MARGIN = 10  # rows above and below the viewport whose ages move on each second
-ORDER = (View.LANES, View.COLLISIONS, View.STALE)
 
 
-class MainScreen(Screen[None]):
+class MainScreen(MainKeys, Screen[None]):
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (200, "-wide")]
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("question_mark,f1", "help", "Help"),
-        Binding("1", "view('lanes')", "Lanes", show=False),
-        Binding("2", "view('collisions')", "Collisions", show=False),
-        Binding("3", "view('stale')", "Stale", show=False),
-        Binding("tab", "cycle(1)", "Next view"),
-        Binding("shift+tab", "cycle(-1)", "Previous view", show=False),
-        Binding("slash", "filter", "Filter"),
-        Binding("escape", "escape", "Clear filter / marks", show=False),
-        Binding("k,f9", "kill", "Kill"),
-        Binding("c,f8", "clear", "Clear"),
-        Binding("a", "acknowledge", "Acknowledge"),
-        Binding("enter", "open", "Timeline", show=False),
-        Binding("e", "export('md')", "Export incident .md", show=False),
-        Binding("E", "export('json')", "Export incident .json", show=False),
-        Binding("t", "trash", "Trash / restore", show=False),
-        Binding("greater_than_sign,f6", "sort(1)", "Sort next column", show=False),
-        Binding("less_than_sign", "sort(-1)", "Sort previous column", show=False),
-        Binding("I", "invert_sort", "Invert sort", show=False),
-        Binding("f", "follow", "Follow"),
-        Binding("f", "unfollow", "Unfollow"),
-        Binding("p,Z", "pause", "Pause"),
-        Binding("p,Z", "resume", "Resume"),
-        Binding("U", "unmark", "Unmark all", show=False),
-        Binding("d", "toggle_detail", "Detail pane", show=False),
-        Binding("left_square_bracket", "detail_scroll(-1)", "Scroll detail up", show=False),
-        Binding("right_square_bracket", "detail_scroll(1)", "Scroll detail down", show=False),
-        Binding("ctrl+r", "rescan", "Rescan roots", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = KEYS
 
     def __init__(self) -> None:
         super().__init__()
@@ -316,92 +286,11 @@ class MainScreen(Screen[None]):
     def detail(self) -> Detail | None:
         return self._detail
 
-    # ------------------------------------------------------------- selection
-
-    def targets(self) -> list[Row]:
-        """The marked rows of this view (as shown now), else the cursor row."""
-        table = self.table()
-        keys = [k for k in table.visible_keys if k in table.marked] or (
-            [table.cursor_key] if table.cursor_key is not None else []
-        )
-        rows = (self.lw.picture.row(self.view, str(k)) for k in keys)
-        return [row for row in rows if row is not None]
-
-    def namespace_targets(self) -> list[NamespaceView]:
-        return [row for row in self.targets() if isinstance(row, NamespaceView)]
-
-    def incident_targets(self) -> list[Incident]:
-        return [row for row in self.targets() if isinstance(row, Incident)]
-
-    def selected_incident(self) -> Incident | None:
-        row = self.selected_row()
-        if isinstance(row, Incident):
-            return row
-        if isinstance(row, NamespaceView):
-            incidents = self.lw.picture.incidents_of(row.key)
-            return incidents[-1] if incidents else None
-        return None
-
-    # ------------------------------------------------------------- bindings
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "kill":
-            if self.view is not View.LANES:
-                return False
-            return True if any(can_kill(ns) for ns in self.namespace_targets()) else None
-        if action == "clear":
-            if self.view is not View.STALE:
-                return False
-            return True if any(can_clear(ns) for ns in self.namespace_targets()) else None
-        if action == "acknowledge":
-            if self.view is not View.COLLISIONS:
-                return False
-            open_ = [i for i in self.incident_targets() if not i.acknowledged]
-            return True if open_ else None
-        if action in ("open", "export"):
-            return True if self.selected_incident() is not None else None
-        if action == "unmark":
-            return True if self.table().marked else None
-        if action == "sort":
-            return True if self.table().row_count else None
-        if action in ("pause", "resume"):
-            return self.paused == (action == "resume")
-        if action in ("follow", "unfollow"):
-            return self.follow == (action == "unfollow")
-        return True
-
-    # ------------------------------------------------------------- actions
-
-    def action_help(self) -> None:
-        self.lw.show_help()
-
-    def action_view(self, name: str) -> None:
-        self.switch_to(View(name))
-
-    def action_cycle(self, step: int) -> None:
-        self.switch_to(ORDER[(ORDER.index(self.view) + step) % len(ORDER)])
-
-    def switch_to(self, view: View) -> None:
-        if view is self.view:
-            return
-        self.view = view
-        self.query_one(ContentSwitcher).current = view.value
-        self.refresh_view(view)
-        filter_input = self.query_one("#filter", Input)
-        filter_input.value = self.table().filter_text
-        filter_input.display = bool(self.table().filter_text)
-        self.table().focus()
-        self.show_detail(reload=True)
-        self.update_chrome()
+    # ------------------------------------------------------------ handlers
 
     @on(ViewPicked)
     def _picked(self, event: ViewPicked) -> None:
         self.switch_to(event.view)
-
-    def action_filter(self) -> None:
-        filter_input = self.query_one("#filter", Input)
-        filter_input.display = True
-        filter_input.focus()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -414,92 +303,9 @@ class MainScreen(Screen[None]):
         filter_input.display = bool(event.value)
         self.table().focus()
 
-    def action_escape(self) -> None:
-        filter_input = self.query_one("#filter", Input)
-        if self.table().filter_text or filter_input.display:
-            filter_input.value = ""
-            self.table().set_filter("")
-            filter_input.display = False
-            self.table().focus()
-        elif self.table().marked:
-            self.table().clear_marks()
-        self.update_chrome()
-
-    def action_sort(self, step: int) -> None:
-        table = self.table()
-        keys = [c.key for c in table.columns]
-        current = table.sort_column
-        index = keys.index(current) + step if current in keys else 0
-        table.sort_by(keys[index % len(keys)], reverse=table.sort_reverse)
-
-    def action_invert_sort(self) -> None:
-        table = self.table()
-        table.sort_by(table.sort_column or table.columns[0].key, reverse=not table.sort_reverse)
-
-    def action_sort_column(self, column: str) -> None:
-        self.table().sort_by(column, reverse=self.table().sort_reverse)
-
-    def action_follow(self) -> None:
-        self.follow = not self.follow
-        if self.follow:
-            self._follow()
-        self.update_chrome()
-
-    def action_resume(self) -> None:
-        self.action_pause()
-
-    def action_unfollow(self) -> None:
-        self.action_follow()
-
-    def action_pause(self) -> None:
-        self.paused = not self.paused
-        if not self.paused:
-            self.lw.drain()
-            self.refresh_view(self.view)
-        self.update_chrome()
-
-    def action_unmark(self) -> None:
-        self.table().clear_marks()
-
-    def action_toggle_detail(self) -> None:
-        pane = self.query_one(DetailPane)
-        pane.display = not pane.display
-
-    def action_detail_scroll(self, direction: int) -> None:
-        pane = self.query_one(DetailPane)
-        if direction < 0:
-            pane.scroll_page_up(animate=False)
-        else:
-            pane.scroll_page_down(animate=False)
-
-    def action_rescan(self) -> None:
-        self.lw.rescan()
-
-    def action_kill(self) -> None:
-        self.lw.confirm_kill([ns for ns in self.namespace_targets() if can_kill(ns)])
-
-    def action_clear(self) -> None:
-        self.lw.confirm_clear([ns for ns in self.namespace_targets() if can_clear(ns)])
-
-    def action_acknowledge(self) -> None:
-        self.lw.confirm_acknowledge([i for i in self.incident_targets() if not i.acknowledged])
-
-    def action_open(self) -> None:
-        incident = self.selected_incident()
-        if incident is not None:
-            self.lw.open_incident(incident)
-
     @on(LaneTable.RowSelected)
     def _selected(self, event: LaneTable.RowSelected) -> None:
         self.action_open()
-
-    def action_export(self, kind: str, target: Path | None = None) -> None:
-        incident = self.selected_incident()
-        if incident is not None:
-            self.lw.export_incident(incident, kind, target)
-
-    def action_trash(self) -> None:
-        self.lw.open_trash()
 
     def on_screen_resume(self) -> None:
         # Changes kept merging while another screen was on top: show them now.
