@@ -3,7 +3,7 @@
 `judge` asks the kernel about one owner (pid + start ticks + boot id, via `scheme.procid`).
 `holdings` reads /proc once (`sources.procscan`) for every process with its cwd or an open file
 under the roots or shared temp, and tags it with its lane evidence: $LANEWATCH_NAMESPACE,
-$LANEWATCH_LANE and its ancestry; between two such full scans (every 30 s) the fast probe
+$LANEWATCH_LANE and its ancestry; between two such full scans (every 60 s) the fast probe
 (`sources.lanescan`) reads only the processes of live lanes. `Prober` runs on its own thread,
 as a one-shot timer re-armed after each run (runs never overlap), and hands a `ProbeReport` to
 the worker.
@@ -30,7 +30,7 @@ from lanewatch.sources import lanescan, procscan
 log = logging.getLogger(__name__)
 
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
-FULL_SCAN_EVERY = 30.0  # seconds between two full /proc scans; fast probes in between
+FULL_SCAN_EVERY = 60.0  # seconds between two full /proc scans; fast probes in between
 
 
 def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:

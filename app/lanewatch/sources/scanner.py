@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,7 +176,6 @@ def walk(top: str, out: NamespaceScan) -> None:
     receipts = os.path.join(top, RECEIPTS)
     stack = [top]
     newest = out.last_write or 0.0
-    total = out.bytes
     while stack:
         folder = stack.pop()
         try:
@@ -191,12 +191,16 @@ def walk(top: str, out: NamespaceScan) -> None:
         except OSError as exc:
             out.errors.append(f"{folder}: {exc.strerror or exc}")
             continue
-        own = folder == meta
+        if folder in (meta, receipts):
+            with it:
+                newest = _walk_special(it, folder == meta, out, stack, newest)
+            continue
+        push = stack.append
         with it:
-            for entry in it:
+            for entry in it:  # the common case, kept tight: it runs once per file
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
+                        push(entry.path)
                         continue
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
@@ -204,18 +208,37 @@ def walk(top: str, out: NamespaceScan) -> None:
                 except OSError as exc:
                     out.errors.append(f"{entry.path}: {exc.strerror or exc}")
                     continue
-                path = entry.path
-                sizes[path] = size = st.st_size
-                total += size
-                if own:
-                    if entry.name == STAMP_FILE:
-                        out.stamp_mtime = st.st_mtime
-                elif st.st_mtime > newest:
+                sizes[entry.path] = st.st_size
+                if st.st_mtime > newest:
                     newest = st.st_mtime
-                if folder == receipts and path.endswith(".json"):
-                    out.receipt_paths.append(path)
-    out.bytes = total
+    out.bytes = sum(sizes.values())
     out.last_write = newest or None
+
+
+def _walk_special(
+    it: Iterator[os.DirEntry[str]], own: bool, out: NamespaceScan, stack: list[str], newest: float
+) -> float:
+    """`.lanewatch/` (lanewatch's own: not a write; note the stamp) or `receipts/`."""
+    for entry in it:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+                continue
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            out.errors.append(f"{entry.path}: {exc.strerror or exc}")
+            continue
+        out.sizes[entry.path] = st.st_size
+        if own:
+            if entry.name == STAMP_FILE:
+                out.stamp_mtime = st.st_mtime
+            continue
+        newest = max(newest, st.st_mtime)
+        if entry.name.endswith(".json"):
+            out.receipt_paths.append(entry.path)
+    return newest
 
 
 def floor_walk(top: str) -> tuple[int, int]:
