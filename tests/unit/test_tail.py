@@ -188,3 +188,27 @@ def test_stop_is_prompt_and_idempotent(root: Path) -> None:
     t = time.monotonic()
     engine.stop()
     assert time.monotonic() - t < 1.0
+
+
+def test_a_failing_batch_is_logged_and_the_picture_recovers(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in handling one batch must not freeze the dashboard: the engine logs it and
+    rescans every root from disk. (The failure is injected: no real input makes it fail.)"""
+    from lanewatch.sources.worker import Worker
+
+    ns = make_stamp(root, "recovers")
+    real = Worker.process
+    failed: list[int] = []
+
+    def flaky(self: Worker, items: list) -> None:  # type: ignore[type-arg]
+        if not failed:
+            failed.append(1)
+            raise RuntimeError("injected")
+        real(self, items)
+
+    with running([root]) as (engine, rec):
+        monkeypatch.setattr(Worker, "process", flaky)
+        (ns / "lost.txt").write_text("its event is dropped with the failed batch")
+        wait_for(lambda: engine.stats.get("errors") == 1)
+        wait_for(lambda: files_of(rec, ns) == 2)  # found again by the rescan

@@ -232,20 +232,25 @@ class Engine:
                 pass
             if None in batch:
                 return
-            if batch:
-                w.process(batch)
-            elif scanning:
-                w.scan_some()
-            if not probing and not w.scanning:
-                probing = True
-                assert self._prober is not None
-                self._prober.start()
-            if probing and not self.settled.is_set() and w.stats["probes"] > 0:
-                self.settled.set()
-            if time.monotonic() >= next_tick:
-                w.tick()
-                next_tick = time.monotonic() + TICK
-            w.flush()
+            try:
+                if batch:
+                    w.process(batch)
+                elif scanning:
+                    w.scan_some()
+                if not probing and not w.scanning:
+                    probing = True
+                    assert self._prober is not None
+                    self._prober.start()
+                if probing and not self.settled.is_set() and w.stats["probes"] > 0:
+                    self.settled.set()
+                if time.monotonic() >= next_tick:
+                    w.tick()
+                    next_tick = time.monotonic() + TICK
+                w.flush()
+            except Exception:  # a bug must not freeze the picture: say so, start over from disk
+                log.exception("the engine failed on a batch; rescanning every root")
+                w.recover()
+                self._stop.wait(0.5)
 
 
 def acknowledge(roots: Sequence[str], incident_id: str, by: str | None = None) -> bool:

@@ -543,6 +543,13 @@ class Worker:
                     return root
         return ""
 
+    def recover(self) -> None:
+        """After an unexpected error: drop what was half done, rescan every root."""
+        self.stats["errors"] = self.stats.get("errors", 0) + 1
+        self._events = []
+        self._applied_paths = []
+        self.queue.put(("rescan", None))
+
     # -- time ----------------------------------------------------------------------------------
     def tick(self) -> None:
         """Once a second: re-judge what time alone can change; check every root's watch."""
