@@ -428,6 +428,8 @@ def _enclosing(path: str, index: Mapping[str, str]) -> str | None:
     """The deepest namespace `path` is or lies inside; `index` maps each namespace key, without
     a trailing slash, to the key. What testing every key with `_inside`, longest first, finds,
     in one dict look-up per folder level of `path` instead of one test per namespace."""
+    if not path:
+        return None  # not a path at all (the kernel never prints one empty)
     current = path.rstrip("/") or "/"
     while True:
         found = index.get(current)
