@@ -161,3 +161,29 @@ def test_markdown_code_fence_outlasts_backticks_in_the_stamp(tmp_path: Path) -> 
     fence = opening.removesuffix("json")
     assert len(fence) >= 5 and set(fence) == {"`"}
     assert md.count(fence + "\n") >= 1 and "\n" + fence + "\n" in md
+
+
+def test_picture_counts_follow_every_change() -> None:
+    import random
+
+    rng = random.Random(7)
+    pic = Picture()
+    states = list(NsState)
+    for step in range(400):
+        if step % 97 == 0:
+            made = [ns_view(str(n), rng.choice(states)) for n in range(5)]
+            views = {v.key: v for v in made}
+            incs = {f"i{n}": incident(f"i{n}", "/roots/r1/0") for n in range(2)}
+            pic.apply(Changes(upserts=views, incidents=incs, full=True))
+            continue
+        n = rng.randrange(8)
+        if rng.random() < 0.2:
+            pic.apply(Changes(removed=frozenset({f"/roots/r1/{n}"})))
+        elif rng.random() < 0.3:
+            inc = incident(f"i{n % 3}", "/roots/r1/0", acknowledged=rng.random() < 0.5)
+            pic.apply(Changes(incidents={inc.id: inc}))
+        else:
+            v = ns_view(str(n), rng.choice(states))
+            pic.apply(Changes(upserts={v.key: v}))
+        expected = {view: len(pic.rows(view)) for view in View}
+        assert pic.counts() == expected, step

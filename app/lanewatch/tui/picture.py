@@ -56,6 +56,7 @@ class Picture:
     loaded: bool = False
     """True once the first full picture arrived."""
     updated_at: float | None = None
+    _counts: dict[View, int] = field(default_factory=lambda: dict.fromkeys(View, 0))
 
     def apply(self, changes: Changes) -> Delta:
         delta = Delta()
@@ -63,7 +64,8 @@ class Picture:
             for key in set(self.namespaces) - set(changes.upserts):
                 self._remove_ns(key, delta)
             for iid in set(self.incidents) - set(changes.incidents):
-                del self.incidents[iid]
+                gone = self.incidents.pop(iid)
+                self._counts[View.COLLISIONS] -= int(not gone.acknowledged)
                 delta.removals[View.COLLISIONS].add(iid)
             self.loaded = True
         for key in changes.removed:
@@ -72,12 +74,19 @@ class Picture:
             old = self.namespaces.get(key)
             self.namespaces[key] = ns
             view = view_of(ns)
-            if old is not None and view_of(old) is not view:
+            if old is None:
+                self._counts[view] += 1
+            elif view_of(old) is not view:
+                self._counts[view_of(old)] -= 1
+                self._counts[view] += 1
                 delta.removals[view_of(old)].add(key)
                 delta.upserts[view_of(old)].pop(key, None)
             delta.upserts[view][key] = ns
             delta.removals[view].discard(key)
         for iid, incident in changes.incidents.items():
+            old_incident = self.incidents.get(iid)
+            was_open = old_incident is not None and not old_incident.acknowledged
+            self._counts[View.COLLISIONS] += int(not incident.acknowledged) - int(was_open)
             self.incidents[iid] = incident
             if incident.acknowledged:
                 delta.upserts[View.COLLISIONS].pop(iid, None)
@@ -94,6 +103,7 @@ class Picture:
         old = self.namespaces.pop(key, None)
         if old is not None:
             view = view_of(old)
+            self._counts[view] -= 1
             delta.removals[view].add(key)
             delta.upserts[view].pop(key, None)
 
@@ -103,11 +113,8 @@ class Picture:
         return {k: ns for k, ns in self.namespaces.items() if view_of(ns) is view}
 
     def counts(self) -> dict[View, int]:
-        result = dict.fromkeys(View, 0)
-        for ns in self.namespaces.values():
-            result[view_of(ns)] += 1
-        result[View.COLLISIONS] = sum(1 for i in self.incidents.values() if not i.acknowledged)
-        return result
+        """Rows per view, kept up to date by `apply` (the header asks on every frame)."""
+        return dict(self._counts)
 
     def row(self, view: View, key: str) -> Row | None:
         if view is View.COLLISIONS:

@@ -3,6 +3,7 @@ line. Rows change by key only (never clear-and-refill); the cursor and marks fol
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
 TICK_MARGIN = 10  # rows above and below the viewport whose ages move on each second
+GATED_ACTIONS = ("kill", "clear", "acknowledge", "open", "export", "unmark", "sort")
+GATED_ACTIONS += ("pause", "resume", "follow", "unfollow")
 
 
 class MainScreen(MainKeys, Screen[None]):
@@ -47,6 +50,7 @@ class MainScreen(MainKeys, Screen[None]):
         self._detail_key: str | None = None
         self._detail_at = 0.0
         self._detail_timer: Timer | None = None
+        self._detail_content: NamespaceView | None = None  # the row as of the last re-read
         self._bindings_signature: tuple[object, ...] = ()
         self._empty_shown: dict[View, Text | None] = {}
 
@@ -181,15 +185,9 @@ class MainScreen(MainKeys, Screen[None]):
         )
         for view in ORDER:
             self._update_empty(view)
-        signature = (
-            self.view,
-            table.cursor_key,
-            self.selected_row(),
-            len(table.marked),
-            table.row_count > 0,
-            self.paused,
-            self.follow,
-        )
+        # What the footer shows depends only on which actions apply: recompose it (costly) only
+        # when that changes, not on every heartbeat of the selected lane.
+        signature = (self.view, *(self.check_action(a, ()) for a in GATED_ACTIONS))
         if signature != self._bindings_signature:
             self._bindings_signature = signature
             self.refresh_bindings()
@@ -241,16 +239,23 @@ class MainScreen(MainKeys, Screen[None]):
         row = self.selected_row()
         pane.set_class(row is None, "-nothing")
         if row is None:
-            pane.show("")
+            pane.show("", key="nothing")
             return
         if isinstance(row, Incident):
-            pane.show(incident_renderable(row, self._victim_label))
+            pane.show(incident_renderable(row, self._victim_label), key=row)
             return
         if self._detail_key != row.key:
             self._detail, self._detail_key, self._detail_at = None, row.key, 0.0
+            self._detail_content = None
             reload = True
-        pane.show(namespace_renderable(row, self._detail, self.lw.picture.incidents_of(row.key)))
-        if reload:
+        incidents = self.lw.picture.incidents_of(row.key)
+        # A heartbeat or a new sparkline sample changes nothing the pane shows: no redraw, and
+        # no re-read of the namespace's files and ledger.
+        content = replace(row, heartbeat_at=None, write_rate=())
+        key = (content, self._detail, tuple(incidents))
+        pane.show(namespace_renderable(row, self._detail, incidents), key=key)
+        if reload and content != self._detail_content:
+            self._detail_content = content
             self._schedule_detail_load(row.key)
 
     def _schedule_detail_load(self, key: str) -> None:

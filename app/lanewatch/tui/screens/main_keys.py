@@ -59,9 +59,11 @@ class MainKeys:
     def targets(self: MainScreen) -> list[Row]:
         """The marked rows of this view (as shown now), else the cursor row."""
         table = self.table()
-        keys = [k for k in table.visible_keys if k in table.marked] or (
-            [table.cursor_key] if table.cursor_key is not None else []
-        )
+        marked = table.marked
+        if marked:
+            keys = [k for k in table.visible_keys if k in marked]
+        else:
+            keys = [] if table.cursor_key is None else [table.cursor_key]
         rows = (self.lw.picture.row(self.view, str(k)) for k in keys)
         return [row for row in rows if row is not None]
 

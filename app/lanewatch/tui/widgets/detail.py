@@ -49,10 +49,8 @@ def namespace_renderable(
     owner.add_row("user", _t(ns.user))
     owner.add_row("command", _t(" ".join(ns.command) if ns.command else None))
     owner.add_row("started", _t(fmt.stamp_time(ns.started_at)))
-    beat = fmt.stamp_time(ns.heartbeat_at)
-    if ns.heartbeat_interval:
-        beat += f" (every {ns.heartbeat_interval:g}s)"
-    owner.add_row("heartbeat", _t(beat))
+    if ns.heartbeat_interval:  # its age is the BEAT column; here only what does not tick
+        owner.add_row("heartbeat", _t(f"every {ns.heartbeat_interval:g}s"))
     if ns.released_at is not None:
         owner.add_row("released", _t(fmt.stamp_time(ns.released_at)))
     if ns.exit_code is not None:
@@ -140,8 +138,14 @@ def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]
 class DetailPane(VerticalScroll, can_focus=False):
     """A scrollable pane; the screen decides what goes in."""
 
+    _key: object = None
+
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static("", id="detail-body", markup=False)
 
-    def show(self, renderable: RenderableType) -> None:
+    def show(self, renderable: RenderableType, key: object = None) -> None:
+        """Show `renderable`; with a `key` equal to the last one, skip the (layout) update."""
+        if key is not None and key == self._key:
+            return
+        self._key = key
         self.query_one("#detail-body", Static).update(renderable)
