@@ -33,7 +33,7 @@ from lanewatch.tui.widgets.lane_table import LaneTable
 if TYPE_CHECKING:
     from lanewatch.sources.engine import Engine
 
-FRAME = 1 / 30  # changes reach the screen at most this often
+FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
 TICK = 1.0  # ages move on once a second
 CSS_NAME = "lanewatch.tcss"
 

@@ -6,6 +6,7 @@ goes into a `rich.text.Text`, so it is shown as typed and never parsed as markup
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -86,9 +87,15 @@ def untrusted(value: str | None) -> Text:
     return Text(value if value is not None else fmt.NONE, no_wrap=True, end="")
 
 
+@functools.cache
+def _state_text(state: NsState, inferred: bool) -> Text:
+    # Shared between rows: the table copies a Text before it renders it.
+    label = state.value + ("?" if inferred else "")
+    return Text(label, style=STATE_STYLES.get(state, ""), end="")
+
+
 def state_cell(ns: NamespaceView) -> Text:
-    label = ns.state.value + ("?" if ns.grade == "inferred" else "")
-    return Text(label, style=STATE_STYLES.get(ns.state, ""), end="")
+    return _state_text(ns.state, ns.grade == "inferred")
 
 
 def lane_label(ns: NamespaceView) -> str:

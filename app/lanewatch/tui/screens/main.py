@@ -82,7 +82,7 @@ class MainScreen(MainKeys, Screen[None]):
             column, reverse = columns.DEFAULT_SORT[view]
             self.table(view).sort_by(column, reverse=reverse)
         self.table(self.view).focus()
-        self.refresh_view(self.view)
+        self.update_chrome()
 
     def table(self, view: View | None = None) -> LaneTable:
         return self.query_one(f"#table-{(view or self.view).value}", LaneTable)
@@ -117,25 +117,18 @@ class MainScreen(MainKeys, Screen[None]):
         if key is not None and key in delta.touched(self.view):
             self.show_detail(reload=True)
 
-    def refresh_view(self, view: View) -> None:
-        """Re-render every row of one view (after a switch or a resume)."""
-        now = self.lw.clock()
-        rows = self.lw.picture.rows(view)
-        table = self.table(view)
-        cells = {key: self.build_row(view, row, now) for key, row in rows.items()}
-        table.apply(cells, [key for key in table.visible_keys if key not in rows])
-        self.update_chrome()
-
     def tick(self) -> None:
-        """Once a second, the ages move on: only for the rows on screen (and a margin), so an
-        idle dashboard costs the same with ten rows or ten thousand. Rows scrolled into view
-        catch up at the next tick; rows that change catch up at once."""
+        """Once a second (and on a view switch or a resume), the ages move on: only for the
+        rows on screen and a margin, so an idle dashboard costs the same with ten rows or ten
+        thousand. Rows scrolled into view catch up at the next tick; rows that change, at once
+        (every table gets every batch, shown or not)."""
         if self.paused or not self.lw.picture.loaded:
             return
         table = self.table()
         keys = table.visible_keys
         top = max(0, table.scroll_offset.y - TICK_MARGIN)
-        window = keys[top : top + table.size.height + 2 * TICK_MARGIN]
+        height = max(table.size.height, self.size.height)  # a table just shown has no size yet
+        window = keys[top : top + height + 2 * TICK_MARGIN]
         now = self.lw.clock()
         cells = {}
         for key in window:
@@ -315,5 +308,5 @@ class MainScreen(MainKeys, Screen[None]):
     def on_screen_resume(self) -> None:
         # Changes kept merging while another screen was on top: show them now.
         self.lw.drain()
-        self.refresh_view(self.view)
+        self.tick()
         self.show_detail(reload=True)

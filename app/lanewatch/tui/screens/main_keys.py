@@ -126,7 +126,7 @@ class MainKeys:
             return
         self.view = view
         self.query_one(ContentSwitcher).current = view.value
-        self.refresh_view(view)
+        self.tick()
         filter_input = self.query_one("#filter", Input)
         filter_input.value = self.table().filter_text
         filter_input.display = bool(self.table().filter_text)
@@ -180,7 +180,7 @@ class MainKeys:
         self.paused = not self.paused
         if not self.paused:
             self.lw.drain()
-            self.refresh_view(self.view)
+            self.tick()
         self.update_chrome()
 
     def action_unmark(self: MainScreen) -> None:
