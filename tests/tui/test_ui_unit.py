@@ -191,3 +191,21 @@ async def test_an_engine_that_cannot_start_is_shown_not_fatal() -> None:
             what="the failed worker is reported",
         )
         assert app.is_running
+
+
+async def test_the_status_line_says_how_writers_are_known() -> None:
+    import dataclasses
+
+    import pytest
+
+    if "attribution" not in {f.name for f in dataclasses.fields(Changes)}:
+        pytest.skip("this engine does not report write attribution")
+    app, engine = app_with(ns_view("a"))
+    async with app.run_test(size=(140, 30)) as pilot:
+        await until(pilot, lambda: app.picture.loaded)
+        engine.push(
+            Changes(at=NOW, attribution="inferred", attribution_hint="fanotify needs root")  # type: ignore[call-arg]
+        )
+        await shows(pilot, "writers: inferred")
+        await pilot.press("question_mark")
+        await shows(pilot, "Writers are inferred: fanotify needs root")

@@ -193,7 +193,9 @@ class LanewatchApp(ActionFlows, App[None]):
             ("Incident timeline", IncidentScreen.BINDINGS),
             ("Everywhere", [*self.BINDINGS, Binding("ctrl+p", "command_palette", "Commands")]),
         ]
-        self.push_screen(HelpScreen(groups))  # type: ignore[arg-type]
+        hint = self.picture.attribution_hint
+        note = f"Writers are {self.picture.attribution}: {hint}" if hint else ""
+        self.push_screen(HelpScreen(groups, note))  # type: ignore[arg-type]
 
     def open_incident(self, incident: Incident) -> None:
         victim = self.picture.namespaces.get(incident.victim or "")

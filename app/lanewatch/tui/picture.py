@@ -56,6 +56,9 @@ class Picture:
     loaded: bool = False
     """True once the first full picture arrived."""
     updated_at: float | None = None
+    attribution: str | None = None
+    """How writers are known: "kernel" (fanotify) or "inferred"; None until the engine says."""
+    attribution_hint: str = ""
     _counts: dict[View, int] = field(default_factory=lambda: dict.fromkeys(View, 0))
 
     def apply(self, changes: Changes) -> Delta:
@@ -97,6 +100,9 @@ class Picture:
         if changes.health or changes.full:
             self.health = tuple(changes.health)
         self.updated_at = changes.at
+        # Engines that predate write attribution have no such fields.
+        self.attribution = getattr(changes, "attribution", None) or self.attribution
+        self.attribution_hint = getattr(changes, "attribution_hint", "") or self.attribution_hint
         return delta
 
     def _remove_ns(self, key: str, delta: Delta) -> None:

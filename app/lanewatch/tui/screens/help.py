@@ -65,14 +65,17 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark,f1", "dismiss", "Close help"),
     ]
 
-    def __init__(self, groups: Sequence[tuple[str, Sequence[Binding]]]) -> None:
+    def __init__(self, groups: Sequence[tuple[str, Sequence[Binding]]], note: str = "") -> None:
         super().__init__()
         self.groups = groups
+        self.note = note
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body") as body:
             body.border_title = "Keys"
             body.border_subtitle = "esc closes"
             yield Static(Text(INTRO), markup=False)
+            if self.note:
+                yield Static(Text(self.note, style="italic"), markup=False)
             yield Static(help_rows(self.groups), markup=False)
             yield Static(Text(LEGEND, style="dim"), markup=False)

@@ -174,6 +174,7 @@ class MainScreen(MainKeys, Screen[None]):
                 marks=len(table.marked),
                 error=self.lw.engine_error,
                 note=self.lw.demo_note,
+                attribution=pic.attribution,
             )
         )
         for view in ORDER:

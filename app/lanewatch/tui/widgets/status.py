@@ -31,6 +31,7 @@ class StatusState:
     marks: int = 0
     error: str | None = None
     note: str | None = None
+    attribution: str | None = None
 
 
 def health_text(health: Sequence[SourceHealth]) -> Text:
@@ -67,6 +68,10 @@ def status_text(state: StatusState) -> Text:
         text.append("  ")
     elif state.loaded and not state.error:
         text.append(f"watching {state.roots} root{'s' if state.roots != 1 else ''}", style="dim")
+        text.append("  ")
+    if state.attribution:
+        text.append("writers: ", style="dim")
+        text.append(state.attribution, style="dim" if state.attribution == "kernel" else "yellow")
         text.append("  ")
     if state.filter:
         text.append("filter: ", style="bold")
