@@ -21,6 +21,7 @@ import logging
 import os
 import queue
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +61,7 @@ def _quiet_duplicate_warning() -> None:
 INCIDENTS_FILE = "incidents.jsonl"
 MAX_PENDING = 200_000  # queued items before the handler drops events and asks for a rescan
 DEFAULT_POLL_INTERVAL = 2.0
+DEGRADED_RETRY = 10.0  # seconds between two attempts to watch a root that cannot be watched
 
 # An item is (op, root, namespace name, path, is_dir). Ops: c created, m modified, a attrib,
 # w closed after write, d deleted; control ops carry the root: overflow, overrun, limit,
@@ -183,6 +185,7 @@ class RootWatch:
         self.detail = ""  # the last health detail, e.g. why it polls
         self.limit_hit = False
         self.identity: tuple[int, int] | None = None
+        self.retry_at = 0.0  # a degraded root is retried every DEGRADED_RETRY seconds
         self._lock = threading.Lock()
 
     # -- hooks called on watchdog's threads: only queue --------------------------------------
@@ -263,6 +266,8 @@ class RootWatch:
     def _health(self, status: HealthStatus, detail: str) -> SourceHealth:
         if status in (HealthStatus.MISSING, HealthStatus.DEGRADED):
             self.mode = "off"
+        if status is HealthStatus.DEGRADED:
+            self.retry_at = time.monotonic() + DEGRADED_RETRY
         self.detail = detail
         return SourceHealth(self.root, status.value, detail)
 
@@ -273,8 +278,9 @@ class RootWatch:
             identity: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             identity = None
-        if self.mode == "off":
-            return "retry" if identity is not None else None
+        if self.mode == "off":  # missing: retried as soon as it exists; degraded: now and then
+            due = identity is not None and time.monotonic() >= self.retry_at
+            return "retry" if due else None
         if identity is None:
             return "the root is gone"
         if identity != self.identity:

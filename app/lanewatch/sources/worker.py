@@ -581,10 +581,10 @@ class Worker:
             self.health(SourceHealth(root, HealthStatus.MISSING.value, problem))
             self.emit(m.RootListed(root, frozenset()))
             return
-        self.stats["rewatches"] += 1
         health = watch.start()
         self.health(health)
         if watch.mode != "off":
+            self.stats["rewatches"] += 1
             self._notice_until.pop(root, None)
             self.rescan_root(root)
 
