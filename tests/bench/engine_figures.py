@@ -6,7 +6,8 @@ Builds its workload under a fresh temporary folder (removed at the end) and prin
 - first picture (states, counts, bytes) vs a bare scandir + stat walk of the same tree;
 - states only (phase 1) vs reading every stamp;
 - engine start to settled (watches up, sizes counted, one probe) — the inotify setup included;
-- write -> model latency while 200 lanes write 1,000 files/s in all (p50/p99/max);
+- write -> model latency while 200 lanes write 1,000 files/s in all (p50/p99/max), also with
+  every namespace heartbeating at the default interval;
 - the engine's CPU while nothing changes.
 """
 
@@ -24,7 +25,14 @@ from pathlib import Path
 
 from lanewatch.scheme.names import namespace_name
 from lanewatch.scheme.procid import ProcessIdentity, boot_id, hostname
-from lanewatch.scheme.stamp import META_DIR, OwnerState, Stamp, read_stamp, write_stamp
+from lanewatch.scheme.stamp import (
+    META_DIR,
+    OwnerState,
+    Stamp,
+    read_stamp,
+    touch_heartbeat,
+    write_stamp,
+)
 from lanewatch.sources.engine import Engine
 from lanewatch.sources.scanner import floor_walk
 from lanewatch.sources.worker import Worker
@@ -68,7 +76,21 @@ def cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def latency(root: Path, nss: list[Path], lanes: int, rate: float, seconds: float) -> dict:
+def heartbeats(nss: list[Path], per_second: float, stop: threading.Event) -> None:
+    """Touch stamps round-robin, as `lanewatch run` owners do (one utime per heartbeat)."""
+    n = 0
+    start = time.monotonic()
+    while not stop.is_set():
+        touch_heartbeat(nss[n % len(nss)])
+        n += 1
+        delay = start + n / per_second - time.monotonic()
+        if delay > 0:
+            stop.wait(delay)
+
+
+def latency(
+    root: Path, nss: list[Path], lanes: int, rate: float, seconds: float, beats: float = 0.0
+) -> dict:
     seen: dict[str, float] = {}
     lock = threading.Lock()
 
@@ -81,6 +103,10 @@ def latency(root: Path, nss: list[Path], lanes: int, rate: float, seconds: float
     engine = Engine([str(root)], on_applied=applied)
     engine.start(lambda c: None)
     engine.settled.wait(120)
+    stop = threading.Event()
+    beating = threading.Thread(target=heartbeats, args=(nss, beats, stop), daemon=True)
+    if beats:
+        beating.start()
     written: dict[str, float] = {}
     interval = 1.0 / rate
     start = time.monotonic()
@@ -96,6 +122,7 @@ def latency(root: Path, nss: list[Path], lanes: int, rate: float, seconds: float
         delay = start + n * interval - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+    stop.set()
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and len(seen.keys() & written.keys()) < len(written):
         time.sleep(0.01)
@@ -152,6 +179,10 @@ def main() -> None:
             "read_stamps_floor_s": round(stamps, 3),
             "engine_start_to_settled_s": round(started, 3),
             "write_to_model": latency(root, nss, min(200, len(nss)), 1000.0, 5.0),
+            # every namespace heartbeating at the default 5 s interval, plus the same writes
+            "write_to_model_with_heartbeats": latency(
+                root, nss, min(200, len(nss)), 1000.0, 5.0, beats=len(nss) / 5.0
+            ),
         }
         print(json.dumps(figures, indent=None if args.json else 2))
     finally:
