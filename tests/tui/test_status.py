@@ -53,3 +53,16 @@ async def test_follow_keeps_the_cursor_on_the_newest_writer(lanes: Lanes, scratc
         await pilot.press("f")
         await until(pilot, lambda: not app.main.follow)
         assert app.main.view is View.LANES
+
+
+async def test_a_default_root_not_made_yet_is_not_a_fault(isolated_state: Path) -> None:
+    """A new user's first `lanewatch`: the default root appears with the first lane."""
+    from lanewatch.scheme.roots import default_root
+
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.picture.loaded)
+        text = await shows(pilot, "no lane has run yet", "lanewatch run --lane NAME -- CMD")
+        assert "missing" not in text.splitlines()[-2]
+        assert not app.main.query_one("#status").has_class("-degraded")
+        assert str(default_root()) in text

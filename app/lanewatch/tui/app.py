@@ -17,7 +17,7 @@ from textual.worker import Worker, WorkerState
 
 from lanewatch.errors import LanewatchError
 from lanewatch.model.views import Incident
-from lanewatch.scheme.roots import Registry
+from lanewatch.scheme.roots import Registry, canonical_root, default_root
 from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
 from lanewatch.tui.bridge import ChangeBuffer
 from lanewatch.tui.commands import LanewatchCommands
@@ -77,6 +77,7 @@ class LanewatchApp(ActionFlows, App[None]):
         self.action_log: list[ActionOutcome] = []
         self.last_export: Path | None = None
         self._root_paths = list(root_paths)
+        self.default_root = str(canonical_root(default_root()))
         self._last_drain = 0.0
         self._drain_armed = False
         self._stopped = False

@@ -175,6 +175,7 @@ class MainScreen(MainKeys, Screen[None]):
                 error=self.lw.engine_error,
                 note=self.lw.demo_note,
                 attribution=pic.attribution,
+                default_root=self.lw.default_root,
             )
         )
         for view in ORDER:

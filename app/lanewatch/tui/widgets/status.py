@@ -32,12 +32,15 @@ class StatusState:
     error: str | None = None
     note: str | None = None
     attribution: str | None = None
+    default_root: str | None = None
+    """Missing before the first `lanewatch run` creates it: not a fault."""
 
 
-def health_text(health: Sequence[SourceHealth]) -> Text:
+def health_text(health: Sequence[SourceHealth], default_root: str | None = None) -> Text:
+    """The sources that are not watching normally (the default root not made yet is normal)."""
     text = Text(end="")
     for item in health:
-        if item.status == "ok":
+        if item.status == "ok" or (item.status == "missing" and item.root == default_root):
             continue
         if text:
             text.append(" · ")
@@ -62,11 +65,17 @@ def status_text(state: StatusState) -> Text:
     elif not state.loaded:
         text.append(f"scanning {state.roots} root{'s' if state.roots != 1 else ''}…", style="dim")
         text.append("  ")
-    problems = health_text(state.health)
+    problems = health_text(state.health, state.default_root)
+    waiting = any(h.status == "missing" and h.root == state.default_root for h in state.health)
+    if waiting:
+        text.append("no lane has run yet: ", style="dim")
+        text.append(state.default_root or "", style="dim")
+        text.append(" appears with the first", style="dim")
+        text.append("  ")
     if problems:
         text.append_text(problems)
         text.append("  ")
-    elif state.loaded and not state.error:
+    elif state.loaded and not state.error and not waiting:
         text.append(f"watching {state.roots} root{'s' if state.roots != 1 else ''}", style="dim")
         text.append("  ")
     if state.attribution:
@@ -104,4 +113,5 @@ class StatusLine(Static):
             self._state = state
             self.update(status_text(state))
             self.set_class(state.paused, "-paused")
-            self.set_class(bool(health_text(state.health)) or bool(state.error), "-degraded")
+            degraded = bool(health_text(state.health, state.default_root)) or bool(state.error)
+            self.set_class(degraded, "-degraded")
