@@ -246,6 +246,10 @@ def read_content(
         chunk = os.pread(fd, _CHUNK, offset)
         if not chunk:
             break
+        if offset == 0 and len(chunk) == st.st_size < _CHUNK:
+            # The whole (small) file in one read, as fstat said: no second read for EOF.
+            digest.update(chunk)
+            return ContentSample(len(chunk), digest.hexdigest(), chunk[:prefix_limit])
         if len(prefix) < prefix_limit:
             prefix += chunk[: prefix_limit - len(prefix)]
         digest.update(chunk)
@@ -593,6 +597,17 @@ def fanotify_available(path: str | os.PathLike[str] | None = None) -> tuple[bool
 # --- the watcher ------------------------------------------------------------------------------
 
 
+def lower_priority(nice: int) -> None:
+    """Make the calling thread `nice` steps nicer (Linux: niceness is per thread)."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError as exc:
+        log.debug("could not lower the priority of thread %d: %s", tid, exc)
+
+
 def _norm_prefix(path: str | os.PathLike[str]) -> str:
     # readlink gives canonical paths: compare against the canonical form, with a trailing "/".
     real = os.path.realpath(path)
@@ -606,7 +621,9 @@ class FanotifyWatcher:
     event descriptor is closed as soon as it returns, so read content inside it (e.g.
     `event.read_content()`). Overflow comes as an event with `is_overflow`. Only events
     under `prefixes` (default: `paths`) are delivered; the others, and our own writes, are
-    dropped and their descriptors closed at once.
+    dropped and their descriptors closed at once. `pidfds`: events carry the writer's pidfd
+    (Linux 5.15+). `before_read()` runs before each read; what it returned before the latest
+    read that drained the queue is `window` (every later event was queued after it).
     """
 
     def __init__(
@@ -622,6 +639,8 @@ class FanotifyWatcher:
         name: str = "lanewatch-fanotify",
         pidfds: bool = False,
         before_read: Callable[[], object] | None = None,
+        read_delay: float = 0.0,
+        nice: int = 0,
     ) -> None:
         self._paths = [os.fspath(p) for p in paths]
         self._callback = callback
@@ -639,6 +658,11 @@ class FanotifyWatcher:
         self._stopping = threading.Event()
         self._pidfds = pidfds
         self._before_read = before_read
+        # Seconds to wait once events are ready before reading them: the kernel merges a write's
+        # MODIFY and CLOSE_WRITE (and repeated writes of one file) while they are queued, so
+        # a short wait means fewer events to read, at that much more latency.
+        self._read_delay = read_delay
+        self._nice = nice  # added to the reader thread's niceness: writers first
         self.marks: dict[str, MarkKind] = {}
         self.error: BaseException | None = None  # why the reader thread ended, if it failed
         self.delivered = 0
@@ -724,16 +748,21 @@ class FanotifyWatcher:
                 log.exception("fanotify callback failed")
 
     def _run(self) -> None:
+        lower_priority(self._nice)
         group = self._group
         assert group is not None
         poller = select.poll()
         poller.register(group.fileno(), select.POLLIN)
         poller.register(self._stop_r, select.POLLIN)
+        stop_only = select.poll()
+        stop_only.register(self._stop_r, select.POLLIN)
         try:
             while not self._stopping.is_set():
                 ready = {fd for fd, _ in poller.poll()}
                 if self._stop_r in ready:
                     break
+                if self._read_delay > 0 and stop_only.poll(self._read_delay * 1000):
+                    break  # asked to stop while we let the queue gather
                 # Drain what is queued, one bounded batch at a time, checking for stop.
                 while not self._stopping.is_set():
                     mark = self._before_read() if self._before_read is not None else None
