@@ -35,10 +35,15 @@ class FileHistory:
         return len(self._writes)
 
     def record(
-        self, path: str, time: float, size: int | None, sha256: str | None = None
+        self,
+        path: str,
+        time: float,
+        size: int | None,
+        sha256: str | None = None,
+        writer: str | None = None,
     ) -> WriteRecord:
-        writer = self._writers.get(path)
-        rec = WriteRecord(time, size, sha256, writer)
+        """One write; `writer` where the source knows it (the kernel), else the one noted."""
+        rec = WriteRecord(time, size, sha256, writer or self._writers.get(path))
         writes = self._writes.get(path)
         if writes is None:
             writes = self._writes[path] = deque(maxlen=self.per_path)
@@ -46,8 +51,11 @@ class FileHistory:
                 self._writes.popitem(last=False)
         else:
             self._writes.move_to_end(path)
-        if writes and writes[-1].size == size and writes[-1].sha256 == sha256 and sha256:
+        last = writes[-1] if writes else None
+        if last is not None and last.size == size and last.sha256 == sha256 and sha256:
             writes[-1] = rec  # the same content seen again: one write, newer time
+        elif last is not None and _same_write(last, rec):
+            writes[-1] = _richer(last, rec)  # one write seen by the tail and by the kernel
         else:
             writes.append(rec)
         return rec
@@ -68,3 +76,17 @@ class FileHistory:
         for store in (self._writes, self._writers):
             for path in [p for p in store if p.startswith(slashed)]:
                 del store[path]
+
+
+SAME_WRITE = 1.0  # seconds: a tail record and a kernel record this close, same size, are one
+
+
+def _same_write(a: WriteRecord, b: WriteRecord) -> bool:
+    if abs(a.time - b.time) > SAME_WRITE or a.size != b.size:
+        return False
+    # The tail reads no content and the kernel source does: one hashed, the other not.
+    return (a.sha256 is None) != (b.sha256 is None)
+
+
+def _richer(a: WriteRecord, b: WriteRecord) -> WriteRecord:
+    return WriteRecord(max(a.time, b.time), b.size, b.sha256 or a.sha256, b.writer or a.writer)

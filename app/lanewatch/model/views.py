@@ -122,6 +122,11 @@ class Changes:
     health: tuple[SourceHealth, ...] = ()
     full: bool = False
     at: float = 0.0
+    # How writers are known: "kernel" (fanotify reports each writer) or "inferred" (open files
+    # and timing); None where the producer did not say. The hint is one line for people: what
+    # kernel attribution covers, or why it is off and how to get it.
+    attribution: str | None = None
+    attribution_hint: str = ""
 
     @property
     def empty(self) -> bool:
@@ -150,4 +155,6 @@ def merge_changes(older: Changes, newer: Changes) -> Changes:
         health=newer.health or older.health,
         full=older.full,
         at=newer.at,
+        attribution=newer.attribution or older.attribution,
+        attribution_hint=newer.attribution_hint or older.attribution_hint,
     )
