@@ -23,6 +23,7 @@ from pathlib import Path
 from lanewatch.model.views import Changes, HealthStatus, SourceHealth, merge_changes
 from lanewatch.scheme.roots import Registry, canonical_root
 from lanewatch.sources.incidentlog import IncidentLog
+from lanewatch.sources.kernel import KernelAttribution
 from lanewatch.sources.prober import Prober
 from lanewatch.sources.worker import MAX_BATCH, TICK, Worker
 
@@ -106,9 +107,11 @@ class Engine:
         probe_interval: float = 2.0,
         poll_interval: float = 2.0,
         on_applied: Callable[[float, Sequence[str]], None] | None = None,
+        attribution: bool | None = None,
     ) -> None:
         """`roots` None: every registered root. `on_applied(time, paths)` is called on the
-        worker thread after each batch is in the model (for benchmarks and tests)."""
+        worker thread after each batch is in the model (for benchmarks and tests).
+        `attribution` None: kernel write attribution (fanotify) where it works; False: off."""
         self.roots = resolve_roots(roots)
         self.poll = poll
         self.probe_interval = probe_interval
@@ -123,6 +126,23 @@ class Engine:
         self._snapshot: Changes | None = None
         self.first_picture = threading.Event()  # set once states are known
         self.settled = threading.Event()  # set once sizes are counted and one probe is in
+        w = self._worker
+        self.kernel = KernelAttribution(
+            self.roots,
+            w.queue.put,
+            lambda: w.state.namespaces,
+            ignore=w.ignore,
+            enabled=attribution,
+        )
+
+    @property
+    def attribution(self) -> str:
+        """Either "kernel" (fanotify names every writer) or "inferred"; see the hint."""
+        return self.kernel.status()[0]
+
+    @property
+    def attribution_hint(self) -> str:
+        return self.kernel.status()[1]
 
     @property
     def stats(self) -> dict[str, int]:
@@ -146,6 +166,7 @@ class Engine:
         self._stop.set()
         self._worker.queue.put(None)
         try:
+            self.kernel.stop()
             if self._prober is not None:
                 self._prober.stop()
             thread = self._thread
@@ -164,7 +185,7 @@ class Engine:
     def snapshot(self) -> Changes:
         """The whole current picture (full=True). Before `start`, reads every root once."""
         if self._thread is None:
-            return self._worker.one_shot()
+            return self.kernel.stamp(self._worker.one_shot())
         with self._lock:
             if self._snapshot is not None:
                 return self._snapshot
@@ -181,6 +202,7 @@ class Engine:
 
     # -- threads -------------------------------------------------------------------------------
     def _offer(self, changes: Changes) -> None:
+        changes = self.kernel.stamp(changes)
         with self._lock:
             base = self._snapshot
             self._snapshot = (
@@ -196,6 +218,8 @@ class Engine:
         w = self._worker
         try:
             w.load_incidents()
+            if not self._stop.is_set():
+                self.kernel.start()  # before the first picture, so it says which attribution
             keys: list[str] = []
             for root in w.roots:
                 listed = w.list_root(root)

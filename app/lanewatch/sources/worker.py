@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
@@ -31,6 +31,9 @@ from lanewatch.sources import scanner
 from lanewatch.sources.incidentlog import IncidentLog
 from lanewatch.sources.prober import SHARED_TEMP, ProbeReport, judge
 from lanewatch.sources.tail import RootWatch
+
+if TYPE_CHECKING:
+    from lanewatch.sources.attribution import KernelBatch
 
 log = logging.getLogger(__name__)
 
@@ -398,6 +401,22 @@ class Worker:
                 rescan.add(root)
         elif op == "root-gone" and root in self.watches:
             self.check_root(root, "the root was deleted")
+        elif op == "kernel":  # writes attributed by fanotify (sources/attribution.py)
+            self.kernel_batch(item[1], rescan)
+
+    def kernel_batch(self, batch: KernelBatch, rescan: set[str]) -> None:
+        for path, rec in batch.writes:
+            self.history.record(path, rec.time, rec.size, rec.sha256, writer=rec.writer)
+        for obs, root in batch.observations:
+            self.emit(m.Observed(obs, root))
+        if batch.lost is not None:  # nothing is attributed for the gap: rescan, and say so
+            self.stats["overflows"] += 1
+            when = time.strftime("%X", time.localtime(batch.at))
+            for root in self.roots:
+                self._notice(
+                    root, f"kernel attribution lost events ({batch.lost}); rescanned at {when}"
+                )
+            rescan.update(self.roots)
 
     def _notice(self, root: str, detail: str) -> None:
         self._notice_until[root] = time.monotonic() + OVERFLOW_NOTICE

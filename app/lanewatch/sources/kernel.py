@@ -1,0 +1,121 @@
+"""The engine's handle on kernel attribution: start it where fanotify works, say which it is.
+
+`KernelAttribution` is owned by the `Engine`. It starts `sources.attribution.Attribution` when
+fanotify is available (never raising: without the privilege the engine simply stays on
+inferred attribution) and feeds its batches to the worker's queue as `("kernel", batch)`.
+`mode` is "kernel" or "inferred" and `hint` one line for people; `stamp` puts both on every
+`Changes` the engine hands out (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from lanewatch.model.model import NsRecord
+from lanewatch.model.views import Changes
+from lanewatch.scheme import procid
+from lanewatch.sources.attribution import (
+    HINT_INFERRED,
+    HINT_KERNEL,
+    Attribution,
+    KernelBatch,
+    attribution_status,
+)
+from lanewatch.sources.fanotify import FanotifyError
+from lanewatch.sources.pidlane import OwnerId, owner_of
+
+log = logging.getLogger(__name__)
+
+
+def owners_in(namespaces: Mapping[str, NsRecord], host: str) -> list[OwnerId]:
+    """The owner of every namespace of this host whose stamp we read (live or not)."""
+    out = []
+    for key, rec in namespaces.items():
+        s = rec.owner
+        if s is not None and s.host == host:
+            out.append(owner_of(key, rec.root, s))
+    return out
+
+
+class KernelAttribution:
+    def __init__(
+        self,
+        roots: Sequence[str],
+        put: Callable[[tuple[str, KernelBatch]], None],
+        namespaces: Callable[[], Mapping[str, NsRecord]],
+        *,
+        ignore: Sequence[str] = (),
+        enabled: bool | None = None,
+        on_attributed: Callable[[float, Sequence[str]], None] | None = None,
+    ) -> None:
+        """`enabled` None: kernel attribution where fanotify works; False: never."""
+        self.roots = list(roots)
+        self._put = put
+        self._namespaces = namespaces
+        self._ignore = ignore
+        self.enabled = enabled
+        self._on_attributed = on_attributed
+        self._attribution: Attribution | None = None
+        self._host = procid.hostname()
+        self.mode: str | None = None  # None until started or asked
+        self.hint = ""
+        self._lock = threading.Lock()  # start (engine thread) against stop (any thread)
+        self._stopped = False
+
+    @property
+    def attribution(self) -> Attribution | None:
+        return self._attribution
+
+    def _owners(self) -> Iterable[OwnerId]:
+        return owners_in(self._namespaces(), self._host)
+
+    def start(self) -> None:
+        """Start kernel attribution if it is wanted and possible; never raises."""
+        if self.enabled is False:
+            self.mode, self.hint = "inferred", f"{HINT_INFERRED} (kernel attribution is off)"
+            return
+        attr = Attribution(
+            self.roots,
+            lambda batch: self._put(("kernel", batch)),
+            owners=self._owners,
+            ignore=self._ignore,
+            on_attributed=self._on_attributed,
+        )
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                attr.start()
+            except FanotifyError as exc:
+                self.mode, self.hint = "inferred", f"{HINT_INFERRED} ({exc.reason})"
+                return
+            except OSError as exc:
+                log.warning("kernel attribution could not start: %s", exc)
+                self.mode, self.hint = "inferred", f"{HINT_INFERRED} (fanotify: {exc})"
+                return
+            self._attribution = attr
+        self.mode, self.hint = "kernel", HINT_KERNEL
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            attr = self._attribution
+        if attr is not None:
+            attr.stop()
+
+    def status(self) -> tuple[str, str]:
+        """What this engine does, or (not started) what it would do here."""
+        if self.mode is None:
+            if self.enabled is False:
+                return "inferred", f"{HINT_INFERRED} (kernel attribution is off)"
+            probe = next((r for r in self.roots if os.path.isdir(r)), None)
+            self.mode, self.hint = attribution_status(probe)
+        return self.mode, self.hint
+
+    def stamp(self, changes: Changes) -> Changes:
+        mode, hint = self.status()
+        return replace(changes, attribution=mode, attribution_hint=hint)
