@@ -11,7 +11,7 @@ from tests.conftest import LANEWATCH
 from tests.unit.enginekit import make_stamp, start_lane, stop_lane
 
 STATUS_KEYS = {"schema", "generated_at", "host", "roots", "namespaces", "incidents"}
-STATUS_KEYS |= {"open_incidents", "exit_code"}
+STATUS_KEYS |= {"open_incidents", "exit_code", "attribution"}
 NAMESPACE_KEYS = {
     "key", "root", "name", "lane", "checkout_id", "checkout_path", "host", "pid", "user",
     "command", "state", "reason", "grade", "stamp_status", "started_at", "age", "heartbeat_at",

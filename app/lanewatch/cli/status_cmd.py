@@ -120,6 +120,7 @@ def status_json(changes: Changes) -> dict[str, Any]:
         "incidents": [incident_json(i) for i in incidents],
         "open_incidents": sum(not i.acknowledged for i in incidents),
         "exit_code": exit_code(changes),
+        "attribution": {"mode": changes.attribution, "hint": changes.attribution_hint},
     }
 
 
@@ -192,6 +193,9 @@ def render(changes: Changes, console: Console) -> None:
     for h in changes.health:
         style = "red" if h.status in _BAD_HEALTH else "dim"
         console.print(Text(f"root {h.root}: {h.status} ({h.detail})", style=style))
+    if changes.attribution:
+        line = f"attribution: {changes.attribution} ({changes.attribution_hint})"
+        console.print(Text(line, style="dim"))
 
 
 @click.command("status")
