@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lanewatch.cli.common import echo_json, fail, friendly_errors
+from lanewatch.cli.content_diff import content_section
 from lanewatch.cli.status_cmd import console, incident_json
 from lanewatch.model.views import Incident
 
@@ -125,13 +126,13 @@ def incidents_command(
         if as_json:
             echo_json(incident_json(one, evidence=True))
         elif as_markdown:
-            click.echo(markdown(one), nl=False)
+            click.echo(markdown(one) + content_section(paths, one), nl=False)
         else:
             _one_table(one, console())
         return
     if as_json:
         echo_json([incident_json(i, evidence=True) for i in incidents])
     elif as_markdown:
-        click.echo("\n".join(markdown(i) for i in incidents), nl=False)
+        click.echo("\n".join(markdown(i) + content_section(paths, i) for i in incidents), nl=False)
     else:
         _list_table(incidents, console())
