@@ -10,11 +10,13 @@ from lanewatch.cli import (
     dash_cmd,
     demo_cmd,
     gate_cmd,
+    history_cmd,
     hook_cmd,
     id_cmd,
     incidents_cmd,
     kill_cmd,
     prove_cmd,
+    record_cmd,
     roots_cmd,
     run_cmd,
     smoke_cmd,
@@ -52,6 +54,8 @@ cli.add_command(clear_cmd.clear_command)
 cli.add_command(trash_cmd.trash_command)
 cli.add_command(trash_cmd.restore_command)
 cli.add_command(trash_cmd.purge_command)
+cli.add_command(record_cmd.record_command)
+cli.add_command(history_cmd.history_command)
 
 
 def main() -> None:
