@@ -440,24 +440,42 @@ def _enclosing(path: str, index: Mapping[str, str]) -> str | None:
         current = current.rsplit("/", 1)[0] or "/"
 
 
-def lane_of(h: Holding, owners: Mapping[str, Owner]) -> tuple[Owner, str] | None:
+class OwnerIndex:
+    """Owners looked up by namespace, pid, process group and lane name: built once per probe,
+    so attributing each holding costs a few dict look-ups, not a pass over every owner."""
+
+    def __init__(self, owners: Mapping[str, Owner]) -> None:
+        self.by_key = owners
+        self.by_pid: dict[int, Owner] = {}
+        self.by_pgid: dict[int, Owner] = {}
+        self.by_lane: dict[str, list[Owner]] = {}
+        for owner in owners.values():
+            for pid in owner.pids:
+                self.by_pid.setdefault(pid, owner)
+            if owner.pgid is not None:
+                self.by_pgid.setdefault(owner.pgid, owner)
+            self.by_lane.setdefault(owner.lane, []).append(owner)
+
+
+def lane_of(h: Holding, owners: Mapping[str, Owner] | OwnerIndex) -> tuple[Owner, str] | None:
     """The lane a process belongs to, with how we know: its environment, else its ancestry."""
+    index = owners if isinstance(owners, OwnerIndex) else OwnerIndex(owners)
     if h.namespace_env:
         key = h.namespace_env.rstrip("/")
-        bound = owners.get(key) or Owner(
+        bound = index.by_key.get(key) or Owner(
             key, h.lane_env or key.rsplit("/", 1)[-1], "", "", frozenset(), None
         )
         return bound, "$LANEWATCH_NAMESPACE"
     for pid in h.lineage:
-        for owner in owners.values():
-            if pid in owner.pids:
-                how = "owner process" if pid == h.pid else f"descends from owner pid {pid}"
-                return owner, how
-    for owner in owners.values():
-        if owner.pgid is not None and h.pgid == owner.pgid:
-            return owner, f"in owner's process group {owner.pgid}"
+        owner = index.by_pid.get(pid)
+        if owner is not None:
+            how = "owner process" if pid == h.pid else f"descends from owner pid {pid}"
+            return owner, how
+    owner = index.by_pgid.get(h.pgid)
+    if owner is not None:
+        return owner, f"in owner's process group {owner.pgid}"
     if h.lane_env:
-        matches = [o for o in owners.values() if o.lane == h.lane_env]
+        matches = index.by_lane.get(h.lane_env, [])
         if len(matches) == 1:
             return matches[0], "$LANEWATCH_LANE"
     return None
@@ -501,6 +519,7 @@ def writers(
     holdings = list(holdings)
     # Longest key first, so a key given with and without a trailing slash keeps the longer.
     index = {ns.rstrip("/") or "/": ns for ns in sorted(set(namespaces), key=len)}
+    by_owner = OwnerIndex(owners)
     owner_pids = {o.pid for o in owners.values() if o.pid is not None}
     # Paths an owner process holds itself were handed to its lane by whoever started it
     # (a redirected stdout of `lanewatch run`); a child inheriting them did not choose them.
@@ -511,7 +530,7 @@ def writers(
             continue
         victim = _enclosing(h.path, index)
         if victim is not None:
-            obs = _foreign(h, victim, owners, at)
+            obs = _foreign(h, victim, by_owner, at)
         elif any(_inside(h.path, r) for r in roots):
             continue  # the root's own data (.lanewatch-root) or a stray file: not a lane's
         elif any(_inside(h.path, s) for s in shared):
@@ -519,7 +538,7 @@ def writers(
                 continue  # the owner's own stdio: chosen by whoever started it
             if h.path in handed and h.pid not in owner_pids:
                 continue
-            obs = _unbound(h, owners, roots, at)
+            obs = _unbound(h, by_owner, roots, at)
         else:
             continue
         if obs is not None:
@@ -527,10 +546,10 @@ def writers(
     return out
 
 
-def _foreign(h: Holding, victim: str, owners: Mapping[str, Owner], at: float) -> Observation | None:
+def _foreign(h: Holding, victim: str, owners: OwnerIndex, at: float) -> Observation | None:
     if _inside(h.path, f"{victim}/{META_DIR}"):
         return None  # lanewatch's own files: stamps, locks, ledgers
-    victim_owner = owners.get(victim)
+    victim_owner = owners.by_key.get(victim)
     if victim_owner is not None and h.pid in victim_owner.pids:
         return None  # the owner itself, whatever environment it inherited
     found = lane_of(h, owners)
@@ -550,9 +569,7 @@ def _foreign(h: Holding, victim: str, owners: Mapping[str, Owner], at: float) ->
     )
 
 
-def _unbound(
-    h: Holding, owners: Mapping[str, Owner], roots: Sequence[str], at: float
-) -> Observation | None:
+def _unbound(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Observation | None:
     if h.kind not in ("fd", "map") or h.deleted or h.directory:
         return None  # a cwd is not a write; an unlinked file cannot be clobbered by name
     found = lane_of(h, owners)

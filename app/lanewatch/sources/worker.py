@@ -534,9 +534,10 @@ class Worker:
         self.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
         if report.holdings is None:
             return
+        owners = inc.OwnerIndex(report.owners)
         for h in report.holdings:
             if h.kind == "fd" and h.access in ("write", "readwrite"):
-                found = inc.lane_of(h, report.owners)
+                found = inc.lane_of(h, owners)
                 lane = found[0].lane if found else "?"
                 self.history.note_writer(h.path, f"pid {h.pid} (lane {lane})")
         found_obs = inc.writers(
