@@ -47,7 +47,7 @@ class Scale:
     probe_reps: int = 15
     scan_reps: int = 5
     cold_reps: int = 3
-    screen_reps: int = 3
+    screen_reps: int = 5
     frame_samples: int = 40
     idle_variants: bool = True  # also the engine alone, and with every lane released
 

@@ -2,11 +2,13 @@
 namespace has its state, file count and bytes; against a bare `os.scandir` recursion with an
 `lstat` of every entry over the same root.
 
-    python -m tests.bench.fig_scan ROOT REPS COLD_REPS
+    python -m tests.bench.fig_scan warm|cold ROOT REPS
 
 Warm: the floor and the engine alternate `REPS` times after one untimed run of each; medians.
 Cold: before each timed run, `sync` and `echo 3 > /proc/sys/vm/drop_caches` (root only; the
-figure says when it could not). Imports are done before any cache is dropped.
+answer says when it could not). Every module is loaded before any cache is dropped; the tree
+is walked once more at the end, so what runs next does not start cold. `bench.py` runs the
+cold measure last, after every other figure, for the same reason.
 """
 
 from __future__ import annotations
@@ -100,8 +102,7 @@ def timed_floor(root: str) -> tuple[float, int]:
     return time.perf_counter() - t0, files
 
 
-def main(argv: list[str]) -> None:
-    root, reps, cold_reps = argv[0], int(argv[1]), int(argv[2])
+def warm(root: str, reps: int) -> dict[str, Any]:
     expected = namespaces(root)
     floor_walk(root)  # warm the caches and the code
     engine_picture(root, expected)
@@ -116,46 +117,48 @@ def main(argv: list[str]) -> None:
         states.append(run["states"])
         counts.append(run["counts"])
         engine_files = run["files"]
-    result: dict[str, Any] = {
+    return {
         "namespaces": expected,
         "floor_files": floor_files,
         "engine_files": engine_files,
-        "warm": {
-            "floor_s": [round(x, 4) for x in floors],
-            "states_s": [round(x, 4) for x in states],
-            "counts_s": [round(x, 4) for x in counts],
-            "floor": statistics.median(floors),
-            "states": statistics.median(states),
-            "counts": statistics.median(counts),
-        },
+        "floor_s": [round(x, 4) for x in floors],
+        "states_s": [round(x, 4) for x in states],
+        "counts_s": [round(x, 4) for x in counts],
+        "floor": statistics.median(floors),
+        "states": statistics.median(states),
+        "counts": statistics.median(counts),
     }
-    cold_floor: list[float] = []
-    cold_counts: list[float] = []
-    cold_states: list[float] = []
-    why = None
-    for _ in range(cold_reps):
+
+
+def cold(root: str, reps: int) -> dict[str, Any]:
+    expected = namespaces(root)
+    engine_picture(root, expected)  # every module the engine needs is loaded
+    floors: list[float] = []
+    states: list[float] = []
+    counts: list[float] = []
+    for _ in range(reps):
         why = drop_caches()
         if why:
-            break
-        cold_floor.append(timed_floor(root)[0])
+            return {"note": why}
+        floors.append(timed_floor(root)[0])
         drop_caches()
         run = engine_picture(root, expected)
-        cold_counts.append(run["counts"])
-        cold_states.append(run["states"])
-    if cold_floor:
-        result["cold"] = {
-            "floor_s": [round(x, 4) for x in cold_floor],
-            "counts_s": [round(x, 4) for x in cold_counts],
-            "states_s": [round(x, 4) for x in cold_states],
-            "floor": statistics.median(cold_floor),
-            "counts": statistics.median(cold_counts),
-            "states": statistics.median(cold_states),
-        }
-    elif cold_reps:
-        result["cold_note"] = why
-    else:
-        result["cold_note"] = "not run at this scale"
-    emit(result)
+        counts.append(run["counts"])
+        states.append(run["states"])
+    floor_walk(root)  # leave the tree warm for whatever runs next
+    return {
+        "floor_s": [round(x, 4) for x in floors],
+        "counts_s": [round(x, 4) for x in counts],
+        "states_s": [round(x, 4) for x in states],
+        "floor": statistics.median(floors),
+        "counts": statistics.median(counts),
+        "states": statistics.median(states),
+    }
+
+
+def main(argv: list[str]) -> None:
+    what, root, reps = argv[0], argv[1], int(argv[2])
+    emit(warm(root, reps) if what == "warm" else cold(root, reps))
 
 
 if __name__ == "__main__":

@@ -119,7 +119,24 @@ async def first_screen(root: str, expected: int) -> dict[str, Any]:
         frames.append(time.perf_counter())
 
     app._display = display  # type: ignore[method-assign]
+    # Where the time goes: the engine's first delivery (on its thread), the UI's first apply.
+    marks: dict[str, float] = {}
+    put = app.buffer.put
+
+    def first_put(changes: Any) -> None:
+        marks.setdefault("delivered", time.perf_counter())
+        put(changes)
+
+    app.buffer.put = first_put  # type: ignore[method-assign]
     async with app.run_test(size=SCREEN) as pilot:
+        apply_delta = app.main.apply_delta
+
+        def first_apply(delta: Any) -> None:
+            apply_delta(delta)
+            if lanes_rows(app) >= expected:
+                marks.setdefault("applied", time.perf_counter())
+
+        app.main.apply_delta = first_apply  # type: ignore[method-assign]
         await until(pilot, lambda: bool(shown), 120)
         table = lanes_table(app)
         states = {v.state for v in app.picture.namespaces.values()}
@@ -128,6 +145,8 @@ async def first_screen(root: str, expected: int) -> dict[str, Any]:
     return {
         "screen_s": shown[0] - t0,
         "first_frame_s": first_frame,
+        "engine_delivered_s": marks["delivered"] - t0 if "delivered" in marks else None,
+        "ui_applied_s": marks["applied"] - t0 if "applied" in marks else None,
         "imports_s": T_IMPORTED - T_START,
         "rows": rows,
         "states": sorted(s.value for s in states),
