@@ -113,6 +113,7 @@ def measure_model(root: str, plan: str, rate: float, seconds: float, work: str) 
         "writes": len(result["writes"]),
         "write_rate": round(result["rate"], 1),
         "writer_lag_ms": round(result["lag"] * 1000, 2),
+        "writer_cpu_us_per_write": result["cpu_us_per_write"],
         "cpu_share": result["cpu_share"],
         "threads_pct": result["threads_pct"],
         "engine": {k: after[k] - before.get(k, 0) for k in after},
@@ -151,6 +152,7 @@ def measure_floor(root: str, plan: str, rate: float, seconds: float, work: str) 
         "writes": len(result["writes"]),
         "write_rate": round(result["rate"], 1),
         "writer_lag_ms": round(result["lag"] * 1000, 2),
+        "writer_cpu_us_per_write": result["cpu_us_per_write"],
         "cpu_share": result["cpu_share"],
     }
 

@@ -46,7 +46,14 @@ def run(data: dict[str, list[str]], rate: float, seconds: float) -> dict[str, ob
             os.close(fd)
         writes.append((t, path))
     took = time.time() - start
-    return {"writes": writes, "took": took, "rate": total / took if took > 0 else 0.0, "lag": lag}
+    t = os.times()
+    return {
+        "writes": writes,
+        "took": took,
+        "rate": total / took if took > 0 else 0.0,
+        "lag": lag,
+        "cpu_us_per_write": round((t.user + t.system) / max(1, total) * 1e6, 1),
+    }
 
 
 EVENTS_PER_FILE = 3  # IN_CREATE, IN_MODIFY, IN_CLOSE_WRITE
