@@ -177,3 +177,22 @@ async def test_command_palette_offers_the_selection_actions(world: World) -> Non
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
         assert world.lanes["alpha"].owner.poll() is None
+
+
+async def test_acknowledge_from_the_timeline_updates_it(world: World) -> None:
+    app = make_app([world.scratch])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await loaded(pilot, app)
+        await pilot.press("2", "enter")
+        await until(pilot, lambda: isinstance(app.screen, IncidentScreen))
+        screen = app.screen
+        assert isinstance(screen, IncidentScreen)
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: screen.incident.acknowledged, what="timeline follows the ack")
+        await shows(pilot, "(acknowledged)")
+        assert screen.check_action("acknowledge", ()) is None
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await shows(pilot, "2 Collisions 0", "No collisions")

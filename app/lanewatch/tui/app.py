@@ -13,6 +13,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.message_pump import MessagePump
+from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from lanewatch.errors import LanewatchError
@@ -152,11 +153,12 @@ class LanewatchApp(ActionFlows, App[None]):
 
     def drain(self) -> None:
         """Apply everything the engine sent since the last drain, unless the view is paused or
-        another screen is on top (the buffer keeps merging meanwhile)."""
+        a modal is open (the user is reading or confirming what is under it; the buffer keeps
+        merging meanwhile, and the screen catches up when it closes)."""
         main = self.main
         if not self.main_live():
             return  # not composed yet, or torn down at exit
-        if main.paused or self.screen is not main:
+        if main.paused or isinstance(self.screen, ModalScreen):
             main.update_chrome()
             return
         changes = self.buffer.take()
@@ -164,6 +166,8 @@ class LanewatchApp(ActionFlows, App[None]):
         if changes is None:
             return
         main.apply_delta(self.picture.apply(changes))
+        if isinstance(self.screen, IncidentScreen):
+            self.screen.picture_changed()
 
     def main_live(self) -> bool:
         """The main screen is composed and the app is not shutting down (`run_test` tears the

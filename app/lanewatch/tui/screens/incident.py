@@ -121,11 +121,21 @@ class IncidentScreen(Screen[None]):
         self.query_one("#evidence", LaneTable).focus()
         self.action_reload()
 
+    def picture_changed(self) -> None:
+        """The app applied a batch: follow this incident (a new count, an acknowledgement)."""
+        current = self.lw.picture.incidents.get(self.incident.id)
+        if current is not None and current != self.incident:
+            self.action_reload()
+
+    def on_screen_resume(self) -> None:
+        self.lw.drain()  # a confirmation or a prompt was on top: catch up
+
     def action_reload(self) -> None:
         current = self.lw.picture.incidents.get(self.incident.id)
         if current is not None:
             self.incident = current
             self.query_one("#incident-summary", Static).update(summary(current, self.victim))
+            self.refresh_bindings()
         self._load(self.incident, self.victim)
 
     @work(
