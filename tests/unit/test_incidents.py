@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from lanewatch.model import incidents as inc
+from lanewatch.model import writers as wr
 from lanewatch.model.views import Incident
 from lanewatch.scheme.stamp import write_stamp
 from lanewatch.sources.engine import Engine, acknowledge
@@ -19,12 +20,12 @@ from tests.unit.enginekit import make_stamp, running, start_lane, stop_lane
 
 A, B = "/r/c.a", "/r/c.b"
 OWNERS = {
-    A: inc.Owner(A, "a", "c", "/co", frozenset({10, 11}), 11, 10),
-    B: inc.Owner(B, "b", "c", "/co", frozenset({20, 21}), 21, 20),
+    A: wr.Owner(A, "a", "c", "/co", frozenset({10, 11}), 11, 10),
+    B: wr.Owner(B, "b", "c", "/co", frozenset({20, 21}), 21, 20),
 }
 
 
-def hold(path: str, pid: int = 30, **kw: object) -> inc.Holding:
+def hold(path: str, pid: int = 30, **kw: object) -> wr.Holding:
     values: dict[str, object] = {
         "pid": pid,
         "start_ticks": 1,
@@ -40,11 +41,11 @@ def hold(path: str, pid: int = 30, **kw: object) -> inc.Holding:
         "command": ("x",),
     }
     values.update(kw)
-    return inc.Holding(**values)  # type: ignore[arg-type]
+    return wr.Holding(**values)  # type: ignore[arg-type]
 
 
-def find(holdings: list[inc.Holding]) -> list[inc.Observation]:
-    return inc.writers(holdings, OWNERS, [A, B], roots=["/r"], shared=["/tmp"], at=1.0)
+def find(holdings: list[wr.Holding]) -> list[inc.Observation]:
+    return wr.writers(holdings, OWNERS, [A, B], roots=["/r"], shared=["/tmp"], at=1.0)
 
 
 def test_foreign_writer_by_environment_or_descent() -> None:

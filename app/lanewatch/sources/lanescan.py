@@ -18,7 +18,7 @@ import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 
-from lanewatch.model.incidents import Holding, Owner
+from lanewatch.model.writers import Holding, Owner
 from lanewatch.sources import procscan
 
 _O_PATH = getattr(os, "O_PATH", 0)

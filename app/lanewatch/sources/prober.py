@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lanewatch.model.classify import LivenessEvidence
-from lanewatch.model.incidents import Holding, Owner
+from lanewatch.model.writers import Holding, Owner
 from lanewatch.scheme import lock, procid
 from lanewatch.scheme.procid import Liveness, ProcessIdentity
 from lanewatch.scheme.stamp import OwnerState, Stamp

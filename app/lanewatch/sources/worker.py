@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
+from lanewatch.model import writers as wr
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.views import Changes, HealthStatus, NamespaceView, SourceHealth
 from lanewatch.scheme import procid
@@ -534,13 +535,13 @@ class Worker:
         self.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
         if report.holdings is None:
             return
-        owners = inc.OwnerIndex(report.owners)
+        owners = wr.OwnerIndex(report.owners)
         for h in report.holdings:
             if h.kind == "fd" and h.access in ("write", "readwrite"):
-                found = inc.lane_of(h, owners)
+                found = wr.lane_of(h, owners)
                 lane = found[0].lane if found else "?"
                 self.history.note_writer(h.path, f"pid {h.pid} (lane {lane})")
-        found_obs = inc.writers(
+        found_obs = wr.writers(
             report.holdings,
             report.owners,
             known.keys(),
