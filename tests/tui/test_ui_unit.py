@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from textual.binding import Binding
+
 from lanewatch.model.views import Changes, NsState
 from lanewatch.scheme.procid import hostname
 from lanewatch.tui.app import LanewatchApp, make_app
@@ -14,7 +16,6 @@ from lanewatch.tui.commands import entries
 from lanewatch.tui.picture import View
 from lanewatch.tui.screens.help import HelpScreen, key_display
 from lanewatch.tui.screens.main import MainScreen
-from lanewatch.tui.widgets.lane_table import LaneTable
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import screen_text, shows, until
@@ -73,17 +74,17 @@ async def test_marks_select_several_targets() -> None:
 async def test_help_lists_every_key_and_docs_cover_them() -> None:
     app, _ = app_with()
     docs = DOCS.read_text(encoding="utf-8")
-    async with app.run_test(size=(100, 60)) as pilot:
+    async with app.run_test(size=(100, 80)) as pilot:
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         text = await shows(pilot, "Views and rows")
-        for binding in MainScreen.BINDINGS:
-            assert binding.description in text, binding
-            for key in key_display(binding.key).split():
-                assert f"`{key}`" in docs, f"docs/keys.md lacks {key}"
-        for binding in LaneTable.BINDINGS:
-            for key in key_display(binding.key).split():
-                assert f"`{key}`" in docs, f"docs/keys.md lacks {key}"
+        for title, bindings in app.help_groups():
+            assert title in text
+            for binding in bindings:
+                assert isinstance(binding, Binding)
+                assert binding.description in text, binding
+                for key in key_display(binding.key).split():
+                    assert f"`{key}`" in docs, f"docs/keys.md lacks {key} ({title})"
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
 
@@ -193,7 +194,7 @@ async def test_an_engine_that_cannot_start_is_shown_not_fatal() -> None:
         assert app.is_running
 
 
-async def test_the_status_line_says_how_writers_are_known() -> None:
+async def test_the_status_line_says_how_writers_are_known_attribution() -> None:
     import dataclasses
 
     import pytest
@@ -206,6 +207,7 @@ async def test_the_status_line_says_how_writers_are_known() -> None:
         engine.push(
             Changes(at=NOW, attribution="inferred", attribution_hint="fanotify needs root")  # type: ignore[call-arg]
         )
-        await shows(pilot, "writers: inferred")
+        await shows(pilot, "attribution: inferred")
+        assert any("fanotify needs root" in n.message for n in app._notifications)
         await pilot.press("question_mark")
-        await shows(pilot, "Writers are inferred: fanotify needs root")
+        await shows(pilot, "attribution: inferred: fanotify needs root")

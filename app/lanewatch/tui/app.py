@@ -25,6 +25,7 @@ from lanewatch.tui.commands import LanewatchCommands
 from lanewatch.tui.flows import ActionFlows
 from lanewatch.tui.messages import ChangesPending, EngineFailed
 from lanewatch.tui.picture import Picture
+from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.help import HelpScreen
 from lanewatch.tui.screens.incident import IncidentScreen
 from lanewatch.tui.screens.main import MainScreen
@@ -165,7 +166,16 @@ class LanewatchApp(ActionFlows, App[None]):
         self._last_drain = self.monotonic()
         if changes is None:
             return
+        told = self.picture.attribution
         main.apply_delta(self.picture.apply(changes))
+        if told is None and self.picture.attribution == "inferred":
+            # Once: how writers are known, and how to know them exactly.
+            self.notify(
+                self.picture.attribution_hint or "writers are inferred from open files and timing",
+                title="attribution: inferred",
+                markup=False,
+                timeout=10,
+            )
         if isinstance(self.screen, IncidentScreen):
             self.screen.picture_changed()
 
@@ -191,15 +201,21 @@ class LanewatchApp(ActionFlows, App[None]):
         self.engine.rescan()
         self.notify("Rescanning every root", timeout=3)
 
-    def show_help(self) -> None:
-        groups = [
-            ("Views and rows", self.main.BINDINGS),
-            ("In a table", LaneTable.BINDINGS),
-            ("Incident timeline", IncidentScreen.BINDINGS),
+    def help_groups(self) -> list[tuple[str, list[BindingType]]]:
+        """Every key of every screen, as the help screen lists them."""
+        return [
+            ("Views and rows", list(self.main.BINDINGS)),
+            ("In a table", list(LaneTable.BINDINGS)),
+            ("Incident timeline", list(IncidentScreen.BINDINGS)),
+            ("Trash", list(TrashScreen.BINDINGS)),
+            ("Confirmation", list(ConfirmScreen.BINDINGS)),
             ("Everywhere", [*self.BINDINGS, Binding("ctrl+p", "command_palette", "Commands")]),
         ]
+
+    def show_help(self) -> None:
+        groups = self.help_groups()
         hint = self.picture.attribution_hint
-        note = f"Writers are {self.picture.attribution}: {hint}" if hint else ""
+        note = f"attribution: {self.picture.attribution}: {hint}" if hint else ""
         self.push_screen(HelpScreen(groups, note))  # type: ignore[arg-type]
 
     def open_incident(self, incident: Incident) -> None:

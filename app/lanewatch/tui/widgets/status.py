@@ -79,7 +79,7 @@ def status_text(state: StatusState) -> Text:
         text.append(f"watching {state.roots} root{'s' if state.roots != 1 else ''}", style="dim")
         text.append("  ")
     if state.attribution:
-        text.append("writers: ", style="dim")
+        text.append("attribution: ", style="dim")
         text.append(state.attribution, style="dim" if state.attribution == "kernel" else "yellow")
         text.append("  ")
     if state.filter:
