@@ -9,9 +9,9 @@ threads of its own:
   the file through the event's descriptor (size, sha256, and the bytes of a small file). It
   hands plain facts to a queue and returns: no disk writes, no waiting.
 - the attribution thread (`lanewatch-attribution`): turns facts into `KernelWrite`s and
-  incidents (`model.kernelwrites`) and hands them to the engine (`sink`). A writer gone before
-  we read its event and not provable yet is retried for `PENDING_FOR` seconds (its stamp may
-  be on its way), then recorded as "unknown pid".
+  incidents (`sources.writefacts`, `model.kernelwrites`) and hands them to the engine
+  (`sink`). A writer gone before we read its event and not provable yet is retried for
+  `PENDING_FOR` seconds (its stamp may be on its way), then recorded as "unknown pid".
 - the keeper (`lanewatch-keeper`, `sources.keeper`): keeps small files in the root's evidence
   store (`sources.evidence`) and each write in the root's history (`sources.writelog`).
 
@@ -27,15 +27,10 @@ import os
 import queue
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
-from lanewatch.model.filehistory import WriteRecord
-from lanewatch.model.incidents import Observation
-from lanewatch.model.kernelwrites import KernelWrite, foreign_write, unbound_write
 from lanewatch.scheme.roots import ROOT_META
-from lanewatch.scheme.stamp import META_DIR, STAMP_FILE, parse_stamp
+from lanewatch.scheme.stamp import META_DIR, parse_stamp
 from lanewatch.sources.evidence import SMALL_FILE
 from lanewatch.sources.fanotify import (
     ContentSample,
@@ -45,70 +40,29 @@ from lanewatch.sources.fanotify import (
     fanotify_available,
     lower_priority,
 )
-from lanewatch.sources.keeper import Keep, Keeper
-from lanewatch.sources.pidclock import Mark, PidClock
-from lanewatch.sources.pidlane import OwnerId, PidLanes, Writer, owner_of
-from lanewatch.sources.writelog import WriteEntry
+from lanewatch.sources.keeper import Keeper
+from lanewatch.sources.pidclock import PidClock
+from lanewatch.sources.pidlane import OwnerId, PidLanes, owner_of
+from lanewatch.sources.writefacts import Attributor, Fact, KernelBatch, Lost, Stats, is_stamp
+
+__all__ = ["Attribution", "KernelBatch", "attribution_status"]
 
 log = logging.getLogger(__name__)
 
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 PENDING_FOR = 1.5  # seconds a gone writer is retried before it is "unknown pid"
+MAX_PENDING = 4096  # writers waiting for a retry
+MAX_PENDING_BYTES = 8 * 1024 * 1024  # of their contents
 OWNERS_EVERY = 0.5  # seconds between two refreshes of the owners from the model
 TICK = 1.0  # the attribution thread wakes at least this often (pid clock, pending, roots)
 MAX_EVENTS = 128  # per read: each event holds two descriptors (the file and a pidfd)
 READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_WRITE first
 NICE = 5  # our threads yield to the writers they watch when the CPUs are busy
-STDIO_FOR = 30.0  # seconds an owner's stdout/stderr targets are cached
-LAST_HASHES = 4096  # paths whose last content hash we remember (unchanged closes are skipped)
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
 HINT_INFERRED = (
     "from open files and timing; for exact writers run `sudo lanewatch record` "
     "(root or CAP_SYS_ADMIN) beside the dashboard"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class KernelBatch:
-    """What the attribution thread hands the engine's worker."""
-
-    writes: tuple[tuple[str, WriteRecord], ...] = ()  # for the in-memory file history
-    observations: tuple[tuple[Observation, str], ...] = ()  # (observation, root)
-    lost: str | None = None  # events were lost: why (overflow); rescan
-    at: float = 0.0
-
-
-@dataclass(slots=True)
-class _Fact:
-    """One event, as the reader saw it while its descriptors were open."""
-
-    path: str
-    zone: str  # "ns" | "shared"
-    victim: str | None  # the namespace key, for "ns"
-    root: str | None  # the victim's root, for "ns"
-    writer: Writer
-    event: str  # "close-write" | "modify"
-    modified: bool  # FAN_MODIFY was set: data was written (a bare close may be no write)
-    sample: ContentSample | None
-    at: float
-    window: Mark | None
-    deleted: bool = False
-    tries_until: float = 0.0
-
-
-@dataclass(slots=True)
-class _Lost:
-    why: str
-    at: float
-
-
-@dataclass
-class Stats:
-    events: int = 0
-    attributed: int = 0
-    unknown: int = 0
-    dropped: int = 0
-    lost: int = 0
 
 
 def attribution_status(probe: str | None = None) -> tuple[str, str]:
@@ -125,14 +79,6 @@ def shared_temp() -> list[str]:
 
 def _inside(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
-
-
-def _is_stamp(path: str) -> bool:
-    """An owner stamp, or the temp file it is being written to (`write_atomic`'s name)."""
-    folder, _, name = path.rpartition("/")
-    if not folder.endswith("/" + META_DIR):
-        return False
-    return name == STAMP_FILE or (name.startswith(f".{STAMP_FILE}.") and name.endswith(".tmp"))
 
 
 class Attribution:
@@ -158,11 +104,11 @@ class Attribution:
         self.clock = PidClock()
         self.lanes = PidLanes(self.clock, self.roots, pidfds=True)
         self.stats = Stats()
-        self._queue: queue.SimpleQueue[list[_Fact | _Lost] | None] = queue.SimpleQueue()
-        self._pending: list[_Fact] = []
-        self._hashes: OrderedDict[str, str | None] = OrderedDict()
+        self._queue: queue.SimpleQueue[list[Fact | Lost] | None] = queue.SimpleQueue()
+        self._pending: list[Fact] = []
+        self._pending_bytes = 0
+        self.attributor = Attributor(self.roots, self.stats)
         self.keeper = Keeper(self.roots)
-        self._stdio: dict[int, tuple[float, frozenset[str]]] = {}
         self._owners_at = 0.0
         self._pending_version = -1
         self._watcher: FanotifyWatcher | None = None
@@ -236,13 +182,13 @@ class Attribution:
         if watcher is not None:
             self.lanes.pidfds = watcher.reports_pidfds
         at = time.time()
-        facts: list[_Fact | _Lost] = []
+        facts: list[Fact | Lost] = []
         for ev in events:
             self.stats.events += 1
             if ev.is_overflow or ev.fd_error is not None:
                 why = "fanotify queue overflow" if ev.is_overflow else "the kernel could not "
                 why += "" if ev.is_overflow else f"open a written file for us ({ev.fd_error})"
-                facts.append(_Lost(why, at))
+                facts.append(Lost(why, at))
                 continue
             if ev.path is None:
                 continue
@@ -264,7 +210,7 @@ class Attribution:
                     log.debug("reading %s through its event: %s", path, exc)
             event = "close-write" if ev.is_close_write else "modify"
             facts.append(
-                _Fact(path, *zone, writer, event, ev.is_modify, sample, at, window, deleted)
+                Fact(path, *zone, writer, event, ev.is_modify, sample, at, window, deleted)
             )
         if facts:
             self._queue.put(facts)
@@ -291,10 +237,10 @@ class Attribution:
             except Exception:  # one bad batch must not end attribution
                 log.exception("kernel attribution failed on a batch")
 
-    def _handle(self, items: list[_Fact | _Lost]) -> None:
-        lost = [i for i in items if isinstance(i, _Lost)]
-        facts = [i for i in items if isinstance(i, _Fact)]
-        if any(_is_stamp(f.path) for f in facts):
+    def _handle(self, items: list[Fact | Lost]) -> None:
+        lost = [i for i in items if isinstance(i, Lost)]
+        facts = [i for i in items if isinstance(i, Fact)]
+        if any(is_stamp(f.path) for f in facts):
             self._stamps_seen(facts)
         self._refresh_owners()
         ready = self._retry_pending() + [f for f in facts if not self._park(f)]
@@ -303,27 +249,34 @@ class Attribution:
             self._sink(KernelBatch(lost=lost[0].why, at=lost[0].at))
         if not ready:
             return
-        writes, observations, persist = self._attribute(ready)
+        writes, observations, keeps = self.attributor.attribute(ready)
         self._sink(KernelBatch(tuple(writes), tuple(observations), at=time.time()))
         if self._on_attributed is not None:
             self._on_attributed(time.time(), [f.path for f in ready])
-        self.keeper.put([k for f in persist if (k := self._keep(f)) is not None])
+        self.keeper.put(keeps)  # disk last, on the keeper's thread
 
-    def _park(self, f: _Fact) -> bool:
-        """Keep a not-yet-identified gone writer for a retry; True if parked."""
+    def _park(self, f: Fact) -> bool:
+        """Keep a not-yet-identified gone writer for a retry; True if parked. Bounded: past
+        MAX_PENDING it goes on as unknown at once, past MAX_PENDING_BYTES without its bytes."""
         if f.writer.identified or f.writer.pid <= 0 or f.tries_until:
             return False
+        if len(self._pending) >= MAX_PENDING:
+            return False
+        if f.sample is not None and f.sample.prefix:
+            if self._pending_bytes + len(f.sample.prefix) > MAX_PENDING_BYTES:
+                f.sample = ContentSample(f.sample.size, f.sample.sha256, b"")
+            self._pending_bytes += len(f.sample.prefix)
         f.tries_until = time.monotonic() + PENDING_FOR
         self._pending.append(f)
         return True
 
-    def _retry_pending(self) -> list[_Fact]:
+    def _retry_pending(self) -> list[Fact]:
         """Retry the parked writers once the owners changed (a stamp may name them now);
         past their time they go on as "unknown pid"."""
         if not self._pending:
             return []
-        done: list[_Fact] = []
-        keep: list[_Fact] = []
+        done: list[Fact] = []
+        keep: list[Fact] = []
         now = time.monotonic()
         version = self.lanes.owners.version
         retry, self._pending_version = version != self._pending_version, version
@@ -334,6 +287,7 @@ class Attribution:
                     f.writer = w
             if f.writer.identified or now >= f.tries_until:
                 done.append(f)
+                self._pending_bytes -= len(f.sample.prefix) if f.sample is not None else 0
             else:
                 keep.append(f)
         self._pending = keep
@@ -345,13 +299,13 @@ class Attribution:
             self._owners_at = now
             self.lanes.set_owners(self._owners())
 
-    def _stamps_seen(self, facts: Sequence[_Fact]) -> None:
+    def _stamps_seen(self, facts: Sequence[Fact]) -> None:
         """A stamp rewritten: learn its owner now, not when the engine gets to it."""
         found = []
         for f in facts:
             if not (f.victim and f.root and f.sample is not None and f.sample.complete):
                 continue
-            if f.path.startswith(f"{f.victim}/{META_DIR}/") and _is_stamp(f.path):
+            if f.path.startswith(f"{f.victim}/{META_DIR}/") and is_stamp(f.path):
                 read = parse_stamp(f.sample.prefix)
                 if read.stamp is not None:
                     found.append(owner_of(f.victim, f.root, read.stamp))
@@ -359,116 +313,3 @@ class Attribution:
             self.lanes.set_owners(found)
 
     # -- facts to writes and incidents -------------------------------------------------------
-    def _attribute(
-        self, facts: Sequence[_Fact]
-    ) -> tuple[list[tuple[str, WriteRecord]], list[tuple[Observation, str]], list[_Fact]]:
-        writes: list[tuple[str, WriteRecord]] = []
-        observations: list[tuple[Observation, str]] = []
-        persist: list[_Fact] = []
-        for f in facts:
-            w = f.writer
-            if f.zone == "shared" and w.lane is None:
-                continue  # shared temp: only lanes' writes are ours to record
-            sha = f.sample.sha256 if f.sample is not None else None
-            size = f.sample.size if f.sample is not None else None
-            if f.event == "close-write" and not self._changed(f.path, sha, f.modified):
-                continue
-            self.stats.attributed += w.identified
-            self.stats.unknown += not w.identified
-            kw = KernelWrite(
-                path=f.path,
-                time=f.at,
-                event=f.event + (" (deleted since)" if f.deleted else ""),
-                size=size,
-                sha256=sha,
-                pid=w.pid,
-                start_ticks=w.start_ticks,
-                lane=w.lane if w.identified else None,
-                namespace=w.namespace if w.identified else None,
-                checkout_id=w.checkout_id,
-                checkout_path=w.checkout_path,
-                command=w.command,
-                how=w.how,
-                writer=w.label,
-                handed=f.zone == "shared" and self._handed(w, f.path),
-            )
-            if f.event == "close-write":
-                writes.append((f.path, WriteRecord(f.at, size, sha, w.label)))
-                persist.append(f)
-            if f.zone == "ns" and f.victim is not None and f.root is not None:
-                obs = foreign_write(kw, f.victim, victim_owner=self._owns(w, f.victim))
-                root = f.root
-            else:
-                obs = unbound_write(kw, self.roots)
-                root = w.root or ""
-            if obs is not None:
-                observations.append((obs, root))
-        return writes, observations, persist
-
-    def _changed(self, path: str, sha: str | None, modified: bool) -> bool:
-        """False for a close without a write: opened for writing, same content as before."""
-        old = self._hashes.pop(path, None)
-        self._hashes[path] = sha
-        if len(self._hashes) > LAST_HASHES:
-            self._hashes.popitem(last=False)
-        return modified or sha is None or old != sha
-
-    def _owns(self, w: Writer, victim: str) -> bool:
-        return w.owner and w.namespace == victim
-
-    def _handed(self, w: Writer, path: str) -> bool:
-        """Written by the lane's `lanewatch run` itself (it writes only lanewatch's files and
-        its stdout/stderr), or into the stdout/stderr it was started with: chosen by whoever
-        started the lane, not by the lane."""
-        if w.owner_pid is None:
-            return False
-        if w.pid == w.owner_pid:
-            return True
-        key = w.owner_pid
-        now = time.monotonic()
-        cached = self._stdio.get(key)
-        if cached is None or now - cached[0] > STDIO_FOR:
-            links = set()
-            for fd in (1, 2):
-                try:
-                    links.add(os.readlink(f"/proc/{w.owner_pid}/fd/{fd}"))
-                except OSError:
-                    continue
-            if links or cached is None:  # gone since: keep what we saw while it lived
-                cached = (now, frozenset(links))
-                self._stdio[key] = cached
-            if len(self._stdio) > 256:
-                self._stdio.pop(next(iter(self._stdio)))
-        return path in cached[1]
-
-    # -- evidence and history on disk (the keeper's thread) --------------------------------------
-    def _keep(self, f: _Fact) -> Keep | None:
-        w = f.writer
-        root = f.root if f.zone == "ns" else w.root
-        if root is None:
-            return None
-        sample = f.sample
-        small = sample is not None and sample.complete and _worth_keeping(f.path)
-        entry = WriteEntry(
-            path=f.path,
-            time=f.at,
-            size=sample.size if sample else None,
-            sha256=sample.sha256 if sample else None,
-            stored=False,
-            pid=w.pid,
-            start_ticks=w.start_ticks,
-            identified=w.identified,
-            lane=w.lane,
-            namespace=w.namespace,
-            command=w.command,
-            how=w.how,
-            event=f.event + (" (deleted since)" if f.deleted else ""),
-            victim=f.victim,
-        )
-        return Keep(root, entry, sample.prefix if small and sample else None)
-
-
-def _worth_keeping(path: str) -> bool:
-    """Small files worth keeping: not lock files, not ledgers (append-only diaries)."""
-    name = path.rsplit("/", 1)[-1]
-    return not (name.endswith(".lock") or name == "ledger.jsonl")
