@@ -1,4 +1,4 @@
-"""`lanewatch record`: the engine headless, one line per change, until SIGINT or SIGTERM.
+"""`lanewatch record`: the engine headless, one line per change, until SIGINT, SIGTERM or SIGHUP.
 
 For CI jobs, servers, and a privileged recorder beside an unprivileged dashboard: it keeps
 incidents, evidence and write history in the roots exactly as the dashboard does. Each state
@@ -154,7 +154,8 @@ def record_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
         received.append(signal.Signals(signum).name)
         stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # HUP: its terminal went away
+    previous = {s: signal.signal(s, on_signal) for s in stops}
     try:
         engine.start(printer)
         while not stop.wait(0.5) and not printer.closed:
