@@ -34,33 +34,11 @@ class ProbeError(Exception):
     """The process could not be inspected (permission, hidepid); it is NOT evidence of death."""
 
 
-def start_ticks(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks since boot, or None if no such process.
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """Fields 3.. of /proc/PID/stat (state first), or None if no such process.
 
     Raises ProbeError when the process may exist but cannot be read.
     """
-    try:
-        with open(f"{PROC}/{pid}/stat", "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    except ProcessLookupError:
-        return None
-    except PermissionError as exc:
-        raise ProbeError(f"cannot read /proc/{pid}/stat: {exc.strerror}") from exc
-    except OSError as exc:
-        raise ProbeError(f"cannot read /proc/{pid}/stat: {exc.strerror}") from exc
-    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
-    rest = data[data.rfind(b")") + 2 :].split()
-    # rest[0] is field 3 (state); field 22 is rest[19].
-    try:
-        return int(rest[19])
-    except (IndexError, ValueError) as exc:
-        raise ProbeError(f"unreadable /proc/{pid}/stat") from exc
-
-
-def process_state(pid: int) -> str | None:
-    """The one-letter state of /proc/PID/stat (R, S, T for stopped, Z, ...), or None if gone."""
     try:
         with open(f"{PROC}/{pid}/stat", "rb") as f:
             data = f.read()
@@ -68,7 +46,29 @@ def process_state(pid: int) -> str | None:
         return None
     except OSError as exc:
         raise ProbeError(f"cannot read /proc/{pid}/stat: {exc.strerror}") from exc
-    rest = data[data.rfind(b")") + 2 :].split()
+    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
+    return data[data.rfind(b")") + 2 :].split()
+
+
+def _ticks_of(pid: int, rest: list[bytes]) -> int:
+    try:
+        return int(rest[19])  # rest[0] is field 3 (state); field 22 is rest[19]
+    except (IndexError, ValueError) as exc:
+        raise ProbeError(f"unreadable /proc/{pid}/stat") from exc
+
+
+def start_ticks(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks since boot, or None if no such process.
+
+    Raises ProbeError when the process may exist but cannot be read.
+    """
+    rest = _stat_fields(pid)
+    return None if rest is None else _ticks_of(pid, rest)
+
+
+def process_state(pid: int) -> str | None:
+    """The one-letter state of /proc/PID/stat (R, S, T for stopped, Z, ...), or None if gone."""
+    rest = _stat_fields(pid)
     return rest[0].decode("ascii", "replace") if rest else None
 
 
@@ -105,16 +105,14 @@ def liveness(identity: ProcessIdentity) -> tuple[Liveness, str]:
     if identity.boot_id and boot_id() and identity.boot_id != boot_id():
         return Liveness.OTHER_BOOT, "stamp written before this boot"
     try:
-        ticks = start_ticks(identity.pid)
-        if ticks is None:
+        rest = _stat_fields(identity.pid)  # one read gives both start ticks and state
+        if rest is None:
             return Liveness.DEAD, f"pid {identity.pid} does not exist"
-        if ticks != identity.start_ticks:
+        if _ticks_of(identity.pid, rest) != identity.start_ticks:
             return Liveness.REUSED, f"pid {identity.pid} now names another process"
-        state = process_state(identity.pid)
     except ProbeError as exc:
         return Liveness.UNKNOWN, str(exc)
-    if state is None:
-        return Liveness.DEAD, f"pid {identity.pid} exited"
+    state = rest[0].decode("ascii", "replace")
     if state in ("Z", "X"):
         return Liveness.ZOMBIE, f"pid {identity.pid} exited (zombie)"
     if state in ("T", "t"):

@@ -86,6 +86,7 @@ class Stamp:
         return replace(self, **changes)
 
 
+_STAMP_FIELDS = frozenset(f.name for f in fields(Stamp))
 _REQUIRED: dict[str, tuple[type, ...]] = {
     "lane": (str,),
     "namespace": (str,),
@@ -193,8 +194,9 @@ def parse_stamp(data: bytes) -> StampRead:
     if values["pid"] <= 0 or values["heartbeat_interval"] <= 0:
         return StampRead(StampStatus.GARBAGE, detail="pid or heartbeat interval out of range")
     values["schema"] = schema
-    known = {f.name for f in fields(Stamp)}
-    return StampRead(StampStatus.OK, Stamp(**{k: v for k, v in values.items() if k in known}))
+    return StampRead(
+        StampStatus.OK, Stamp(**{k: v for k, v in values.items() if k in _STAMP_FIELDS})
+    )
 
 
 def read_stamp(namespace: Path) -> StampRead:
