@@ -303,8 +303,10 @@ class Bench:
     def process_probe(self) -> None:
         s = self.scale
         r = self.child("fig_probe", self.work / "probe-root", s.probe_procs, s.probe_reps)
-        detail = {k: v for k, v in r.items() if k not in ("floor", "probe")}
+        timed = ("floor", "probe", "procscan_only", "fast_probe")
+        detail = {k: v for k, v in r.items() if k not in timed}
         detail["procscan_only_ms"] = round(r["procscan_only"] * 1000, 2)
+        detail["fast_probe_ms"] = round(r["fast_probe"] * 1000, 2)
         self.figures["process_probe"] = figure(
             r["probe"] * 1000, "ms", r["floor"] * 1000, 2.0, "ratio", detail=detail, digits=2
         )
@@ -313,8 +315,12 @@ class Bench:
         s = self.scale
         app = self.child("fig_idle", "app", self.root, s.namespaces, s.idle_seconds, timeout=600)
         engine: dict[str, Any] = {}
+        plain: dict[str, Any] = {}
         if s.idle_variants:
             engine = self.child("fig_idle", "engine", self.root, s.idle_seconds, timeout=600)
+            plain = self.child(
+                "fig_idle", "engine", self.root, s.idle_seconds, "--no-attribution", timeout=600
+            )
         bare = self.child("fig_idle", "bare")
         self.figures["idle_cpu"] = figure(
             app["cpu_share"] * 100,
@@ -329,6 +335,9 @@ class Bench:
                     round(engine["cpu_share"] * 100, 2) if engine else "full run only"
                 ),
                 "engine_alone_threads_pct": engine.get("threads_pct", "full run only"),
+                "engine_alone_no_attribution_pct": (
+                    round(plain["cpu_share"] * 100, 2) if plain else "full run only"
+                ),
                 "probes": app["engine"]["probes"],
                 "threads_pct": app["threads_pct"],
                 "engine_stats": app["engine"],

@@ -1,14 +1,16 @@
 """Idle CPU and memory, each in a process of its own.
 
     python -m tests.bench.fig_idle app ROOT EXPECTED SECONDS
-    python -m tests.bench.fig_idle engine ROOT SECONDS
+    python -m tests.bench.fig_idle engine ROOT SECONDS [--no-attribution]
     python -m tests.bench.fig_idle bare
 
 - `app`: the dashboard (`make_app`, headless `run_test` at 160x50, frames encoded for a
   terminal) on ROOT, once every lane is listed and the engine has settled (sizes counted, one
   probe in): its resident memory (RSS), then its CPU time over SECONDS with nothing changing
   on disk, as a share of one core (`os.times`: every thread of the process), then RSS again.
-- `engine`: the same CPU measure for an `Engine` alone, without the UI.
+- `engine`: the same CPU measure for an `Engine` alone, without the UI; `--no-attribution`
+  turns kernel write attribution (fanotify) off, to tell its share apart: a filesystem mark
+  sees every write to the filesystem, the other users' of the machine included.
 - `bare`: the floor of RSS: a bare Textual app showing one `Static`, after its first frame.
 """
 
@@ -92,8 +94,8 @@ async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
     }
 
 
-def engine_idle(root: str, seconds: float) -> dict[str, Any]:
-    engine = Engine([root])
+def engine_idle(root: str, seconds: float, attribution: bool | None = None) -> dict[str, Any]:
+    engine = Engine([root], attribution=attribution)
     engine.start(lambda changes: None)
     try:
         if not engine.settled.wait(300):
@@ -134,7 +136,8 @@ def main(argv: list[str]) -> None:
     if what == "app":
         emit(asyncio.run(app_idle(argv[1], int(argv[2]), float(argv[3]))))
     elif what == "engine":
-        emit(engine_idle(argv[1], float(argv[2])))
+        off = "--no-attribution" in argv[3:]
+        emit(engine_idle(argv[1], float(argv[2]), attribution=False if off else None))
     elif what == "bare":
         emit(asyncio.run(bare()))
     else:

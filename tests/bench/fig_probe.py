@@ -7,7 +7,9 @@ and of every `/proc/*/fd/*`.
 
 Half the processes (`sleep`) own a lane each: a stamp under ROOT names the process (pid and
 start ticks), the process runs in its namespace's `tmp/` with stdout open on a file there and
-`LANEWATCH_LANE`/`LANEWATCH_NAMESPACE` set, as under `lanewatch run`. The other half run
+`LANEWATCH_LANE`/`LANEWATCH_NAMESPACE` set, as under `lanewatch run`. Also timed: the
+/proc scan alone (`procscan.scan`) and the prober's fast probe (`full=False`: only the
+processes of live lanes), which it runs between two full probes. The other half run
 elsewhere (`/`, output to /dev/null). They stay in this process's group (so `bench.py` can
 kill the lot if this process overruns) and are killed and reaped at the end. The two
 measures alternate REPS times after one untimed run of each; medians.
@@ -137,6 +139,7 @@ def main(argv: list[str]) -> None:
         floors: list[float] = []
         probes: list[float] = []
         scans: list[float] = []
+        fast: list[float] = []
         for _ in range(reps):
             t0 = time.perf_counter()
             seen, links = raw_scan()
@@ -147,6 +150,9 @@ def main(argv: list[str]) -> None:
             t0 = time.perf_counter()
             procscan.scan([p for p in prefixes if os.path.isdir(p)], with_env=True, with_tree=True)
             scans.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            probe(stamps, prefixes, full=False)
+            fast.append(time.perf_counter() - t0)
         alive = sum(1 for ev in report.evidence.values() if ev.liveness.value == "alive")
         result: dict[str, Any] = {
             "processes_in_proc": seen,
@@ -159,6 +165,7 @@ def main(argv: list[str]) -> None:
             "floor": statistics.median(floors),
             "probe": statistics.median(probes),
             "procscan_only": statistics.median(scans),
+            "fast_probe": statistics.median(fast),
             "floor_s": [round(x, 5) for x in floors],
             "probe_s": [round(x, 5) for x in probes],
         }

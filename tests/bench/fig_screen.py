@@ -186,6 +186,14 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
     drains: list[tuple[float, float, int, frozenset[str]]] = []  # time, picture at, frame, shown
     expected = len([n for n in os.listdir(root) if not n.startswith(".")])
 
+    puts: list[tuple[float, float]] = []  # (time the UI's buffer got it, Changes.at)
+    put = app.buffer.put
+
+    def timed_put(changes: Any) -> None:
+        puts.append((time.time(), changes.at))
+        put(changes)
+
+    app.buffer.put = timed_put  # type: ignore[method-assign]
     async with app.run_test(size=SCREEN) as pilot:
         await until(pilot, lambda: lanes_rows(app) >= expected, 120)
         await until(pilot, engine.settled.is_set, 120)
@@ -212,8 +220,11 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         page = len(on_screen(lanes_table(app)))
     model = index_times(applied)
     drain_at = [d[1] for d in drains]
+    put_at = [p[1] for p in puts]
     to_screen: list[float] = []
     to_table: list[float] = []
+    # The same writes, stage by stage: write -> model -> handed to the UI -> in the table.
+    stages: dict[str, list[float]] = {"model": [], "handed_to_ui": [], "ui_drained": []}
     lost = off = unframed = 0
     for t_w, path in result["writes"]:
         t_m = first_after(model, path, t_w)
@@ -226,6 +237,11 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
             continue
         t_d, _, frame, shown = drains[i]
         to_table.append(t_d - t_w)
+        j = bisect.bisect_left(put_at, t_m)
+        if j < len(puts):
+            stages["model"].append(t_m - t_w)
+            stages["handed_to_ui"].append(puts[j][0] - t_m)
+            stages["ui_drained"].append(t_d - puts[j][0])
         if namespace_of(root, path) not in shown:
             off += 1
             continue
@@ -237,6 +253,7 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
     return {
         "screen": summary_ms(to_screen),
         "table": summary_ms(to_table),
+        "stages": {k: summary_ms(v) for k, v in stages.items()},
         "writes": len(result["writes"]),
         "write_rate": round(result["rate"], 1),
         "writer_lag_ms": round(result["lag"] * 1000, 2),
