@@ -588,6 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     fs = filesystem_of(bench.work)
     try:
         bench.run()
+    except KeyboardInterrupt:
+        log("interrupted: stopping what was started, removing the work folder")
+        return 130
     finally:
         bench.close()
     figures = {}
