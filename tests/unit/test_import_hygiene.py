@@ -68,3 +68,22 @@ def test_the_scheme_stays_small(module: str) -> None:
 def test_the_probe_would_notice() -> None:
     """Guard against a probe that can never fail."""
     assert "json" in loaded_after_importing(["json"])
+
+
+def test_hook_and_lane_commands_load_only_what_they_use() -> None:
+    """`run`, `gate` and `id` sit in git hooks and agent loops: loading them must not pull in
+    the dashboard, the watcher or psutil (cli/main.py loads each command lazily)."""
+    probe = (
+        "import json, sys\n"
+        "from lanewatch.cli.main import load_command\n"
+        "for name in ('run', 'gate', 'id', 'prove'):\n"
+        "    load_command(name)\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = set(json.loads(result.stdout))
+    assert not loaded & {"textual", "watchdog", "psutil"}, sorted(loaded)
+    assert "click" in loaded  # the probe really loaded the commands

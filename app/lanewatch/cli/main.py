@@ -1,31 +1,54 @@
-"""The `lanewatch` command group. Each command group lives in its own module."""
+"""The `lanewatch` command group. Each command lives in its own module, imported only when
+that command runs: `lanewatch run` and `lanewatch gate` sit in hooks and agent loops, and
+must not pay for the dashboard, the engine or psutil."""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from lanewatch import __version__
-from lanewatch.cli import (
-    clear_cmd,
-    dash_cmd,
-    demo_cmd,
-    gate_cmd,
-    history_cmd,
-    hook_cmd,
-    id_cmd,
-    incidents_cmd,
-    kill_cmd,
-    prove_cmd,
-    record_cmd,
-    roots_cmd,
-    run_cmd,
-    smoke_cmd,
-    status_cmd,
-    trash_cmd,
-)
+
+# name -> "module:attribute" under lanewatch.cli. Register new commands here, one line each.
+COMMANDS: dict[str, str] = {
+    "id": "id_cmd:id_command",
+    "run": "run_cmd:run_command",
+    "roots": "roots_cmd:roots_command",
+    "dash": "dash_cmd:dash_command",
+    "demo": "demo_cmd:demo_command",
+    "prove": "prove_cmd:prove_command",
+    "gate": "gate_cmd:gate_command",
+    "hook": "hook_cmd:hook_command",
+    "smoke": "smoke_cmd:smoke_command",
+    "status": "status_cmd:status_command",
+    "incidents": "incidents_cmd:incidents_command",
+    "kill": "kill_cmd:kill_command",
+    "clear": "clear_cmd:clear_command",
+    "trash": "trash_cmd:trash_command",
+    "restore": "trash_cmd:restore_command",
+    "purge": "trash_cmd:purge_command",
+    "record": "record_cmd:record_command",
+    "history": "history_cmd:history_command",
+}
 
 
-@click.group(invoke_without_command=True)
+def load_command(name: str) -> click.Command:
+    module_name, attribute = COMMANDS[name].split(":")
+    module = importlib.import_module(f"lanewatch.cli.{module_name}")
+    command: click.Command = getattr(module, attribute)
+    return command
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return load_command(cmd_name) if cmd_name in COMMANDS else None
+
+
+@click.group(cls=LazyGroup, invoke_without_command=True)
 @click.version_option(__version__, prog_name="lanewatch")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -34,28 +57,7 @@ def cli(ctx: click.Context) -> None:
     Without a command, opens the dashboard on every known scratch root.
     """
     if ctx.invoked_subcommand is None:
-        ctx.invoke(dash_cmd.dash_command)
-
-
-# Register commands here, one line per module.
-cli.add_command(id_cmd.id_command)
-cli.add_command(run_cmd.run_command)
-cli.add_command(roots_cmd.roots_command)
-cli.add_command(dash_cmd.dash_command)
-cli.add_command(demo_cmd.demo_command)
-cli.add_command(prove_cmd.prove_command)
-cli.add_command(gate_cmd.gate_command)
-cli.add_command(hook_cmd.hook_command)
-cli.add_command(smoke_cmd.smoke_command)
-cli.add_command(status_cmd.status_command)
-cli.add_command(incidents_cmd.incidents_command)
-cli.add_command(kill_cmd.kill_command)
-cli.add_command(clear_cmd.clear_command)
-cli.add_command(trash_cmd.trash_command)
-cli.add_command(trash_cmd.restore_command)
-cli.add_command(trash_cmd.purge_command)
-cli.add_command(record_cmd.record_command)
-cli.add_command(history_cmd.history_command)
+        ctx.invoke(load_command("dash"))
 
 
 def main() -> None:
