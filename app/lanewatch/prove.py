@@ -17,24 +17,13 @@ Two cases:
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
-from lanewatch.runner import (
-    EXIT_NOT_EXECUTABLE,
-    EXIT_NOT_FOUND,
-    FORWARDED,
-    exit_code_of,
-    run_in_lane,
-)
+from lanewatch.runner import run_in_lane, run_unclaimed
 from lanewatch.scheme.gitstate import GitState
 from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, Lane, LaneTarget, locate
 from lanewatch.scheme.nested import outer_owner
@@ -111,77 +100,6 @@ def _write(
     return receipt, record(target, receipt)
 
 
-@contextlib.contextmanager
-def _terminal_to(pgid: int) -> Iterator[None]:
-    """Hand the terminal to `pgid` while it runs, when we hold the foreground (as a shell does)."""
-    fd = sys.stdin.fileno() if sys.stdin is not None else -1
-    try:
-        ours = fd >= 0 and os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
-    except (OSError, ValueError):
-        ours = False
-    if not ours:
-        yield
-        return
-    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-    try:
-        with contextlib.suppress(OSError):
-            os.tcsetpgrp(fd, pgid)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGCONT)  # it may have stopped reading too early
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.tcsetpgrp(fd, os.getpgrp())
-        signal.signal(signal.SIGTTOU, old)
-
-
-def _run_here(cmd: Sequence[str]) -> int:
-    """Run `cmd` in its own process group without claiming anything (the nested case).
-
-    Signals sent to us are forwarded to the group while it is un-reaped; those that arrive
-    before it exists are sent once it does. Signals ignored when we started stay ignored.
-    """
-    group: list[int] = []
-    held: list[int] = []
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        if not group:
-            held.append(signum)
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group[0], signum)
-
-    previous = {
-        sig: signal.signal(sig, forward)
-        for sig in FORWARDED
-        if signal.getsignal(sig) is not signal.SIG_IGN
-    }
-    proc: subprocess.Popen[bytes] | None = None
-    try:
-        try:
-            proc = subprocess.Popen(list(cmd), process_group=0)
-        except FileNotFoundError:
-            print(f"lanewatch: command not found: {cmd[0]}", file=sys.stderr)
-            return EXIT_NOT_FOUND
-        except PermissionError:
-            print(f"lanewatch: command not executable: {cmd[0]}", file=sys.stderr)
-            return EXIT_NOT_EXECUTABLE
-        group.append(proc.pid)
-        for signum in held:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signum)
-        with _terminal_to(proc.pid):
-            returncode = proc.wait()
-        return exit_code_of(returncode)
-    finally:
-        if proc is not None and proc.returncode is None:  # we are dying: do not orphan it
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def prove(
     step: str,
     cmd: Sequence[str],
@@ -203,7 +121,7 @@ def prove(
     before = state_of(target)
     if outer_owner(target) is not None:
         started = time.time()
-        code = _run_here(argv)
+        code = run_unclaimed(argv)
         receipt, path = _write(
             step, target, exit_code=code, command=argv, started_at=started, before=before
         )

@@ -85,21 +85,6 @@ class _Forwarder:
 
 
 @contextlib.contextmanager
-def _forward_signals(pgid: int) -> Iterator[list[int]]:
-    """Forward signals to an existing group `pgid` for the block; yields the signals received.
-
-    Kept for callers of the first version; `run_in_lane` uses `_Forwarder` directly.
-    """
-    forwarder = _Forwarder()
-    forwarder.install()
-    forwarder.target(pgid)
-    try:
-        yield forwarder.received
-    finally:
-        forwarder.restore()
-
-
-@contextlib.contextmanager
 def _terminal_to(pgid: int) -> Iterator[None]:
     """Give the controlling terminal to `pgid` when we are in its foreground, then take it back."""
     try:  # sys.stdin may be None, closed, or not a file at all (embedded, captured)
@@ -124,27 +109,59 @@ def _terminal_to(pgid: int) -> Iterator[None]:
         signal.signal(signal.SIGTTOU, old)
 
 
+def _spawn(cmd: Sequence[str], env: dict[str, str] | None) -> subprocess.Popen[bytes] | int:
+    """Start CMD as the leader of its own process group, or say why not (126/127)."""
+    try:
+        return subprocess.Popen(list(cmd), env=env, process_group=0)
+    except OSError as exc:
+        code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+        what = "not found" if code == EXIT_NOT_FOUND else "not executable"
+        print(f"lanewatch: command {what}: {cmd[0]} ({exc.strerror})", file=sys.stderr)
+        return code
+
+
+def _reap_on_the_way_out(proc: subprocess.Popen[bytes]) -> None:
+    if proc.returncode is None:  # we are dying on an exception: do not orphan a live group
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+
+
 def run_in_lane(lane: Lane, cmd: Sequence[str]) -> int:
     """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases."""
     forwarder = _Forwarder()
     try:
         forwarder.install()
         lane.claim()
-        env = {**os.environ, **lane.env()}
-        try:
-            proc = subprocess.Popen(list(cmd), env=env, process_group=0)
-        except OSError as exc:
-            code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
-            what = "not found" if code == EXIT_NOT_FOUND else "not executable"
-            print(f"lanewatch: command {what}: {cmd[0]} ({exc.strerror})", file=sys.stderr)
-            lane.release(exit_code=code, event="spawn-failed")
-            return code
+        proc = _spawn(cmd, {**os.environ, **lane.env()})
+        if isinstance(proc, int):
+            lane.release(exit_code=proc, event="spawn-failed")
+            return proc
         forwarder.target(proc.pid)
         return _supervise(lane, proc, forwarder)
     finally:
         forwarder.restore()
         if lane.claimed:  # an exception on the way: never leave the stamp saying live
             lane.release(exit_code=1)
+
+
+def run_unclaimed(cmd: Sequence[str]) -> int:
+    """Run `cmd` as `run` does, but claim nothing: for a step nested in its own lane's run,
+    whose outer `lanewatch run` already owns the namespace."""
+    forwarder = _Forwarder()
+    proc: subprocess.Popen[bytes] | int | None = None
+    try:
+        forwarder.install()
+        proc = _spawn(cmd, None)
+        if isinstance(proc, int):
+            return proc
+        forwarder.target(proc.pid)
+        with _terminal_to(proc.pid):
+            return exit_code_of(proc.wait())
+    finally:
+        if isinstance(proc, subprocess.Popen):
+            _reap_on_the_way_out(proc)
+        forwarder.restore()
 
 
 def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder) -> int:
@@ -167,9 +184,6 @@ def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder)
             signals_forwarded=[signal.Signals(s).name for s in forwarder.received],
         )
     finally:
-        if proc.returncode is None:  # we are dying on an exception: do not orphan a live group
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
+        _reap_on_the_way_out(proc)
         lane.release(exit_code=code)
     return code
