@@ -56,6 +56,8 @@ from tests.bench.common import (  # noqa: E402
     index_times,
     summary_ms,
     tail_seconds,
+    thread_cpu,
+    thread_shares,
 )
 from tests.bench.fig_latency import EVENTS  # noqa: E402
 from tests.bench.workload import finish_writer, start_writer  # noqa: E402
@@ -207,7 +209,7 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
 
         main.apply_delta = apply_delta  # type: ignore[method-assign]
         await pilot.pause(0.2)
-        cpu0 = os.times()
+        cpu0, threads0, wall0 = os.times(), thread_cpu(), time.monotonic()
         log = Path(work) / f"writes-screen-{os.getpid()}.json"
         writer = start_writer(Path(plan), rate, seconds, log)
         try:
@@ -217,6 +219,8 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         finally:
             result = finish_writer(writer, log, timeout=seconds + 60)
         cpu1 = os.times()
+        names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+        threads = thread_shares(threads0, thread_cpu(), names, time.monotonic() - wall0)
         page = len(on_screen(lanes_table(app)))
     model = index_times(applied)
     drain_at = [d[1] for d in drains]
@@ -263,7 +267,8 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         "rows_on_screen": page,
         "drains": len(drains),
         "frames": len(frames),
-        "cpu_share": round(cpu / (result["took"] + 1.0), 3),
+        "cpu_share": round(cpu / (time.monotonic() - wall0), 3),
+        "threads_pct": threads,
         "engine": engine.stats,
     }
 
