@@ -38,11 +38,11 @@ from lanewatch.sources.fanotify import (
     FanotifyError,
     FanotifyWatcher,
     fanotify_available,
-    lower_priority,
 )
 from lanewatch.sources.keeper import Keeper
 from lanewatch.sources.pidclock import PidClock
 from lanewatch.sources.pidlane import OwnerId, PidLanes, owner_of
+from lanewatch.sources.throttle import Priority
 from lanewatch.sources.writefacts import Attributor, Fact, KernelBatch, Lost, Stats, is_stamp
 
 __all__ = ["Attribution", "KernelBatch", "attribution_status"]
@@ -57,7 +57,6 @@ OWNERS_EVERY = 0.5  # seconds between two refreshes of the owners from the model
 TICK = 1.0  # the attribution thread wakes at least this often (pid clock, pending, roots)
 MAX_EVENTS = 128  # per read: each event holds two descriptors (the file and a pidfd)
 READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_WRITE first
-NICE = 5  # our threads yield to the writers they watch when the CPUs are busy
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
 HINT_INFERRED = (
     "from open files and timing; for exact writers run `sudo lanewatch record` "
@@ -108,7 +107,9 @@ class Attribution:
         self._pending: list[Fact] = []
         self._pending_bytes = 0
         self.attributor = Attributor(self.roots, self.stats)
-        self.keeper = Keeper(self.roots)
+        self.priority = Priority()  # our threads step back while writers flood us
+        self._reader_joined = False
+        self.keeper = Keeper(self.roots, self.priority)
         self._owners_at = 0.0
         self._pending_version = -1
         self._watcher: FanotifyWatcher | None = None
@@ -137,7 +138,6 @@ class Attribution:
             pidfds=True,
             before_read=self.clock.mark,
             read_delay=READ_DELAY,
-            nice=NICE,
             name="lanewatch-fanotify",
         )
         self._watcher = watcher
@@ -177,6 +177,10 @@ class Attribution:
         return ("shared", None, None) if any(_inside(path, p) for p in self.shared) else None
 
     def _on_events(self, events: Sequence[FanEvent]) -> None:
+        if not self._reader_joined:
+            self._reader_joined = True
+            self.priority.join()
+        self.priority.count(len(events))
         watcher = self._watcher
         window = watcher.window if watcher is not None else None
         if watcher is not None:
@@ -217,7 +221,7 @@ class Attribution:
 
     # -- the attribution thread -----------------------------------------------------------------
     def _run(self) -> None:
-        lower_priority(NICE)
+        self.priority.join()
         next_tick = time.monotonic()
         while not self._stop.is_set():
             timeout = max(0.0, next_tick - time.monotonic())

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lanewatch.sources.evidence import EvidenceStore
-from lanewatch.sources.fanotify import lower_priority
+from lanewatch.sources.throttle import Priority
 from lanewatch.sources.writelog import WriteEntry, WriteLog
 
 MAX_WAITING_BYTES = 16 * 1024 * 1024
-KEEPER_NICE = 10  # disk writes of evidence can wait; the writers we watch cannot
+KEEPER_NICE = 10  # steps nicer than the process: disk writes of evidence can wait
 BATCH = 512  # entries appended to a root's history in one write
 
 
@@ -29,7 +29,8 @@ class Keep:
 
 
 class Keeper:
-    def __init__(self, roots: Sequence[str]) -> None:
+    def __init__(self, roots: Sequence[str], priority: Priority | None = None) -> None:
+        self._priority = priority
         self._stores = {r: EvidenceStore(r) for r in roots}
         self._logs = {r: WriteLog(r) for r in roots}
         self._queue: queue.SimpleQueue[list[Keep] | None] = queue.SimpleQueue()
@@ -65,7 +66,8 @@ class Keeper:
             self._queue.put(kept)
 
     def _run(self) -> None:
-        lower_priority(KEEPER_NICE)
+        if self._priority is not None:
+            self._priority.join(KEEPER_NICE)
         while True:
             items = self._queue.get()
             if items is None:
