@@ -87,7 +87,8 @@ class EvidenceStore:
         return self.put_many([(data, sha256)]).get(0)
 
     def put_many(self, items: Sequence[tuple[bytes, str | None]]) -> dict[int, str]:
-        """Keep several contents with one append; {index in `items`: sha256} of those kept."""
+        """Keep several contents with one append; {index in `items`: sha256} of those kept.
+        Each item is (bytes, their sha256 if already computed over exactly those bytes)."""
         known = self._load()
         kept: dict[int, str] = {}
         body = bytearray()
@@ -102,9 +103,9 @@ class EvidenceStore:
         for i, (data, claimed) in enumerate(items):
             if len(data) > SMALL_FILE:
                 continue
-            digest = hashlib.sha256(data).hexdigest()
-            if claimed is not None and claimed != digest:
-                continue  # the file changed between hashing and this copy: keep neither
+            # `claimed`: the hash of exactly these bytes, computed as they were read (the
+            # attribution reads a small file once); otherwise hash them here.
+            digest = claimed if claimed is not None else hashlib.sha256(data).hexdigest()
             if digest not in known:
                 lines.append(json.dumps({"sha256": digest, "offset": offset, "size": len(data)}))
                 body += data
