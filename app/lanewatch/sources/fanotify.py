@@ -597,17 +597,6 @@ def fanotify_available(path: str | os.PathLike[str] | None = None) -> tuple[bool
 # --- the watcher ------------------------------------------------------------------------------
 
 
-def lower_priority(nice: int) -> None:
-    """Make the calling thread `nice` steps nicer (Linux: niceness is per thread)."""
-    if nice <= 0 or not hasattr(os, "setpriority"):
-        return
-    tid = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
-    except OSError as exc:
-        log.debug("could not lower the priority of thread %d: %s", tid, exc)
-
-
 def _norm_prefix(path: str | os.PathLike[str]) -> str:
     # readlink gives canonical paths: compare against the canonical form, with a trailing "/".
     real = os.path.realpath(path)
@@ -640,7 +629,6 @@ class FanotifyWatcher:
         pidfds: bool = False,
         before_read: Callable[[], object] | None = None,
         read_delay: float = 0.0,
-        nice: int = 0,
     ) -> None:
         self._paths = [os.fspath(p) for p in paths]
         self._callback = callback
@@ -662,7 +650,6 @@ class FanotifyWatcher:
         # MODIFY and CLOSE_WRITE (and repeated writes of one file) while they are queued, so
         # a short wait means fewer events to read, at that much more latency.
         self._read_delay = read_delay
-        self._nice = nice  # added to the reader thread's niceness: writers first
         self.marks: dict[str, MarkKind] = {}
         self.error: BaseException | None = None  # why the reader thread ended, if it failed
         self.delivered = 0
@@ -748,7 +735,6 @@ class FanotifyWatcher:
                 log.exception("fanotify callback failed")
 
     def _run(self) -> None:
-        lower_priority(self._nice)
         group = self._group
         assert group is not None
         poller = select.poll()
