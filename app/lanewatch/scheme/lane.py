@@ -299,10 +299,15 @@ def scratch_dir_for(
     """The seed's API: this instance's scratch folder, created if missing. Fail-closed.
 
     The first call claims the lane for the life of the process (released at exit); later calls
-    in the same process return the same folder. Raises Unbound outside a checkout and
-    ClaimRefused when another live process owns the lane.
+    in the same process return the same folder. Inside the `lanewatch run` that owns this very
+    lane (a live ancestor, see `scheme.nested`), nothing is claimed: the run is the owner.
+    Raises Unbound outside a checkout and ClaimRefused when another live process owns the lane.
     """
+    from lanewatch.scheme.nested import outer_owner  # nested imports this module
+
     target = locate(name, root=root, checkout=checkout)
+    if outer_owner(target) is not None:
+        return ensure_real_dir(target.namespace / SCRATCH_DIR)
     key = (str(target.namespace), name)
     with _process_lanes_lock:
         lane = _process_lanes.get(key)
