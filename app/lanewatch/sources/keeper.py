@@ -17,7 +17,9 @@ from lanewatch.sources.throttle import Priority
 from lanewatch.sources.writelog import WriteEntry, WriteLog
 
 MAX_WAITING_BYTES = 16 * 1024 * 1024
-KEEPER_NICE = 10  # steps nicer than the process: disk writes of evidence can wait
+# Not nicer than the other attribution threads: a thread the kernel keeps waiting while it
+# holds the GIL would stall them all (priority inversion). It steps back with them in floods.
+KEEPER_NICE = 0
 BATCH = 512  # entries appended to a root's history in one write
 
 
