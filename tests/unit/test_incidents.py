@@ -68,6 +68,21 @@ def test_not_foreign_own_lane_owner_meta_or_unattributed() -> None:
     assert not find([hold(A, pid=10, namespace_env=B, directory=True)])
 
 
+def test_a_namespace_inside_an_ignored_prefix_is_still_watched() -> None:
+    """The default root lives inside lanewatch's own (ignored) state dir: a foreign writer in
+    one of its namespaces is still one, while a file of the state dir itself is nobody's."""
+    found = wr.writers(
+        [hold(f"{A}/tmp/x", namespace_env=B), hold("/r/roots.json", namespace_env=B)],
+        OWNERS,
+        [A, B],
+        roots=["/r"],
+        shared=["/tmp"],
+        ignore=["/r"],
+        at=1.0,
+    )
+    assert [(o.kind, o.victim) for o in found] == [(inc.IncidentKind.FOREIGN_WRITER, A)]
+
+
 def test_unbound_writer_rules() -> None:
     (obs,) = find([hold("/tmp/shared.json", namespace_env=A)])
     assert obs.kind is inc.IncidentKind.UNBOUND_WRITER and obs.victim is None

@@ -156,11 +156,12 @@ def writers(
     handed = {(h.path) for h in holdings if h.pid in owner_pids}
     out: list[Observation] = []
     for h in holdings:
-        if any(_inside(h.path, p) for p in ignore):
-            continue
         victim = _enclosing(h.path, index)
         if victim is not None:
+            # Checked before `ignore`: the default root lives inside the ignored state dir.
             obs = _foreign(h, victim, by_owner, at)
+        elif any(_inside(h.path, p) for p in ignore):
+            continue  # lanewatch's own state (roots registry, bookkeeping): nobody's write
         elif any(_inside(h.path, r) for r in roots):
             continue  # the root's own data (.lanewatch-root) or a stray file: not a lane's
         elif any(_inside(h.path, s) for s in shared):
