@@ -212,3 +212,35 @@ def test_a_failing_batch_is_logged_and_the_picture_recovers(
         (ns / "lost.txt").write_text("its event is dropped with the failed batch")
         wait_for(lambda: engine.stats.get("errors") == 1)
         wait_for(lambda: files_of(rec, ns) == 2)  # found again by the rescan
+
+
+def test_writes_between_the_first_walk_and_the_watch_are_seen(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first picture is counted before any watch exists (the watch setup walks the tree
+    again, and the picture must not wait for it): a new file and a same-folder rewrite that
+    land after the walk and before the watch must still reach the model."""
+    from lanewatch.sources.worker import Worker
+
+    ns = make_stamp(root, "window")
+    (ns / "tmp").mkdir()
+    (ns / "tmp" / "old.txt").write_text("x")  # counted by the first walk
+    real = Worker.start_watches
+    counted: list[tuple[int | None, int | None]] = []
+
+    def late(self: Worker) -> None:
+        v = self.view(str(ns), time.time())
+        counted.append((None, None) if v is None else (v.files, v.bytes))
+        (ns / "tmp" / "old.txt").write_text("rewritten, longer")  # no folder mtime change
+        (ns / "tmp" / "new.txt").write_text("new")
+        real(self)
+
+    monkeypatch.setattr(Worker, "start_watches", late)
+    with running([root]) as (_, rec):
+        assert counted == [(2, counted[0][1])]  # the stamp and old.txt, before the watch
+        want = sum(p.stat().st_size for p in ns.rglob("*") if p.is_file())
+        v = rec.view(ns)
+        wait_for(lambda: files_of(rec, ns) == 3 and getattr(rec.view(ns), "bytes", 0) == want)
+        (ns / "tmp" / "after.txt").write_text("watched")  # and the watch works after it
+        wait_for(lambda: files_of(rec, ns) == 4)
+        assert v is not None

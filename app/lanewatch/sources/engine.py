@@ -228,15 +228,25 @@ class Engine:
                     w.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
             w.flush(full=True)  # the first call: every namespace with its state
             self.first_picture.set()
-            w.start_watches()
-            for root in w.roots:  # namespaces made before the watches existed
-                keys.extend(w.list_new(root))
-            w.commit()
-            w.queue_scan(keys)
+            w.queue_scan(keys)  # counts first; the watches are set once they are delivered
             self._loop()
         except Exception:
             log.exception("the engine worker failed")
             raise
+
+    def _watch(self) -> None:
+        """After the first walk is delivered: set the watches, then walk every namespace once
+        more. The first walk ran before any watch existed, so a write it did not see (a new
+        file, or a rewrite of one it had already counted: folder mtimes do not show those)
+        is found by this second walk, and anything later by the watches. Watchdog's watch
+        setup walks every folder again; doing it here keeps it out of the first picture."""
+        w = self._worker
+        w.flush()  # the counted picture goes out before the watch setup's walk
+        w.start_watches()
+        for root in w.roots:  # namespaces made before the watches existed
+            w.list_new(root)
+        w.commit()
+        w.queue_scan(list(w.state.namespaces))
 
     def _loop(self) -> None:
         w = self._worker
@@ -261,7 +271,9 @@ class Engine:
                     w.process(batch)
                 elif scanning:
                     w.scan_some()
-                if not probing and not w.scanning:
+                if not w.watching and not w.scanning:
+                    self._watch()
+                elif not probing and not w.scanning:
                     probing = True
                     assert self._prober is not None
                     self._prober.start()

@@ -121,6 +121,7 @@ class Worker:
         self._applied_paths: list[str] = []
         self.ignore = [str(state_dir())]
         self.once_status = HealthStatus.POLLING.value if poll else HealthStatus.OK.value
+        self.watching = False  # set by start_watches; until then tick leaves the watches alone
 
     # -- applying ------------------------------------------------------------------------------
     def emit(self, *events: m.Event) -> None:
@@ -574,7 +575,7 @@ class Worker:
     # -- time ----------------------------------------------------------------------------------
     def tick(self) -> None:
         """Once a second: re-judge what time alone can change; check every root's watch."""
-        for root in self.roots:
+        for root in self.roots if self.watching else ():
             problem = self.watches[root].problem()
             if problem is not None:
                 self.check_root(root, problem)
@@ -610,6 +611,7 @@ class Worker:
             self.rescan_root(root)
 
     def start_watches(self) -> None:
+        self.watching = True
         for root in self.roots:
             self.health(self.watches[root].start())
 
