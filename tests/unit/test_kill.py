@@ -282,15 +282,40 @@ def test_never_init_lanewatch_or_its_parents(scratch: Path, who: str, code: str)
     assert isinstance(caught.value.result, KillResult)
 
 
+GROUP_LEADER_KILLS_ITSELF = """
+import os, sys
+os.setpgid(0, 0)  # lead a group of our own, as a shell's job would
+print(os.getpid(), flush=True)
+sys.stdin.readline()  # the test writes the stamp naming us, then says go
+from lanewatch.actions.kill import kill
+result = kill("ours", sig=0, check=False)
+print(result.outcome, result.sends[0].code if result.sends else "-", flush=True)
+"""
+
+
 def test_never_a_group_that_holds_lanewatch(scratch: Path) -> None:
-    leader = os.getpgrp()
-    me = ProcessIdentity.current()
-    make_stamp(scratch, "ours", child_pid=leader, pgid=leader,
-               child_start_ticks=ProcessIdentity.of(leader).start_ticks, pid=me.pid,
-               start_ticks=me.start_ticks)  # fmt: skip
-    result = kill("ours", sig=0, check=False)
-    assert result.outcome == "refused"
-    assert result.sends[0].code in ("self", "ancestor", "own-group")
+    """A lanewatch that leads the lane's group (the lane is its own job) refuses to signal it.
+    Run in a child that leads a fresh group: the pytest worker's own group leader may be gone."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", GROUP_LEADER_KILLS_ITSELF],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        pid = int(child.stdout.readline())
+        them = ProcessIdentity.of(pid)
+        make_stamp(scratch, "ours", child_pid=pid, pgid=pid, child_start_ticks=them.start_ticks,
+                   pid=pid, start_ticks=them.start_ticks)  # fmt: skip
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        outcome, code = child.stdout.readline().split()
+    finally:
+        child.kill()
+        child.wait(timeout=DEADLINE)
+    assert outcome == "refused"
+    assert code in ("self", "ancestor", "own-group")
 
 
 def test_another_users_lane_only_when_root_asks(lw: Procs, scratch: Path) -> None:

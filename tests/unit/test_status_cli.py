@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from lanewatch.scheme.procid import ProcessIdentity
 from tests.conftest import LANEWATCH
 from tests.unit.enginekit import make_stamp, start_lane, stop_lane
 
@@ -25,6 +26,15 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         [*LANEWATCH, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
+
+
+def quiet_owner(procs: list[subprocess.Popen[bytes]]) -> dict[str, int]:
+    """A live owner that holds nothing: not the pytest worker, whose other tests' children
+    (descendants of the "owner") may hold files in shared temp and read as unbound writers."""
+    sleeper = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)
+    procs.append(sleeper)
+    me = ProcessIdentity.of(sleeper.pid)
+    return {"pid": me.pid, "start_ticks": me.start_ticks}
 
 
 def foreign_receipt(ns: Path) -> None:
@@ -52,11 +62,13 @@ def test_json_schema_and_clean_exit(
     ]
 
 
-def test_open_collision_exits_4_until_acknowledged(root: Path, tmp_path: Path) -> None:
-    ns = make_stamp(root, "victim")
+def test_open_collision_exits_4_until_acknowledged(
+    root: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    ns = make_stamp(root, "victim", **quiet_owner(procs))
     foreign_receipt(ns)
     out = cli("status", "--root", str(root), "--json", cwd=tmp_path)
-    assert out.returncode == 4, out.stderr
+    assert out.returncode == 4, out.stderr + out.stdout
     data = json.loads(out.stdout)
     (incident,) = data["incidents"]
     assert data["open_incidents"] == 1 and incident["kind"] == "foreign-receipt"
@@ -84,10 +96,12 @@ def test_unknown_incident_and_missing_root(root: Path, tmp_path: Path) -> None:
     assert json.loads(missing.stdout)["roots"][0]["status"] == "missing"
 
 
-def test_untrusted_names_print_as_typed(root: Path, tmp_path: Path) -> None:
-    make_stamp(root, "[red]x[/red]", command=["[bold]boom"])
+def test_untrusted_names_print_as_typed(
+    root: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    make_stamp(root, "[red]x[/red]", command=["[bold]boom"], **quiet_owner(procs))
     out = cli("status", "--root", str(root), cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, out.stderr + out.stdout
     assert "[red]x[/red]" in out.stdout
     listed = cli("incidents", "--root", str(root), cwd=tmp_path)
     assert listed.returncode == 0
