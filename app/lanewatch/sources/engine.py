@@ -269,6 +269,8 @@ class Engine:
             try:
                 if batch:
                     w.process(batch)
+                    if self._prober is not None and _writes(batch):
+                        self._prober.active()
                 elif scanning:
                     w.scan_some()
                 if not w.watching and not w.scanning:
@@ -287,6 +289,17 @@ class Engine:
                 log.exception("the engine failed on a batch; rescanning every root")
                 w.recover()
                 self._stop.wait(0.5)
+
+
+def _writes(batch: Sequence[object]) -> bool:
+    """Whether a batch holds a write to a data file (not a heartbeat, not `.lanewatch/`)."""
+    for item in batch:
+        if not isinstance(item, tuple):
+            continue
+        op = item[0]
+        if op == "kernel" or (op in ("c", "m", "w", "d") and "/.lanewatch/" not in item[3]):
+            return True
+    return False
 
 
 def acknowledge(roots: Sequence[str], incident_id: str, by: str | None = None) -> bool:

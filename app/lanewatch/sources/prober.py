@@ -12,8 +12,10 @@ With no live local owner there is nothing to attribute: the /proc scan is skippe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import select
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 FULL_SCAN_EVERY = 60.0  # seconds between two full /proc scans; fast probes in between
+QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s at 2 s)
 
 
 def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
@@ -143,6 +146,98 @@ def probe(
     return ProbeReport(at, evidence, held, owners, partial, time.monotonic() - t0)
 
 
+class _DeathWatch:
+    """A pidfd per watched owner in one `poll` set: readable when that process exits, so a
+    death is learned at once without reading /proc. Plus an eventfd to wake the wait."""
+
+    def __init__(self) -> None:
+        self._poll = select.poll()
+        self._fds: dict[int, int] = {}  # pid -> pidfd
+        self._pids: dict[int, int] = {}  # pidfd -> pid
+        self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._poll.register(self.wake_fd, select.POLLIN)
+        try:
+            import resource
+
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        except (ImportError, OSError, ValueError):
+            soft = 1024
+        self.budget = max(0, soft // 2 - 64)  # never crowd out the engine's own descriptors
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.eventfd_write(self.wake_fd, 1)
+
+    def watch(self, pids: set[int]) -> bool:
+        """Watch exactly `pids`; False if some could not be watched (they need polling)."""
+        for pid in [p for p in self._fds if p not in pids]:
+            self._drop(pid)
+        complete = True
+        for pid in pids - self._fds.keys():
+            if len(self._fds) >= self.budget:
+                complete = False
+                continue
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:  # gone already, or no pidfd here: the next round judges it
+                complete = False
+                continue
+            self._fds[pid] = fd
+            self._pids[fd] = pid
+            self._poll.register(fd, select.POLLIN)
+        return complete
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` s; True if a watched process exited or `wake` was called."""
+        try:
+            events = self._poll.poll(max(0, int(timeout * 1000)))
+        except InterruptedError:
+            return False
+        for fd, _ in events:
+            if fd == self.wake_fd:
+                with contextlib.suppress(BlockingIOError):
+                    os.eventfd_read(self.wake_fd)
+            else:
+                self._drop(self._pids[fd])  # readable for good: judged in the next round
+        return bool(events)
+
+    def _drop(self, pid: int) -> None:
+        fd = self._fds.pop(pid)
+        del self._pids[fd]
+        self._poll.unregister(fd)
+        os.close(fd)
+
+    def close(self) -> None:
+        for pid in list(self._fds):
+            self._drop(pid)
+        os.close(self.wake_fd)
+
+
+def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[int], bool]:
+    """Pids whose only possible change is their exit (running owners and children); and
+    whether that is every owner (stopped or unreadable ones are re-judged every interval)."""
+    pids: set[int] = set()
+    complete = True
+    for key, ev in report.evidence.items():
+        if ev.liveness is Liveness.ALIVE:
+            pids.add(ev.pid)
+        child = stamps[key].child_pid if key in stamps else None
+        if ev.child is Liveness.ALIVE and child:
+            pids.add(child)
+        elif ev.liveness in (Liveness.STOPPED, Liveness.UNKNOWN):
+            complete = False
+        if ev.child is Liveness.STOPPED or ev.child is Liveness.UNKNOWN:
+            complete = False
+    return pids, complete
+
+
+def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
+    return frozenset(
+        (k, s.state, s.host, s.pid, s.start_ticks, s.child_pid, s.child_start_ticks)
+        for k, s in stamps.items()
+    )
+
+
 class Prober:
     """Runs `probe` every `interval` seconds on its own thread; never two at once."""
 
@@ -159,8 +254,9 @@ class Prober:
         self._sink = sink
         self._stop = threading.Event()
         self._now = threading.Event()
-        self._every = max(1, round(FULL_SCAN_EVERY / interval)) if interval > 0 else 1
         self.runs = 0
+        self._active = True  # a write was applied since the last probe: keep the pace
+        self._deaths: _DeathWatch | None = None
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
     def start(self) -> None:
@@ -169,24 +265,72 @@ class Prober:
     def poke(self) -> None:
         """Probe as soon as possible (after the current run, if one is going)."""
         self._now.set()
+        if self._deaths is not None:
+            self._deaths.wake()
+
+    def active(self) -> None:
+        """Something was written: the next round probes at the normal pace (who holds what
+        can change while files are written; when nothing is, holdings rarely do)."""
+        self._active = True
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         self._now.set()
+        if self._deaths is not None:
+            self._deaths.wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            full = self.runs % self._every == 0
-            self.runs += 1
-            try:
-                report = probe(self._stamps(), self._prefixes(), full=full)
-            except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
-                log.warning("process probe failed: %s", exc)
-            else:
-                if not self._stop.is_set():
-                    self._sink(report)
-            # The one-shot timer, re-armed only now that this run is done.
-            self._now.wait(self.interval)
-            self._now.clear()
+        """A round every `interval`; when nothing can have changed (no owner came, went or
+        died, none is stopped or unreadable, nothing was written) only every QUIET_EVERY
+        intervals: an owner's death wakes the wait at once through its pidfd."""
+        try:
+            deaths: _DeathWatch | None = _DeathWatch()
+        except OSError as exc:  # no eventfd/pidfd here: probe at the full pace
+            log.info("no pidfd death watch: %s", exc)
+            deaths = None
+        self._deaths = deaths
+        last: frozenset[tuple[object, ...]] | None = None
+        watched = False
+        last_run = next_full = float("-inf")
+        try:
+            while not self._stop.is_set():
+                stamps = self._stamps()
+                ids = _identities(stamps)
+                now = time.monotonic()
+                due = (
+                    not watched
+                    or self._now.is_set()
+                    or self._active
+                    or ids != last
+                    or now - last_run >= self.interval * QUIET_EVERY - 0.05
+                )
+                if due:
+                    self._now.clear()
+                    self._active = False
+                    full = now >= next_full
+                    if full:
+                        next_full = now + FULL_SCAN_EVERY
+                    self.runs += 1
+                    last_run, last = now, ids
+                    try:
+                        report = probe(stamps, self._prefixes(), full=full)
+                    except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
+                        log.warning("process probe failed: %s", exc)
+                        watched = False
+                    else:
+                        if deaths is not None:
+                            pids, complete = _watchable(report, stamps)
+                            watched = deaths.watch(pids) and complete
+                        if not self._stop.is_set():
+                            self._sink(report)
+                # The one-shot timer, re-armed only now that this run is done.
+                if deaths is None:
+                    self._now.wait(self.interval)
+                elif deaths.wait(self.interval):
+                    self._now.set()  # an owner exited (or a poke): judge now
+        finally:
+            self._deaths = None
+            if deaths is not None:
+                deaths.close()

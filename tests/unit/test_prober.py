@@ -1,0 +1,69 @@
+"""The prober's pace: an owner's death is learned at once through its pidfd, and when nothing
+can have changed the rounds slow down (idle CPU, docs/performance.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from lanewatch.scheme.procid import Liveness, ProcessIdentity
+from lanewatch.scheme.stamp import read_stamp
+from lanewatch.sources.prober import QUIET_EVERY, Prober, ProbeReport
+from tests.conftest import wait_for
+from tests.unit.enginekit import make_stamp
+
+
+def _prober(root: Path, pid: int, interval: float) -> tuple[Prober, list[ProbeReport]]:
+    ident = ProcessIdentity.of(pid)
+    ns = make_stamp(root, "owner", pid=ident.pid, start_ticks=ident.start_ticks)
+    stamp = read_stamp(ns).stamp
+    assert stamp is not None
+    reports: list[ProbeReport] = []
+    lock = threading.Lock()
+
+    def sink(r: ProbeReport) -> None:
+        with lock:
+            reports.append(r)
+
+    p = Prober(interval, lambda: {str(ns): stamp}, lambda: [str(root)], sink)
+    p.start()
+    return p, reports
+
+
+def test_an_owner_death_is_seen_at_once_while_quiet(root: Path) -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    prober, reports = _prober(root, proc.pid, interval=5.0)  # quiet rounds 25 s apart
+    try:
+        wait_for(lambda: reports)
+        assert next(iter(reports[0].evidence.values())).liveness is Liveness.ALIVE
+        proc.kill()
+        proc.wait()
+        t0 = time.monotonic()
+        wait_for(
+            lambda: any(
+                ev.liveness is not Liveness.ALIVE for r in reports for ev in r.evidence.values()
+            ),
+            timeout=4.0,  # under one interval: the pidfd woke the prober
+        )
+        assert time.monotonic() - t0 < 4.0
+    finally:
+        prober.stop()
+        proc.kill()
+
+
+def test_quiet_rounds_are_rarer_and_a_write_restores_the_pace(root: Path) -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    prober, reports = _prober(root, proc.pid, interval=0.2)
+    try:
+        wait_for(lambda: reports)
+        time.sleep(0.2 * QUIET_EVERY * 2 + 0.1)  # ~10 intervals: about 2 quiet rounds
+        quiet = len(reports)
+        assert quiet <= 4, quiet
+        prober.active()  # what the engine calls when a batch held a write
+        wait_for(lambda: len(reports) > quiet, timeout=0.2 * QUIET_EVERY)
+    finally:
+        prober.stop()
+        proc.kill()
+        proc.wait()
