@@ -7,27 +7,13 @@ import sys
 import click
 
 from lanewatch.cli.common import fail, friendly_errors
+from lanewatch.cli.laneopts import command_after_dashes, lane_options
 from lanewatch.prove import prove
-from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE
 
 
 @click.command("prove", context_settings={"ignore_unknown_options": True})
 @click.argument("step")
-@click.option(
-    "--lane",
-    "lane",
-    envvar=ENV_LANE,
-    default=DEFAULT_LANE,
-    show_default=True,
-    help=f"Lane name (default: ${ENV_LANE}, else '{DEFAULT_LANE}').",
-)
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False),
-    help="Scratch root (default: $LANEWATCH_ROOT or the state dir).",
-)
-@click.option("--checkout", type=click.Path(), help="Bind to this checkout instead of cwd.")
-@click.option("--heartbeat", type=click.FloatRange(min=0.05), help="Heartbeat interval in seconds.")
+@lane_options
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the receipt line on stderr.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @friendly_errors
@@ -52,11 +38,7 @@ def prove_command(
     Exits with CMD's exit code (128+N when it died of signal N), 2 when unbound, 3 when another
     owner holds the lane, 1 when the receipt could not be written.
     """
-    argv = list(cmd)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    if not argv:
-        raise click.UsageError("no command given: lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
+    argv = command_after_dashes(cmd, "lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
     try:
         result = prove(step, argv, lane=lane, root=root, checkout=checkout, heartbeat=heartbeat)
     except OSError as exc:

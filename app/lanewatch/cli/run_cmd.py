@@ -7,33 +7,15 @@ import sys
 import click
 
 from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.laneopts import command_after_dashes, lane_options
 from lanewatch.runner import run_in_lane
-from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, Lane
-from lanewatch.scheme.stamp import MAX_HEARTBEAT
+from lanewatch.scheme.lane import Lane
 
 
 @click.command(
     "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
-@click.option(
-    "--lane",
-    "lane",
-    envvar=ENV_LANE,
-    default=DEFAULT_LANE,
-    show_default=True,
-    help=f"Lane name (default: ${ENV_LANE}, else '{DEFAULT_LANE}').",
-)
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False),
-    help="Scratch root (default: $LANEWATCH_ROOT or the state dir).",
-)
-@click.option("--checkout", type=click.Path(), help="Bind to this checkout instead of cwd.")
-@click.option(
-    "--heartbeat",
-    type=click.FloatRange(min=0.05, max=MAX_HEARTBEAT),
-    help="Heartbeat interval in seconds (default: $LANEWATCH_HEARTBEAT, else 5).",
-)
+@lane_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @friendly_errors
 def run_command(
@@ -45,10 +27,6 @@ def run_command(
     LANEWATCH_CHECKOUT and LANEWATCH_ROOT are exported. Exits with CMD's exit code
     (128+N when it died of signal N), 2 when unbound, 3 when another owner holds the lane.
     """
-    argv = list(cmd)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    if not argv:
-        raise click.UsageError("no command given: lanewatch run [OPTIONS] -- CMD [ARGS]...")
+    argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
     owner = Lane(lane, root=root, checkout=checkout, heartbeat=heartbeat, command=argv)
     sys.exit(run_in_lane(owner, argv))

@@ -1,0 +1,54 @@
+"""Options every command that runs CMD in a lane takes (`run`, `prove`), declared once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE
+from lanewatch.scheme.stamp import MAX_HEARTBEAT
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def lane_options(func: F) -> F:
+    """--lane, --root, --checkout, --heartbeat."""
+    for option in reversed(
+        [
+            click.option(
+                "--lane",
+                "lane",
+                envvar=ENV_LANE,
+                default=DEFAULT_LANE,
+                show_default=True,
+                help=f"Lane name (default: ${ENV_LANE}, else '{DEFAULT_LANE}').",
+            ),
+            click.option(
+                "--root",
+                type=click.Path(file_okay=False),
+                help="Scratch root (default: $LANEWATCH_ROOT or the state dir).",
+            ),
+            click.option(
+                "--checkout", type=click.Path(), help="Bind to this checkout instead of cwd."
+            ),
+            click.option(
+                "--heartbeat",
+                type=click.FloatRange(min=0.05, max=MAX_HEARTBEAT),
+                help="Heartbeat interval in seconds (default: $LANEWATCH_HEARTBEAT, else 5).",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def command_after_dashes(cmd: tuple[str, ...], usage: str) -> list[str]:
+    """CMD as given after `--`; a usage error when there is none."""
+    argv = list(cmd)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise click.UsageError(f"no command given: {usage}")
+    return argv
