@@ -21,14 +21,15 @@ import pytest
 
 from lanewatch.scheme.checkout import resolve_checkout
 from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.procid import ProcessIdentity, boot_id, hostname, process_state
+from lanewatch.scheme.procid import process_state
 from lanewatch.scheme.roots import Registry, ensure_root
-from lanewatch.scheme.stamp import META_DIR, OwnerState, Stamp, read_stamp, write_stamp
+from lanewatch.scheme.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.sources.procscan import process_table
 from tests.conftest import LANEWATCH, wait_for
+from tests.unit.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for every kit
+from tests.unit.enginekit import make_stamp as make_stamp
 
 DEADLINE = 20.0
-CHECKOUT = "repo-0123456789ab"
 NOBODY = 65534
 
 # Prints "ready" once it holds what it was asked to hold inside the folder argv[2], then
@@ -80,35 +81,6 @@ def register_root(path: Path) -> Path:
 
 def checkout_id(repo: Path) -> str:
     return resolve_checkout(repo).checkout_id
-
-
-def make_stamp(root: Path, lane: str, **changes: Any) -> Path:
-    """A namespace whose stamp names this test process (alive) unless `changes` say otherwise."""
-    ns = root / namespace_name(CHECKOUT, lane)
-    (ns / META_DIR).mkdir(parents=True, exist_ok=True)
-    me = ProcessIdentity.current()
-    now = time.time()
-    values: dict[str, Any] = {
-        "lane": lane,
-        "namespace": ns.name,
-        "checkout_id": CHECKOUT,
-        "checkout_path": "/nonexistent/checkout",
-        "host": hostname(),
-        "boot_id": boot_id(),
-        "pid": me.pid,
-        "start_ticks": me.start_ticks,
-        "user": "tester",
-        "uid": os.getuid(),
-        "command": ["test"],
-        "started_at": now,
-        "heartbeat_at": now,
-        "heartbeat_interval": 5.0,
-        "state": OwnerState.LIVE,
-        "root": str(root),
-    }
-    values.update(changes)
-    write_stamp(ns, Stamp(**values))
-    return ns
 
 
 def released_namespace(root: Path, lane: str, files: int = 3) -> Path:
