@@ -21,8 +21,8 @@ from lanewatch.actions.clear import ClearResult, clear
 from lanewatch.actions.fsops import remove_tree
 from lanewatch.actions.purge import DEFAULT_RETENTION, due, purge
 from lanewatch.actions.trash import list_trash, restore
-from lanewatch.cli.trash_cmd import parse_duration
 from lanewatch.scheme import ledger
+from lanewatch.scheme.gate import parse_duration
 from tests.conftest import LANEWATCH
 from tests.unit.actionkit import (
     DEADLINE,

@@ -46,3 +46,21 @@ def friendly_errors(func: F) -> F:
 
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+class Duration(click.ParamType):
+    """`90`, `90s`, `10m`, `1h30m`, `7d`, `2w` as seconds (scheme.gate.parse_duration)."""
+
+    name = "DURATION"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        from lanewatch.scheme.gate import parse_duration
+
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)

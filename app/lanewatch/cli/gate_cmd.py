@@ -6,24 +6,9 @@ import sys
 
 import click
 
-from lanewatch.cli.common import echo_json
-from lanewatch.scheme.gate import EXIT_CODES, check_gate, parse_duration
+from lanewatch.cli.common import Duration, echo_json
+from lanewatch.scheme.gate import EXIT_CODES, check_gate
 from lanewatch.scheme.lane import ENV_LANE
-
-
-class Duration(click.ParamType):  # type: ignore[type-arg]
-    name = "duration"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        try:
-            return parse_duration(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
 
 _CODES = ", ".join(f"{code} {reason.value}" for reason, code in EXIT_CODES.items())
 

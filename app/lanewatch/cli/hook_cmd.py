@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lanewatch.cli.common import EXIT_REFUSED, fail, friendly_errors
-from lanewatch.cli.gate_cmd import Duration
+from lanewatch.cli.common import EXIT_REFUSED, Duration, fail, friendly_errors
 from lanewatch.githooks import KINDS, HookRefused, install_hook, uninstall_hook
 
 

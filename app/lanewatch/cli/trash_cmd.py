@@ -7,7 +7,6 @@ resumes them), 3 nobody to confirm.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 
@@ -21,35 +20,10 @@ from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trash import find, restore
 from lanewatch.actions.trashbox import TrashEntry, list_all, purging_dirs
-from lanewatch.cli.common import EXIT_ERROR, EXIT_REFUSED, echo_json, friendly_errors
+from lanewatch.cli.common import EXIT_ERROR, EXIT_REFUSED, Duration, echo_json, friendly_errors
 from lanewatch.cli.confirm import confirm, safe
 
 SCHEMA = 1
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
-
-
-def parse_duration(text: str) -> float:
-    """`90`, `90s`, `15m`, `12h`, `7d`, `2w`, or a sum like `1d12h`, in seconds."""
-    spec = text.strip().lower()
-    parts = _PART.findall(spec)
-    if not spec or "".join(n + u for n, u in parts) != spec:
-        raise ValueError(f"not a duration: {text!r} (try 30s, 15m, 12h, 7d, 2w or 1d12h)")
-    return sum(float(n) * _UNITS[u or "s"] for n, u in parts)
-
-
-class Duration(click.ParamType):
-    name = "DURATION"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        try:
-            return parse_duration(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 @click.command("trash")
