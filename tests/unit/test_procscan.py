@@ -3,17 +3,13 @@ lane variables, orphans, unreadable processes and processes vanishing mid-scan."
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +17,8 @@ import pytest
 from lanewatch.scheme.procid import ProcessIdentity, process_state
 from lanewatch.sources import procscan
 from lanewatch.sources.procscan import Holder, ProcScan
+from tests.unit import prockit
+from tests.unit.prockit import DEADLINE, read_line, wait_for
 
 # A helper process: takes hold of TARGET in the way MODE says, prints "ready [PID]" and holds it
 # until its stdin closes.
@@ -59,95 +57,15 @@ print("ready" + extra, flush=True)
 sys.stdin.read()
 """
 
-DEADLINE = 15.0
 
-
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
-def read_line(proc: subprocess.Popen[bytes], timeout: float = DEADLINE) -> str:
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while not buf.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        ready, _, _ = select.select([fd], [], [], max(left, 0))
-        if not ready:
-            pytest.fail(f"pid {proc.pid} printed nothing in {timeout}s")
-        chunk = os.read(fd, 1024)
-        if not chunk:
-            pytest.fail(f"pid {proc.pid} exited early: {buf!r}")
-        buf += chunk
-    return buf.decode().strip()
-
-
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def set_subreaper(on: bool) -> None:
-    """Orphans of our children come to us instead of init, so we can reap them (init does not
-    reap everywhere, e.g. in some sandboxes)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
-
-
-class Procs:
-    """Processes a test started; all are killed and reaped at teardown."""
-
-    def __init__(self) -> None:
-        self.started: list[subprocess.Popen[bytes]] = []
-        self.pidfds: list[int] = []
-        set_subreaper(True)
-
-    def start(
-        self, args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None
-    ) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            args,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,
-        )
-        self.started.append(proc)
-        return proc
+class Procs(prockit.Procs):
+    stdin = subprocess.PIPE  # the helper holds its target until its stdin closes
 
     def helper(self, mode: str, target: Path, **kw: object) -> tuple[subprocess.Popen[bytes], str]:
-        proc = self.start([sys.executable, "-c", HELPER, mode, str(target)], **kw)  # type: ignore[arg-type]
+        proc = self.start([sys.executable, "-c", HELPER, mode, str(target)], **kw)
         line = read_line(proc)
         assert line.startswith("ready"), line
         return proc, line
-
-    def adopt(self, pid: int) -> int:
-        """Track a process that is not our child (an orphan) through a pidfd."""
-        pidfd = os.pidfd_open(pid)
-        self.pidfds.append(pidfd)
-        return pidfd
-
-    def close(self) -> None:
-        for pidfd in self.pidfds:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            select.select([pidfd], [], [], DEADLINE)  # readable once it has exited
-            with contextlib.suppress(ChildProcessError):  # ours only if it was orphaned
-                os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
-            os.close(pidfd)
-        for proc in self.started:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=DEADLINE)
-            for stream in (proc.stdin, proc.stdout):
-                if stream is not None:
-                    stream.close()
-        set_subreaper(False)
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ would still hurt nothing."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
 import os
 import select
@@ -14,93 +12,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from lanewatch.actions.signals import SignalResult, precheck, send_checked
 from lanewatch.scheme.procid import ProcessIdentity, process_state
 from lanewatch.sources import procscan
+from tests.unit import prockit
+from tests.unit.prockit import DEADLINE, read_line, wait_for
 
-DEADLINE = 15.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 METHODS = [True, False]  # use_pidfd: the pidfd path and the psutil fallback
 
 
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
-def read_line(proc: subprocess.Popen[bytes], timeout: float = DEADLINE) -> str:
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while not buf.endswith(b"\n"):
-        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-        if not ready:
-            pytest.fail(f"pid {proc.pid} printed nothing in {timeout}s")
-        chunk = os.read(fd, 1024)
-        if not chunk:
-            pytest.fail(f"pid {proc.pid} exited early: {buf!r}")
-        buf += chunk
-    return buf.decode().strip()
-
-
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def set_subreaper(on: bool) -> None:
-    """Orphans of our children come to us instead of init, so we can reap them (init does not
-    reap everywhere, e.g. in some sandboxes)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
-
-
-class Procs:
-    """Processes a test started (and orphans it adopted by pidfd); all killed at teardown."""
-
-    def __init__(self) -> None:
-        self.started: list[subprocess.Popen[bytes]] = []
-        self.pidfds: list[int] = []
-        set_subreaper(True)
-
-    def start(self, args: list[str], **kw: object) -> subprocess.Popen[bytes]:
-        kw.setdefault("start_new_session", True)
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, **kw)  # type: ignore[call-overload]
-        self.started.append(proc)
-        return proc
-
+class Procs(prockit.Procs):
     def sleeper(self, **kw: object) -> subprocess.Popen[bytes]:
         proc = self.start(["sleep", "600"], **kw)
         wait_for(lambda: os.readlink(f"/proc/{proc.pid}/exe").endswith("sleep"), "exec")
         return proc
-
-    def adopt(self, pid: int) -> int:
-        pidfd = os.pidfd_open(pid)
-        self.pidfds.append(pidfd)
-        return pidfd
-
-    def close(self) -> None:
-        for pidfd in self.pidfds:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            select.select([pidfd], [], [], DEADLINE)  # readable once it has exited
-            with contextlib.suppress(ChildProcessError):  # ours only if it was orphaned
-                os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
-            os.close(pidfd)
-        for proc in self.started:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=DEADLINE)
-            if proc.stdout is not None:
-                proc.stdout.close()
-        set_subreaper(False)
 
 
 @pytest.fixture
