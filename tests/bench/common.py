@@ -158,13 +158,28 @@ def cpu_seconds() -> float:
     return t.user + t.system
 
 
-def thread_cpu() -> dict[int, float]:
-    """CPU seconds of each thread of this process, by native thread id (Linux)."""
+def process_cpu(pid: int) -> float:
+    """CPU seconds of another process so far, every thread, user + system (0.0 once gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int | None = None) -> dict[int, float]:
+    """CPU seconds of each thread of this process (or of `pid`), by native thread id."""
     tick = os.sysconf("SC_CLK_TCK")
     out: dict[int, float] = {}
-    for tid in os.listdir("/proc/self/task"):
+    proc = "self" if pid is None else str(pid)
+    try:
+        tids = os.listdir(f"/proc/{proc}/task")
+    except OSError:
+        return out
+    for tid in tids:
         try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
+            with open(f"/proc/{proc}/task/{tid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
@@ -183,6 +198,16 @@ def thread_shares(
             name = names.get(tid, "other")
             shares[name] = round(shares.get(name, 0.0) + used / wall * 100, 2)
     return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
+
+
+def engine_threads(
+    engine: Any, before: dict[int, float], after: dict[int, float], wall: float
+) -> dict[str, float]:
+    """`thread_shares` of the dashboard's engine process, names prefixed "engine:"."""
+    names = {tid: f"engine:{name}" for tid, name in engine.thread_names().items()}
+    for tid in after:
+        names.setdefault(tid, "engine:other")
+    return thread_shares(before, after, names, wall)
 
 
 # -- waiting -----------------------------------------------------------------------------------

@@ -6,8 +6,9 @@
 
 - `app`: the dashboard (`make_app`, headless `run_test` at 160x50, frames encoded for a
   terminal) on ROOT, once every lane is listed and the engine has settled (sizes counted, one
-  probe in): its resident memory (RSS), then its CPU time over SECONDS with nothing changing
-  on disk, as a share of one core (`os.times`: every thread of the process), then RSS again.
+  probe in): its resident memory (RSS, the UI's and its engine process's added), then their
+  CPU time over SECONDS with nothing changing on disk, as a share of one core (every thread
+  of both processes), then RSS again.
 - `engine`: the same CPU measure for an `Engine` alone, without the UI; `--no-attribution`
   turns kernel write attribution (fanotify) off, to tell its share apart: a filesystem mark
   sees every write to the filesystem, the other users' of the machine included.
@@ -32,8 +33,16 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from lanewatch.sources.engine import Engine
+from lanewatch.sources.engine_process import EngineProcess
 from lanewatch.tui.app import make_app
-from tests.bench.common import SCREEN, cpu_seconds, emit, thread_cpu, thread_shares
+from tests.bench.common import (
+    SCREEN,
+    cpu_seconds,
+    emit,
+    engine_threads,
+    thread_cpu,
+    thread_shares,
+)
 from tests.bench.fig_screen import lanes_rows
 
 
@@ -41,8 +50,8 @@ def thread_names() -> dict[int, str]:
     return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
 
 
-def rss_mb() -> float:
-    return round(psutil.Process().memory_info().rss / 2**20, 1)
+def rss_mb(pid: int | None = None) -> float:
+    return round(psutil.Process(pid).memory_info().rss / 2**20, 1)
 
 
 def peak_mb() -> float:
@@ -69,25 +78,35 @@ async def until(pilot: Pilot[Any], condition: Callable[[], bool], timeout: float
 
 
 async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
-    engine = Engine([root])
+    """The dashboard as `lanewatch dash` runs it: the UI here, its engine in a child process.
+    CPU and memory are both processes' together."""
+    engine = EngineProcess([root])
     app = make_app([Path(root)], engine=engine)
     encode_frames(app)
     async with app.run_test(size=SCREEN) as pilot:
         await until(pilot, lambda: lanes_rows(app) >= expected, 120)
         await until(pilot, engine.settled.is_set, 300)
         await asyncio.sleep(1.0)  # the first probe's report and ages settle
-        rss_settled = rss_mb()
+        child = engine.pid
+        assert child is not None
+        rss_settled, child_rss = rss_mb(), rss_mb(child)
         cpu0, t0, threads0 = cpu_seconds(), time.monotonic(), thread_cpu()
+        child0 = thread_cpu(child)
         await asyncio.sleep(seconds)
         cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
+        child1 = thread_cpu(child)
+        cpu += sum(child1.values()) - sum(child0.values())
         threads = thread_shares(threads0, thread_cpu(), thread_names(), wall)
-        rss_after = rss_mb()
+        threads.update(engine_threads(engine, child0, child1, wall))
+        rss_after = rss_mb() + rss_mb(child)
         stats = engine.stats
     return {
         "cpu_share": cpu / wall,
         "seconds": round(wall, 2),
-        "rss_mb": rss_settled,
-        "rss_after_idle_mb": rss_after,
+        "rss_mb": round(rss_settled + child_rss, 1),
+        "rss_ui_mb": rss_settled,
+        "rss_engine_mb": child_rss,
+        "rss_after_idle_mb": round(rss_after, 1),
         "peak_rss_mb": peak_mb(),
         "threads_pct": threads,
         "engine": stats,

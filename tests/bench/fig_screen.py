@@ -45,13 +45,14 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler  # noqa: E40
 from watchdog.observers import Observer  # noqa: E402
 
 from lanewatch.model.views import NsState  # noqa: E402
-from lanewatch.sources.engine import Engine  # noqa: E402
+from lanewatch.sources.engine_process import EngineProcess  # noqa: E402
 from lanewatch.tui.app import LanewatchApp, make_app  # noqa: E402
 from lanewatch.tui.picture import View  # noqa: E402
 from lanewatch.tui.widgets.lane_table import LaneTable  # noqa: E402
 from tests.bench.common import (  # noqa: E402
     SCREEN,
     emit,
+    engine_threads,
     first_after,
     index_times,
     summary_ms,
@@ -181,7 +182,7 @@ def namespace_of(root: str, path: str) -> str:
 
 async def write_to_screen(root: str, plan: str, rate: float, seconds: float, work: str) -> Any:
     applied: list[tuple[float, list[str]]] = []
-    engine = Engine([root], on_applied=lambda t, paths: applied.append((t, paths)))
+    engine = EngineProcess([root], on_applied=lambda t, paths: applied.append((t, paths)))
     app = make_app([Path(root)], engine=engine)
     frames: list[float] = []
     hook_frames(app, frames)
@@ -209,7 +210,10 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
 
         main.apply_delta = apply_delta  # type: ignore[method-assign]
         await pilot.pause(0.2)
+        child = engine.pid
+        assert child is not None
         cpu0, threads0, wall0 = os.times(), thread_cpu(), time.monotonic()
+        child0 = thread_cpu(child)
         log = Path(work) / f"writes-screen-{os.getpid()}.json"
         writer = start_writer(Path(plan), rate, seconds, log)
         try:
@@ -218,10 +222,13 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
             await asyncio.sleep(tail_seconds(seconds))  # the tail reaches the screen
         finally:
             result = finish_writer(writer, log, timeout=seconds + 60)
-        cpu1 = os.times()
+        cpu1, child1 = os.times(), thread_cpu(child)
         names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
-        threads = thread_shares(threads0, thread_cpu(), names, time.monotonic() - wall0)
+        wall = time.monotonic() - wall0
+        threads = thread_shares(threads0, thread_cpu(), names, wall)
+        threads.update(engine_threads(engine, child0, child1, wall))
         page = len(on_screen(lanes_table(app)))
+        stats = engine.stats  # asked of the engine process while it runs
     model = index_times(applied)
     drain_at = [d[1] for d in drains]
     put_at = [p[1] for p in puts]
@@ -253,7 +260,8 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
             unframed += 1
             continue
         to_screen.append(frames[frame] - t_w)
-    cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    ui_cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    engine_cpu = sum(child1.values()) - sum(child0.values())
     return {
         "screen": summary_ms(to_screen),
         "table": summary_ms(to_table),
@@ -267,9 +275,11 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         "rows_on_screen": page,
         "drains": len(drains),
         "frames": len(frames),
-        "cpu_share": round(cpu / (time.monotonic() - wall0), 3),
+        "cpu_share": round((ui_cpu + engine_cpu) / wall, 3),
+        "ui_cpu_share": round(ui_cpu / wall, 3),
+        "engine_cpu_share": round(engine_cpu / wall, 3),
         "threads_pct": threads,
-        "engine": engine.stats,
+        "engine": stats,
     }
 
 

@@ -34,6 +34,7 @@ from lanewatch.tui.widgets.lane_table import LaneTable
 
 if TYPE_CHECKING:
     from lanewatch.sources.engine import Engine
+    from lanewatch.sources.engine_process import EngineProcess
 
 FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
 TICK = 1.0  # ages move on once a second
@@ -230,7 +231,7 @@ def make_app(
     roots: Sequence[Path] | None = None,
     *,
     poll: bool = False,
-    engine: Engine | None = None,
+    engine: Engine | EngineProcess | None = None,
     demo_note: str | None = None,
     clock: Callable[[], float] | None = None,
 ) -> LanewatchApp:
@@ -240,9 +241,9 @@ def make_app(
     `clock` (wall time, for the ages shown) is for tests that freeze time.
     """
     if engine is None:
-        from lanewatch.sources.engine import Engine
+        from lanewatch.sources.engine_process import EngineProcess
 
-        engine = Engine(list(roots) if roots is not None else None, poll=poll)
+        engine = EngineProcess(list(roots) if roots is not None else None, poll=poll)
     if roots is not None:
         paths = [str(Path(r)) for r in roots]
     else:
