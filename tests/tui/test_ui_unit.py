@@ -211,3 +211,22 @@ async def test_the_status_line_says_how_writers_are_known_attribution() -> None:
         assert any("fanotify needs root" in n.message for n in app._notifications)
         await pilot.press("question_mark")
         await shows(pilot, "attribution: inferred: fanotify needs root")
+
+
+async def test_the_selected_lanes_pane_catches_up_after_a_burst_of_changes() -> None:
+    """The pane of a lane that changes on every drain is redrawn at most every DETAIL_REDRAW
+    (and measured, to skip the layout pass when its height stays): the last change must still
+    reach it, without a key pressed."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    view = ns_view("busy", files=1, host=hostname())
+    app, engine = app_with(view)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 1)
+        await shows(pilot, "1 files")
+        for files in range(2, 40):
+            changed = replace(view, files=files)
+            engine.push(Changes(upserts=MappingProxyType({view.key: changed}), at=NOW))
+            await pilot.pause(0.005)
+        assert "size        39 files" in await shows(pilot, "39 files", timeout=5)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from lanewatch.tui.app import LanewatchApp
 
 DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
+DETAIL_REDRAW = 0.5  # while the selected row keeps changing, its pane redraws at most this often
 TICK_MARGIN = 10  # rows above and below the viewport whose ages move on each second
 GATED_ACTIONS = ("kill", "clear", "acknowledge", "open", "export", "unmark", "sort")
 GATED_ACTIONS += ("pause", "resume", "follow", "unfollow")
@@ -51,6 +52,8 @@ class MainScreen(MainKeys, Screen[None]):
         self._detail_at = 0.0
         self._detail_timer: Timer | None = None
         self._detail_content: NamespaceView | None = None  # the row as of the last re-read
+        self._detail_drawn_at = float("-inf")
+        self._redraw_timer: Timer | None = None
         self._bindings_signature: tuple[object, ...] = ()
         self._empty_shown: dict[View, Text | None] = {}
 
@@ -115,7 +118,7 @@ class MainScreen(MainKeys, Screen[None]):
         self.update_chrome()
         key = self.table().cursor_key
         if key is not None and key in delta.touched(self.view):
-            self.show_detail(reload=True)
+            self._detail_changed()
 
     def tick(self) -> None:
         """Once a second (and on a view switch or a resume), the ages move on: only for the
@@ -225,11 +228,27 @@ class MainScreen(MainKeys, Screen[None]):
         key = self.table().cursor_key
         return None if key is None else self.lw.picture.row(self.view, str(key))
 
+    def _detail_changed(self) -> None:
+        """The selected row changed: redraw its pane now, or within DETAIL_REDRAW of the last
+        drawing. A lane under a write load changes on every drain; drawing its pane (a Rich
+        grid) each time cost more than the rest of the frame, and nobody reads it that fast."""
+        wait = self._detail_drawn_at + DETAIL_REDRAW - self.lw.monotonic()
+        if wait <= 0:
+            self.show_detail(reload=True)
+        elif self._redraw_timer is None:
+            self._redraw_timer = self.set_timer(wait, self._timed_redraw)
+
+    def _timed_redraw(self) -> None:
+        self._redraw_timer = None
+        if self.lw.main_live():
+            self.show_detail(reload=True)
+
     def show_detail(self, reload: bool = False) -> None:
         """Draw the pane for the selected row; with `reload`, also re-read its files and
         ledger (at once for a newly selected row, else at most every DETAIL_REFRESH)."""
         if not self.lw.main_live():
             return
+        self._detail_drawn_at = self.lw.monotonic()
         pane = self.query_one(DetailPane)
         row = self.selected_row()
         pane.set_class(row is None, "-nothing")

@@ -111,7 +111,7 @@ class StatusLine(Static):
     def show(self, state: StatusState) -> None:
         if state != self._state:
             self._state = state
-            self.update(status_text(state))
+            self.update(status_text(state), layout=False)  # one docked line: its size is fixed
             self.set_class(state.paused, "-paused")
             degraded = bool(health_text(state.health, state.default_root)) or bool(state.error)
             self.set_class(degraded, "-degraded")
