@@ -162,9 +162,11 @@ def test_term_ignored_then_sigkill_after_grace(lw: Procs, repo: Path, scratch: P
     until(lambda: _ignores_term(pgid), "the command to ignore SIGTERM")
     without = kill("stubborn", wait=0.3)
     assert without.outcome == "running" and "--grace" in without.message
+    assert without.ok and not without.ended, "not refused, but not what the user asked for"
     assert group_members(pgid) == [pgid]
     result = kill("stubborn", grace=0.3)
     assert result.outcome == "stopped" and result.escalated, result.message
+    assert result.ended
     assert [s.signal_name for s in result.sends if s.sent] == ["SIGTERM", "SIGKILL"]
     assert_ended(lane)
     assert read_stamp(lane.namespace).stamp.exit_code == 128 + signal.SIGKILL  # type: ignore[union-attr]
@@ -350,7 +352,8 @@ def _exe(pid: int) -> str:
 
 def test_released_or_dead_owner_is_gone_and_nothing_is_signalled(lw: Procs, scratch: Path) -> None:
     make_stamp(scratch, "done", state=OwnerState.RELEASED, released_at=time.time(), exit_code=0)
-    assert kill("done").outcome == "gone"
+    done = kill("done")
+    assert done.outcome == "gone" and done.ended
     dead = lw.start(["true"])
     dead.wait()
     make_stamp(scratch, "dead", pid=dead.pid, start_ticks=1)

@@ -56,7 +56,14 @@ class KillResult:
 
     @property
     def ok(self) -> bool:
+        """Not refused (what `check=True` raises on). A lane still running is ok here too."""
         return self.outcome != "refused"
+
+    @property
+    def ended(self) -> bool:
+        """What the user asked for happened: the lane's command no longer runs (stopped now,
+        or gone before). "running" is a failure to the user, as `lanewatch kill` exits 1."""
+        return self.outcome in ("stopped", "gone")
 
     def __str__(self) -> str:
         return self.message
