@@ -29,6 +29,7 @@ from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, Lane, LaneTarget, loca
 from lanewatch.scheme.nested import outer_owner
 from lanewatch.scheme.receipts import (
     Receipt,
+    StepRun,
     WrittenReceipt,
     encode_step,
     state_of,
@@ -94,17 +95,8 @@ def _write(
     before: GitState,
 ) -> WrittenReceipt:
     """The receipt of a step that just ended: `before` is the git state it started from."""
-    finished = time.time()
-    return write_run(
-        step,
-        target,
-        exit_code=exit_code,
-        command=command,
-        started_at=started_at,
-        finished_at=finished,
-        git=before,
-        git_after=state_of(target),
-    )
+    run = StepRun(step, command, exit_code, started_at, finished_at=time.time())
+    return write_run(target, run, git=before, git_after=state_of(target))
 
 
 def prove(

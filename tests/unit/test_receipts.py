@@ -22,6 +22,7 @@ from lanewatch.scheme.receipts import (
     BadStep,
     Outcome,
     ReceiptStatus,
+    StepRun,
     decode_step,
     encode_step,
     history,
@@ -103,16 +104,8 @@ def test_write_run_builds_records_and_notes_what_changed_during_the_run(repo: Pa
     with Lane("built", checkout=repo) as lane:
         before = read_git_state(repo)
         (repo / "new-file").write_text("dirt\n")
-        written = write_run(
-            "tests",
-            lane.target,
-            exit_code=0,
-            command=["t"],
-            started_at=5.0,
-            finished_at=4.0,
-            git=before,
-            git_after=read_git_state(repo),
-        )
+        run = StepRun("tests", ["t"], exit_code=0, started_at=5.0, finished_at=4.0)
+        written = write_run(lane.target, run, git=before, git_after=read_git_state(repo))
         assert written.path == receipt_path(lane.namespace, "tests")
         assert read_receipt(lane.namespace, "tests").receipt == written.receipt
         receipt = written.receipt

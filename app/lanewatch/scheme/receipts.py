@@ -388,26 +388,29 @@ def record(target: LaneTarget, receipt: Receipt) -> Path:
     return path
 
 
+@dataclass(frozen=True, slots=True)
+class StepRun:
+    """What ran as a step and how it ended: a receipt's facts apart from checkout and git."""
+
+    step: str
+    command: Sequence[str]
+    exit_code: int
+    started_at: float
+    finished_at: float
+
+
 def write_run(
-    step: str,
-    target: LaneTarget,
-    *,
-    exit_code: int,
-    command: Sequence[str],
-    started_at: float,
-    finished_at: float,
-    git: GitState,
-    git_after: GitState | None = None,
+    target: LaneTarget, run: StepRun, *, git: GitState, git_after: GitState | None = None
 ) -> WrittenReceipt:
-    """Build the receipt of a run (see `make_receipt`) and `record` it: how every writer
+    """Build the receipt of `run` (see `make_receipt`) and `record` it: how every writer
     (`write_receipt`, `lanewatch prove`) does it. The caller must be entitled to write."""
     receipt = make_receipt(
-        step,
+        run.step,
         target,
-        exit_code=exit_code,
-        command=command,
-        started_at=started_at,
-        finished_at=finished_at,
+        exit_code=run.exit_code,
+        command=run.command,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
         git=git,
         git_after=git_after,
     )
@@ -447,13 +450,6 @@ def write_receipt(
         target = locate(name, root=root, checkout=checkout)
         entitled = holding(target)
     state = git if git is not None else state_of(target)
+    run = StepRun(step, command, exit_code, started_at, finished)
     with entitled:
-        return write_run(
-            step,
-            target,
-            exit_code=exit_code,
-            command=command,
-            started_at=started_at,
-            finished_at=finished,
-            git=state,
-        )
+        return write_run(target, run, git=state)
