@@ -239,3 +239,20 @@ def until(condition: Callable[[], object], what: str, timeout: float = DEADLINE)
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+# Fixtures of the action tests: a module imports them by name (`from tests.unit.actionkit
+# import lw, scratch`), which is how pytest finds them there.
+
+
+@pytest.fixture
+def lw(subreaper: Any) -> Iterator[Procs]:
+    """Every process a test starts, killed and reaped at its end (the test is their reaper)."""
+    with started() as procs:
+        yield procs
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """A scratch root under tmp_path, registered (in the test's own state folder)."""
+    return register_root(tmp_path / "root")

@@ -30,6 +30,7 @@ from lanewatch.scheme.procid import ProcessIdentity
 from lanewatch.scheme.roots import ROOT_META
 from lanewatch.scheme.stamp import META_DIR, OwnerState, read_stamp
 from tests.conftest import LANEWATCH
+from tests.unit import actionkit
 from tests.unit.actionkit import (
     DEADLINE,
     NOBODY,
@@ -37,22 +38,12 @@ from tests.unit.actionkit import (
     as_user,
     make_stamp,
     python_as,
-    register_root,
     released_namespace,
-    started,
     until,
 )
 
-
-@pytest.fixture
-def lw(subreaper: Any) -> Iterator[Procs]:
-    with started() as procs:
-        yield procs
-
-
-@pytest.fixture
-def scratch(tmp_path: Path) -> Path:
-    return register_root(tmp_path / "root")
+lw = actionkit.lw  # the kit's fixtures, found by pytest under these names
+scratch = actionkit.scratch
 
 
 def inode(path: Path) -> tuple[int, int]:

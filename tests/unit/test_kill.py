@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from lanewatch.scheme.procid import ProcessIdentity, process_state
 from lanewatch.scheme.stamp import OwnerState, read_stamp
 from lanewatch.sources.procscan import read_stat
 from tests.conftest import LANEWATCH
+from tests.unit import actionkit
 from tests.unit.actionkit import (
     CHECKOUT,
     DEADLINE,
@@ -38,10 +38,11 @@ from tests.unit.actionkit import (
     as_user,
     group_members,
     make_stamp,
-    register_root,
-    started,
     until,
 )
+
+lw = actionkit.lw  # the kit's fixtures, found by pytest under these names
+scratch = actionkit.scratch
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 IGNORES_TERM = (
@@ -50,17 +51,6 @@ IGNORES_TERM = (
     "deadline = time.monotonic() + 300\n"
     "while time.monotonic() < deadline: time.sleep(0.1)\n"
 )
-
-
-@pytest.fixture
-def lw(subreaper: Any) -> Iterator[Procs]:
-    with started() as procs:
-        yield procs
-
-
-@pytest.fixture
-def scratch(tmp_path: Path) -> Path:
-    return register_root(tmp_path / "root")
 
 
 def events(ns: Path) -> list[str]:
