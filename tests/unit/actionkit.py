@@ -241,6 +241,24 @@ def until(condition: Callable[[], object], what: str, timeout: float = DEADLINE)
         time.sleep(0.01)
 
 
+@contextlib.contextmanager
+def bind_mounted(source: Path, point: Path) -> Iterator[None]:
+    """`source` bind-mounted on `point` for the block (skips the test where that is not
+    possible: not root, no mount(8), a sandbox that forbids it), unmounted after."""
+    if os.geteuid() != 0:
+        pytest.skip("bind mounts need root")
+    mount = shutil.which("mount")
+    if mount is None:
+        pytest.skip("no mount(8) here")
+    done = subprocess.run([mount, "--bind", str(source), str(point)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"mount --bind failed here: {done.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+
+
 # Fixtures of the action tests: a module imports them by name (`from tests.unit.actionkit
 # import lw, scratch`), which is how pytest finds them there.
 
