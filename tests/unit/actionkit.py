@@ -13,7 +13,6 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from lanewatch.scheme.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.sources.procscan import process_table
 from tests.conftest import LANEWATCH, wait_for
 from tests.unit.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for every kit
+from tests.unit.enginekit import LaneProc as Lane  # a `lanewatch run` and its namespace
 from tests.unit.enginekit import make_stamp as make_stamp
 
 DEADLINE = 20.0
@@ -98,18 +98,6 @@ def alive(pid: int) -> bool:
 
 def group_members(pgid: int) -> list[int]:
     return [p for p, st in process_table().items() if st.pgid == pgid and st.state not in "ZX"]
-
-
-@dataclass
-class Lane:
-    proc: subprocess.Popen[bytes]
-    namespace: Path
-
-    @property
-    def stamp(self) -> Stamp:
-        s = read_stamp(self.namespace).stamp
-        assert s is not None
-        return s
 
 
 class Procs:
