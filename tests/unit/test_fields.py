@@ -89,6 +89,18 @@ def test_optional_fields_may_be_absent_or_null_but_not_wrong() -> None:
     )
 
 
+def test_take_fills_a_dict_given() -> None:
+    values: dict[str, Any] = {"before": 1}
+    got = take({"exit_code": 3}, {"exit_code": (int,)}, wrong=WRONG, into=values)
+    assert got is values and values == {"before": 1, "exit_code": 3}
+
+
+def test_null_only_where_a_type_allows_it_and_never_for_a_missing_required_field() -> None:
+    spec: dict[str, tuple[type, ...]] = {"head": (str, type(None))}
+    assert take({"head": None}, spec, wrong=WRONG) == {"head": None}
+    assert take({}, spec, wrong=WRONG) == "field 'head' is wrong"
+
+
 def test_strings_is_a_list_of_strings_only() -> None:
     assert strings([]) and strings(["a", "b"])
     assert not strings(["a", 1]) and not strings([None])

@@ -60,21 +60,23 @@ def take(
     wrong: str,
     optional: bool = False,
     not_finite: str | None = None,
+    into: dict[str, Any] | None = None,
 ) -> dict[str, Any] | str:
     """The fields of `spec` from `obj`, each of one of its exact types, or what is wrong.
 
     `wrong` (and `not_finite`, when floats must be finite: JSON allows NaN and Infinity) are
     templates with `{name!r}`. An `optional` field may be absent or null and is then None.
+    The fields go `into` a dict given (one dict for several specs), else a new one.
     """
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {} if into is None else into
     for name, types in spec.items():
         value = obj.get(name)
-        if optional and value is None:
-            values[name] = None
-            continue
-        if name not in obj or type(value) not in types:
+        if value is None:  # absent, or null: only null where a type allows it, or optional
+            if not optional and (type(None) not in types or name not in obj):
+                return wrong.format(name=name)
+        elif type(value) not in types:
             return wrong.format(name=name)
-        if not_finite is not None and type(value) is float and not math.isfinite(value):
+        elif not_finite is not None and type(value) is float and not math.isfinite(value):
             return not_finite.format(name=name)
         values[name] = value
     return values

@@ -105,10 +105,10 @@ _REQUIRED: dict[str, tuple[type, ...]] = {
     "heartbeat_interval": (int, float),
 }
 _STATES = frozenset(state.value for state in OwnerState)
-_OPTIONAL_INT: dict[str, tuple[type, ...]] = dict.fromkeys(
-    ("child_pid", "child_start_ticks", "pgid", "exit_code"), (int,)
-)
-_OPTIONAL_FLOAT: dict[str, tuple[type, ...]] = {"released_at": (int, float)}
+_OPTIONAL: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("child_pid", "child_start_ticks", "pgid", "exit_code"), (int,)),
+    "released_at": (int, float),
+}
 _WRONG_TYPE = "field {name!r} has the wrong type"
 
 
@@ -163,11 +163,11 @@ def parse_stamp(data: bytes) -> StampRead:
         return _garbage(values)
     if not strings(values["command"]):
         return _garbage("field 'command' is not a list of strings")
-    for spec in (_OPTIONAL_INT, _OPTIONAL_FLOAT):
-        optional = take(obj, spec, wrong=_WRONG_TYPE, optional=True, not_finite=_WRONG_TYPE)
-        if isinstance(optional, str):
-            return _garbage(optional)
-        values.update(optional)
+    optional = take(
+        obj, _OPTIONAL, wrong=_WRONG_TYPE, optional=True, not_finite=_WRONG_TYPE, into=values
+    )
+    if isinstance(optional, str):
+        return _garbage(optional)
     state = obj.get("state")
     if type(state) is not str or state not in _STATES:  # required: "live" is never a guess
         return _garbage(f"missing or unknown state {state!r}"[:120])
