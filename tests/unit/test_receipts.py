@@ -298,6 +298,9 @@ def test_a_scratch_root_inside_the_checkout_does_not_dirty_it(repo: Path) -> Non
         ({"command": ["a", 1]}, ReceiptStatus.GARBAGE),
         ({"finished_at": 0.5}, ReceiptStatus.GARBAGE),  # before it started
         ({"checkout_id": None}, ReceiptStatus.GARBAGE),
+        # JSON allows NaN: a NaN finish would have no age, and pass any --max-age.
+        ({"finished_at": float("nan")}, ReceiptStatus.GARBAGE),
+        ({"started_at": float("-inf")}, ReceiptStatus.GARBAGE),
     ],
 )
 def test_parse_refuses_what_it_cannot_trust(

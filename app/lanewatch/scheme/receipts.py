@@ -195,7 +195,12 @@ def parse_receipt(data: bytes) -> ReceiptRead:
     )
     if isinstance(obj, Rejected):
         return ReceiptRead(ReceiptStatus(obj.kind), detail=obj.detail, raw=obj.raw)
-    values = take(obj, _REQUIRED, wrong="field {name!r} missing or of the wrong type")
+    values = take(
+        obj,
+        _REQUIRED,
+        wrong="field {name!r} missing or of the wrong type",
+        not_finite="field {name!r} is not a finite number",  # a NaN finish has no age
+    )
     if isinstance(values, str):
         return _garbage(values, obj)
     problem = _contradiction(values)
