@@ -27,7 +27,14 @@ from lanewatch.runner import run_in_lane, run_unclaimed
 from lanewatch.scheme.gitstate import GitState
 from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, Lane, LaneTarget, locate
 from lanewatch.scheme.nested import outer_owner
-from lanewatch.scheme.receipts import Receipt, encode_step, make_receipt, record, state_of
+from lanewatch.scheme.receipts import (
+    Receipt,
+    StepRun,
+    WrittenReceipt,
+    encode_step,
+    state_of,
+    write_run,
+)
 from lanewatch.scheme.stamp import OwnerState
 
 
@@ -57,7 +64,7 @@ class _ProvingLane(Lane):
         self.step = step
         self.before = before
         self.started_at = time.time()
-        self.written: tuple[Receipt, Path] | None = None
+        self.written: WrittenReceipt | None = None
 
     def claim(self) -> Lane:
         self.started_at = time.time()
@@ -86,18 +93,10 @@ def _write(
     command: Sequence[str],
     started_at: float,
     before: GitState,
-) -> tuple[Receipt, Path]:
-    receipt = make_receipt(
-        step,
-        target,
-        exit_code=exit_code,
-        command=command,
-        started_at=started_at,
-        finished_at=time.time(),
-        git=before,
-        git_after=state_of(target),
-    )
-    return receipt, record(target, receipt)
+) -> WrittenReceipt:
+    """The receipt of a step that just ended: `before` is the git state it started from."""
+    run = StepRun(step, command, exit_code, started_at, finished_at=time.time())
+    return write_run(target, run, git=before, git_after=state_of(target))
 
 
 def prove(
@@ -122,10 +121,10 @@ def prove(
     if outer_owner(target) is not None:
         started = time.time()
         code = run_unclaimed(argv)
-        receipt, path = _write(
+        written = _write(
             step, target, exit_code=code, command=argv, started_at=started, before=before
         )
-        return ProveResult(code, receipt, path, nested=True)
+        return ProveResult(code, written.receipt, written.path, nested=True)
     owner = _ProvingLane(
         step,
         before,
@@ -138,5 +137,4 @@ def prove(
     code = run_in_lane(owner, argv)
     if owner.written is None:
         return ProveResult(code, None, None, nested=False)
-    receipt, path = owner.written
-    return ProveResult(code, receipt, path, nested=False)
+    return ProveResult(code, owner.written.receipt, owner.written.path, nested=False)

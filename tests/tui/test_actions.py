@@ -14,6 +14,7 @@ from lanewatch.tui.picture import View
 from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.main import MainScreen
 from lanewatch.tui.screens.trash import TrashScreen
+from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
 from .helpers import shows, until
@@ -156,3 +157,25 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
         await until(
             pilot, lambda: app.main.table(View.STALE).has_row(done.key), what="restored row"
         )
+
+
+async def test_kill_that_leaves_the_lane_running_is_shown_as_a_failure(
+    lanes: Lanes, scratch: Path, tmp_path: Path
+) -> None:
+    """A command that ignores SIGTERM outlives the kill's wait: the dashboard says so, as an
+    error with the reason, like `lanewatch kill` (which exits non-zero) does."""
+    ready = tmp_path / "trap-set"
+    script = 'trap "" TERM; : > "$1"; exec sleep 600'
+    lane = lanes.start("stubborn", cmd=("sh", "-c", script, "sh", str(ready)))
+    wait_for(ready.exists, timeout=20)
+    app = make_app([scratch])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await show(pilot, app, View.LANES, lane.key)
+        await confirm(pilot, app, "k", "y")
+        result = await outcome(pilot, app, "kill")
+        assert not result.ok, result.message
+        assert "still running" in result.message, result.message
+        assert alive(lane)
+        await until(pilot, lambda: bool(app._notifications), what="a notification")
+        shown = [n for n in app._notifications if "stubborn" in n.title]
+        assert shown and shown[-1].severity == "error"

@@ -23,6 +23,7 @@ from lanewatch.tui.screens.incident import IncidentScreen
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import until
+from .test_columns import crowded
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
 
@@ -178,6 +179,12 @@ def compare(
 @pytest.mark.parametrize("size", SIZES)
 def test_lanes(snap_compare: Any, size: tuple[int, int]) -> None:
     compare(snap_compare, app_for(world()), size)
+
+
+@pytest.mark.parametrize("key", ["1", "2", "3"])
+def test_long_names_at_80x24(snap_compare: Any, key: str) -> None:
+    """Long names, 7-digit pids, the widest states, a scrollbar: what matters still fits."""
+    compare(snap_compare, app_for(crowded()), (80, 24), [key])
 
 
 @pytest.mark.parametrize("size", SIZES)

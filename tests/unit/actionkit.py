@@ -13,7 +13,6 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from lanewatch.scheme.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.sources.procscan import process_table
 from tests.conftest import LANEWATCH, wait_for
 from tests.unit.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for every kit
+from tests.unit.enginekit import LaneProc as Lane  # a `lanewatch run` and its namespace
 from tests.unit.enginekit import make_stamp as make_stamp
 
 DEADLINE = 20.0
@@ -98,18 +98,6 @@ def alive(pid: int) -> bool:
 
 def group_members(pgid: int) -> list[int]:
     return [p for p, st in process_table().items() if st.pgid == pgid and st.state not in "ZX"]
-
-
-@dataclass
-class Lane:
-    proc: subprocess.Popen[bytes]
-    namespace: Path
-
-    @property
-    def stamp(self) -> Stamp:
-        s = read_stamp(self.namespace).stamp
-        assert s is not None
-        return s
 
 
 class Procs:
@@ -239,3 +227,38 @@ def until(condition: Callable[[], object], what: str, timeout: float = DEADLINE)
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def bind_mounted(source: Path, point: Path) -> Iterator[None]:
+    """`source` bind-mounted on `point` for the block (skips the test where that is not
+    possible: not root, no mount(8), a sandbox that forbids it), unmounted after."""
+    if os.geteuid() != 0:
+        pytest.skip("bind mounts need root")
+    mount = shutil.which("mount")
+    if mount is None:
+        pytest.skip("no mount(8) here")
+    done = subprocess.run([mount, "--bind", str(source), str(point)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"mount --bind failed here: {done.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+
+
+# Fixtures of the action tests: a module imports them by name (`from tests.unit.actionkit
+# import lw, scratch`), which is how pytest finds them there.
+
+
+@pytest.fixture
+def lw(subreaper: Any) -> Iterator[Procs]:
+    """Every process a test starts, killed and reaped at its end (the test is their reaper)."""
+    with started() as procs:
+        yield procs
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """A scratch root under tmp_path, registered (in the test's own state folder)."""
+    return register_root(tmp_path / "root")

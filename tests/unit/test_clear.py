@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,29 +29,21 @@ from lanewatch.scheme.procid import ProcessIdentity
 from lanewatch.scheme.roots import ROOT_META
 from lanewatch.scheme.stamp import META_DIR, OwnerState, read_stamp
 from tests.conftest import LANEWATCH
+from tests.unit import actionkit
 from tests.unit.actionkit import (
     DEADLINE,
     NOBODY,
     Procs,
     as_user,
+    bind_mounted,
     make_stamp,
     python_as,
-    register_root,
     released_namespace,
-    started,
     until,
 )
 
-
-@pytest.fixture
-def lw(subreaper: Any) -> Iterator[Procs]:
-    with started() as procs:
-        yield procs
-
-
-@pytest.fixture
-def scratch(tmp_path: Path) -> Path:
-    return register_root(tmp_path / "root")
+lw = actionkit.lw  # the kit's fixtures, found by pytest under these names
+scratch = actionkit.scratch
 
 
 def inode(path: Path) -> tuple[int, int]:
@@ -332,24 +323,14 @@ def test_a_symlink_inside_is_moved_not_followed(scratch: Path, tmp_path: Path) -
 
 @pytest.fixture
 def bind_mount(tmp_path: Path, scratch: Path) -> Iterator[tuple[Path, Path]]:
-    if os.geteuid() != 0:
-        pytest.skip("bind mounts need root")
-    mount = shutil.which("mount")
-    if mount is None:
-        pytest.skip("no mount(8) here")
     source = tmp_path / "precious"
     source.mkdir()
     (source / "data").write_text("not yours")
     ns = released_namespace(scratch, "mounted")
     point = ns / "tmp" / "bound"
     point.mkdir()
-    done = subprocess.run([mount, "--bind", str(source), str(point)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"the sandbox forbids mount --bind: {done.stderr.decode().strip()}")
-    try:
+    with bind_mounted(source, point):
         yield ns, point
-    finally:
-        subprocess.run(["umount", str(point)], check=True)
 
 
 @pytest.mark.privileged

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from lanewatch.scheme.procid import ProcessIdentity, process_state
 from lanewatch.scheme.stamp import OwnerState, read_stamp
 from lanewatch.sources.procscan import read_stat
 from tests.conftest import LANEWATCH
+from tests.unit import actionkit
 from tests.unit.actionkit import (
     CHECKOUT,
     DEADLINE,
@@ -38,10 +38,11 @@ from tests.unit.actionkit import (
     as_user,
     group_members,
     make_stamp,
-    register_root,
-    started,
     until,
 )
+
+lw = actionkit.lw  # the kit's fixtures, found by pytest under these names
+scratch = actionkit.scratch
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 IGNORES_TERM = (
@@ -50,17 +51,6 @@ IGNORES_TERM = (
     "deadline = time.monotonic() + 300\n"
     "while time.monotonic() < deadline: time.sleep(0.1)\n"
 )
-
-
-@pytest.fixture
-def lw(subreaper: Any) -> Iterator[Procs]:
-    with started() as procs:
-        yield procs
-
-
-@pytest.fixture
-def scratch(tmp_path: Path) -> Path:
-    return register_root(tmp_path / "root")
 
 
 def events(ns: Path) -> list[str]:
@@ -162,9 +152,11 @@ def test_term_ignored_then_sigkill_after_grace(lw: Procs, repo: Path, scratch: P
     until(lambda: _ignores_term(pgid), "the command to ignore SIGTERM")
     without = kill("stubborn", wait=0.3)
     assert without.outcome == "running" and "--grace" in without.message
+    assert without.ok and not without.ended, "not refused, but not what the user asked for"
     assert group_members(pgid) == [pgid]
     result = kill("stubborn", grace=0.3)
     assert result.outcome == "stopped" and result.escalated, result.message
+    assert result.ended
     assert [s.signal_name for s in result.sends if s.sent] == ["SIGTERM", "SIGKILL"]
     assert_ended(lane)
     assert read_stamp(lane.namespace).stamp.exit_code == 128 + signal.SIGKILL  # type: ignore[union-attr]
@@ -350,7 +342,8 @@ def _exe(pid: int) -> str:
 
 def test_released_or_dead_owner_is_gone_and_nothing_is_signalled(lw: Procs, scratch: Path) -> None:
     make_stamp(scratch, "done", state=OwnerState.RELEASED, released_at=time.time(), exit_code=0)
-    assert kill("done").outcome == "gone"
+    done = kill("done")
+    assert done.outcome == "gone" and done.ended
     dead = lw.start(["true"])
     dead.wait()
     make_stamp(scratch, "dead", pid=dead.pid, start_ticks=1)

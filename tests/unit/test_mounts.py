@@ -4,8 +4,6 @@ and the symlink-proof containment helpers."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from lanewatch.actions.mounts import (
     read_mountinfo,
     unescape,
 )
+from tests.unit.actionkit import bind_mounted
 
 SAMPLE = (
     b"22 1 0:21 / /proc rw,relatime shared:5 - proc proc rw\n"
@@ -79,24 +78,14 @@ def test_mounts_inside_real_root_and_nothing_in_tmp(tmp_path: Path) -> None:
 @pytest.fixture
 def bind_mount(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """A folder bind-mounted inside a namespace, on the same filesystem; unmounted after."""
-    if os.geteuid() != 0:
-        pytest.skip("bind mounts need root")
-    mount = shutil.which("mount")
-    if mount is None:
-        pytest.skip("no mount(8) here")
     source = tmp_path / "elsewhere"
     source.mkdir()
     (source / "precious").write_text("not yours")
     ns = tmp_path / "root" / "name space"
     target = ns / "in ner"  # spaces: mountinfo escapes them as \040
     target.mkdir(parents=True)
-    done = subprocess.run([mount, "--bind", str(source), str(target)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"mount --bind failed here: {done.stderr.decode().strip()}")
-    try:
+    with bind_mounted(source, target):
         yield ns, target
-    finally:
-        subprocess.run(["umount", str(target)], check=True)
 
 
 @pytest.mark.privileged

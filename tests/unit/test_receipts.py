@@ -22,6 +22,7 @@ from lanewatch.scheme.receipts import (
     BadStep,
     Outcome,
     ReceiptStatus,
+    StepRun,
     decode_step,
     encode_step,
     history,
@@ -29,6 +30,7 @@ from lanewatch.scheme.receipts import (
     parse_receipt,
     read_receipt,
     receipt_path,
+    write_run,
 )
 from lanewatch.scheme.stamp import read_stamp
 from tests.conftest import LANEWATCH, git, wait_for
@@ -95,6 +97,24 @@ def test_write_receipt_with_a_claimed_lane(repo: Path) -> None:
         )
         assert written.path.parent == lane.receipts_dir
     assert check_gate("tests", lane="agent-1", checkout=repo).ok
+
+
+def test_write_run_builds_records_and_notes_what_changed_during_the_run(repo: Path) -> None:
+    """The one writer under write_receipt and prove: a receipt, its file, its ledger line."""
+    with Lane("built", checkout=repo) as lane:
+        before = read_git_state(repo)
+        (repo / "new-file").write_text("dirt\n")
+        run = StepRun("tests", ["t"], exit_code=0, started_at=5.0, finished_at=4.0)
+        written = write_run(lane.target, run, git=before, git_after=read_git_state(repo))
+        assert written.path == receipt_path(lane.namespace, "tests")
+        assert read_receipt(lane.namespace, "tests").receipt == written.receipt
+        receipt = written.receipt
+        assert receipt.lane == "built" and receipt.git_head == head_of(repo)
+        assert receipt.finished_at == 5.0, "never before the start"
+        assert receipt.changed_during_run == "the working tree changed during the run"
+        ledger = (lane.namespace / ".lanewatch" / "ledger.jsonl").read_text().splitlines()
+        assert json.loads(ledger[-1])["event"] == "receipt-written"
+    assert check_gate("tests", lane="built", checkout=repo).ok is False
 
 
 def test_history_is_kept_and_bounded(repo: Path) -> None:
@@ -278,6 +298,9 @@ def test_a_scratch_root_inside_the_checkout_does_not_dirty_it(repo: Path) -> Non
         ({"command": ["a", 1]}, ReceiptStatus.GARBAGE),
         ({"finished_at": 0.5}, ReceiptStatus.GARBAGE),  # before it started
         ({"checkout_id": None}, ReceiptStatus.GARBAGE),
+        # JSON allows NaN: a NaN finish would have no age, and pass any --max-age.
+        ({"finished_at": float("nan")}, ReceiptStatus.GARBAGE),
+        ({"started_at": float("-inf")}, ReceiptStatus.GARBAGE),
     ],
 )
 def test_parse_refuses_what_it_cannot_trust(

@@ -10,7 +10,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +23,21 @@ from lanewatch.actions.trash import list_trash, restore
 from lanewatch.scheme import ledger
 from lanewatch.scheme.gate import parse_duration
 from tests.conftest import LANEWATCH
+from tests.unit import actionkit
 from tests.unit.actionkit import (
     DEADLINE,
     NOBODY,
     Procs,
     as_user,
     python_as,
-    register_root,
     released_namespace,
-    started,
     until,
 )
 
+lw = actionkit.lw  # the kit's fixtures, found by pytest under these names
+scratch = actionkit.scratch
+
 DAY = 86400.0
-
-
-@pytest.fixture
-def lw(subreaper: Any) -> Iterator[Procs]:
-    with started() as procs:
-        yield procs
-
-
-@pytest.fixture
-def scratch(tmp_path: Path) -> Path:
-    return register_root(tmp_path / "root")
 
 
 def cleared(root: Path, lane: str, files: int = 3) -> tuple[Path, ClearResult]:

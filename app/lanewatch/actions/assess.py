@@ -8,11 +8,14 @@ namespace's owner changed since, so it acts on what the user saw.
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from lanewatch.actions.targets import Target
+from lanewatch.actions.targets import Target, ViewLike, resolve
 from lanewatch.model.classify import LivenessEvidence, Verdict, classify
 from lanewatch.model.views import NsState
 from lanewatch.scheme.procid import boot_id, hostname
@@ -76,3 +79,16 @@ class Seen:
         if now.pid is None:
             return f"its owner (pid {self.pid}) is no longer in its stamp"
         return f"its owner changed since it was shown (pid {self.pid} -> pid {now.pid})"
+
+
+def aim(
+    spec: str | os.PathLike[str] | ViewLike | Target,
+    seen: Seen | None,
+    roots: Sequence[Path] | None,
+) -> tuple[Target, Seen | None]:
+    """The target `spec` names, and the owner the user saw: `seen` as given, else from a
+    dashboard row (a name or a path says nothing of an owner). Raises TargetError."""
+    if seen is None and not isinstance(spec, str | os.PathLike | Target):
+        seen = Seen.from_view(spec)
+    target = spec if isinstance(spec, Target) else resolve(spec, roots)
+    return target, seen

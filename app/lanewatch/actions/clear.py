@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Literal
 
 from lanewatch.actions import journal, trashbox
-from lanewatch.actions.assess import Assessment, Seen, assess
+from lanewatch.actions.assess import Assessment, Seen, aim, assess
 from lanewatch.actions.checks import why_held, why_mounted, why_not_clearable
 from lanewatch.actions.fsops import rename_noreplace, tree_size
 from lanewatch.actions.pin import Gone, Pinned, Refused, pin
 from lanewatch.actions.results import checked, human_size
-from lanewatch.actions.targets import Target, TargetError, ViewLike, namespaces, resolve
+from lanewatch.actions.targets import Target, TargetError, ViewLike, namespaces
 from lanewatch.errors import LanewatchError
 from lanewatch.model.views import NsState
 
@@ -64,10 +64,8 @@ def clear(
     A dashboard row also says what the user saw; a changed owner is refused. `check=True`
     raises ActionRefused on a refusal (and TargetError for a spec that names nothing).
     """
-    if seen is None and not isinstance(spec, str | os.PathLike | Target):
-        seen = Seen.from_view(spec)
     try:
-        target = spec if isinstance(spec, Target) else resolve(spec, roots)
+        target, seen = aim(spec, seen, roots)
     except TargetError as exc:
         if check:
             raise

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Literal
 
 from lanewatch.actions import journal
-from lanewatch.actions.assess import Seen, assess
+from lanewatch.actions.assess import Seen, aim, assess
 from lanewatch.actions.results import checked
 from lanewatch.actions.signals import SignalResult, send_checked, signal_name
-from lanewatch.actions.targets import Target, TargetError, ViewLike, resolve
+from lanewatch.actions.targets import Target, TargetError, ViewLike
 from lanewatch.model.views import NsState
 from lanewatch.scheme.procid import Liveness, ProcessIdentity, hostname, liveness
 from lanewatch.scheme.stamp import Stamp
@@ -56,7 +56,14 @@ class KillResult:
 
     @property
     def ok(self) -> bool:
+        """Not refused (what `check=True` raises on). A lane still running is ok here too."""
         return self.outcome != "refused"
+
+    @property
+    def ended(self) -> bool:
+        """What the user asked for happened: the lane's command no longer runs (stopped now,
+        or gone before). "running" is a failure to the user, as `lanewatch kill` exits 1."""
+        return self.outcome in ("stopped", "gone")
 
     def __str__(self) -> str:
         return self.message
@@ -93,10 +100,8 @@ def kill(
     Without `grace`, it watches up to `wait` seconds and reports whether the lane ended. A
     dashboard row also says which owner the user saw: a changed owner is refused.
     """
-    if seen is None and not isinstance(spec, str | os.PathLike | Target):
-        seen = Seen.from_view(spec)
     try:
-        target = spec if isinstance(spec, Target) else resolve(spec, roots)
+        target, seen = aim(spec, seen, roots)
     except TargetError as exc:
         if check:
             raise

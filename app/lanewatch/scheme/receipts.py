@@ -29,6 +29,7 @@ from typing import Any
 
 from lanewatch.errors import LanewatchError
 from lanewatch.scheme import ledger
+from lanewatch.scheme.fields import Rejected, load_versioned, strings, take
 from lanewatch.scheme.fsutil import UnsafePath, ensure_real_dir, write_atomic
 from lanewatch.scheme.gitstate import GitState, read_git_state
 from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, RECEIPTS_DIR, Lane, LaneTarget, locate
@@ -169,7 +170,7 @@ def _contradiction(v: dict[str, Any]) -> str | None:
         return f"unknown outcome {v['outcome']!r}"
     if (outcome is Outcome.PASS) != (v["exit_code"] == 0):
         return f"outcome {outcome.value!r} contradicts exit code {v['exit_code']}"
-    if not all(isinstance(part, str) for part in v["command"]):
+    if not strings(v["command"]):
         return "field 'command' is not a list of strings"
     if v["pid"] <= 0 or v["finished_at"] < v["started_at"]:
         return "pid or times out of range"
@@ -189,30 +190,19 @@ def _contradiction(v: dict[str, Any]) -> str | None:
 
 def parse_receipt(data: bytes) -> ReceiptRead:
     """Turn receipt bytes into a typed result. Pure: never raises."""
-    if len(data) > MAX_RECEIPT_BYTES:
-        return ReceiptRead(ReceiptStatus.OVERSIZED, detail=f"larger than {MAX_RECEIPT_BYTES} bytes")
-    if not data.strip():
-        return ReceiptRead(ReceiptStatus.EMPTY, detail="empty file")
-    try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        return _garbage(f"not JSON: {str(exc)[:80]}")
-    if not isinstance(obj, dict):
-        return _garbage("not a JSON object")
-    schema = obj.get("schema")
-    if type(schema) is not int or schema < 1:
-        return _garbage("no schema version", obj)
-    if schema > SCHEMA:
-        return ReceiptRead(
-            ReceiptStatus.FUTURE_SCHEMA,
-            detail=f"schema {schema} is newer than this lanewatch understands ({SCHEMA})",
-            raw=obj,
-        )
-    values: dict[str, Any] = {}
-    for name, types in _REQUIRED.items():
-        if name not in obj or type(obj[name]) not in types:  # `type`: True is not an exit code
-            return _garbage(f"field {name!r} missing or of the wrong type", obj)
-        values[name] = obj[name]
+    obj = load_versioned(
+        data, limit=MAX_RECEIPT_BYTES, schema=SCHEMA, no_schema="no schema version"
+    )
+    if isinstance(obj, Rejected):
+        return ReceiptRead(ReceiptStatus(obj.kind), detail=obj.detail, raw=obj.raw)
+    values = take(
+        obj,
+        _REQUIRED,
+        wrong="field {name!r} missing or of the wrong type",
+        not_finite="field {name!r} is not a finite number",  # a NaN finish has no age
+    )
+    if isinstance(values, str):
+        return _garbage(values, obj)
     problem = _contradiction(values)
     if problem:
         return _garbage(problem, obj)
@@ -220,7 +210,7 @@ def parse_receipt(data: bytes) -> ReceiptRead:
     values["command"] = tuple(values["command"])
     values["started_at"] = float(values["started_at"])
     values["finished_at"] = float(values["finished_at"])
-    return ReceiptRead(ReceiptStatus.OK, Receipt(**values, schema=schema), raw=obj)
+    return ReceiptRead(ReceiptStatus.OK, Receipt(**values, schema=obj["schema"]), raw=obj)
 
 
 def receipt_path(namespace: Path, step: str) -> Path:
@@ -403,6 +393,35 @@ def record(target: LaneTarget, receipt: Receipt) -> Path:
     return path
 
 
+@dataclass(frozen=True, slots=True)
+class StepRun:
+    """What ran as a step and how it ended: a receipt's facts apart from checkout and git."""
+
+    step: str
+    command: Sequence[str]
+    exit_code: int
+    started_at: float
+    finished_at: float
+
+
+def write_run(
+    target: LaneTarget, run: StepRun, *, git: GitState, git_after: GitState | None = None
+) -> WrittenReceipt:
+    """Build the receipt of `run` (see `make_receipt`) and `record` it: how every writer
+    (`write_receipt`, `lanewatch prove`) does it. The caller must be entitled to write."""
+    receipt = make_receipt(
+        run.step,
+        target,
+        exit_code=run.exit_code,
+        command=run.command,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        git=git,
+        git_after=git_after,
+    )
+    return WrittenReceipt(receipt, record(target, receipt))
+
+
 def write_receipt(
     step: str,
     *,
@@ -425,32 +444,17 @@ def write_receipt(
     """
     encode_step(step)
     finished = time.time() if finished_at is None else finished_at
+    entitled: contextlib.AbstractContextManager[object]
     if isinstance(lane, Lane):
         if lane.stamp.state is not OwnerState.LIVE:
             raise LanewatchError(f"lane {lane.name!r} is released; claim it to write a receipt")
         target = lane.target
-        state = git if git is not None else state_of(target)
-        receipt = make_receipt(
-            step,
-            target,
-            exit_code=exit_code,
-            command=command,
-            started_at=started_at,
-            finished_at=finished,
-            git=state,
-        )
-        return WrittenReceipt(receipt, record(target, receipt))
-    name = lane if lane is not None else os.environ.get(ENV_LANE) or DEFAULT_LANE
-    target = locate(name, root=root, checkout=checkout)
+        entitled = contextlib.nullcontext()  # this process holds the lane
+    else:
+        name = lane if lane is not None else os.environ.get(ENV_LANE) or DEFAULT_LANE
+        target = locate(name, root=root, checkout=checkout)
+        entitled = holding(target)
     state = git if git is not None else state_of(target)
-    receipt = make_receipt(
-        step,
-        target,
-        exit_code=exit_code,
-        command=command,
-        started_at=started_at,
-        finished_at=finished,
-        git=state,
-    )
-    with holding(target):
-        return WrittenReceipt(receipt, record(target, receipt))
+    run = StepRun(step, command, exit_code, started_at, finished)
+    with entitled:
+        return write_run(target, run, git=state)

@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from lanewatch.scheme.fields import Rejected, load_versioned, strings, take
 from lanewatch.scheme.fsutil import UnsafePath, read_nofollow_in, write_atomic
 
 SCHEMA = 1
@@ -104,8 +105,11 @@ _REQUIRED: dict[str, tuple[type, ...]] = {
     "heartbeat_interval": (int, float),
 }
 _STATES = frozenset(state.value for state in OwnerState)
-_OPTIONAL_INT = ("child_pid", "child_start_ticks", "pgid", "exit_code")
-_OPTIONAL_FLOAT = ("released_at",)
+_OPTIONAL: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("child_pid", "child_start_ticks", "pgid", "exit_code"), (int,)),
+    "released_at": (int, float),
+}
+_WRONG_TYPE = "field {name!r} has the wrong type"
 
 
 class StampStatus(StrEnum):
@@ -144,59 +148,44 @@ def stamp_path(namespace: Path) -> Path:
 
 def parse_stamp(data: bytes) -> StampRead:
     """Turn stamp bytes into a typed result. Pure: never raises."""
-    if len(data) > MAX_STAMP_BYTES:
-        return StampRead(StampStatus.OVERSIZED, detail=f"larger than {MAX_STAMP_BYTES} bytes")
-    if not data.strip():
-        return StampRead(StampStatus.EMPTY, detail="empty file")
-    try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        return StampRead(StampStatus.GARBAGE, detail=f"not JSON: {str(exc)[:80]}")
-    if not isinstance(obj, dict):
-        return StampRead(StampStatus.GARBAGE, detail="not a JSON object")
-    schema = obj.get("schema")
-    if type(schema) is not int or schema < 1:
-        return StampRead(StampStatus.GARBAGE, detail="no valid schema version", raw=obj)
-    if schema > SCHEMA:
-        return StampRead(
-            StampStatus.FUTURE_SCHEMA,
-            detail=f"schema {schema} is newer than this lanewatch understands ({SCHEMA})",
-            raw=obj,
-        )
-    values: dict[str, Any] = {}
-    for name, types in _REQUIRED.items():
-        value = obj.get(name)
-        if type(value) not in types:  # `type` not isinstance: True is not a pid
-            return StampRead(StampStatus.GARBAGE, detail=f"field {name!r} missing or wrong type")
-        if type(value) is float and not math.isfinite(value):  # JSON allows NaN and Infinity
-            return StampRead(StampStatus.GARBAGE, detail=f"field {name!r} is not a finite number")
-        values[name] = value
-    if not all(isinstance(part, str) for part in values["command"]):
-        return StampRead(StampStatus.GARBAGE, detail="field 'command' is not a list of strings")
-    for name in _OPTIONAL_INT:
-        value = obj.get(name)
-        if value is not None and type(value) is not int:
-            return StampRead(StampStatus.GARBAGE, detail=f"field {name!r} has the wrong type")
-        values[name] = value
-    for name in _OPTIONAL_FLOAT:
-        value = obj.get(name)
-        if value is not None and (type(value) not in (int, float) or not math.isfinite(value)):
-            return StampRead(StampStatus.GARBAGE, detail=f"field {name!r} has the wrong type")
-        values[name] = value
+    obj = load_versioned(
+        data, limit=MAX_STAMP_BYTES, schema=SCHEMA, no_schema="no valid schema version"
+    )
+    if isinstance(obj, Rejected):
+        return StampRead(StampStatus(obj.kind), detail=obj.detail, raw=obj.raw)
+    values = take(
+        obj,
+        _REQUIRED,
+        wrong="field {name!r} missing or wrong type",
+        not_finite="field {name!r} is not a finite number",
+    )
+    if isinstance(values, str):
+        return _garbage(values)
+    if not strings(values["command"]):
+        return _garbage("field 'command' is not a list of strings")
+    optional = take(
+        obj, _OPTIONAL, wrong=_WRONG_TYPE, optional=True, not_finite=_WRONG_TYPE, into=values
+    )
+    if isinstance(optional, str):
+        return _garbage(optional)
     state = obj.get("state")
     if type(state) is not str or state not in _STATES:  # required: "live" is never a guess
-        return StampRead(StampStatus.GARBAGE, detail=f"missing or unknown state {state!r}"[:120])
+        return _garbage(f"missing or unknown state {state!r}"[:120])
     values["state"] = OwnerState(state)
     root = obj.get("root", "")
     if type(root) is not str:
-        return StampRead(StampStatus.GARBAGE, detail="field 'root' has the wrong type")
+        return _garbage("field 'root' has the wrong type")
     values["root"] = root
     if values["pid"] <= 0 or values["heartbeat_interval"] <= 0:
-        return StampRead(StampStatus.GARBAGE, detail="pid or heartbeat interval out of range")
-    values["schema"] = schema
+        return _garbage("pid or heartbeat interval out of range")
+    values["schema"] = obj["schema"]
     return StampRead(
         StampStatus.OK, Stamp(**{k: v for k, v in values.items() if k in _STAMP_FIELDS})
     )
+
+
+def _garbage(detail: str) -> StampRead:
+    return StampRead(StampStatus.GARBAGE, detail=detail)
 
 
 def read_stamp(namespace: Path) -> StampRead:

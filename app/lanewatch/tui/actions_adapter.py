@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lanewatch.actions import clear as clear_mod
 from lanewatch.actions import kill as kill_mod
@@ -71,9 +71,16 @@ class ActionsAdapter:
     # -- kill / clear / restore -------------------------------------------------------------
 
     def kill(self, ns: NamespaceView) -> ActionOutcome:
-        """SIGTERM to the owner's group, as the row showed it (a changed owner is refused)."""
+        """SIGTERM to the owner's group, as the row showed it (a changed owner is refused).
+
+        Success means the lane ended: a command that outlived the wait is a failure, shown
+        with kill's reason ("still running after 5s"), as the CLI exits 1 for it.
+        """
         return _run(
-            "kill", target_label(ns), lambda: kill_mod.kill(ns, roots=[Path(ns.root)], check=False)
+            "kill",
+            target_label(ns),
+            lambda: kill_mod.kill(ns, roots=[Path(ns.root)], check=False),
+            succeeded=lambda result: result.ended,
         )
 
     def clear(self, ns: NamespaceView) -> ActionOutcome:
@@ -102,9 +109,21 @@ class ActionsAdapter:
         return ActionOutcome("acknowledge", incident.id, True, f"acknowledged {incident.id}")
 
 
-def _run(verb: str, label: str, act: Callable[[], Result]) -> ActionOutcome:
+R = TypeVar("R", bound=Result)
+
+
+def _ok(result: Result) -> bool:
+    return result.ok
+
+
+def _run(
+    verb: str,
+    label: str,
+    act: Callable[[], R],
+    succeeded: Callable[[R], bool] = _ok,
+) -> ActionOutcome:
     try:
         result = act()
     except (LanewatchError, OSError) as exc:
         return ActionOutcome(verb, label, False, str(exc))
-    return ActionOutcome(verb, label, result.ok, result.message)
+    return ActionOutcome(verb, label, succeeded(result), result.message)

@@ -35,24 +35,37 @@ def _ago_key(cell: Cell) -> Any:
     return duration_key(cell)
 
 
+# Widths: at 80 columns the first columns of each view (what a user scans for) fit without
+# scrolling, even with a long lane name, a 7-digit pid and an "unknown?" state; what is left
+# of the row (totals, host, paths) follows to the right, a scroll away, and in the detail
+# pane. Long names end in "…" (the detail pane and the filter have them whole).
+NAME_WIDTH = 16  # a lane name: `pytest-gw12`, `agent-7-retry` fit
+
+STATE = Column("state", "STATE", min_width=5)
+LANE = Column("lane", "LANE", max_width=NAME_WIDTH)
+CHECKOUT = Column("checkout", "CHECKOUT", max_width=14)
+BYTES = Column("bytes", "BYTES", justify="right", sort_key=number_key)
+FILES = Column("files", "FILES", justify="right", sort_key=number_key)
+
 LANES = (
-    Column("state", "STATE", min_width=5),
-    Column("lane", "LANE", max_width=24),
-    Column("checkout", "CHECKOUT", max_width=20),
+    STATE,
+    LANE,
+    CHECKOUT,
     Column("pid", "PID", justify="right", sort_key=number_key),
     Column("beat", "BEAT", justify="right", sort_key=_ago_key),
     Column("write", "WRITE", justify="right", sort_key=_ago_key),
     Column("activity", "W/S", width=SPARK_WIDTH, sort_key=spark_key),
-    Column("files", "FILES", justify="right", sort_key=number_key),
-    Column("bytes", "BYTES", justify="right", sort_key=number_key),
+    # Past 80 columns:
+    BYTES,
+    FILES,
     Column("age", "AGE", justify="right", sort_key=_ago_key),
     Column("host", "HOST", max_width=14),
 )
 
 COLLISIONS = (
     Column("kind", "KIND", min_width=8),
-    Column("victim", "VICTIM", max_width=24),
-    Column("intruder", "INTRUDER", max_width=30),
+    Column("victim", "VICTIM", max_width=NAME_WIDTH),
+    Column("intruder", "INTRUDER", max_width=20),
     Column("first", "FIRST", justify="right", sort_key=_ago_key),
     Column("last", "LAST", justify="right", sort_key=_ago_key),
     Column("count", "N", justify="right", sort_key=number_key),
@@ -60,13 +73,14 @@ COLLISIONS = (
 )
 
 STALE = (
-    Column("state", "STATE", min_width=5),
-    Column("lane", "LANE", max_width=24),
-    Column("why", "WHY", max_width=36),
+    STATE,
+    LANE,
+    Column("why", "WHY", max_width=30),
     Column("since", "SINCE", justify="right", sort_key=_ago_key),
-    Column("bytes", "BYTES", justify="right", sort_key=number_key),
-    Column("files", "FILES", justify="right", sort_key=number_key),
-    Column("checkout", "CHECKOUT", max_width=20),
+    BYTES,
+    # Past 80 columns:
+    FILES,
+    CHECKOUT,
     Column("root", "ROOT", max_width=40),
 )
 
@@ -118,8 +132,8 @@ def lanes_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
         fmt.ago(ns.heartbeat_at, now),
         fmt.ago(ns.last_write, now),
         spark_cell(ns.write_rate),
-        fmt.count(ns.files),
         fmt.size(ns.bytes),
+        fmt.count(ns.files),
         fmt.ago(ns.started_at, now),
         untrusted(ns.host),
     )

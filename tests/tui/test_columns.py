@@ -1,0 +1,97 @@
+"""At 80 columns each view shows the columns a user scans for without scrolling sideways, even
+with long names, 7-digit pids and the widest states; the rest of the row follows to the right.
+Rendered by the real app on the stand-in engine (fixed rows: this is about layout only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lanewatch.model.views import NsState
+from lanewatch.tui.app import make_app
+from lanewatch.tui.columns import COLLISIONS, LANES, STALE
+from lanewatch.tui.widgets.spark import WIDTH as SPARK_WIDTH
+
+from .fakes import NOW, FakeEngine, incident, ns_view
+from .helpers import screen_text, until
+
+LONG = "a-very-long-lane-name-from-a-generator-0042"
+WIDE_STATES = [NsState.LIVE, NsState.HUNG, NsState.UNKNOWN]
+
+
+def crowded() -> FakeEngine:
+    """More rows than fit (a vertical scrollbar takes its column) with the widest values."""
+    views = [
+        ns_view(
+            f"{LONG}-{n}",
+            WIDE_STATES[n % 3],
+            grade="inferred",  # "unknown?"
+            pid=4_194_000 + n,
+            checkout_id="a-long-checkout-folder-name-0123456789ab",
+            host="build-host-with-a-long-name",
+            started_at=NOW - 86400 * 12 - 3600 * 23,
+            heartbeat_at=NOW - 3600 * 23 - 59 * 60,
+            last_write=NOW - 3600 * 23 - 58 * 60,
+            files=1_234_567,
+            bytes=987_000_000_000,
+        )
+        for n in range(30)
+    ]
+    views += [
+        ns_view(
+            f"{LONG}-stale-{n}",
+            NsState.RELEASED if n % 2 else NsState.ORPHAN,
+            reason="no valid stamp: not JSON: Expecting value: line 1 column 1 (char 0)",
+            released_at=NOW - 86400 * 12 - 3600 * 23,
+            bytes=987_000_000_000,
+        )
+        for n in range(30)
+    ]
+    incidents = [
+        incident(
+            f"foreign-receipt-{n:012x}",
+            f"/roots/r1/{LONG}-{n}",
+            kind="foreign-receipt",
+            intruder={"lane": f"{LONG}-x", "pid": 4_194_303},
+            grade="inferred",
+            count=12345,
+            first_seen=NOW - 86400 * 12 - 3600 * 23,
+            last_seen=NOW - 3600 * 23,
+        )
+        for n in range(30)
+    ]
+    return FakeEngine(views, incidents)
+
+
+def header(text: str, first: str) -> str:
+    return next(line for line in text.splitlines() if line.lstrip().startswith(first))
+
+
+@pytest.mark.parametrize(
+    ("key", "first", "shown", "columns"),
+    [
+        ("1", "STATE", ["LANE", "CHECKOUT", "PID", "BEAT", "WRITE", "W/S"], LANES),
+        ("2", "KIND", ["VICTIM", "INTRUDER", "FIRST", "LAST"], COLLISIONS),
+        ("3", "STATE", ["LANE", "WHY", "SINCE", "BYTES"], STALE),
+    ],
+)
+async def test_the_columns_that_matter_fit_in_80_columns(
+    key: str, first: str, shown: list[str], columns: tuple[object, ...]
+) -> None:
+    app = make_app([Path("/roots/r1")], engine=crowded(), clock=lambda: NOW)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.picture.loaded)
+        await pilot.press(key)
+        await until(pilot, lambda: app.main.table().row_count >= 30, what="rows")
+        await pilot.pause()
+        table = app.main.table()
+        assert table.scrollable_content_region.width < 80, "the vertical scrollbar is there"
+        line = header(screen_text(app), first)
+        for label in shown:
+            assert label in line, (label, line)
+        if "W/S" in shown:  # left-aligned and fixed: the whole sparkline must be on screen
+            assert line.index("W/S") + SPARK_WIDTH <= table.scrollable_content_region.width
+        # Long names end in an ellipsis instead of pushing the rest off screen.
+        assert "…" in screen_text(app)
+        assert len(columns) > len(shown) + 1, "the rest of the row is still there, to the right"
