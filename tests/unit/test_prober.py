@@ -8,9 +8,10 @@ import threading
 import time
 from pathlib import Path
 
-from lanewatch.scheme.procid import Liveness, ProcessIdentity
+from lanewatch.model.writers import Holding
+from lanewatch.scheme.procid import Liveness, ProcessIdentity, process_state
 from lanewatch.scheme.stamp import read_stamp
-from lanewatch.sources.prober import QUIET_EVERY, Prober, ProbeReport
+from lanewatch.sources.prober import QUIET_EVERY, ProbeMemo, Prober, ProbeReport, probe
 from tests.conftest import wait_for
 from tests.unit.enginekit import make_stamp
 
@@ -65,5 +66,37 @@ def test_quiet_rounds_are_rarer_and_a_write_restores_the_pace(root: Path) -> Non
         wait_for(lambda: len(reports) > quiet, timeout=0.2 * QUIET_EVERY)
     finally:
         prober.stop()
+        proc.kill()
+        proc.wait()
+
+
+def test_a_full_probe_with_a_memo_says_what_one_without_says(root: Path) -> None:
+    ns = make_stamp(root, "owner")
+    (ns / "tmp").mkdir()
+    with open(ns / "tmp" / "out.log", "w") as out:
+        proc = subprocess.Popen(["sleep", "60"], cwd=ns / "tmp", stdout=out)
+    try:
+        wait_for(lambda: process_state(proc.pid) == "S")
+        ident = ProcessIdentity.of(proc.pid)
+        make_stamp(root, "owner", pid=ident.pid, start_ticks=ident.start_ticks)
+        stamp = read_stamp(ns).stamp
+        assert stamp is not None
+        stamps, prefixes = {str(ns): stamp}, [str(root)]
+
+        def held(report: ProbeReport) -> list[Holding]:
+            return [h for h in report.holdings or () if h.pid == proc.pid]
+
+        memo = ProbeMemo()
+        runs = [held(probe(stamps, prefixes, memo=memo)) for _ in range(4)]
+        plain = held(probe(stamps, prefixes))
+        assert {(h.kind, h.path, h.access) for h in plain} == {
+            ("cwd", str(ns / "tmp"), None),
+            ("fd", str(ns / "tmp" / "out.log"), "write"),
+        }
+        for run in runs:
+            assert set(run) == set(plain)
+        # Once the sleeper is vouched for, the very same Holdings come back.
+        assert all(a is b for a, b in zip(runs[-2], runs[-1], strict=True))
+    finally:
         proc.kill()
         proc.wait()

@@ -28,6 +28,7 @@ from lanewatch.scheme import lock, procid
 from lanewatch.scheme.procid import Liveness, ProcessIdentity
 from lanewatch.scheme.stamp import OwnerState, Stamp
 from lanewatch.sources import lanescan, procscan
+from lanewatch.sources.procmemo import ProcMemo
 
 log = logging.getLogger(__name__)
 
@@ -67,48 +68,103 @@ def owners_of(stamps: Mapping[str, Stamp]) -> dict[str, Owner]:
     return out
 
 
-def _lineage(pid: int, procs: Mapping[int, procscan.ProcStat]) -> tuple[int, ...]:
+def _lineage(pid: int, procs: dict[int, procscan.ProcStat | None]) -> tuple[int, ...]:
+    """`pid`, its parent, grandparent, ...; `procs` holds the stats read so far (the scan's
+    holders) and learns each ancestor's the first time it is needed."""
     chain = [pid]
     seen = {pid}
-    current = procs.get(pid)
+    current = _stat_of(pid, procs)
     while current is not None and current.ppid > 0 and current.ppid not in seen:
         chain.append(current.ppid)
         seen.add(current.ppid)
-        current = procs.get(current.ppid)
+        current = _stat_of(current.ppid, procs)
     return tuple(chain)
 
 
-def holdings(prefixes: Sequence[str]) -> tuple[list[Holding], str | None]:
-    """Every path under `prefixes` some other process holds; and why the list may be partial."""
-    scan = procscan.scan([p for p in prefixes if os.path.isdir(p)], with_env=True, with_tree=True)
+def _stat_of(pid: int, procs: dict[int, procscan.ProcStat | None]) -> procscan.ProcStat | None:
+    if pid not in procs:
+        try:
+            procs[pid] = procscan.read_stat(pid)
+        except OSError:  # not readable: the chain stops here, as at a vanished parent
+            procs[pid] = None
+    return procs[pid]
+
+
+_Who = tuple[int, str | None, str | None, tuple[int, ...], int, tuple[str, ...]]
+
+
+@dataclass(slots=True)
+class ProbeMemo:
+    """What a caller that probes again and again keeps between full probes: the scan's memo
+    (`sources.procmemo`), and each holder's `Holding`s with what they were made of, reused
+    when both are unchanged (at hundreds of held paths a probe, making them is a cost)."""
+
+    procs: ProcMemo = field(default_factory=ProcMemo)
+    made: dict[int, tuple[_Who, tuple[procscan.HeldPath, ...], list[Holding]]] = field(
+        default_factory=dict
+    )
+
+
+def holdings(
+    prefixes: Sequence[str], memo: ProbeMemo | None = None
+) -> tuple[list[Holding], str | None]:
+    """Every path under `prefixes` some other process holds; and why the list may be partial.
+    `memo`: the caller's, kept between calls; the answer is the same with or without."""
+    # Not `with_tree`: only the holders' ancestors are needed, not every process's stat.
+    real = [p for p in prefixes if os.path.isdir(p)]
+    scan = procscan.scan(real, with_env=True, memo=memo.procs if memo is not None else None)
+    procs: dict[int, procscan.ProcStat | None] = dict(scan.procs)
     me = os.getpid()
+    before = memo.made if memo is not None else {}
+    made: dict[int, tuple[_Who, tuple[procscan.HeldPath, ...], list[Holding]]] = {}
     out: list[Holding] = []
     for h in scan.holders:
         if h.pid == me:
             continue
-        lineage = _lineage(h.pid, scan.procs)
-        for p in h.paths:
-            out.append(
-                Holding(
-                    pid=h.pid,
-                    start_ticks=h.start_ticks,
-                    path=p.path,
-                    kind=p.kind,
-                    access=p.access,
-                    deleted=p.deleted,
-                    directory=getattr(p, "directory", False),
-                    lane_env=h.lane,
-                    namespace_env=h.namespace,
-                    lineage=lineage,
-                    pgid=h.stat.pgid,
-                    command=h.cmdline,
-                    fd=p.fd,
-                )
-            )
+        who: _Who = (
+            h.start_ticks,
+            h.lane,
+            h.namespace,
+            _lineage(h.pid, procs),
+            h.stat.pgid,
+            h.cmdline,
+        )
+        last = before.get(h.pid)
+        # Unchanged paths are the very same objects (the scan's memo), so this is cheap.
+        if last is not None and last[0] == who and last[1] == h.paths:
+            mine = last[2]
+        else:
+            mine = _holdings_of(h.pid, who, h.paths)
+        made[h.pid] = (who, h.paths, mine)
+        out.extend(mine)
+    if memo is not None:
+        memo.made = made
     partial = None
     if not scan.complete:
         partial = scan.hidden or f"{len(scan.unreadable_pids)} processes could not be inspected"
     return out, partial
+
+
+def _holdings_of(pid: int, who: _Who, paths: Sequence[procscan.HeldPath]) -> list[Holding]:
+    ticks, lane, namespace, lineage, pgid, command = who
+    return [
+        Holding(
+            pid=pid,
+            start_ticks=ticks,
+            path=p.path,
+            kind=p.kind,
+            access=p.access,
+            deleted=p.deleted,
+            directory=p.directory,
+            lane_env=lane,
+            namespace_env=namespace,
+            lineage=lineage,
+            pgid=pgid,
+            command=command,
+            fd=p.fd,
+        )
+        for p in paths
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +178,15 @@ class ProbeReport:
 
 
 def probe(
-    stamps: Mapping[str, Stamp], prefixes: Sequence[str], *, full: bool = True
+    stamps: Mapping[str, Stamp],
+    prefixes: Sequence[str],
+    *,
+    full: bool = True,
+    memo: ProbeMemo | None = None,
 ) -> ProbeReport:
     """Liveness of every local live owner, then (if any) who holds what: every process
-    (`full`), or only the processes of live lanes, found from the process tree (fast)."""
+    (`full`), or only the processes of live lanes, found from the process tree (fast).
+    A caller that probes again and again passes its own `memo` (the same report, cheaper)."""
     t0 = time.monotonic()
     at = time.time()
     evidence: dict[str, LivenessEvidence] = {}
@@ -137,7 +198,7 @@ def probe(
     held: tuple[Holding, ...] | None = None
     partial = None
     if owners and full:
-        found, partial = holdings(prefixes)
+        found, partial = holdings(prefixes, memo)
         held = tuple(found)
     elif owners:
         procs = procscan.process_table()
@@ -257,6 +318,7 @@ class Prober:
         self.runs = 0
         self._active = True  # a write was applied since the last probe: keep the pace
         self._deaths: _DeathWatch | None = None
+        self._memo = ProbeMemo()  # used by this prober's thread only
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
     def start(self) -> None:
@@ -315,7 +377,7 @@ class Prober:
                     self.runs += 1
                     last_run, last = now, ids
                     try:
-                        report = probe(stamps, self._prefixes(), full=full)
+                        report = probe(stamps, self._prefixes(), full=full, memo=self._memo)
                     except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
                         log.warning("process probe failed: %s", exc)
                         watched = False

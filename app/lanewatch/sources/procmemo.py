@@ -1,0 +1,96 @@
+"""What a process held at the last /proc scan, reused while the process provably did not run.
+
+Per held fd the scan needs, besides the `readlink` every fd costs, how the file was opened (an
+`lstat` of the link) and whether it is a folder (a `stat` through it). Neither can change for
+an open file; what can change is which file an fd number names, and only the process's own
+system calls change that (open, close, dup2, exec, ...). A process that did not run since the
+last scan made no system call, so its fd numbers still name the same open files: their mode
+and type are still the ones read then, and so are its command line and environment (both are
+the process's own memory). Its links are still read on every scan, since a path can change
+under it (a rename, an unlink: " (deleted)"); an fd whose link text changed is read afresh.
+
+"Did not run" comes from `/proc/PID/status`, read through the same pin as everything else:
+- a task that ran and is off the CPU now went off it either preempted (state R, never trusted)
+  or by blocking, which counts one more voluntary context switch;
+- so: state not R, the same voluntary and involuntary switch counts as when the facts were
+  read (the counts are taken *before* the facts), the same start ticks, and one thread, both
+  then and now (another thread could change the shared fd table while the one we count
+  sleeps; making a thread takes a system call of the counted one).
+A process first seen holding something is read in full twice before its facts are trusted:
+the counts read before the second reading vouch for it.
+
+What it cannot see: a process that shares its fd table with another *process*
+(`clone(CLONE_FILES)` without `CLONE_THREAD`, which no common runtime or libc does) can have
+an fd closed and reopened under the same name with another mode by that other process without
+running itself; the previous mode is then reported until it runs. Its memory written by a
+debugger (ptrace, process_vm_writev) does not show in the reused command line or environment.
+
+A memo belongs to one caller (the prober's thread): it is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lanewatch.sources.procscan import HeldPath
+
+# fd name -> what it held (under a prefix, without " (deleted)"); reused as is, so a caller can
+# tell an unchanged holder by identity
+FdFacts = dict[str, "HeldPath"]
+
+
+@dataclass(slots=True)
+class Seen:
+    """A holder as the last scan saw it."""
+
+    start_ticks: int
+    mark: bytes | None  # the switch counts read before these facts; None: not trustworthy
+    fds: FdFacts = field(default_factory=dict)
+    cmdline: tuple[str, ...] = ()
+    lane: str | None = None
+    namespace: str | None = None
+    env_readable: bool = False
+
+
+class ProcMemo:
+    """Holders of the previous scan, by pid; a scan keeps only this scan's holders."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, Seen] = {}
+        self._now: dict[int, Seen] = {}
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+    def begin(self) -> None:
+        self._now = {}
+
+    def end(self) -> None:
+        self._last, self._now = self._now, {}
+
+    def previous(self, pid: int) -> Seen | None:
+        return self._last.get(pid)
+
+    def keep(self, pid: int, seen: Seen) -> None:
+        self._now[pid] = seen
+
+
+def quiet_mark(dfd: int) -> bytes | None:
+    """The context switch counts of the pinned process if it is off the CPU and has one
+    thread, else None (never trusted). Raises OSError like any read of /proc/PID."""
+    fd = os.open("status", os.O_RDONLY | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        data = os.read(fd, 16384)
+    finally:
+        os.close(fd)
+    state = data.find(b"\nState:\t")
+    threads = data.find(b"\nThreads:\t")
+    switches = data.find(b"\nvoluntary_ctxt_switches:")
+    if state < 0 or threads < 0 or switches < 0:
+        return None
+    if data[state + 8 : state + 9] == b"R" or data[threads + 10 : threads + 12] != b"1\n":
+        return None
+    return data[switches:]
