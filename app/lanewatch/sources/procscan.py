@@ -648,9 +648,10 @@ def _held_fds(
             access = _fd_access(name, fdd)
             if suffixed or access not in ("write", "readwrite"):
                 path, deleted, directory = _resolve(raw, name, fdd)
-                prefix = match(path)
-                if prefix is None:
-                    continue
+                if path != raw or prefix is None:  # the suffix dropped (or was a name)
+                    prefix = match(path)
+                    if prefix is None:
+                        continue
             else:
                 # open(2) refuses to open a folder for writing (EISDIR): a writable fd is
                 # never a folder, and without the suffix it is not deleted: no stat needed.
