@@ -249,3 +249,47 @@ def test_a_memo_only_keeps_the_last_scans_holders(procs: Procs, ns: Path) -> Non
     proc.wait(timeout=DEADLINE)
     procscan.scan([ns], memo=memo)
     assert memo.previous(proc.pid) is None
+
+
+# Opens PATH, forks; the child keeps the very same fd table (no exec) and sleeps.
+TWINS = r"""
+import os, signal, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+child = os.fork()
+if child == 0:
+    signal.pause()
+    os._exit(0)
+print("ready", child, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_processes_showing_one_fd_table_are_never_vouched_for(procs: Procs, ns: Path) -> None:
+    """clone(CLONE_FILES) sharers show the same table and one can change it while the other
+    sleeps: the same table in two processes (here a fork's copy) is never trusted."""
+    target = ns / "twin.bin"
+    target.write_text("x")
+    parent = procs.start([sys.executable, "-c", TWINS, str(target)])
+    child = int(read_line(parent).split()[1])
+    procs.adopt(child)
+    memo = ProcMemo()
+
+    def both_quiet() -> bool:
+        procscan.scan([ns], memo=memo)
+        seen = [memo.previous(p) for p in (parent.pid, child)]
+        return all(s is not None and s.mark is not None for s in seen)
+
+    wait_for(both_quiet, "both processes to sleep")
+    for pid in (parent.pid, child):
+        seen = memo.previous(pid)
+        assert seen is not None and not seen.alone
+        # Read afresh each time: new objects, and the same as a scan without a memo.
+        before = holder_of(procscan.scan([ns], memo=memo), pid)
+        again = scan_both(ns, memo, pid)
+        assert all(a is not b for a, b in zip(before.paths, again.paths, strict=True))
+
+
+def holder_of(result: procscan.ProcScan, pid: int) -> Holder:
+    h = result.holder(pid)
+    assert h is not None
+    return h

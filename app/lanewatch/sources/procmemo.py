@@ -19,11 +19,14 @@ under it (a rename, an unlink: " (deleted)"); an fd whose link text changed is r
 A process first seen holding something is read in full twice before its facts are trusted:
 the counts read before the second reading vouch for it.
 
-What it cannot see: a process that shares its fd table with another *process*
-(`clone(CLONE_FILES)` without `CLONE_THREAD`, which no common runtime or libc does) can have
-an fd closed and reopened under the same name with another mode by that other process without
-running itself; the previous mode is then reported until it runs. Its memory written by a
-debugger (ptrace, process_vm_writev) does not show in the reused command line or environment.
+Another *process* may share the fd table (`clone(CLONE_FILES)` without `CLONE_THREAD`, rare)
+and change it while ours sleeps. Sharers show the very same table (fd numbers and link
+texts), so a holder is trusted only if no other process showed its table in the scan its
+facts come from; sharing begins with a clone by a process that has the table, which is ours
+(it ran) or one that already showed the same table. Left open: a table changed between our
+reads of two sharers in one scan, then an fd reopened under the same name with another mode
+before the next: one scan reports the old mode. Memory written by a debugger (ptrace,
+process_vm_writev) does not show in a reused command line or environment.
 
 A memo belongs to one caller (the prober's thread): it is not thread-safe.
 """
@@ -43,12 +46,24 @@ FdFacts = dict[str, "HeldPath"]
 
 
 @dataclass(slots=True)
+class Reading:
+    """What one scan read of a process's fd table: the facts of its held fds, and every fd's
+    link text (in the table's order) to tell a table shared with another process."""
+
+    fds: FdFacts = field(default_factory=dict)
+    links: list[str] = field(default_factory=list)
+    table: int | None = None  # hash of the fd names and `links`, once the table was read
+
+
+@dataclass(slots=True)
 class Seen:
     """A holder as the last scan saw it."""
 
     start_ticks: int
     mark: bytes | None  # the switch counts read before these facts; None: not trustworthy
     fds: FdFacts = field(default_factory=dict)
+    table: int | None = None  # fingerprint of the whole fd table (`Reading.table`)
+    alone: bool = False  # no other process showed the same table in that scan
     cmdline: tuple[str, ...] = ()
     lane: str | None = None
     namespace: str | None = None
@@ -61,15 +76,33 @@ class ProcMemo:
     def __init__(self) -> None:
         self._last: dict[int, Seen] = {}
         self._now: dict[int, Seen] = {}
+        self._tables: dict[int, int] = {}  # this scan's fd tables: fingerprint -> processes
 
     def __len__(self) -> int:
         return len(self._last)
 
     def begin(self) -> None:
         self._now = {}
+        self._tables = {}
+
+    def saw_table(self, table: int) -> None:
+        self._tables[table] = self._tables.get(table, 0) + 1
 
     def end(self) -> None:
-        self._last, self._now = self._now, {}
+        for seen in self._now.values():
+            seen.alone = seen.table is not None and self._tables.get(seen.table) == 1
+        self._last, self._now, self._tables = self._now, {}, {}
+
+    def trusted(self, seen: Seen, mark: bytes | None, start_ticks: int) -> bool:
+        """Whether `seen`'s facts still hold: the process did not run since (same switch
+        counts, read before them and now; same start ticks) and shared its table with no
+        other process."""
+        return (
+            mark is not None
+            and seen.alone
+            and mark == seen.mark
+            and start_ticks == seen.start_ticks
+        )
 
     def previous(self, pid: int) -> Seen | None:
         return self._last.get(pid)

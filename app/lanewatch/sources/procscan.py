@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from lanewatch.scheme.procid import PROC, ProcessIdentity, boot_id
-from lanewatch.sources.procmemo import FdFacts, ProcMemo, Seen, quiet_mark
+from lanewatch.sources.procmemo import FdFacts, ProcMemo, Reading, Seen, quiet_mark
 
 HoldKind = Literal["cwd", "root", "fd", "map"]
 # How an fd was opened; "path" is an O_PATH fd (neither reads nor writes). A mapping is
@@ -496,16 +496,22 @@ def _probe(
                 return
             if with_tree:
                 procs[pid] = st
-        if seen is not None and (
-            mark is None or mark != seen.mark or st is None or st.start_ticks != seen.start_ticks
-        ):
-            seen = None  # it ran (or is another process): read everything afresh
+        trusted = (
+            memo is not None
+            and seen is not None
+            and st is not None
+            and memo.trusted(seen, mark, st.start_ticks)
+        )
+        if not trusted:
+            seen = None  # it ran, shares its fds, or is another process: read it afresh
         problems: list[Unreadable] = []
-        facts: FdFacts | None = {} if memo is not None else None
+        reading = Reading() if memo is not None else None
         reuse = seen.fds if seen is not None else None
-        held = _held_paths(pid, dfd, matcher, with_maps, ignored, problems, reuse, facts)
+        held = _held_paths(pid, dfd, matcher, with_maps, ignored, problems, reuse, reading)
         if held is None:
             return  # vanished mid-scan
+        if memo is not None and reading is not None and reading.table is not None:
+            memo.saw_table(reading.table)
         if problems:
             uid = _owner(dfd)
             unreadable.extend(Unreadable(u.pid, u.what, u.reason, uid) for u in problems)
@@ -520,17 +526,18 @@ def _probe(
         if holder is None:
             return
         found.append(holder)
-        if memo is not None and facts is not None:
+        if memo is not None and reading is not None:
             memo.keep(
                 pid,
                 Seen(
-                    st.start_ticks,
-                    mark,
-                    facts,
-                    holder.cmdline,
-                    holder.lane,
-                    holder.namespace,
-                    holder.env_readable,
+                    start_ticks=st.start_ticks,
+                    mark=mark,
+                    fds=reading.fds,
+                    table=reading.table,
+                    cmdline=holder.cmdline,
+                    lane=holder.lane,
+                    namespace=holder.namespace,
+                    env_readable=holder.env_readable,
                 ),
             )
     finally:
@@ -554,10 +561,10 @@ def _held_paths(
     ignored: frozenset[tuple[int, int]],
     problems: list[Unreadable],
     reuse: FdFacts | None = None,
-    facts: FdFacts | None = None,
+    reading: Reading | None = None,
 ) -> list[HeldPath] | None:
     """Paths under a prefix, or None when the process vanished. `reuse`: facts of the fds of
-    a process that did not run since they were read; `facts` learns this scan's."""
+    a process that did not run since they were read; `reading` learns this scan's."""
     held: list[HeldPath] = []
     links: tuple[Literal["cwd", "root"], ...] = ("cwd", "root") if with_maps else ("cwd",)
     for link in links:
@@ -576,7 +583,7 @@ def _held_paths(
         if prefix is not None:
             held.append(HeldPath(target, link, prefix, deleted=deleted, directory=True))
 
-    fds = _held_fds(pid, dfd, matcher, ignored, problems, reuse, facts)
+    fds = _held_fds(pid, dfd, matcher, ignored, problems, reuse, reading)
     if fds is None:
         return None
     held.extend(fds)
@@ -592,7 +599,7 @@ def _held_fds(
     ignored: frozenset[tuple[int, int]],
     problems: list[Unreadable],
     reuse: FdFacts | None = None,
-    facts: FdFacts | None = None,
+    reading: Reading | None = None,
 ) -> list[HeldPath] | None:
     """Open files under a prefix, or None when the process vanished. This loop runs once per
     fd of every process: it is the scan's cost, so it does no more than each fd needs."""
@@ -617,6 +624,8 @@ def _held_fds(
             problems.append(Unreadable(pid, "fd", _why(exc)))
             return []
         slashed, exact = matcher.slashed, matcher.exact_or_deleted
+        facts = reading.fds if reading is not None else None
+        table = reading.links if reading is not None else None
         for name in names:
             try:
                 raw = os.readlink(name, dir_fd=fdd)
@@ -627,6 +636,8 @@ def _held_fds(
                 if exc.errno in _DENIED_ERRNOS:
                     break  # every other fd would fail the same ptrace check
                 continue
+            if table is not None:
+                table.append(raw)
             # Most fds are sockets, pipes or paths elsewhere: reject them before any stat
             # (`matcher.maybe`, inlined: this line runs for every fd on the machine).
             if not raw.startswith(slashed) and raw not in exact:
@@ -660,6 +671,8 @@ def _held_fds(
             if facts is not None and not suffixed and access is not None:
                 facts[name] = one
             held.append(one)
+        if reading is not None:
+            reading.table = hash((tuple(names), tuple(reading.links)))
     finally:
         os.close(fdd)
     return held
