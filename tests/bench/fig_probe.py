@@ -7,7 +7,10 @@ and of every `/proc/*/fd/*`.
 
 Half the processes (`sleep`) own a lane each: a stamp under ROOT names the process (pid and
 start ticks), the process runs in its namespace's `tmp/` with stdout open on a file there and
-`LANEWATCH_LANE`/`LANEWATCH_NAMESPACE` set, as under `lanewatch run`. Also timed: the
+`LANEWATCH_LANE`/`LANEWATCH_NAMESPACE` set, as under `lanewatch run`. The probe is timed as
+the prober runs it, again and again with its memo (`ProbeMemo`: what a holder's fds and
+environment were, reused while it provably did not run); the same probe without a memo (as
+a one-shot `lanewatch status` runs it) is timed too, as `probe_no_memo_ms`. Also timed: the
 /proc scan alone (`procscan.scan`) and the prober's fast probe (`full=False`: only the
 processes of live lanes), which it runs between two full probes. The other half run
 elsewhere (`/`, output to /dev/null). They stay in this process's group (so `bench.py` can
@@ -30,7 +33,7 @@ from lanewatch.scheme.names import namespace_name
 from lanewatch.scheme.procid import ProcessIdentity, boot_id, hostname, start_ticks
 from lanewatch.scheme.stamp import META_DIR, OwnerState, Stamp, read_stamp, write_stamp
 from lanewatch.sources import procscan
-from lanewatch.sources.prober import SHARED_TEMP, probe
+from lanewatch.sources.prober import SHARED_TEMP, ProbeMemo, probe
 from tests.bench.common import CHECKOUT_ID, emit
 
 SLEEP = "300"  # bounded even if the kill below never ran
@@ -135,9 +138,11 @@ def main(argv: list[str]) -> None:
                 stamps[entry.path] = s
         prefixes = [str(root), *SHARED_TEMP]
         raw_scan()
-        report = probe(stamps, prefixes)
+        memo = ProbeMemo()
+        report = probe(stamps, prefixes, memo=memo)
         floors: list[float] = []
         probes: list[float] = []
+        cold: list[float] = []
         scans: list[float] = []
         fast: list[float] = []
         for _ in range(reps):
@@ -145,8 +150,11 @@ def main(argv: list[str]) -> None:
             seen, links = raw_scan()
             floors.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            report = probe(stamps, prefixes)
+            report = probe(stamps, prefixes, memo=memo)
             probes.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            probe(stamps, prefixes)
+            cold.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             procscan.scan([p for p in prefixes if os.path.isdir(p)], with_env=True, with_tree=True)
             scans.append(time.perf_counter() - t0)
@@ -164,10 +172,12 @@ def main(argv: list[str]) -> None:
             "partial": report.partial,
             "floor": statistics.median(floors),
             "probe": statistics.median(probes),
+            "probe_no_memo_ms": round(statistics.median(cold) * 1000, 2),
             "procscan_only": statistics.median(scans),
             "fast_probe": statistics.median(fast),
             "floor_s": [round(x, 5) for x in floors],
             "probe_s": [round(x, 5) for x in probes],
+            "probe_no_memo_s": [round(x, 5) for x in cold],
         }
     finally:
         kill(procs)

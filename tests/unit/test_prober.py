@@ -3,14 +3,25 @@ can have changed the rounds slow down (idle CPU, docs/performance.md)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-from lanewatch.scheme.procid import Liveness, ProcessIdentity
+from lanewatch.model.writers import Holding
+from lanewatch.scheme.procid import Liveness, ProcessIdentity, process_state
 from lanewatch.scheme.stamp import read_stamp
-from lanewatch.sources.prober import QUIET_EVERY, Prober, ProbeReport
+from lanewatch.sources.prober import (
+    QUIET_EVERY,
+    ProbeMemo,
+    Prober,
+    ProbeReport,
+    judge,
+    judge_all,
+    probe,
+)
 from tests.conftest import wait_for
 from tests.unit.enginekit import make_stamp
 
@@ -53,17 +64,96 @@ def test_an_owner_death_is_seen_at_once_while_quiet(root: Path) -> None:
         proc.kill()
 
 
-def test_quiet_rounds_are_rarer_and_a_write_restores_the_pace(root: Path) -> None:
+def test_quiet_rounds_only_check_and_a_write_restores_the_pace(root: Path) -> None:
     proc = subprocess.Popen(["sleep", "60"])
     prober, reports = _prober(root, proc.pid, interval=0.2)
     try:
         wait_for(lambda: reports)
-        time.sleep(0.2 * QUIET_EVERY * 2 + 0.1)  # ~10 intervals: about 2 quiet rounds
-        quiet = len(reports)
-        assert quiet <= 4, quiet
+        first = len(reports)
+        # Quiet: every QUIET_EVERY intervals the owner is asked whether it stopped; no probe.
+        wait_for(lambda: prober.checks >= 2)
+        assert len(reports) == first
         prober.active()  # what the engine calls when a batch held a write
-        wait_for(lambda: len(reports) > quiet, timeout=0.2 * QUIET_EVERY)
+        wait_for(lambda: len(reports) > first, timeout=0.2 * QUIET_EVERY)
     finally:
         prober.stop()
+        proc.kill()
+        proc.wait()
+
+
+def test_a_watched_owner_that_stops_is_seen_by_the_quiet_check(root: Path) -> None:
+    """A pidfd tells of a death, not of a stop: the quiet rounds' check does."""
+    proc = subprocess.Popen(["sleep", "60"])
+    prober, reports = _prober(root, proc.pid, interval=0.2)
+
+    def latest() -> Liveness | None:
+        return next(iter(reports[-1].evidence.values())).liveness if reports else None
+
+    try:
+        wait_for(lambda: latest() is Liveness.ALIVE)
+        checks = prober.checks
+        os.kill(proc.pid, signal.SIGSTOP)
+        wait_for(lambda: latest() is Liveness.STOPPED, timeout=0.2 * QUIET_EVERY * 3 + 5)
+        assert prober.checks > checks  # found by a check, not by a probe that was due anyway
+        os.kill(proc.pid, signal.SIGCONT)  # stopped: not watched, judged every interval
+        wait_for(lambda: latest() is Liveness.ALIVE)
+    finally:
+        prober.stop()
+        proc.kill()
+        proc.wait()
+
+
+def test_owners_sharing_one_process_are_judged_once_each(root: Path) -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        ident = ProcessIdentity.of(proc.pid)
+        stamps = {}
+        for lane in ("a", "b", "c"):
+            ns = make_stamp(root, lane, pid=ident.pid, start_ticks=ident.start_ticks)
+            stamp = read_stamp(ns).stamp
+            assert stamp is not None
+            stamps[str(ns)] = stamp
+        stale = make_stamp(root, "d", pid=ident.pid, start_ticks=ident.start_ticks + 1)
+        stale_stamp = read_stamp(stale).stamp
+        assert stale_stamp is not None
+        stamps[str(stale)] = stale_stamp
+        got = judge_all(stamps, 1.0)
+        one = {judge(k, s, 1.0) for k, s in stamps.items()}
+        assert {ev.liveness for ev in got.values()} == {Liveness.ALIVE, Liveness.REUSED}
+        assert set(got.values()) == one  # the same verdicts as one judge per stamp
+        assert len({id(got[k]) for k in stamps if k != str(stale)}) == 1  # asked once
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_full_probe_with_a_memo_says_what_one_without_says(root: Path) -> None:
+    ns = make_stamp(root, "owner")
+    (ns / "tmp").mkdir()
+    with open(ns / "tmp" / "out.log", "w") as out:
+        proc = subprocess.Popen(["sleep", "60"], cwd=ns / "tmp", stdout=out)
+    try:
+        wait_for(lambda: process_state(proc.pid) == "S")
+        ident = ProcessIdentity.of(proc.pid)
+        make_stamp(root, "owner", pid=ident.pid, start_ticks=ident.start_ticks)
+        stamp = read_stamp(ns).stamp
+        assert stamp is not None
+        stamps, prefixes = {str(ns): stamp}, [str(root)]
+
+        def held(report: ProbeReport) -> list[Holding]:
+            return [h for h in report.holdings or () if h.pid == proc.pid]
+
+        memo = ProbeMemo()
+        runs = [held(probe(stamps, prefixes, memo=memo)) for _ in range(4)]
+        plain = held(probe(stamps, prefixes))
+        assert {(h.kind, h.path, h.access) for h in plain} == {
+            ("cwd", str(ns / "tmp"), None),
+            ("fd", str(ns / "tmp" / "out.log"), "write"),
+        }
+        for run in runs:
+            assert set(run) == set(plain)
+        # Once the sleeper is vouched for, the very same Holdings come back.
+        assert all(a is b for a, b in zip(runs[-2], runs[-1], strict=True))
+    finally:
         proc.kill()
         proc.wait()

@@ -168,6 +168,28 @@ def test_a_live_file_named_deleted_is_not_deleted(ns: Path) -> None:
         assert (held.path, held.deleted) == (str(target), False)
 
 
+def test_a_prefix_itself_deleted_or_only_so_named(ns: Path) -> None:
+    """ "<prefix> (deleted)" is the prefix unlinked when it is the same inode, and a sibling of
+    the prefix (not under it) when a live folder is merely named so."""
+    gone = ns / "gone"
+    gone.mkdir()
+    named = ns / "kept (deleted)"
+    named.mkdir()
+    (ns / "kept").mkdir()
+    fd_gone = os.open(gone, os.O_RDONLY | os.O_DIRECTORY)
+    fd_named = os.open(named, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        gone.rmdir()
+        h = holder_of(procscan.scan([gone, ns / "kept"]), os.getpid())
+        held = {p.fd: p for p in h.paths if p.kind == "fd"}
+        assert (held[fd_gone].path, held[fd_gone].deleted) == (str(gone), True)
+        assert held[fd_gone].directory
+        assert fd_named not in held  # beside the prefix "kept", not inside it
+    finally:
+        os.close(fd_gone)
+        os.close(fd_named)
+
+
 def test_mapping_only_shows_with_maps(procs: Procs, ns: Path, tmp_path: Path) -> None:
     target = ns / "mapped.bin"
     target.write_bytes(b"x" * 4096)

@@ -1,21 +1,22 @@
 """The process prober: liveness of local owners, and who holds which path.
 
-`judge` asks the kernel about one owner (pid + start ticks + boot id, via `scheme.procid`).
+`judge` asks the kernel about one owner (pid + start ticks + boot id, via `scheme.procid`);
+`judge_all` asks once per owner identity (one process may own many lanes).
 `holdings` reads /proc once (`sources.procscan`) for every process with its cwd or an open file
 under the roots or shared temp, and tags it with its lane evidence: $LANEWATCH_NAMESPACE,
 $LANEWATCH_LANE and its ancestry; between two such full scans (every 60 s) the fast probe
 (`sources.lanescan`) reads only the processes of live lanes. `Prober` runs on its own thread,
 as a one-shot timer re-armed after each run (runs never overlap), and hands a `ProbeReport` to
-the worker.
+the worker. It keeps a `ProbeMemo` so that a full scan reads again only what can have changed
+(`sources.procmemo`), and sleeps on the owners' pidfds while nothing changes
+(`sources.procdeath`).
 With no live local owner there is nothing to attribute: the /proc scan is skipped.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import select
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +29,8 @@ from lanewatch.scheme import lock, procid
 from lanewatch.scheme.procid import Liveness, ProcessIdentity
 from lanewatch.scheme.stamp import OwnerState, Stamp
 from lanewatch.sources import lanescan, procscan
+from lanewatch.sources.procdeath import DeathWatch
+from lanewatch.sources.procmemo import ProcMemo
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,27 @@ def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
     )
 
 
+_UNJUDGED = object()
+
+
+def judge_all(stamps: Mapping[str, Stamp], at: float) -> dict[str, LivenessEvidence]:
+    """`judge` of every stamp that names a local live owner; the kernel is asked once per
+    owner identity (one process may own many lanes), except for an owner it would not tell
+    about (UNKNOWN: each namespace's lock is read)."""
+    out: dict[str, LivenessEvidence] = {}
+    known: dict[tuple[object, ...], object] = {}
+    for key, s in stamps.items():
+        who = (s.state, s.host, s.pid, s.start_ticks, s.boot_id, s.child_pid, s.child_start_ticks)
+        ev = known.get(who, _UNJUDGED)
+        if ev is _UNJUDGED or (
+            isinstance(ev, LivenessEvidence) and ev.liveness is Liveness.UNKNOWN
+        ):
+            ev = known[who] = judge(key, s, at)
+        if isinstance(ev, LivenessEvidence):
+            out[key] = ev
+    return out
+
+
 def owners_of(stamps: Mapping[str, Stamp]) -> dict[str, Owner]:
     """Attribution targets: every local live owner, by namespace key."""
     host = procid.hostname()
@@ -67,48 +91,103 @@ def owners_of(stamps: Mapping[str, Stamp]) -> dict[str, Owner]:
     return out
 
 
-def _lineage(pid: int, procs: Mapping[int, procscan.ProcStat]) -> tuple[int, ...]:
+def _lineage(pid: int, procs: dict[int, procscan.ProcStat | None]) -> tuple[int, ...]:
+    """`pid`, its parent, grandparent, ...; `procs` holds the stats read so far (the scan's
+    holders) and learns each ancestor's the first time it is needed."""
     chain = [pid]
     seen = {pid}
-    current = procs.get(pid)
+    current = _stat_of(pid, procs)
     while current is not None and current.ppid > 0 and current.ppid not in seen:
         chain.append(current.ppid)
         seen.add(current.ppid)
-        current = procs.get(current.ppid)
+        current = _stat_of(current.ppid, procs)
     return tuple(chain)
 
 
-def holdings(prefixes: Sequence[str]) -> tuple[list[Holding], str | None]:
-    """Every path under `prefixes` some other process holds; and why the list may be partial."""
-    scan = procscan.scan([p for p in prefixes if os.path.isdir(p)], with_env=True, with_tree=True)
+def _stat_of(pid: int, procs: dict[int, procscan.ProcStat | None]) -> procscan.ProcStat | None:
+    if pid not in procs:
+        try:
+            procs[pid] = procscan.read_stat(pid)
+        except OSError:  # not readable: the chain stops here, as at a vanished parent
+            procs[pid] = None
+    return procs[pid]
+
+
+_Who = tuple[int, str | None, str | None, tuple[int, ...], int, tuple[str, ...]]
+
+
+@dataclass(slots=True)
+class ProbeMemo:
+    """What a caller that probes again and again keeps between full probes: the scan's memo
+    (`sources.procmemo`), and each holder's `Holding`s with what they were made of, reused
+    when both are unchanged (at hundreds of held paths a probe, making them is a cost)."""
+
+    procs: ProcMemo = field(default_factory=ProcMemo)
+    made: dict[int, tuple[_Who, tuple[procscan.HeldPath, ...], list[Holding]]] = field(
+        default_factory=dict
+    )
+
+
+def holdings(
+    prefixes: Sequence[str], memo: ProbeMemo | None = None
+) -> tuple[list[Holding], str | None]:
+    """Every path under `prefixes` some other process holds; and why the list may be partial.
+    `memo`: the caller's, kept between calls; the answer is the same with or without."""
+    # Not `with_tree`: only the holders' ancestors are needed, not every process's stat.
+    real = [p for p in prefixes if os.path.isdir(p)]
+    scan = procscan.scan(real, with_env=True, memo=memo.procs if memo is not None else None)
+    procs: dict[int, procscan.ProcStat | None] = dict(scan.procs)
     me = os.getpid()
+    before = memo.made if memo is not None else {}
+    made: dict[int, tuple[_Who, tuple[procscan.HeldPath, ...], list[Holding]]] = {}
     out: list[Holding] = []
     for h in scan.holders:
         if h.pid == me:
             continue
-        lineage = _lineage(h.pid, scan.procs)
-        for p in h.paths:
-            out.append(
-                Holding(
-                    pid=h.pid,
-                    start_ticks=h.start_ticks,
-                    path=p.path,
-                    kind=p.kind,
-                    access=p.access,
-                    deleted=p.deleted,
-                    directory=getattr(p, "directory", False),
-                    lane_env=h.lane,
-                    namespace_env=h.namespace,
-                    lineage=lineage,
-                    pgid=h.stat.pgid,
-                    command=h.cmdline,
-                    fd=p.fd,
-                )
-            )
+        who: _Who = (
+            h.start_ticks,
+            h.lane,
+            h.namespace,
+            _lineage(h.pid, procs),
+            h.stat.pgid,
+            h.cmdline,
+        )
+        last = before.get(h.pid)
+        # Unchanged paths are the very same objects (the scan's memo), so this is cheap.
+        if last is not None and last[0] == who and last[1] == h.paths:
+            mine = last[2]
+        else:
+            mine = _holdings_of(h.pid, who, h.paths)
+        made[h.pid] = (who, h.paths, mine)
+        out.extend(mine)
+    if memo is not None:
+        memo.made = made
     partial = None
     if not scan.complete:
         partial = scan.hidden or f"{len(scan.unreadable_pids)} processes could not be inspected"
     return out, partial
+
+
+def _holdings_of(pid: int, who: _Who, paths: Sequence[procscan.HeldPath]) -> list[Holding]:
+    ticks, lane, namespace, lineage, pgid, command = who
+    return [
+        Holding(
+            pid=pid,
+            start_ticks=ticks,
+            path=p.path,
+            kind=p.kind,
+            access=p.access,
+            deleted=p.deleted,
+            directory=p.directory,
+            lane_env=lane,
+            namespace_env=namespace,
+            lineage=lineage,
+            pgid=pgid,
+            command=command,
+            fd=p.fd,
+        )
+        for p in paths
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,95 +201,29 @@ class ProbeReport:
 
 
 def probe(
-    stamps: Mapping[str, Stamp], prefixes: Sequence[str], *, full: bool = True
+    stamps: Mapping[str, Stamp],
+    prefixes: Sequence[str],
+    *,
+    full: bool = True,
+    memo: ProbeMemo | None = None,
 ) -> ProbeReport:
     """Liveness of every local live owner, then (if any) who holds what: every process
-    (`full`), or only the processes of live lanes, found from the process tree (fast)."""
+    (`full`), or only the processes of live lanes, found from the process tree (fast).
+    A caller that probes again and again passes its own `memo` (the same report, cheaper)."""
     t0 = time.monotonic()
     at = time.time()
-    evidence: dict[str, LivenessEvidence] = {}
-    for key, stamp in stamps.items():
-        ev = judge(key, stamp, at)
-        if ev is not None:
-            evidence[key] = ev
+    evidence = judge_all(stamps, at)
     owners = owners_of(stamps)
     held: tuple[Holding, ...] | None = None
     partial = None
     if owners and full:
-        found, partial = holdings(prefixes)
+        found, partial = holdings(prefixes, memo)
         held = tuple(found)
     elif owners:
         procs = procscan.process_table()
         real = [os.path.realpath(p) for p in prefixes if os.path.isdir(p)]
         held = tuple(lanescan.holdings_of(lanescan.lane_pids(procs, owners.values()), procs, real))
     return ProbeReport(at, evidence, held, owners, partial, time.monotonic() - t0)
-
-
-class _DeathWatch:
-    """A pidfd per watched owner in one `poll` set: readable when that process exits, so a
-    death is learned at once without reading /proc. Plus an eventfd to wake the wait."""
-
-    def __init__(self) -> None:
-        self._poll = select.poll()
-        self._fds: dict[int, int] = {}  # pid -> pidfd
-        self._pids: dict[int, int] = {}  # pidfd -> pid
-        self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._poll.register(self.wake_fd, select.POLLIN)
-        try:
-            import resource
-
-            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        except (ImportError, OSError, ValueError):
-            soft = 1024
-        self.budget = max(0, soft // 2 - 64)  # never crowd out the engine's own descriptors
-
-    def wake(self) -> None:
-        with contextlib.suppress(OSError):
-            os.eventfd_write(self.wake_fd, 1)
-
-    def watch(self, pids: set[int]) -> bool:
-        """Watch exactly `pids`; False if some could not be watched (they need polling)."""
-        for pid in [p for p in self._fds if p not in pids]:
-            self._drop(pid)
-        complete = True
-        for pid in pids - self._fds.keys():
-            if len(self._fds) >= self.budget:
-                complete = False
-                continue
-            try:
-                fd = os.pidfd_open(pid)
-            except OSError:  # gone already, or no pidfd here: the next round judges it
-                complete = False
-                continue
-            self._fds[pid] = fd
-            self._pids[fd] = pid
-            self._poll.register(fd, select.POLLIN)
-        return complete
-
-    def wait(self, timeout: float) -> bool:
-        """Wait up to `timeout` s; True if a watched process exited or `wake` was called."""
-        try:
-            events = self._poll.poll(max(0, int(timeout * 1000)))
-        except InterruptedError:
-            return False
-        for fd, _ in events:
-            if fd == self.wake_fd:
-                with contextlib.suppress(BlockingIOError):
-                    os.eventfd_read(self.wake_fd)
-            else:
-                self._drop(self._pids[fd])  # readable for good: judged in the next round
-        return bool(events)
-
-    def _drop(self, pid: int) -> None:
-        fd = self._fds.pop(pid)
-        del self._pids[fd]
-        self._poll.unregister(fd)
-        os.close(fd)
-
-    def close(self) -> None:
-        for pid in list(self._fds):
-            self._drop(pid)
-        os.close(self.wake_fd)
 
 
 def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[int], bool]:
@@ -229,6 +242,16 @@ def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[in
         if ev.child is Liveness.STOPPED or ev.child is Liveness.UNKNOWN:
             complete = False
     return pids, complete
+
+
+def _verdicts_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEvidence]) -> bool:
+    """Whether the kernel's verdict on some owner is no longer `last`'s. Run while every
+    owner is watched by a pidfd, so it is a stop (SIGSTOP, a tracer) it looks for: a pidfd
+    says nothing about that. One read of /proc/PID/stat per owner identity."""
+    fresh = judge_all(stamps, time.time())
+    if fresh.keys() != last.keys():
+        return True
+    return any(not ev.same_verdict(last[key]) for key, ev in fresh.items())
 
 
 def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
@@ -254,9 +277,11 @@ class Prober:
         self._sink = sink
         self._stop = threading.Event()
         self._now = threading.Event()
-        self.runs = 0
+        self.runs = 0  # probes
+        self.checks = 0  # quiet rounds' stop checks
         self._active = True  # a write was applied since the last probe: keep the pace
-        self._deaths: _DeathWatch | None = None
+        self._deaths: DeathWatch | None = None
+        self._memo = ProbeMemo()  # used by this prober's thread only
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
     def start(self) -> None:
@@ -282,18 +307,22 @@ class Prober:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        """A round every `interval`; when nothing can have changed (no owner came, went or
-        died, none is stopped or unreadable, nothing was written) only every QUIET_EVERY
-        intervals: an owner's death wakes the wait at once through its pidfd."""
+        """A probe every `interval` while something may change: an owner came, went, was
+        rewritten, or cannot be watched (stopped, unreadable, no pidfd), a data file was
+        written, or a poke came; and a full probe every FULL_SCAN_EVERY seconds. Otherwise
+        (quiet) a death wakes the wait at once through its pidfd, and every QUIET_EVERY
+        intervals the owners are only asked whether they stopped (`_verdicts_changed`): no
+        process table, no holdings, no report unless a verdict changed."""
         try:
-            deaths: _DeathWatch | None = _DeathWatch()
+            deaths: DeathWatch | None = DeathWatch()
         except OSError as exc:  # no eventfd/pidfd here: probe at the full pace
             log.info("no pidfd death watch: %s", exc)
             deaths = None
         self._deaths = deaths
         last: frozenset[tuple[object, ...]] | None = None
+        verdicts: Mapping[str, LivenessEvidence] = {}
         watched = False
-        last_run = next_full = float("-inf")
+        last_check = next_full = float("-inf")
         try:
             while not self._stop.is_set():
                 stamps = self._stamps()
@@ -304,8 +333,12 @@ class Prober:
                     or self._now.is_set()
                     or self._active
                     or ids != last
-                    or now - last_run >= self.interval * QUIET_EVERY - 0.05
+                    or now >= next_full
                 )
+                if not due and now - last_check >= self.interval * QUIET_EVERY - 0.05:
+                    last_check = now
+                    self.checks += 1
+                    due = _verdicts_changed(stamps, verdicts)
                 if due:
                     self._now.clear()
                     self._active = False
@@ -313,13 +346,14 @@ class Prober:
                     if full:
                         next_full = now + FULL_SCAN_EVERY
                     self.runs += 1
-                    last_run, last = now, ids
+                    last_check, last = now, ids
                     try:
-                        report = probe(stamps, self._prefixes(), full=full)
+                        report = probe(stamps, self._prefixes(), full=full, memo=self._memo)
                     except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
                         log.warning("process probe failed: %s", exc)
                         watched = False
                     else:
+                        verdicts = report.evidence
                         if deaths is not None:
                             pids, complete = _watchable(report, stamps)
                             watched = deaths.watch(pids) and complete

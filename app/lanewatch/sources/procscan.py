@@ -35,6 +35,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from lanewatch.scheme.procid import PROC, ProcessIdentity, boot_id
+from lanewatch.sources.procmemo import FdFacts, ProcMemo, Reading, Seen, quiet_mark
 
 HoldKind = Literal["cwd", "root", "fd", "map"]
 # How an fd was opened; "path" is an O_PATH fd (neither reads nor writes). A mapping is
@@ -198,6 +199,7 @@ def scan(
     with_maps: bool = False,
     with_tree: bool = False,
     own_fds: Collection[int] = (),
+    memo: ProcMemo | None = None,
 ) -> ProcScan:
     """Every process holding a path under any of `prefixes`.
 
@@ -205,7 +207,9 @@ def scan(
     long). `with_tree` also records the stat (ppid, pgid, start ticks) of every process, for
     `ProcScan.descendants` (reading every stat costs about half a bare readlink scan).
     `own_fds` are fds of *this* process to ignore (a lock the caller holds inside the path); our
-    cwd and our other fds still count.
+    cwd and our other fds still count. `memo` (one per caller, kept between scans) lets a scan
+    reuse what a holder's fds and environment were while it provably did not run since
+    (`sources.procmemo`); the result is the same.
     """
     matcher = _Matcher(prefixes)
     me = os.getpid()
@@ -214,8 +218,24 @@ def scan(
     procs: dict[int, ProcStat] = {}
     found: list[Holder] = []
     unreadable: list[Unreadable] = []
+    if memo is not None:
+        memo.begin()
     for pid in _pids():
-        _probe(pid, matcher, with_env, with_maps, with_tree, ignored, bid, procs, found, unreadable)
+        _probe(
+            pid,
+            matcher,
+            with_env,
+            with_maps,
+            with_tree,
+            ignored,
+            bid,
+            procs,
+            found,
+            unreadable,
+            memo,
+        )
+    if memo is not None:
+        memo.end()
     return ProcScan(
         prefixes=matcher.prefixes,
         holders=tuple(found),
@@ -338,8 +358,19 @@ class _Matcher:
         self.prefixes = tuple(given)
         self.pairs = tuple(pairs)
         self.needles = tuple({os.fsencode(p[0]) for p in pairs})
+        # One C-level test rejects most paths (/dev/null, libraries, ...) before the loop;
+        # `maybe` also admits a prefix itself printed with the kernel's " (deleted)".
+        self.slashed = tuple(p[1] for p in pairs)
+        self.exact = frozenset(p[0] for p in pairs)
+        self.exact_or_deleted = self.exact | {p[0] + _DELETED for p in pairs}
+
+    def maybe(self, raw: str) -> bool:
+        """False when neither `raw` nor `raw` without " (deleted)" can lie under a prefix."""
+        return raw.startswith(self.slashed) or raw in self.exact_or_deleted
 
     def match(self, path: str) -> str | None:
+        if not path.startswith(self.slashed) and path not in self.exact:
+            return None
         for form, slashed, given in self.pairs:
             if path.startswith(slashed) or path == form:
                 return given
@@ -400,6 +431,8 @@ def _owner(dfd: int) -> int | None:
 
 def _candidate(matcher: _Matcher, raw: str) -> bool:
     """Cheap test before any stat: could `raw` (maybe with " (deleted)") lie under a prefix?"""
+    if not matcher.maybe(raw):
+        return False
     if raw.endswith(_DELETED) and matcher.match(raw[: -len(_DELETED)]) is not None:
         return True
     return matcher.match(raw) is not None
@@ -439,6 +472,7 @@ def _probe(
     procs: dict[int, ProcStat],
     found: list[Holder],
     unreadable: list[Unreadable],
+    memo: ProcMemo | None = None,
 ) -> None:
     try:
         # Pin the process: reads through dfd fail rather than read the pid's next owner.
@@ -448,16 +482,36 @@ def _probe(
             unreadable.append(Unreadable(pid, "proc", _why(exc)))
         return
     try:
+        seen = memo.previous(pid) if memo is not None else None
+        mark = None
+        if seen is not None:
+            try:
+                mark = quiet_mark(dfd)  # before any fact below, which it vouches for
+            except OSError:
+                mark = None  # gone or unreadable: the reads below tell which
         st: ProcStat | None = None
-        if with_tree:
+        if with_tree or seen is not None:
             st = _stat(pid, dfd, unreadable)
             if st is None:
                 return
-            procs[pid] = st
+            if with_tree:
+                procs[pid] = st
+        trusted = (
+            memo is not None
+            and seen is not None
+            and st is not None
+            and memo.trusted(seen, mark, st.start_ticks)
+        )
+        if not trusted:
+            seen = None  # it ran, shares its fds, or is another process: read it afresh
         problems: list[Unreadable] = []
-        held = _held_paths(pid, dfd, matcher, with_maps, ignored, problems)
+        reading = Reading() if memo is not None else None
+        reuse = seen.fds if seen is not None else None
+        held = _held_paths(pid, dfd, matcher, with_maps, ignored, problems, reuse, reading)
         if held is None:
             return  # vanished mid-scan
+        if memo is not None and reading is not None and reading.table is not None:
+            memo.saw_table(reading.table)
         if problems:
             uid = _owner(dfd)
             unreadable.extend(Unreadable(u.pid, u.what, u.reason, uid) for u in problems)
@@ -467,10 +521,25 @@ def _probe(
             st = _stat(pid, dfd, unreadable)
             if st is None:
                 return
-            procs[pid] = st
-        holder = _describe(st, dfd, held, with_env, bid)
-        if holder is not None:
-            found.append(holder)
+        procs[pid] = st
+        holder = _describe(st, dfd, held, with_env, bid, seen)
+        if holder is None:
+            return
+        found.append(holder)
+        if memo is not None and reading is not None:
+            memo.keep(
+                pid,
+                Seen(
+                    start_ticks=st.start_ticks,
+                    mark=mark,
+                    fds=reading.fds,
+                    table=reading.table,
+                    cmdline=holder.cmdline,
+                    lane=holder.lane,
+                    namespace=holder.namespace,
+                    env_readable=holder.env_readable,
+                ),
+            )
     finally:
         os.close(dfd)
 
@@ -491,8 +560,11 @@ def _held_paths(
     with_maps: bool,
     ignored: frozenset[tuple[int, int]],
     problems: list[Unreadable],
+    reuse: FdFacts | None = None,
+    reading: Reading | None = None,
 ) -> list[HeldPath] | None:
-    """Paths under a prefix, or None when the process vanished."""
+    """Paths under a prefix, or None when the process vanished. `reuse`: facts of the fds of
+    a process that did not run since they were read; `reading` learns this scan's."""
     held: list[HeldPath] = []
     links: tuple[Literal["cwd", "root"], ...] = ("cwd", "root") if with_maps else ("cwd",)
     for link in links:
@@ -511,41 +583,98 @@ def _held_paths(
         if prefix is not None:
             held.append(HeldPath(target, link, prefix, deleted=deleted, directory=True))
 
+    fds = _held_fds(pid, dfd, matcher, ignored, problems, reuse, reading)
+    if fds is None:
+        return None
+    held.extend(fds)
+    if with_maps:
+        held.extend(_mapped(pid, dfd, matcher, problems))
+    return held
+
+
+def _held_fds(
+    pid: int,
+    dfd: int,
+    matcher: _Matcher,
+    ignored: frozenset[tuple[int, int]],
+    problems: list[Unreadable],
+    reuse: FdFacts | None = None,
+    reading: Reading | None = None,
+) -> list[HeldPath] | None:
+    """Open files under a prefix, or None when the process vanished. This loop runs once per
+    fd of every process: it is the scan's cost, so it does no more than each fd needs."""
     try:
-        # By path, not through dfd: if the pinned process died and its pid was reused, these
-        # names belong to the new process, but every readlink below goes through dfd and fails.
-        names = os.listdir(f"{PROC}/{pid}/fd")
+        # /proc/PID/fd opened through the pin: if the process died (and its pid was reused)
+        # this fails, and every name below is looked up in the pinned process's table only.
+        # Relative look-ups in it also skip walking "PID/fd/" for each fd.
+        fdd = os.open("fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
     except OSError as exc:
         if exc.errno in _GONE_ERRNOS:
             return None
         problems.append(Unreadable(pid, "fd", _why(exc)))
-        names = []
-    for name in names:
-        link = "fd/" + name
+        return []
+    held: list[HeldPath] = []
+    match = matcher.match
+    try:
         try:
-            target = os.readlink(link, dir_fd=dfd)
+            names = os.listdir(fdd)
         except OSError as exc:
             if exc.errno in _GONE_ERRNOS:
-                continue  # closed meanwhile, or the process exited
+                return None
             problems.append(Unreadable(pid, "fd", _why(exc)))
-            if exc.errno in _DENIED_ERRNOS:
-                break  # every other fd would fail the same ptrace check
-            continue
-        # Most fds are sockets, pipes or paths elsewhere: reject them before any stat.
-        if not target.startswith("/") or not _candidate(matcher, target):
-            continue
-        fd = int(name)
-        if (pid, fd) in ignored:
-            continue
-        target, deleted, directory = _resolve(target, link, dfd)
-        prefix = matcher.match(target)
-        if prefix is None:
-            continue
-        access = _fd_access(link, dfd)
-        held.append(HeldPath(target, "fd", prefix, fd, access, deleted, directory))
-
-    if with_maps:
-        held.extend(_mapped(pid, dfd, matcher, problems))
+            return []
+        slashed, exact = matcher.slashed, matcher.exact_or_deleted
+        facts = reading.fds if reading is not None else None
+        table = reading.links if reading is not None else None
+        for name in names:
+            try:
+                raw = os.readlink(name, dir_fd=fdd)
+            except OSError as exc:
+                if exc.errno in _GONE_ERRNOS:
+                    continue  # closed meanwhile, or the process exited
+                problems.append(Unreadable(pid, "fd", _why(exc)))
+                if exc.errno in _DENIED_ERRNOS:
+                    break  # every other fd would fail the same ptrace check
+                continue
+            if table is not None:
+                table.append(raw)
+            # Most fds are sockets, pipes or paths elsewhere: reject them before any stat
+            # (`matcher.maybe`, inlined: this line runs for every fd on the machine).
+            if not raw.startswith(slashed) and raw not in exact:
+                continue
+            prefix = match(raw)
+            suffixed = raw.endswith(_DELETED)
+            if prefix is None and not (suffixed and match(raw[: -len(_DELETED)]) is not None):
+                continue
+            fd = int(name)
+            if ignored and (pid, fd) in ignored:
+                continue
+            if reuse is not None and not suffixed:
+                known = reuse.get(name)
+                if known is not None and known.path == raw and known.prefix == prefix:
+                    if facts is not None:  # the same open file under the same name
+                        facts[name] = known
+                    held.append(known)
+                    continue
+            access = _fd_access(name, fdd)
+            if suffixed or access not in ("write", "readwrite"):
+                path, deleted, directory = _resolve(raw, name, fdd)
+                if path != raw or prefix is None:  # the suffix dropped (or was a name)
+                    prefix = match(path)
+                    if prefix is None:
+                        continue
+            else:
+                # open(2) refuses to open a folder for writing (EISDIR): a writable fd is
+                # never a folder, and without the suffix it is not deleted: no stat needed.
+                path, deleted, directory = raw, False, False
+            one = HeldPath(path, "fd", prefix, fd, access, deleted, directory)  # type: ignore[arg-type]
+            if facts is not None and not suffixed and access is not None:
+                facts[name] = one
+            held.append(one)
+        if reading is not None:
+            reading.table = hash((tuple(names), tuple(reading.links)))
+    finally:
+        os.close(fdd)
     return held
 
 
@@ -597,9 +726,21 @@ def _mapped(pid: int, dfd: int, matcher: _Matcher, problems: list[Unreadable]) -
 
 
 def _describe(
-    st: ProcStat, dfd: int, held: list[HeldPath], with_env: bool, bid: str
+    st: ProcStat, dfd: int, held: list[HeldPath], with_env: bool, bid: str, seen: Seen | None
 ) -> Holder | None:
-    """Add uid, cmdline and the lane variables; None if the process exited meanwhile."""
+    """Add uid, cmdline and the lane variables; None if the process exited meanwhile. `seen`:
+    the same process, which did not run since it was last described (`sources.procmemo`)."""
+    if seen is not None and seen.env_readable == with_env:
+        return Holder(
+            stat=st,
+            boot_id=bid,
+            uid=_owner(dfd),
+            cmdline=seen.cmdline,
+            paths=tuple(held),
+            lane=seen.lane,
+            namespace=seen.namespace,
+            env_readable=seen.env_readable,
+        )
     try:
         raw = _read("cmdline", dfd)
     except OSError as exc:
