@@ -3,8 +3,10 @@ lie (garbage, partial, huge, symlinked); namespaces and folders vanishing while 
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from pathlib import Path
 
 from lanewatch.model.views import NsState
@@ -12,7 +14,8 @@ from lanewatch.scheme.stamp import MAX_STAMP_BYTES, stamp_path
 from lanewatch.sources import scanner
 from lanewatch.sources.engine import Engine
 from lanewatch.sources.worker import Worker
-from tests.unit.enginekit import make_stamp
+from tests.conftest import wait_for
+from tests.unit.enginekit import make_stamp, running
 
 
 def fill(ns: Path, files: int, size: int = 10) -> None:
@@ -154,3 +157,83 @@ def test_missing_and_unlistable_roots(tmp_path: Path) -> None:
     f = tmp_path / "file"
     f.write_text("x")
     assert scanner.list_root(str(f)).error == "not a folder"
+
+
+def _with_evidence(root: Path) -> Path:
+    """A namespace whose ledger holds a refused claim and whose receipts name another checkout."""
+    ns = make_stamp(root, "evidence")
+    fill(ns, 2)
+    (ns / "receipts").mkdir()
+    foreign = {"step": "build", "checkout_id": "other-000000000000"}
+    (ns / "receipts" / "build.json").write_text(json.dumps(foreign))
+    line = {"event": "claim-refused", "time": time.time(), "by_pid": 4242, "lane": "evidence"}
+    (ns / ".lanewatch" / "ledger.jsonl").write_text(json.dumps(line) + "\n")
+    return ns
+
+
+def test_the_first_walk_counts_and_the_second_reads_ledgers_and_receipts(root: Path) -> None:
+    """The counted first picture leaves ledgers and receipts unread (they are not states,
+    counts or bytes); the walk after the watches reads them."""
+    ns = _with_evidence(root)
+    w = Worker([str(root)])
+    keys = w.list_root(str(root)) or []
+    w.flush(full=True)
+    w.queue_scan(keys, extras=False)
+    while w.scan_some():
+        pass
+    first = w.flush()
+    assert first is not None and not first.incidents
+    v = first.upserts[str(ns)]
+    assert (v.files, v.bytes) == scanner.floor_walk(str(ns))
+    w.queue_scan(keys)
+    while w.scan_some():
+        pass
+    second = w.flush()
+    assert second is not None
+    kinds = {i.kind for i in second.incidents.values()}
+    assert kinds == {"refused-claim", "foreign-receipt"}
+
+
+def test_a_walk_with_extras_wins_over_a_queued_bare_one(root: Path) -> None:
+    ns = _with_evidence(root)
+    w = Worker([str(root)])
+    keys = w.list_root(str(root)) or []
+    w.commit()
+    w.queue_scan(keys, extras=False)
+    w.queue_scan(keys)  # a rescan asked for before the bare walk ran
+    while w.scan_some():
+        pass
+    changes = w.flush(full=True)
+    assert changes is not None and len(changes.incidents) == 2
+    assert changes.upserts[str(ns)].files is not None
+
+
+def test_the_live_engine_reports_what_the_first_picture_left_unread(root: Path) -> None:
+    _with_evidence(root)
+    with running([root]) as (_, rec):
+        wait_for(lambda: len(rec.picture.incidents) == 2)
+        assert {i.kind for i in rec.picture.incidents.values()} == {
+            "refused-claim",
+            "foreign-receipt",
+        }
+
+
+def test_a_heartbeat_is_an_mtime_applied_by_the_next_tick_never_a_re_read(root: Path) -> None:
+    old = time.time() - 100  # no heartbeat for 100 s: 3 x 5 s overdue
+    ns = make_stamp(root, "beating", heartbeat_at=old)
+    stamp = stamp_path(ns)
+    os.utime(stamp, (old, old))
+    w = Worker([str(root)])
+    w.list_root(str(root))
+    w.flush(full=True)
+    assert w.views[str(ns)].state is NsState.HUNG
+    stamp.write_bytes(b"not json any more")  # not seen: no event is fed for it
+    now = time.time()
+    os.utime(stamp, (now, now))
+    w.process([("a", str(root), ns.name, str(stamp), False)])
+    assert w.beats_due is not None  # waiting to be applied with the others
+    w.tick()  # a tick applies the heartbeats before judging what time made overdue
+    w.flush()
+    v = w.views[str(ns)]
+    assert v.state is NsState.LIVE and v.heartbeat_at == now  # the mtime, the stamp not re-read
+    assert w.beats_due is None
