@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from lanewatch.model.views import NsState
-from lanewatch.scheme.stamp import MAX_STAMP_BYTES, stamp_path
+from lanewatch.scheme.stamp import MAX_STAMP_BYTES, read_stamp, stamp_path
 from lanewatch.sources import scanner
 from lanewatch.sources.engine import Engine
 from lanewatch.sources.worker import Worker
@@ -237,3 +237,40 @@ def test_a_heartbeat_is_an_mtime_applied_by_the_next_tick_never_a_re_read(root: 
     v = w.views[str(ns)]
     assert v.state is NsState.LIVE and v.heartbeat_at == now  # the mtime, the stamp not re-read
     assert w.beats_due is None
+
+
+def test_the_first_pictures_stamp_reader_answers_as_read_stamp(root: Path, tmp_path: Path) -> None:
+    """`scanner.read_stamp_at` (a path string, no pathlib) against `scheme.stamp.read_stamp`,
+    on every kind of stamp a namespace can hold."""
+    cases: list[Path] = [make_stamp(root, "good"), root / "repo-0123456789ab.none"]
+    (root / "repo-0123456789ab.none").mkdir()  # no .lanewatch at all
+    bodies = {"garbage": b"\x00\xffnot json", "empty": b"", "huge": b" " * (MAX_STAMP_BYTES + 9)}
+    for lane, body in bodies.items():
+        ns = make_stamp(root, lane)
+        stamp_path(ns).write_bytes(body)
+        cases.append(ns)
+    exact = make_stamp(root, "exact")  # exactly at the limit: read whole, judged by parse
+    stamp_path(exact).write_bytes(b" " * (MAX_STAMP_BYTES - 2) + b"{}")
+    real = make_stamp(tmp_path / "elsewhere", "real")
+    linked = make_stamp(root, "linked")
+    stamp_path(linked).unlink()
+    stamp_path(linked).symlink_to(stamp_path(real))
+    meta_linked = root / "repo-0123456789ab.metalinked"
+    meta_linked.mkdir()
+    (meta_linked / ".lanewatch").symlink_to(real / ".lanewatch")
+    fifo = make_stamp(root, "fifo")
+    stamp_path(fifo).unlink()
+    os.mkfifo(stamp_path(fifo))
+    folder = make_stamp(root, "folder")
+    stamp_path(folder).unlink()
+    stamp_path(folder).mkdir()
+    no_stamp = make_stamp(root, "nostamp")
+    stamp_path(no_stamp).unlink()
+    cases += [exact, linked, meta_linked, fifo, folder, no_stamp]
+    statuses = set()
+    for ns in cases:
+        want, got = read_stamp(ns), scanner.read_stamp_at(str(ns))
+        assert got == want, ns.name
+        assert (got.detail, got.mtime, got.raw) == (want.detail, want.mtime, want.raw)
+        statuses.add(got.status.value)
+    assert statuses == {"ok", "missing", "garbage", "empty", "oversized", "symlink"}

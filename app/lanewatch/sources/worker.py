@@ -15,7 +15,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ from lanewatch.model.views import Changes, HealthStatus, NamespaceView, SourceHe
 from lanewatch.scheme import procid
 from lanewatch.scheme.names import split_namespace_name
 from lanewatch.scheme.roots import state_dir
-from lanewatch.scheme.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, OwnerState, Stamp, read_stamp
+from lanewatch.scheme.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, OwnerState, Stamp
 from lanewatch.sources import scanner
 from lanewatch.sources.incidentlog import IncidentLog
 from lanewatch.sources.prober import SHARED_TEMP, ProbeReport, judge
@@ -258,7 +257,7 @@ class Worker:
         return bool(self._scan_queue)
 
     def _seen(self, root: str, name: str, key: str, now: float) -> m.NamespaceSeen:
-        read = read_stamp(Path(key))
+        read = scanner.read_stamp_at(key)
         ev = judge(key, read.stamp, now) if read.stamp is not None else None
         return m.NamespaceSeen(key, root, name, read, ev)
 
@@ -516,7 +515,7 @@ class Worker:
         return len(found.sizes)
 
     def _stamp(self, key: str, rec: m.NsRecord, now: float) -> None:
-        read = read_stamp(Path(key))
+        read = scanner.read_stamp_at(key)
         old, new = rec.owner, read.stamp
         alive = None
         released = False
