@@ -178,7 +178,7 @@ def test_the_first_walk_counts_and_the_second_reads_ledgers_and_receipts(root: P
     w = Worker([str(root)])
     keys = w.list_root(str(root)) or []
     w.flush(full=True)
-    w.queue_scan(keys, extras=False)
+    w.queue_scan(keys, counts_only=True)
     while w.scan_some():
         pass
     first = w.flush()
@@ -194,12 +194,12 @@ def test_the_first_walk_counts_and_the_second_reads_ledgers_and_receipts(root: P
     assert kinds == {"refused-claim", "foreign-receipt"}
 
 
-def test_a_walk_with_extras_wins_over_a_queued_bare_one(root: Path) -> None:
+def test_a_full_walk_wins_over_a_queued_counting_one(root: Path) -> None:
     ns = _with_evidence(root)
     w = Worker([str(root)])
     keys = w.list_root(str(root)) or []
     w.commit()
-    w.queue_scan(keys, extras=False)
+    w.queue_scan(keys, counts_only=True)
     w.queue_scan(keys)  # a rescan asked for before the bare walk ran
     while w.scan_some():
         pass
@@ -274,3 +274,15 @@ def test_the_first_pictures_stamp_reader_answers_as_read_stamp(root: Path, tmp_p
         assert (got.detail, got.mtime, got.raw) == (want.detail, want.mtime, want.raw)
         statuses.add(got.status.value)
     assert statuses == {"ok", "missing", "garbage", "empty", "oversized", "symlink"}
+
+
+def test_the_counting_walk_counts_what_the_full_walk_counts(root: Path) -> None:
+    ns = _with_evidence(root)
+    fill(ns, 30, size=7)
+    (ns / "scratch" / "link").symlink_to("/etc")  # a symlink is a file here, never followed
+    count, full = scanner.count_namespace(str(ns)), scanner.scan_namespace(str(ns))
+    assert (count.files, count.bytes) == (full.files, full.bytes) == scanner.floor_walk(str(ns))
+    assert (count.last_write, count.stamp_mtime) == (full.last_write, full.stamp_mtime)
+    assert not count.vanished and not count.errors
+    gone = scanner.count_namespace(str(root / "repo-0123456789ab.gone"))
+    assert gone.vanished and gone.files == 0

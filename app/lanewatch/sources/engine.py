@@ -293,8 +293,8 @@ class Engine:
                     w.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
             w.flush(full=True)  # the first call: every namespace with its state
             self.first_picture.set()
-            # Counts first (ledgers and receipts wait for the second walk, after the watches).
-            w.queue_scan(keys, extras=False)
+            # Counts first: sizes per path, ledgers and receipts wait for the second walk.
+            w.queue_scan(keys, counts_only=True)
             self._loop()
         except Exception:
             log.exception("the engine worker failed")

@@ -257,6 +257,69 @@ def walk(top: str, out: NamespaceScan) -> None:
     out.last_write = newest or None
 
 
+@dataclass(slots=True)
+class NamespaceCount:
+    """What the first picture needs of a namespace: how many files, how many bytes."""
+
+    key: str
+    vanished: bool = False
+    files: int = 0
+    bytes: int = 0
+    last_write: float | None = None  # newest mtime outside .lanewatch/
+    stamp_mtime: float | None = None  # of .lanewatch/owner.json, as the walk saw it
+    errors: list[str] = field(default_factory=list)
+
+
+def count_namespace(key: str) -> NamespaceCount:
+    """`scan_namespace` without a size per path, a ledger or receipts: the first picture's
+    walk, a tenth cheaper per file (no dict of 100,000 paths that the walk after the
+    watches replaces anyway). The same files and bytes as `walk` (a test holds them)."""
+    out = NamespaceCount(key)
+    meta = f"{key}/{META_DIR}"
+    files = size = 0
+    newest = 0.0
+    stack = [key]
+    while stack:
+        folder = stack.pop()
+        try:
+            it = os.scandir(folder)
+        except FileNotFoundError:
+            if folder == key:
+                out.vanished = True
+                return out
+            continue  # a subfolder removed mid-walk
+        except NotADirectoryError:
+            if folder == key:
+                out.vanished = True
+                return out
+            continue
+        except OSError as exc:
+            out.errors.append(f"{folder}: {exc.strerror or exc}")
+            continue
+        own = folder == meta
+        with it:
+            for entry in it:  # runs once per file: kept as tight as the floor's loop
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    out.errors.append(f"{entry.path}: {exc.strerror or exc}")
+                    continue
+                files += 1
+                size += st.st_size
+                if own:
+                    if entry.name == STAMP_FILE:
+                        out.stamp_mtime = st.st_mtime
+                elif st.st_mtime > newest:
+                    newest = st.st_mtime
+    out.files, out.bytes, out.last_write = files, size, newest or None
+    return out
+
+
 def _walk_special(
     it: Iterator[os.DirEntry[str]], own: bool, out: NamespaceScan, stack: list[str], newest: float
 ) -> float:

@@ -77,12 +77,13 @@ class NamespaceWalks(ModelKeeper):
         ev = judge(key, read.stamp, now) if read.stamp is not None else None
         return m.NamespaceSeen(key, root, name, read, ev)
 
-    def queue_scan(self, keys: Iterable[str], *, extras: bool = True) -> None:
-        """Queue walks. `extras` False: count only, leave the ledger and receipts unread (the
-        first walk: a second walk with extras follows once the watches are set)."""
+    def queue_scan(self, keys: Iterable[str], *, counts_only: bool = False) -> None:
+        """Queue walks. `counts_only`: files and bytes only, no size per path, ledger or
+        receipts (the first walk: a full walk follows once the watches are set). A full walk
+        asked for while a counting one waits replaces it."""
         pending, bare = self._scan_pending, self._scan_bare
         for key in keys:
-            if extras:
+            if not counts_only:
                 bare.discard(key)
             elif key not in pending:
                 bare.add(key)
@@ -99,7 +100,7 @@ class NamespaceWalks(ModelKeeper):
             self._scan_pending.discard(key)
             if bare and key in bare:
                 bare.discard(key)
-                self.scan_namespace(key, extras=False)
+                self.scan_namespace(key, counts_only=True)
             else:
                 self.scan_namespace(key)
         self.commit()
@@ -110,11 +111,14 @@ class NamespaceWalks(ModelKeeper):
         self._scan_pending.discard(key)
         self._scan_bare.discard(key)
 
-    def scan_namespace(self, key: str, *, extras: bool = True) -> None:
+    def scan_namespace(self, key: str, *, counts_only: bool = False) -> None:
         rec = self.state.namespaces.get(key)
         if rec is None:
             return
-        s = scanner.scan_namespace(key, read_extras=extras)
+        if counts_only:
+            self._count_namespace(key, rec)
+            return
+        s = scanner.scan_namespace(key)
         if s.vanished:
             self.emit(m.NamespaceGone(key))
             return
@@ -126,6 +130,18 @@ class NamespaceWalks(ModelKeeper):
             self._ledger_lines(key, rec.root, s.ledger, LedgerState())
         for r in s.receipts:
             self._receipt(key, rec.root, rec.name, r)
+
+    def _count_namespace(self, key: str, rec: m.NsRecord) -> None:
+        """The first walk: files, bytes and the newest write. No size per path (incremental
+        counts start with the walk after the watches, which keeps them), no ledger, no
+        receipts (that walk reads them too)."""
+        c = scanner.count_namespace(key)
+        if c.vanished:
+            self.emit(m.NamespaceGone(key))
+            return
+        self.emit(m.Counted(key, c.files, c.bytes, c.last_write))
+        if c.stamp_mtime != rec.stamp.mtime:  # changed while nobody watched: judge it too
+            self._stamp(key, rec, time.time())
 
     def rescan_root(self, root: str) -> None:
         self.stats["rescans"] += 1
