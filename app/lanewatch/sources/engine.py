@@ -283,8 +283,6 @@ class Engine:
         w = self._worker
         try:
             w.load_incidents()
-            if not self._stop.is_set():
-                self.kernel.start()  # before the first picture, so it says which attribution
             keys: list[str] = []
             for root in w.roots:
                 listed = w.list_root(root)
@@ -311,6 +309,11 @@ class Engine:
         w.flush()  # the counted picture goes out before the watch setup's walk
         if self._delivery is not None:
             self._delivery.hurry()
+        if not self._stop.is_set():
+            # Not before the picture: fanotify marks the whole filesystem, so its thread works
+            # (and takes the GIL) for every write anyone makes while we walk. Until it starts,
+            # `kernel.status()` says what it will be, so every Changes names its attribution.
+            self.kernel.start()
         w.start_watches()
         for root in w.roots:  # namespaces made before the watches existed
             w.list_new(root)
