@@ -4,7 +4,7 @@ Threads, all started by `start` and joined by `stop`:
 - the worker (`lanewatch-engine`): first picture, then tail batches, scans and probe reports;
 - the delivery thread (`lanewatch-deliver`): hands coalesced `Changes` to the callback at most
   every 50 ms, slower when the callback is slow (back-pressure: pending changes merge, so
-  memory is bounded by namespaces, not by events);
+  memory is bounded by namespaces, not by events); the counted first picture goes at once;
 - the prober (`lanewatch-prober`): one run every `probe_interval`, never overlapping;
 - watchdog's observer threads, one set per root, owned by `tail.RootWatch`.
 """
@@ -328,7 +328,10 @@ class Engine:
         while not self._stop.is_set():
             scanning = w.scanning
             wake = next_tick if w.beats_due is None else min(next_tick, w.beats_due)
-            timeout = 0.0 if scanning else max(0.0, wake - time.monotonic())
+            # Never wait while the first walk runs or the watches are still to be set (with
+            # no namespace to walk, they are set on the first turn, not a tick later).
+            busy = scanning or not w.watching
+            timeout = 0.0 if busy else max(0.0, wake - time.monotonic())
             batch = []
             try:
                 item = q.get(timeout=timeout) if timeout > 0 else q.get_nowait()
