@@ -3,16 +3,19 @@ lie (garbage, partial, huge, symlinked); namespaces and folders vanishing while 
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from pathlib import Path
 
 from lanewatch.model.views import NsState
-from lanewatch.scheme.stamp import MAX_STAMP_BYTES, stamp_path
+from lanewatch.scheme.stamp import MAX_STAMP_BYTES, read_stamp, stamp_path
 from lanewatch.sources import scanner
 from lanewatch.sources.engine import Engine
 from lanewatch.sources.worker import Worker
-from tests.unit.enginekit import make_stamp
+from tests.conftest import wait_for
+from tests.unit.enginekit import make_stamp, running
 
 
 def fill(ns: Path, files: int, size: int = 10) -> None:
@@ -154,3 +157,132 @@ def test_missing_and_unlistable_roots(tmp_path: Path) -> None:
     f = tmp_path / "file"
     f.write_text("x")
     assert scanner.list_root(str(f)).error == "not a folder"
+
+
+def _with_evidence(root: Path) -> Path:
+    """A namespace whose ledger holds a refused claim and whose receipts name another checkout."""
+    ns = make_stamp(root, "evidence")
+    fill(ns, 2)
+    (ns / "receipts").mkdir()
+    foreign = {"step": "build", "checkout_id": "other-000000000000"}
+    (ns / "receipts" / "build.json").write_text(json.dumps(foreign))
+    line = {"event": "claim-refused", "time": time.time(), "by_pid": 4242, "lane": "evidence"}
+    (ns / ".lanewatch" / "ledger.jsonl").write_text(json.dumps(line) + "\n")
+    return ns
+
+
+def test_the_first_walk_counts_and_the_second_reads_ledgers_and_receipts(root: Path) -> None:
+    """The counted first picture leaves ledgers and receipts unread (they are not states,
+    counts or bytes); the walk after the watches reads them."""
+    ns = _with_evidence(root)
+    w = Worker([str(root)])
+    keys = w.list_root(str(root)) or []
+    w.flush(full=True)
+    w.queue_scan(keys, counts_only=True)
+    while w.scan_some():
+        pass
+    first = w.flush()
+    assert first is not None and not first.incidents
+    v = first.upserts[str(ns)]
+    assert (v.files, v.bytes) == scanner.floor_walk(str(ns))
+    w.queue_scan(keys)
+    while w.scan_some():
+        pass
+    second = w.flush()
+    assert second is not None
+    kinds = {i.kind for i in second.incidents.values()}
+    assert kinds == {"refused-claim", "foreign-receipt"}
+
+
+def test_a_full_walk_wins_over_a_queued_counting_one(root: Path) -> None:
+    ns = _with_evidence(root)
+    w = Worker([str(root)])
+    keys = w.list_root(str(root)) or []
+    w.commit()
+    w.queue_scan(keys, counts_only=True)
+    w.queue_scan(keys)  # a rescan asked for before the bare walk ran
+    while w.scan_some():
+        pass
+    changes = w.flush(full=True)
+    assert changes is not None and len(changes.incidents) == 2
+    assert changes.upserts[str(ns)].files is not None
+
+
+def test_the_live_engine_reports_what_the_first_picture_left_unread(root: Path) -> None:
+    _with_evidence(root)
+    with running([root]) as (_, rec):
+        wait_for(lambda: len(rec.picture.incidents) == 2)
+        assert {i.kind for i in rec.picture.incidents.values()} == {
+            "refused-claim",
+            "foreign-receipt",
+        }
+
+
+def test_a_heartbeat_is_an_mtime_applied_by_the_next_tick_never_a_re_read(root: Path) -> None:
+    old = time.time() - 100  # no heartbeat for 100 s: 3 x 5 s overdue
+    ns = make_stamp(root, "beating", heartbeat_at=old)
+    stamp = stamp_path(ns)
+    os.utime(stamp, (old, old))
+    w = Worker([str(root)])
+    w.list_root(str(root))
+    w.flush(full=True)
+    assert w.views[str(ns)].state is NsState.HUNG
+    stamp.write_bytes(b"not json any more")  # not seen: no event is fed for it
+    now = time.time()
+    os.utime(stamp, (now, now))
+    w.process([("a", str(root), ns.name, str(stamp), False)])
+    assert w.beats_due is not None  # waiting to be applied with the others
+    w.tick()  # a tick applies the heartbeats before judging what time made overdue
+    w.flush()
+    v = w.views[str(ns)]
+    assert v.state is NsState.LIVE and v.heartbeat_at == now  # the mtime, the stamp not re-read
+    assert w.beats_due is None
+
+
+def test_the_first_pictures_stamp_reader_answers_as_read_stamp(root: Path, tmp_path: Path) -> None:
+    """`scanner.read_stamp_at` (a path string, no pathlib) against `scheme.stamp.read_stamp`,
+    on every kind of stamp a namespace can hold."""
+    cases: list[Path] = [make_stamp(root, "good"), root / "repo-0123456789ab.none"]
+    (root / "repo-0123456789ab.none").mkdir()  # no .lanewatch at all
+    bodies = {"garbage": b"\x00\xffnot json", "empty": b"", "huge": b" " * (MAX_STAMP_BYTES + 9)}
+    for lane, body in bodies.items():
+        ns = make_stamp(root, lane)
+        stamp_path(ns).write_bytes(body)
+        cases.append(ns)
+    exact = make_stamp(root, "exact")  # exactly at the limit: read whole, judged by parse
+    stamp_path(exact).write_bytes(b" " * (MAX_STAMP_BYTES - 2) + b"{}")
+    real = make_stamp(tmp_path / "elsewhere", "real")
+    linked = make_stamp(root, "linked")
+    stamp_path(linked).unlink()
+    stamp_path(linked).symlink_to(stamp_path(real))
+    meta_linked = root / "repo-0123456789ab.metalinked"
+    meta_linked.mkdir()
+    (meta_linked / ".lanewatch").symlink_to(real / ".lanewatch")
+    fifo = make_stamp(root, "fifo")
+    stamp_path(fifo).unlink()
+    os.mkfifo(stamp_path(fifo))
+    folder = make_stamp(root, "folder")
+    stamp_path(folder).unlink()
+    stamp_path(folder).mkdir()
+    no_stamp = make_stamp(root, "nostamp")
+    stamp_path(no_stamp).unlink()
+    cases += [exact, linked, meta_linked, fifo, folder, no_stamp]
+    statuses = set()
+    for ns in cases:
+        want, got = read_stamp(ns), scanner.read_stamp_at(str(ns))
+        assert got == want, ns.name
+        assert (got.detail, got.mtime, got.raw) == (want.detail, want.mtime, want.raw)
+        statuses.add(got.status.value)
+    assert statuses == {"ok", "missing", "garbage", "empty", "oversized", "symlink"}
+
+
+def test_the_counting_walk_counts_what_the_full_walk_counts(root: Path) -> None:
+    ns = _with_evidence(root)
+    fill(ns, 30, size=7)
+    (ns / "scratch" / "link").symlink_to("/etc")  # a symlink is a file here, never followed
+    count, full = scanner.count_namespace(str(ns)), scanner.scan_namespace(str(ns))
+    assert (count.files, count.bytes) == (full.files, full.bytes) == scanner.floor_walk(str(ns))
+    assert (count.last_write, count.stamp_mtime) == (full.last_write, full.stamp_mtime)
+    assert not count.vanished and not count.errors
+    gone = scanner.count_namespace(str(root / "repo-0123456789ab.gone"))
+    assert gone.vanished and gone.files == 0

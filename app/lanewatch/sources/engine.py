@@ -4,7 +4,7 @@ Threads, all started by `start` and joined by `stop`:
 - the worker (`lanewatch-engine`): first picture, then tail batches, scans and probe reports;
 - the delivery thread (`lanewatch-deliver`): hands coalesced `Changes` to the callback at most
   every 50 ms, slower when the callback is slow (back-pressure: pending changes merge, so
-  memory is bounded by namespaces, not by events);
+  memory is bounded by namespaces, not by events); the counted first picture goes at once;
 - the prober (`lanewatch-prober`): one run every `probe_interval`, never overlapping;
 - watchdog's observer threads, one set per root, owned by `tail.RootWatch`.
 """
@@ -18,9 +18,18 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
-from lanewatch.model.views import Changes, HealthStatus, SourceHealth, merge_changes
+from lanewatch.model.views import (
+    Changes,
+    HealthStatus,
+    Incident,
+    NamespaceView,
+    SourceHealth,
+    merge_changes,
+)
 from lanewatch.scheme.roots import Registry, canonical_root
 from lanewatch.sources.incidentlog import IncidentLog
 from lanewatch.sources.kernel import KernelAttribution
@@ -54,6 +63,7 @@ class _Delivery:
         self._pending: Changes | None = None
         self._cond = threading.Condition()
         self._stopping = False
+        self._hurry = False  # deliver what is pending now, without waiting for the interval
         self._last = 0.0
         self.calls = 0
         self.thread = threading.Thread(target=self._run, name="lanewatch-deliver", daemon=True)
@@ -62,6 +72,14 @@ class _Delivery:
         with self._cond:
             p = self._pending
             self._pending = changes if p is None else merge_changes(p, changes)
+            if p is None:  # else the thread already waits for the interval: no wake-up
+                self._cond.notify()
+
+    def hurry(self) -> None:
+        """Hand what is pending over at once (the counted first picture): the pacing is for
+        a stream of changes, not for the one picture a caller waits for."""
+        with self._cond:
+            self._hurry = True
             self._cond.notify()
 
     def stop(self) -> None:
@@ -79,12 +97,13 @@ class _Delivery:
                 if self._stopping:
                     return
                 wait = self._last + self.interval - time.monotonic()
-                while wait > 0 and not self._stopping:
+                while wait > 0 and not self._stopping and not self._hurry:
                     self._cond.wait(wait)
                     wait = self._last + self.interval - time.monotonic()
                 if self._stopping:
                     return
                 changes, self._pending = self._pending, None
+                self._hurry = False
             if changes is None:
                 continue
             t0 = time.monotonic()
@@ -96,6 +115,54 @@ class _Delivery:
             self._last = time.monotonic()
             self.calls += 1
             self.interval = min(MAX_INTERVAL, max(MIN_INTERVAL, 2 * took))
+
+
+class _Picture:
+    """The whole current picture for `Engine.snapshot`: every delivered `Changes` merged in
+    place (`merge_changes` semantics), so a delivery costs what it changed, not the picture."""
+
+    def __init__(self) -> None:
+        self.base: Changes | None = None  # what the merged fields are on top of
+        self.upserts: dict[str, NamespaceView] = {}
+        self.removed: set[str] = set()
+        self.incidents: dict[str, Incident] = {}
+        self._made: Changes | None = None
+
+    def add(self, changes: Changes) -> None:
+        base, self._made = self.base, None
+        if base is None or changes.full:
+            self.base = changes
+            self.upserts, self.removed = dict(changes.upserts), set(changes.removed)
+            self.incidents = dict(changes.incidents)
+            return
+        for key in changes.removed:
+            self.upserts.pop(key, None)
+            self.removed.add(key)
+        for key, view in changes.upserts.items():
+            self.upserts[key] = view
+            self.removed.discard(key)
+        if base.full:
+            self.removed.clear()  # a full picture lists what exists; nothing to remove from it
+        self.incidents.update(changes.incidents)
+        self.base = replace(
+            base,
+            health=changes.health or base.health,
+            at=changes.at,
+            attribution=changes.attribution or base.attribution,
+            attribution_hint=changes.attribution_hint or base.attribution_hint,
+        )
+
+    def changes(self) -> Changes | None:
+        if self.base is None:
+            return None
+        if self._made is None:
+            self._made = replace(
+                self.base,
+                upserts=MappingProxyType(dict(self.upserts)),
+                removed=frozenset(self.removed),
+                incidents=MappingProxyType(dict(self.incidents)),
+            )
+        return self._made
 
 
 class Engine:
@@ -123,7 +190,7 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._snapshot: Changes | None = None
+        self._picture = _Picture()
         self.first_picture = threading.Event()  # set once states are known
         self.settled = threading.Event()  # set once sizes are counted and one probe is in
         w = self._worker
@@ -187,8 +254,9 @@ class Engine:
         if self._thread is None:
             return self.kernel.stamp(self._worker.one_shot())
         with self._lock:
-            if self._snapshot is not None:
-                return self._snapshot
+            picture = self._picture.changes()
+            if picture is not None:
+                return picture
         return Changes(full=True, at=time.time())
 
     def rescan(self) -> None:
@@ -204,10 +272,7 @@ class Engine:
     def _offer(self, changes: Changes) -> None:
         changes = self.kernel.stamp(changes)
         with self._lock:
-            base = self._snapshot
-            self._snapshot = (
-                changes if base is None or changes.full else merge_changes(base, changes)
-            )
+            self._picture.add(changes)
         if self._delivery is not None:
             self._delivery.offer(changes)
 
@@ -218,8 +283,6 @@ class Engine:
         w = self._worker
         try:
             w.load_incidents()
-            if not self._stop.is_set():
-                self.kernel.start()  # before the first picture, so it says which attribution
             keys: list[str] = []
             for root in w.roots:
                 listed = w.list_root(root)
@@ -228,7 +291,8 @@ class Engine:
                     w.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
             w.flush(full=True)  # the first call: every namespace with its state
             self.first_picture.set()
-            w.queue_scan(keys)  # counts first; the watches are set once they are delivered
+            # Counts first: sizes per path, ledgers and receipts wait for the second walk.
+            w.queue_scan(keys, counts_only=True)
             self._loop()
         except Exception:
             log.exception("the engine worker failed")
@@ -239,9 +303,17 @@ class Engine:
         more. The first walk ran before any watch existed, so a write it did not see (a new
         file, or a rewrite of one it had already counted: folder mtimes do not show those)
         is found by this second walk, and anything later by the watches. Watchdog's watch
-        setup walks every folder again; doing it here keeps it out of the first picture."""
+        setup walks every folder again; doing it here keeps it out of the first picture. The
+        second walk also reads the ledgers and receipts, which the first left for it."""
         w = self._worker
         w.flush()  # the counted picture goes out before the watch setup's walk
+        if self._delivery is not None:
+            self._delivery.hurry()
+        if not self._stop.is_set():
+            # Not before the picture: fanotify marks the whole filesystem, so its thread works
+            # (and takes the GIL) for every write anyone makes while we walk. Until it starts,
+            # `kernel.status()` says what it will be, so every Changes names its attribution.
+            self.kernel.start()
         w.start_watches()
         for root in w.roots:  # namespaces made before the watches existed
             w.list_new(root)
@@ -255,7 +327,11 @@ class Engine:
         probing = False
         while not self._stop.is_set():
             scanning = w.scanning
-            timeout = 0.0 if scanning else max(0.0, next_tick - time.monotonic())
+            wake = next_tick if w.beats_due is None else min(next_tick, w.beats_due)
+            # Never wait while the first walk runs or the watches are still to be set (with
+            # no namespace to walk, they are set on the first turn, not a tick later).
+            busy = scanning or not w.watching
+            timeout = 0.0 if busy else max(0.0, wake - time.monotonic())
             batch = []
             try:
                 item = q.get(timeout=timeout) if timeout > 0 else q.get_nowait()
@@ -281,9 +357,12 @@ class Engine:
                     self._prober.start()
                 if probing and not self.settled.is_set() and w.stats["probes"] > 0:
                     self.settled.set()
-                if time.monotonic() >= next_tick:
+                mono = time.monotonic()
+                if mono >= next_tick:
                     w.tick()
                     next_tick = time.monotonic() + TICK
+                elif w.beats_due is not None and mono >= w.beats_due:
+                    w.apply_beats()
                 w.flush()
             except Exception:  # a bug must not freeze the picture: say so, start over from disk
                 log.exception("the engine failed on a batch; rescanning every root")

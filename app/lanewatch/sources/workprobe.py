@@ -1,0 +1,76 @@
+"""The worker's side of the prober: which owners it should judge, and what a `ProbeReport`
+means for the model (liveness evidence, writers of each held path, foreign and unbound
+writers). The prober itself runs on its own thread (`sources/prober.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from lanewatch.model import incidents as inc
+from lanewatch.model import model as m
+from lanewatch.model import writers as wr
+from lanewatch.model.views import Changes
+from lanewatch.scheme.roots import state_dir
+from lanewatch.scheme.stamp import OwnerState, Stamp
+from lanewatch.sources.prober import SHARED_TEMP, ProbeReport
+from lanewatch.sources.workscan import NamespaceWalks
+
+
+class ProbeResults(NamespaceWalks):
+    def __init__(
+        self,
+        roots: Sequence[str],
+        *,
+        deliver: Callable[[Changes], None] | None = None,
+        on_applied: Callable[[float, Sequence[str]], None] | None = None,
+    ) -> None:
+        super().__init__(roots, deliver=deliver, on_applied=on_applied)
+        self.ignore = [str(state_dir())]
+
+    def local_stamps(self) -> dict[str, Stamp]:
+        """Owners the prober should judge: live stamps of this host. Safe from any thread."""
+        out = {}
+        for key, rec in self.state.namespaces.items():
+            s = rec.owner
+            if s is not None and s.state is OwnerState.LIVE and s.host == self.host:
+                out[key] = s
+        return out
+
+    def prefixes(self) -> list[str]:
+        return [*self.roots, *SHARED_TEMP]
+
+    def handle_probe(self, report: ProbeReport) -> None:
+        self.stats["probes"] += 1
+        known = self.state.namespaces
+        self.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
+        if report.holdings is None:
+            return
+        owners = wr.OwnerIndex(report.owners)
+        for h in report.holdings:
+            if h.kind == "fd" and h.access in ("write", "readwrite"):
+                found = wr.lane_of(h, owners)
+                lane = found[0].lane if found else "?"
+                self.history.note_writer(h.path, f"pid {h.pid} (lane {lane})")
+        found_obs = wr.writers(
+            report.holdings,
+            report.owners,
+            known.keys(),
+            roots=self.roots,
+            shared=SHARED_TEMP,
+            ignore=self.ignore,
+            at=report.at,
+        )
+        for obs in found_obs:
+            self.emit(m.Observed(obs, self._root_of(obs)))
+
+    def _root_of(self, obs: inc.Observation) -> str:
+        key = obs.victim or obs.intruder.get("namespace")
+        if isinstance(key, str):
+            rec = self.state.namespaces.get(key)
+            if rec is not None:
+                return rec.root
+            for root in self.roots:
+                if key.startswith(root + "/"):
+                    return root
+        return ""
