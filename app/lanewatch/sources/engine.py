@@ -57,9 +57,10 @@ def _user() -> str | None:
 class _Delivery:
     """Coalesces Changes and calls the callback on its own thread, paced by how long it takes."""
 
-    def __init__(self, callback: Callable[[Changes], None]) -> None:
+    def __init__(self, callback: Callable[[Changes], None], min_interval: float) -> None:
         self.callback = callback
-        self.interval = MIN_INTERVAL
+        self.min_interval = min_interval
+        self.interval = min_interval
         self._pending: Changes | None = None
         self._cond = threading.Condition()
         self._stopping = False
@@ -114,7 +115,7 @@ class _Delivery:
             took = time.monotonic() - t0
             self._last = time.monotonic()
             self.calls += 1
-            self.interval = min(MAX_INTERVAL, max(MIN_INTERVAL, 2 * took))
+            self.interval = min(MAX_INTERVAL, max(self.min_interval, 2 * took))
 
 
 class _Picture:
@@ -175,13 +176,17 @@ class Engine:
         poll_interval: float = 2.0,
         on_applied: Callable[[float, Sequence[str]], None] | None = None,
         attribution: bool | None = None,
+        min_interval: float = MIN_INTERVAL,
     ) -> None:
         """`roots` None: every registered root. `on_applied(time, paths)` is called on the
         worker thread after each batch is in the model (for benchmarks and tests).
-        `attribution` None: kernel write attribution (fanotify) where it works; False: off."""
+        `attribution` None: kernel write attribution (fanotify) where it works; False: off.
+        `min_interval`: the shortest pause between two deliveries (the dashboard's engine
+        process delivers once a frame)."""
         self.roots = resolve_roots(roots)
         self.poll = poll
         self.probe_interval = probe_interval
+        self._min_interval = min_interval
         self._worker = Worker(
             self.roots, poll=poll, poll_interval=poll_interval, on_applied=on_applied
         )
@@ -219,7 +224,7 @@ class Engine:
     def start(self, on_changes: Callable[[Changes], None]) -> None:
         if self._thread is not None:
             raise RuntimeError("the engine is already started")
-        self._delivery = _Delivery(on_changes)
+        self._delivery = _Delivery(on_changes, self._min_interval)
         self._worker.deliver = self._offer
         self._prober = Prober(
             self.probe_interval, self._worker.local_stamps, self._worker.prefixes, self._probed

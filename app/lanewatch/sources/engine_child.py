@@ -69,17 +69,15 @@ def serve(commands: IO[bytes], out: wire.Writer) -> int:
         def on_applied(at: float, paths: Sequence[str]) -> None:
             out.send(("applied", at, list(paths)))
 
-    from lanewatch.sources import engine as engine_module
-
-    # Out of the UI's process, deliveries no longer take the UI's share of one interpreter:
-    # the engine may hand changes on as often as the UI draws (one frame).
-    engine_module.MIN_INTERVAL = DELIVERY_INTERVAL
     try:
         engine = Engine(
             settings["roots"],
             poll=settings.get("poll", False),
             attribution=settings.get("attribution"),
             on_applied=on_applied,
+            # Out of the UI's process, a delivery no longer takes the UI's share of one
+            # interpreter: changes may go out as often as the UI draws (one frame).
+            min_interval=DELIVERY_INTERVAL,
         )
         engine.start(lambda changes: out.send(("changes", changes)))
     except Exception as exc:  # said to the dashboard, which shows it instead of a picture
