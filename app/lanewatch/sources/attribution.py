@@ -124,6 +124,15 @@ class Attribution:
     def watcher(self) -> FanotifyWatcher | None:
         return self._watcher
 
+    def filter_note(self) -> str:
+        """For the status hint: "" when busy folders outside the watched ones are ignored in
+        the kernel, else why every write on the watched filesystems still wakes us."""
+        foreign = self._watcher.foreign if self._watcher is not None else None
+        if foreign is not None and foreign.available:
+            return ""
+        why = foreign.reason if foreign is not None else "not started"
+        return f"; every write on the watched filesystems wakes it ({why})"
+
     # -- life ------------------------------------------------------------------------------
     def start(self) -> None:
         paths = [p for p in [*self.roots, *self.shared] if os.path.isdir(p)]
@@ -139,6 +148,7 @@ class Attribution:
             before_read=self.clock.mark,
             read_delay=READ_DELAY,
             name="lanewatch-fanotify",
+            ignore_foreign=True,
         )
         self._watcher = watcher
         try:
@@ -192,7 +202,7 @@ class Attribution:
             if ev.is_overflow or ev.fd_error is not None:
                 why = "fanotify queue overflow" if ev.is_overflow else "the kernel could not "
                 why += "" if ev.is_overflow else f"open a written file for us ({ev.fd_error})"
-                facts.append(Lost(why, at))
+                facts.append(Lost(ev.note or why, at))
                 continue
             if ev.path is None:
                 continue

@@ -37,6 +37,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lanewatch.sources.fanignore import ForeignDirs
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +297,7 @@ class FanEvent:
     fd: int
     _lease: _Lease | None = field(default=None, compare=False, repr=False)
     pidfd: int = FAN_NOPIDFD
+    note: str | None = None  # for a loss we report ourselves (an overflow's mask): why
 
     @property
     def is_overflow(self) -> bool:
@@ -629,6 +634,7 @@ class FanotifyWatcher:
         pidfds: bool = False,
         before_read: Callable[[], object] | None = None,
         read_delay: float = 0.0,
+        ignore_foreign: bool = False,
     ) -> None:
         self._paths = [os.fspath(p) for p in paths]
         self._callback = callback
@@ -650,6 +656,9 @@ class FanotifyWatcher:
         # MODIFY and CLOSE_WRITE (and repeated writes of one file) while they are queued, so
         # a short wait means fewer events to read, at that much more latency.
         self._read_delay = read_delay
+        # Kernel ignore marks on busy folders outside the prefixes (sources.fanignore).
+        self._ignore_foreign = ignore_foreign
+        self.foreign: ForeignDirs | None = None
         self.marks: dict[str, MarkKind] = {}
         self.error: BaseException | None = None  # why the reader thread ended, if it failed
         self.delivered = 0
@@ -678,6 +687,11 @@ class FanotifyWatcher:
         except BaseException:
             group.close()
             raise
+        if self._ignore_foreign and self._paths:
+            from lanewatch.sources.fanignore import ForeignDirs  # it builds on this module
+
+            self.foreign = ForeignDirs(group.fileno(), lambda: self._prefixes, self._mask)
+            self.foreign.start(self._paths)
         self._group = group
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
@@ -693,6 +707,8 @@ class FanotifyWatcher:
         if prefix:
             # One tuple swap: the reader reads the attribute once per batch, no lock needed.
             self._prefixes = (*self._prefixes, _norm_prefix(path))
+            if self.foreign is not None:
+                self.foreign.forget()  # a folder ignored until now may be under the new prefix
         return kind
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -721,7 +737,11 @@ class FanotifyWatcher:
 
     def _accept(self, path: str) -> bool:
         probe = path + "/"
-        return any(probe.startswith(p) for p in self._prefixes)
+        if any(probe.startswith(p) for p in self._prefixes):
+            return True
+        if self.foreign is not None:
+            self.foreign.consider(path)  # its folder may stop waking us
+        return False
 
     def _deliver(self, events: Sequence[FanEvent]) -> None:
         self.delivered += len(events)
@@ -742,11 +762,19 @@ class FanotifyWatcher:
         poller.register(self._stop_r, select.POLLIN)
         stop_only = select.poll()
         stop_only.register(self._stop_r, select.POLLIN)
+        foreign = self.foreign
+        if foreign is not None:
+            foreign.register(poller)
         try:
             while not self._stopping.is_set():
                 ready = {fd for fd, _ in poller.poll()}
                 if self._stop_r in ready:
                     break
+                if foreign is not None:
+                    for why in foreign.handle(ready):
+                        self._deliver([FanEvent(0, FAN_Q_OVERFLOW, None, FAN_NOFD, note=why)])
+                if group.fileno() not in ready:
+                    continue
                 if self._read_delay > 0 and stop_only.poll(self._read_delay * 1000):
                     break  # asked to stop while we let the queue gather
                 # Drain what is queued, one bounded batch at a time, checking for stop.
@@ -763,6 +791,8 @@ class FanotifyWatcher:
             self.error = exc
             log.exception("fanotify reader stopped")
         finally:
+            if foreign is not None:
+                foreign.close()
             group.close()
             os.close(self._stop_r)
             self._stop_r = -1

@@ -98,7 +98,7 @@ class KernelAttribution:
                 self.mode, self.hint = "inferred", f"{HINT_INFERRED} (fanotify: {exc})"
                 return
             self._attribution = attr
-        self.mode, self.hint = "kernel", HINT_KERNEL
+        self.mode, self.hint = "kernel", HINT_KERNEL + attr.filter_note()
 
     def stop(self) -> None:
         with self._lock:
