@@ -357,21 +357,42 @@ def _pidfd_of(buf: bytes, start: int, end: int) -> int:
     return FAN_NOPIDFD
 
 
-def parse_metadata(buf: bytes) -> list[RawEvent]:
-    """The records in a read(2) buffer; stops at a truncated or malformed record."""
-    records: list[RawEvent] = []
-    offset = 0
-    while offset + EVENT_METADATA.size <= len(buf):
+# The usual record of a pidfd group: the metadata, then one pidfd info record.
+_WITH_PIDFD = struct.Struct("=IBBHQiiBBHi")
+_PIDFD_RECORD_LEN = EVENT_METADATA.size + INFO_HEADER.size + INFO_PIDFD.size
+
+
+def _records(buf: bytes) -> list[tuple[int, int, int, int, int]]:
+    """(mask, fd, pid, version, pidfd) of each record in a read(2) buffer; stops at a truncated
+    or malformed record. Plain tuples: this runs for every write on the filesystem."""
+    records: list[tuple[int, int, int, int, int]] = []
+    offset, size, end = 0, EVENT_METADATA.size, len(buf)
+    while offset + size <= end:
+        if offset + _PIDFD_RECORD_LEN <= end:
+            rec = _WITH_PIDFD.unpack_from(buf, offset)
+            if (
+                rec[0] == _PIDFD_RECORD_LEN
+                and rec[3] == size
+                and rec[7] == FAN_EVENT_INFO_TYPE_PIDFD
+                and rec[9] == INFO_HEADER.size + INFO_PIDFD.size
+            ):
+                records.append((rec[4], rec[5], rec[6], rec[1], rec[10]))
+                offset += _PIDFD_RECORD_LEN
+                continue
         event_len, vers, _reserved, meta_len, mask, fd, pid = EVENT_METADATA.unpack_from(
             buf, offset
         )
-        if event_len < EVENT_METADATA.size or offset + event_len > len(buf):
+        if event_len < size or offset + event_len > end:
             break
-        info_start = offset + max(meta_len, EVENT_METADATA.size)
-        pidfd = _pidfd_of(buf, info_start, offset + event_len)
-        records.append(RawEvent(mask, fd, pid, vers, pidfd))
+        pidfd = _pidfd_of(buf, offset + max(meta_len, size), offset + event_len)
+        records.append((mask, fd, pid, vers, pidfd))
         offset += event_len  # event_len also covers any info records after the metadata
     return records
+
+
+def parse_metadata(buf: bytes) -> list[RawEvent]:
+    """The records in a read(2) buffer; stops at a truncated or malformed record."""
+    return [RawEvent(mask, fd, pid, vers, pidfd) for mask, fd, pid, vers, pidfd in _records(buf)]
 
 
 def _fd_path(fd: int) -> str | None:
@@ -404,29 +425,30 @@ def events_from_buffer(
     """
     if own_pid is None:
         own_pid = os.getpid()
-    records = parse_metadata(buf)
+    records = _records(buf)
     events: list[FanEvent] = []
     handed = 0  # records whose fd is already closed or owned by an event
     try:
-        for i, rec in enumerate(records):
-            keep = rec.version == FANOTIFY_METADATA_VERSION and rec.pid != own_pid
-            path = _fd_path(rec.fd) if keep and rec.fd >= 0 else None
+        for i, (mask, rfd, pid, version, pidfd) in enumerate(records):
+            keep = version == FANOTIFY_METADATA_VERSION and pid != own_pid
+            path = _fd_path(rfd) if keep and rfd >= 0 else None
             if keep and path is not None and accept is not None:
                 keep = accept(path)
             if keep:
                 # With FAN_REPORT_FD_ERROR an overflow carries -EBADF, not FAN_NOFD: it never
                 # had a file, so say so the one way.
-                fd = FAN_NOFD if rec.mask & FAN_Q_OVERFLOW and rec.fd < 0 else rec.fd
-                events.append(FanEvent(rec.pid, rec.mask, path, fd, lease, rec.pidfd))
+                fd = FAN_NOFD if mask & FAN_Q_OVERFLOW and rfd < 0 else rfd
+                events.append(FanEvent(pid, mask, path, fd, lease, pidfd))
             else:
-                for fd in (rec.fd, rec.pidfd):
-                    if fd >= 0:
-                        _close_quietly(fd)
+                if rfd >= 0:
+                    _close_quietly(rfd)
+                if pidfd >= 0:
+                    _close_quietly(pidfd)
             handed = i + 1
     except BaseException:
         # Nothing leaks even if `accept` raises: close what we kept and what we never reached.
         kept = [fd for ev in events for fd in (ev.fd, ev.pidfd)]
-        for fd in kept + [fd for rec in records[handed:] for fd in (rec.fd, rec.pidfd)]:
+        for fd in kept + [fd for rec in records[handed:] for fd in (rec[1], rec[4])]:
             if fd >= 0:
                 _close_quietly(fd)
         raise
@@ -762,6 +784,8 @@ class FanotifyWatcher:
         poller.register(self._stop_r, select.POLLIN)
         stop_only = select.poll()
         stop_only.register(self._stop_r, select.POLLIN)
+        queued = select.poll()
+        queued.register(group.fileno(), select.POLLIN)
         foreign = self.foreign
         if foreign is not None:
             foreign.register(poller)
@@ -785,6 +809,10 @@ class FanotifyWatcher:
                             self._deliver(batch.events)
                     if batch.drained:
                         self.window = mark
+                        # Empty when read: read again only if more came meanwhile (a poll is
+                        # cheaper than a read that finds nothing).
+                        if not queued.poll(0):
+                            break
                     if batch.records == 0:
                         break
         except BaseException as exc:

@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lanewatch.scheme.stamp import OwnerState, Stamp
@@ -123,6 +123,10 @@ class _Proc:
     lineage: tuple[tuple[int, int], ...]  # (pid, start ticks) of parent, grandparent, ...
     seen_at: float  # boottime of the last sighting
     read_at: float  # boottime the environment was read
+    # What `_writer` made of it, and for which version of the owners: a process seen again
+    # while the owners are unchanged is the same writer (no lookups, no new object).
+    writer: Writer | None = None
+    writer_version: int = -1
 
 
 @dataclass
@@ -133,6 +137,10 @@ class Owners:
     by_key: dict[str, OwnerId] = field(default_factory=dict)
     last_seen: dict[tuple[int, int], float] = field(default_factory=dict)
     version: int = 0
+    # Indexes rebuilt when the owners change: a writer is checked in O(1), not O(owners).
+    by_pid: dict[int, list[tuple[tuple[int, int], OwnerId]]] = field(default_factory=dict)
+    live_by_pgid: dict[int, list[OwnerId]] = field(default_factory=dict)
+    live_by_lane: dict[str, list[OwnerId]] = field(default_factory=dict)
 
     def update(self, owners: Iterable[OwnerId], now: float) -> None:
         changed = False
@@ -154,6 +162,18 @@ class Owners:
                 changed = True
         if changed:
             self.version += 1
+            self._index()
+
+    def _index(self) -> None:
+        self.by_pid = {}
+        for ident, o in self.by_identity.items():
+            self.by_pid.setdefault(ident[0], []).append((ident, o))
+        self.live_by_pgid, self.live_by_lane = {}, {}
+        for o in self.by_key.values():  # in the order the owners came, as the scans were
+            if o.live:
+                if o.pgid is not None:
+                    self.live_by_pgid.setdefault(o.pgid, []).append(o)
+                self.live_by_lane.setdefault(o.lane, []).append(o)
 
 
 class PidLanes:
@@ -242,7 +262,7 @@ class PidLanes:
             ):
                 found[start] = self._writer(proc, gone=True)
         with self._owners_lock:
-            owners = [(i, o) for i, o in self.owners.by_identity.items() if i[0] == pid]
+            owners = list(self.owners.by_pid.get(pid, ()))
         for (p, start), o in owners:
             if start not in found and self.clock.proves(p, start, window, now=now):
                 cmd = o.command
@@ -313,7 +333,21 @@ class PidLanes:
     def _writer(self, proc: _Proc, *, gone: bool = False) -> Writer:
         with self._owners_lock:
             owners = self.owners
-            found = _lane(proc, owners.by_identity, owners.by_key)
+            if not gone and proc.writer is not None and proc.writer_version == owners.version:
+                return proc.writer
+            version = owners.version
+            found = _lane(proc, owners)
+        writer = self._make_writer(proc, found, gone)
+        if not gone:
+            proc.writer, proc.writer_version = writer, version
+        return writer
+
+    def _make_writer(
+        self,
+        proc: _Proc,
+        found: tuple[OwnerId | None, str, str, str, bool] | None,
+        gone: bool,
+    ) -> Writer:
         suffix = "; exited before we read the event, pid not reused since" if gone else ""
         if found is None:
             return Writer(proc.pid, proc.start_ticks, True, command=proc.command, how="no lane")
@@ -334,10 +368,9 @@ class PidLanes:
         )
 
 
-def _lane(
-    proc: _Proc, by_identity: Mapping[tuple[int, int], OwnerId], by_key: Mapping[str, OwnerId]
-) -> tuple[OwnerId | None, str, str, str, bool] | None:
+def _lane(proc: _Proc, owners: Owners) -> tuple[OwnerId | None, str, str, str, bool] | None:
     """(owner, namespace key, lane, how, is an owner process) or None for no lane."""
+    by_identity, by_key = owners.by_identity, owners.by_key
     own = by_identity.get((proc.pid, proc.start_ticks))
     if own is not None:
         what = "command" if proc.pid == own.child_pid else "owner (lanewatch run)"
@@ -350,11 +383,10 @@ def _lane(
         o = by_identity.get(ancestor)
         if o is not None:
             return o, o.key, o.lane, f"descends from its lane's pid {ancestor[0]}", False
-    for o in by_key.values():
-        if o.live and o.pgid is not None and o.pgid == proc.pgid:
-            return o, o.key, o.lane, f"in its lane's process group {o.pgid}", False
+    for o in owners.live_by_pgid.get(proc.pgid, ()):
+        return o, o.key, o.lane, f"in its lane's process group {o.pgid}", False
     if proc.lane_env:
-        matches = [o for o in by_key.values() if o.live and o.lane == proc.lane_env]
+        matches = owners.live_by_lane.get(proc.lane_env, [])
         if len(matches) == 1:
             o = matches[0]
             return o, o.key, o.lane, "$LANEWATCH_LANE", False
