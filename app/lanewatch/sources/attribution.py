@@ -173,6 +173,7 @@ class Attribution:
             self._thread.join(timeout=5)
         if self._thread is not None:
             self.keeper.stop()
+        self.clock.close()
 
     # -- the reader: keep it short -------------------------------------------------------------
     def _zone(self, path: str) -> tuple[str, str | None, str | None] | None:

@@ -65,9 +65,15 @@ class _LastPid:
         except (OSError, ValueError):
             return None
 
+    def close(self) -> None:
+        """Back to an open per read (still correct), with no descriptor held."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
     def __del__(self) -> None:
         if getattr(self, "_fd", -1) >= 0:
-            os.close(self._fd)
+            self.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +141,11 @@ class PidClock:
             if not self._sparse or m.time - self._sparse[-1].time >= 1.0:
                 self._sparse.append(m)
             return m
+
+    def close(self) -> None:
+        """Release the descriptor kept open; the clock keeps working, a little slower."""
+        with self._lock:
+            self._last_pid.close()
 
     def mark(self) -> Mark | None:
         """For the fanotify reader before each read: a mark with lookahead, at most every

@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lanewatch.scheme.stamp import OwnerState, Stamp
@@ -38,6 +38,7 @@ from lanewatch.sources.pidclock import Mark, PidClock, boottime
 CACHE_SIZE = 4096  # processes remembered
 RECHECK_ENV = 10.0  # seconds: re-read the environment of a process seen again after this
 OWNER_MEMORY = 600.0  # seconds an owner is remembered after its stamp stops naming it
+RECHECK_SAME = 5.0  # seconds: an unchanged list of owners is gone through again after this
 MAX_DEPTH = 64  # ancestors walked
 _LANE_KEY = b"LANEWATCH_LANE="
 _NS_KEY = b"LANEWATCH_NAMESPACE="
@@ -141,15 +142,24 @@ class Owners:
     by_pid: dict[int, list[tuple[tuple[int, int], OwnerId]]] = field(default_factory=dict)
     live_by_pgid: dict[int, list[OwnerId]] = field(default_factory=dict)
     live_by_lane: dict[str, list[OwnerId]] = field(default_factory=dict)
+    # The list given last and when it was gone through: the same list object again (the
+    # engine's owners unchanged) is gone through only every RECHECK_SAME seconds.
+    _last: object = None
+    _full_at: float = float("-inf")
 
-    def update(self, owners: Iterable[OwnerId], now: float) -> None:
+    def update(self, owners: Sequence[OwnerId], now: float) -> None:
+        if owners is self._last and now - self._full_at < RECHECK_SAME:
+            return  # nothing new; their sightings are refreshed at the next full pass
+        self._last, self._full_at = owners, now
         changed = False
         for o in owners:
-            if self.by_key.get(o.key) != o:
+            known = self.by_key.get(o.key)
+            if known is not o and known != o:
                 self.by_key[o.key] = o
                 changed = True
             for ident in o.identities():
-                if self.by_identity.get(ident) != o:
+                known = self.by_identity.get(ident)
+                if known is not o and known != o:
                     self.by_identity[ident] = o
                     changed = True
                 self.last_seen[ident] = now
@@ -195,7 +205,8 @@ class PidLanes:
     # -- owners ---------------------------------------------------------------------------
     def set_owners(self, owners: Iterable[OwnerId]) -> None:
         with self._owners_lock:
-            self.owners.update(list(owners), boottime())
+            given = owners if isinstance(owners, (list, tuple)) else list(owners)
+            self.owners.update(given, boottime())
 
     def _root_of(self, key: str) -> str | None:
         return next((r for r in self.roots if key.startswith(r + "/")), None)
