@@ -37,6 +37,27 @@ from tests.bench.common import SCREEN, cpu_seconds, emit, thread_cpu, thread_sha
 from tests.bench.fig_screen import lanes_rows
 
 
+def kernel_counts(engine: Engine) -> dict[str, int]:
+    """What kernel attribution has read so far: records read from fanotify (those dropped at
+    once included), events handed to attribution, folders ignored in the kernel."""
+    attr = engine.kernel.attribution
+    watcher = attr.watcher if attr is not None else None
+    if attr is None or watcher is None:
+        return {}
+    foreign = getattr(watcher, "foreign", None)
+    return {
+        "records": getattr(watcher, "records", 0),
+        "events": attr.stats.events,
+        "ignored_folders": foreign.placed if foreign is not None else 0,
+    }
+
+
+def kernel_rates(before: dict[str, int], after: dict[str, int], wall: float) -> dict[str, Any]:
+    """Per second over the idle window: the load kernel attribution had to carry (other users'
+    writes on the marked filesystems), to compare CPU shares between runs."""
+    return {f"kernel_{k}_per_s": round((after[k] - before[k]) / wall, 1) for k in after}
+
+
 def thread_names() -> dict[int, str]:
     return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
 
@@ -77,12 +98,13 @@ async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
         await until(pilot, engine.settled.is_set, 300)
         await asyncio.sleep(1.0)  # the first probe's report and ages settle
         rss_settled = rss_mb()
+        k0 = kernel_counts(engine)
         cpu0, t0, threads0 = cpu_seconds(), time.monotonic(), thread_cpu()
         await asyncio.sleep(seconds)
         cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
         threads = thread_shares(threads0, thread_cpu(), thread_names(), wall)
         rss_after = rss_mb()
-        stats = engine.stats
+        stats = {**engine.stats, **kernel_rates(k0, kernel_counts(engine), wall)}
     return {
         "cpu_share": cpu / wall,
         "seconds": round(wall, 2),
@@ -101,12 +123,13 @@ def engine_idle(root: str, seconds: float, attribution: bool | None = None) -> d
         if not engine.settled.wait(300):
             raise TimeoutError("the engine did not settle")
         time.sleep(1.0)
+        k0 = kernel_counts(engine)
         cpu0, t0, threads0 = cpu_seconds(), time.monotonic(), thread_cpu()
         time.sleep(seconds)
         cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
         threads = thread_shares(threads0, thread_cpu(), thread_names(), wall)
         rss = rss_mb()
-        stats = engine.stats
+        stats = {**engine.stats, **kernel_rates(k0, kernel_counts(engine), wall)}
     finally:
         engine.stop()
     return {

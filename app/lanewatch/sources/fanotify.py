@@ -11,7 +11,8 @@ Layers, lowest first:
 - `events_from_buffer()`: parse what read(2) returned into `FanEvent`s (pure but for readlink).
 - `FanotifyGroup`: one group fd; `mark()` a path's filesystem, `read()` an `EventBatch`.
 - `FanotifyWatcher`: a reader thread that hands batches to a callback and closes every event
-  descriptor as soon as the callback returns.
+  descriptor as soon as the callback returns; with `ignore_foreign`, busy folders outside its
+  prefixes stop waking it (`sources.fanignore`, Linux 6.0+).
 
 See docs/fanotify.md for what it can and cannot see. Importing this module never raises,
 on any platform; only calling into it on a system without fanotify does.
@@ -684,6 +685,7 @@ class FanotifyWatcher:
         self.marks: dict[str, MarkKind] = {}
         self.error: BaseException | None = None  # why the reader thread ended, if it failed
         self.delivered = 0
+        self.records = 0  # events read from the kernel, those dropped at once included
         self.overflows = 0
         self.reports_pidfds = False
         # What `before_read` returned before the latest read that drained the kernel's queue:
@@ -805,6 +807,7 @@ class FanotifyWatcher:
                 while not self._stopping.is_set():
                     mark = self._before_read() if self._before_read is not None else None
                     with group.read(max_events=self._max_events, accept=self._accept) as batch:
+                        self.records += batch.records
                         if batch.events:
                             self._deliver(batch.events)
                     if batch.drained:
