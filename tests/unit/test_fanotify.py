@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import pytest
 
+from lanewatch.sources import fanevents
 from lanewatch.sources import fanotify as fan
 from lanewatch.sources.fanotify import (
     FAN_CLOSE_WRITE,
@@ -143,7 +144,7 @@ def test_events_from_buffer_filters_own_pid_and_paths_and_owns_the_rest(tmp_path
         + record(FAN_CLOSE_WRITE, -errno.EMFILE, other)
     )
     prefix = str(inside.resolve()) + "/"
-    lease = fan._Lease()
+    lease = fanevents._Lease()
     events, records = events_from_buffer(
         buf, own_pid=me, accept=lambda p: (p + "/").startswith(prefix), lease=lease
     )

@@ -39,7 +39,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from lanewatch.sources.fanotify import (
+from lanewatch.sources.fanabi import (
     AT_FDCWD,
     EVENT_METADATA,
     FAN_CLASS_NOTIF,
