@@ -5,6 +5,7 @@ moves under a root. Needs root or CAP_SYS_ADMIN and Linux 6.0; skips otherwise, 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +15,7 @@ import pytest
 
 from lanewatch.sources.fanignore import ForeignDirs
 from lanewatch.sources.fanotify import FanotifyGroup, FanotifyWatcher, fanotify_available
-from tests.unit.test_fanotify import Collector, sh_write
+from tests.unit.test_fanotify import Collector, sh_write, umount
 
 AVAILABLE, REASON = fanotify_available()
 pytestmark = [
@@ -165,3 +166,37 @@ def test_a_root_added_later_drops_every_ignore_mark(
     collector.wait(lambda: bool(collector.for_path(foreign / "now-a-root")))
     assert {e.pid for e in collector.for_path(foreign / "now-a-root")} == {pid}
     assert os.path.exists(foreign / "now-a-root")
+
+
+def test_an_ignored_folder_mounted_under_a_root_is_a_loss_then_watched(
+    layout: tuple[Path, Path], watcher: tuple[FanotifyWatcher, Collector]
+) -> None:
+    root, foreign = layout
+    w, collector = watcher
+    mount = shutil.which("mount")
+    if mount is None:
+        pytest.skip("no mount command")
+    ignore(w, foreign)
+    alias = root / "ns" / "alias"
+    alias.mkdir()
+    made = subprocess.run(
+        [mount, "--bind", str(foreign), str(alias)], capture_output=True, text=True, timeout=30
+    )
+    if made.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {made.stderr.strip()}")
+    try:
+        collector.wait(lambda: any(e.is_overflow for e in collector.events))
+        lost = [e for e in collector.events if e.is_overflow]
+        assert lost[0].note is not None and str(alias) in lost[0].note
+        pid = sh_write(alias / "through-the-mount", "x")
+        collector.wait(lambda: bool(collector.for_path(alias / "through-the-mount")))
+        assert {e.pid for e in collector.for_path(alias / "through-the-mount")} == {pid}
+        # Mounted twice: no new mark on that filesystem while it is (a path is not one folder).
+        other = foreign.parent / "other"
+        other.mkdir()
+        sh_write(other / "busy", "x")
+        sh_write(root / "ns" / "after", "x")
+        collector.wait(lambda: bool(collector.for_path(root / "ns" / "after")))
+        assert w.foreign is not None and not w.foreign.is_ignored(str(other))
+    finally:
+        umount(alias)

@@ -158,6 +158,8 @@ class ForeignDirs:
         # it (kept through `forget`, which may run between a rename and our reading it).
         self._dirty = False
         self._lock = threading.Lock()  # the reader places marks; `forget` may come from add_path
+        self._mount_watch = select.poll()  # the mount table alone, polled before each new mark
+        self._pending: list[str] = []  # losses found while placing marks, for the next `handle`
         self.placed = 0  # ignore marks placed, in all
         self.forgotten = 0  # times every mark was dropped
         self.losses = 0  # times we reported an interval lost
@@ -217,6 +219,7 @@ class ForeignDirs:
             raise FanotifyError(err, f"no evictable ignore marks ({os.strerror(err)})")
         libc.fanotify_mark(self._group_fd, FAN_MARK_FLUSH, 0, AT_FDCWD, None)
         self._mountinfo = os.open(MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
+        self._mount_watch.register(self._mountinfo, select.POLLPRI | select.POLLERR)
 
     def close(self) -> None:
         for fd in (self._renames, self._mountinfo, *self._mount_fds.values()):
@@ -250,6 +253,10 @@ class ForeignDirs:
             return  # never to be marked, or marked just now (its queued events still come)
         if len(self._folders) >= MAX_FOLDERS:
             self._forget()
+        # A mount made while the reader drained the queue: learn of it before marking (this
+        # event may have come through it); a loss found is reported at the next `handle`.
+        if self._mount_watch.poll(0):
+            self._pending += self._mounts_changed()
         if any(_inside(folder, p) for p in self._prefixes()) or not self._on_ours(folder):
             self._folders[folder] = 0.0
             return
@@ -295,7 +302,8 @@ class ForeignDirs:
     # -- what may have carried a mark under a prefix -------------------------------------------
     def handle(self, ready: set[int]) -> list[str]:
         """Read our descriptors that `ready` holds; the reasons an interval was lost, if any."""
-        reasons: list[str] = []
+        with self._lock:
+            reasons, self._pending = self._pending, []
         if self._renames in ready:
             reasons += self._read_renames()
         if self._mountinfo in ready:
