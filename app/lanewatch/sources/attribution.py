@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from lanewatch.scheme.roots import ROOT_META
 from lanewatch.scheme.stamp import META_DIR, parse_stamp
 from lanewatch.sources.evidence import SMALL_FILE
+from lanewatch.sources.fanignore import foreign_dirs_available
 from lanewatch.sources.fanotify import (
     ContentSample,
     FanEvent,
@@ -58,6 +60,7 @@ TICK = 1.0  # the attribution thread wakes at least this often (pid clock, pendi
 MAX_EVENTS = 128  # per read: each event holds two descriptors (the file and a pidfd)
 READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_WRITE first
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
+UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
 HINT_INFERRED = (
     "from open files and timing; for exact writers run `sudo lanewatch record` "
     "(root or CAP_SYS_ADMIN) beside the dashboard"
@@ -68,7 +71,8 @@ def attribution_status(probe: str | None = None) -> tuple[str, str]:
     """("kernel" | "inferred", one line) for this process, without starting anything."""
     ok, reason = fanotify_available(probe)
     if ok:
-        return "kernel", HINT_KERNEL
+        filtered, why = foreign_dirs_available(probe or tempfile.gettempdir())
+        return "kernel", HINT_KERNEL + ("" if filtered else f"; {UNFILTERED} ({why})")
     return "inferred", f"{HINT_INFERRED} ({reason})"
 
 
@@ -131,7 +135,7 @@ class Attribution:
         if foreign is not None and foreign.available:
             return ""
         why = foreign.reason if foreign is not None else "not started"
-        return f"; every write on the watched filesystems wakes it ({why})"
+        return f"; {UNFILTERED} ({why})"
 
     # -- life ------------------------------------------------------------------------------
     def start(self) -> None:

@@ -46,6 +46,7 @@ from lanewatch.sources.fanabi import (
     FAN_CLOEXEC,
     FAN_MARK_ADD,
     FAN_MARK_FILESYSTEM,
+    FAN_MARK_REMOVE,
     FAN_NONBLOCK,
     FAN_ONDIR,
     FAN_Q_OVERFLOW,
@@ -84,11 +85,16 @@ REMARK_AFTER = 1.0  # seconds: a folder still waking us this long after its mark
 _FSID = struct.Struct("=Q")
 _HANDLE = struct.Struct("=Ii")  # struct file_handle: handle_bytes, handle_type
 MOUNTINFO = "/proc/self/mountinfo"
+READY = "busy folders outside the roots are ignored in the kernel"
 
 
 def _inside(path: str, prefix: str) -> bool:
     """`prefix` ends in "/": `path` is it or below it."""
     return (path + "/").startswith(prefix)
+
+
+def _slash(path: str) -> str:
+    return path if path.endswith("/") else path + "/"
 
 
 def _related(path: str, prefixes: Iterable[str]) -> bool:
@@ -174,7 +180,7 @@ class ForeignDirs:
             self.reason = exc.reason if isinstance(exc, FanotifyError) else str(exc)
             return
         self.available = True
-        self.reason = "busy folders outside the roots are ignored in the kernel"
+        self.reason = READY
 
     def _start(self, paths: list[str]) -> None:
         libc = _require_libc()
@@ -191,29 +197,37 @@ class ForeignDirs:
         self._renames = fd
         self._mounts = read_mounts()
         counts = _counts(self._mounts)
+        why = "no watched filesystem"
+        probe = b""
         for p in paths:
             dev = os.stat(p).st_dev
-            if counts.get(dev, 0) != 1:
-                continue  # bind mounts of this filesystem: a path does not name one folder
-            fsid = _FSID.unpack(struct.pack("=Q", os.statvfs(p).f_fsid))[0]
+            if dev in self._watchable:
+                continue
             raw = os.fsencode(p)
             mark = FAN_MARK_ADD | FAN_MARK_FILESYSTEM
             # Every folder rename on the filesystem; renames of files ignored in the kernel.
             if libc.fanotify_mark(fd, mark, FAN_RENAME | FAN_ONDIR, AT_FDCWD, raw) != 0:
-                err = ctypes.get_errno()
-                raise FanotifyError(err, f"no folder-rename events ({os.strerror(err)})")
+                why = f"no folder-rename events ({os.strerror(ctypes.get_errno())})"
+                continue  # no ignore marks on this filesystem, the others may still have them
             ign = mark | FAN_MARK_IGNORE | FAN_MARK_IGNORED_SURV_MODIFY
             if libc.fanotify_mark(fd, ign, FAN_RENAME, AT_FDCWD, raw) != 0:
-                err = ctypes.get_errno()
-                raise FanotifyError(err, f"no ignore marks ({os.strerror(err)})")
+                why = f"no ignore marks ({os.strerror(ctypes.get_errno())})"
+                remove = FAN_MARK_REMOVE | FAN_MARK_FILESYSTEM
+                libc.fanotify_mark(fd, remove, FAN_RENAME | FAN_ONDIR, AT_FDCWD, raw)
+                continue
+            fsid = _FSID.unpack(struct.pack("=Q", os.statvfs(p).f_fsid))[0]
             if fsid not in self._mount_fds:
                 self._mount_fds[fsid] = os.open(p, os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY)
-            self._devices.add(dev)
-            self._watchable[dev] = next((r, m) for d, r, m in self._mounts if d == dev)
-        if not self._devices:
-            raise FanotifyError(errno.EXDEV, "every watched filesystem is mounted more than once")
+            # The mount `p` is seen through: prefixes map to folders of the filesystem by it.
+            real = os.path.realpath(p)
+            ours = [(r, m) for d, r, m in self._mounts if d == dev and _inside(real, _slash(m))]
+            self._watchable[dev] = max(ours, key=lambda rm: len(rm[1]), default=("/", "/"))
+            if counts.get(dev, 0) == 1:  # mounted twice: no marks until it is once again
+                self._devices.add(dev)
+            probe = probe or raw
+        if not self._watchable:
+            raise FanotifyError(errno.EXDEV, why)
         # An evictable ignore mark on a folder of ours, at once removed: does the kernel have it?
-        probe = os.fsencode(paths[0])
         if libc.fanotify_mark(self._group_fd, IGNORE_FLAGS, self._mask, AT_FDCWD, probe) != 0:
             err = ctypes.get_errno()
             raise FanotifyError(err, f"no evictable ignore marks ({os.strerror(err)})")
@@ -304,10 +318,10 @@ class ForeignDirs:
         """Read our descriptors that `ready` holds; the reasons an interval was lost, if any."""
         with self._lock:
             reasons, self._pending = self._pending, []
+            if self._mountinfo in ready:
+                reasons += self._mounts_changed()
         if self._renames in ready:
             reasons += self._read_renames()
-        if self._mountinfo in ready:
-            reasons += self._mounts_changed()
         if not reasons:
             return []
         with self._lock:
@@ -407,7 +421,10 @@ class ForeignDirs:
         added = set(mounts).difference(self._mounts)
         self._mounts = mounts
         counts = _counts(mounts)
-        self._devices = {d for d in self._watchable if counts.get(d, 0) == 1}
+        devices = {d for d in self._watchable if counts.get(d, 0) == 1}
+        if devices - self._devices:  # a filesystem mounted once again: may be marked again
+            self._folders = {k: v for k, v in self._folders.items() if v != 0.0}
+        self._devices = devices
         prefixes = self._prefixes()
         for dev, shown, point in added:
             if dev not in self._watchable or not _related(point, prefixes):
@@ -431,3 +448,21 @@ class ForeignDirs:
                 rel = p[len(base) :] if p.startswith(base) else p.lstrip("/")
                 out.append(shown.rstrip("/") + "/" + rel)
         return out
+
+
+def foreign_dirs_available(path: str) -> tuple[bool, str]:
+    """Whether busy folders outside the prefixes can be ignored in the kernel for a watch of
+    `path`'s filesystem, and why not; sets up a throwaway group, never raises."""
+    libc = _libc()
+    if libc is None:
+        return False, "the C library has no fanotify_init"
+    fd = libc.fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK, os.O_RDONLY)
+    if fd < 0:
+        return False, os.strerror(ctypes.get_errno())
+    try:
+        probe = ForeignDirs(fd, lambda: (), 0x0A)
+        probe.start([path])
+        probe.close()
+        return probe.reason == READY, probe.reason
+    finally:
+        os.close(fd)

@@ -465,8 +465,11 @@ class FanotifyWatcher:
                     if batch.drained:
                         self.window = mark
                         # Empty when read: read again only if more came meanwhile (a poll is
-                        # cheaper than a read that finds nothing).
+                        # cheaper than a read that finds nothing). Nothing queued after a
+                        # fresh mark: every later event comes after it, as after an empty read.
+                        mark = self._before_read() if self._before_read is not None else None
                         if not queued.poll(0):
+                            self.window = mark
                             break
                     if batch.records == 0:
                         break
