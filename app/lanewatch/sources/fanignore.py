@@ -150,10 +150,10 @@ class ForeignDirs:
         self.reason = "not started"
         self._renames = -1  # the file-handle group that reports folder renames
         self._mountinfo = -1
-        self._mount_fds: dict[int, int] = {}  # fsid -> an O_PATH descriptor on it
-        # Filesystems watched for folder renames, each with its one mount when we started
-        # (the folder of the filesystem it shows, its mount point); `_devices`: those of them
-        # mounted once right now, the only ones we put ignore marks on.
+        self._mount_fds: dict[int, int] = {}  # fsid -> a descriptor on it, for open_by_handle
+        # Filesystems watched for folder renames, each with the mount its watched path is seen
+        # through (the folder of the filesystem it shows, its mount point); `_devices`: those
+        # of them mounted once right now, the only ones we put ignore marks on.
         self._watchable: dict[int, tuple[str, str]] = {}
         self._devices: set[int] = set()
         self._mounts: list[Mount] = []
@@ -195,6 +195,9 @@ class ForeignDirs:
             err = ctypes.get_errno()
             raise FanotifyError(err, f"no file-handle fanotify group ({os.strerror(err)})")
         self._renames = fd
+        # Opened before the table is read: a mount made in between is reported by the poll.
+        self._mountinfo = os.open(MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
+        self._mount_watch.register(self._mountinfo, select.POLLPRI | select.POLLERR)
         self._mounts = read_mounts()
         counts = _counts(self._mounts)
         why = "no watched filesystem"
@@ -232,8 +235,6 @@ class ForeignDirs:
             err = ctypes.get_errno()
             raise FanotifyError(err, f"no evictable ignore marks ({os.strerror(err)})")
         libc.fanotify_mark(self._group_fd, FAN_MARK_FLUSH, 0, AT_FDCWD, None)
-        self._mountinfo = os.open(MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
-        self._mount_watch.register(self._mountinfo, select.POLLPRI | select.POLLERR)
 
     def close(self) -> None:
         for fd in (self._renames, self._mountinfo, *self._mount_fds.values()):
