@@ -14,7 +14,7 @@ from lanewatch.model.views import Evidence, Incident
 from lanewatch.sources import evidence
 from lanewatch.sources.evidence import SMALL_FILE, EvidenceStore
 from lanewatch.sources.pidclock import CLK_TCK, Mark, PidClock, boottime
-from lanewatch.sources.pidlane import OwnerId, _lane, _Proc
+from lanewatch.sources.pidlane import OwnerId, Owners, _lane, _Proc
 from lanewatch.sources.writelog import WriteLog
 from tests.conftest import wait_for
 from tests.unit.attributionkit import sha
@@ -109,21 +109,21 @@ def proc(pid: int, start: int, *, ns: str | None = None, lane: str | None = None
 def test_lane_rules_owner_then_environment_then_descent_then_group() -> None:
     a = owner("/r/ns.A", "A", 100, 1, 101, 2)
     b = owner("/r/ns.B", "B", 200, 3, 201, 4)
-    ids = {i: o for o in (a, b) for i in o.identities()}
-    keys = {a.key: a, b.key: b}
+    owners = Owners()
+    owners.update([a, b], 0.0)
     # The owner itself, whatever it inherited: its own lane.
-    found = _lane(proc(200, 3, ns="/r/ns.A"), ids, keys)
+    found = _lane(proc(200, 3, ns="/r/ns.A"), owners)
     assert found is not None and found[2] == "B" and found[4] is True
     # Bound by environment.
-    found = _lane(proc(300, 9, ns="/r/ns.A"), ids, keys)
+    found = _lane(proc(300, 9, ns="/r/ns.A"), owners)
     assert found is not None and found[1] == "/r/ns.A" and found[3] == "$LANEWATCH_NAMESPACE"
     # Descends from B's command (pid and start ticks match).
-    found = _lane(proc(301, 9, lineage=((250, 8), (201, 4))), ids, keys)
+    found = _lane(proc(301, 9, lineage=((250, 8), (201, 4))), owners)
     assert found is not None and found[2] == "B" and "201" in found[3]
     # A reused pid (other start ticks) is not B's command.
-    assert _lane(proc(302, 9, lineage=((201, 77),)), ids, keys) is None
+    assert _lane(proc(302, 9, lineage=((201, 77),)), owners) is None
     # B's process group.
-    found = _lane(proc(303, 9, pgid=201), ids, keys)
+    found = _lane(proc(303, 9, pgid=201), owners)
     assert found is not None and found[2] == "B"
 
 

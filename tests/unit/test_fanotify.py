@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import pytest
 
+from lanewatch.sources import fanevents
 from lanewatch.sources import fanotify as fan
 from lanewatch.sources.fanotify import (
     FAN_CLOSE_WRITE,
@@ -90,6 +91,23 @@ def test_parse_metadata_reads_each_record_and_skips_info_records() -> None:
     ]
 
 
+def test_parse_metadata_reads_pidfd_records_the_short_way_and_the_long_way() -> None:
+    pidfd = fan.INFO_HEADER.pack(fan.FAN_EVENT_INFO_TYPE_PIDFD, 0, 8) + fan.INFO_PIDFD.pack(41)
+    other = fan.INFO_HEADER.pack(99, 0, 8) + b"\x00" * 4
+    buf = (
+        record(FAN_CLOSE_WRITE, 7, 1234, extra=pidfd)  # the usual layout
+        + record(FAN_MODIFY, 8, 99, extra=other + pidfd)  # another info record first
+        + record(FAN_MODIFY, 9, 98, extra=other)  # no pidfd
+        + record(FAN_Q_OVERFLOW, FAN_NOFD, 0)
+    )
+    assert [(r.mask, r.fd, r.pid, r.pidfd) for r in parse_metadata(buf)] == [
+        (FAN_CLOSE_WRITE, 7, 1234, 41),
+        (FAN_MODIFY, 8, 99, 41),
+        (FAN_MODIFY, 9, 98, fan.FAN_NOPIDFD),
+        (FAN_Q_OVERFLOW, FAN_NOFD, 0, fan.FAN_NOPIDFD),
+    ]
+
+
 def test_parse_metadata_stops_at_a_malformed_length() -> None:
     bad = fan.EVENT_METADATA.pack(4, 3, 0, 24, FAN_MODIFY, 5, 1)  # event_len < header
     assert parse_metadata(record(FAN_MODIFY, 3, 1) + bad + record(FAN_MODIFY, 4, 1)) == [
@@ -126,7 +144,7 @@ def test_events_from_buffer_filters_own_pid_and_paths_and_owns_the_rest(tmp_path
         + record(FAN_CLOSE_WRITE, -errno.EMFILE, other)
     )
     prefix = str(inside.resolve()) + "/"
-    lease = fan._Lease()
+    lease = fanevents._Lease()
     events, records = events_from_buffer(
         buf, own_pid=me, accept=lambda p: (p + "/").startswith(prefix), lease=lease
     )

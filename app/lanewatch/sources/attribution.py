@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from lanewatch.scheme.roots import ROOT_META
 from lanewatch.scheme.stamp import META_DIR, parse_stamp
 from lanewatch.sources.evidence import SMALL_FILE
+from lanewatch.sources.fanignore import foreign_dirs_available
 from lanewatch.sources.fanotify import (
     ContentSample,
     FanEvent,
@@ -58,6 +60,7 @@ TICK = 1.0  # the attribution thread wakes at least this often (pid clock, pendi
 MAX_EVENTS = 128  # per read: each event holds two descriptors (the file and a pidfd)
 READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_WRITE first
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
+UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
 HINT_INFERRED = (
     "from open files and timing; for exact writers run `sudo lanewatch record` "
     "(root or CAP_SYS_ADMIN) beside the dashboard"
@@ -68,7 +71,8 @@ def attribution_status(probe: str | None = None) -> tuple[str, str]:
     """("kernel" | "inferred", one line) for this process, without starting anything."""
     ok, reason = fanotify_available(probe)
     if ok:
-        return "kernel", HINT_KERNEL
+        filtered, why = foreign_dirs_available(probe or tempfile.gettempdir())
+        return "kernel", HINT_KERNEL + ("" if filtered else f"; {UNFILTERED} ({why})")
     return "inferred", f"{HINT_INFERRED} ({reason})"
 
 
@@ -124,6 +128,15 @@ class Attribution:
     def watcher(self) -> FanotifyWatcher | None:
         return self._watcher
 
+    def filter_note(self) -> str:
+        """For the status hint: "" when busy folders outside the watched ones are ignored in
+        the kernel, else why every write on the watched filesystems still wakes us."""
+        foreign = self._watcher.foreign if self._watcher is not None else None
+        if foreign is not None and foreign.available:
+            return ""
+        why = foreign.reason if foreign is not None else "not started"
+        return f"; {UNFILTERED} ({why})"
+
     # -- life ------------------------------------------------------------------------------
     def start(self) -> None:
         paths = [p for p in [*self.roots, *self.shared] if os.path.isdir(p)]
@@ -139,6 +152,7 @@ class Attribution:
             before_read=self.clock.mark,
             read_delay=READ_DELAY,
             name="lanewatch-fanotify",
+            ignore_foreign=True,
         )
         self._watcher = watcher
         try:
@@ -163,6 +177,7 @@ class Attribution:
             self._thread.join(timeout=5)
         if self._thread is not None:
             self.keeper.stop()
+        self.clock.close()
 
     # -- the reader: keep it short -------------------------------------------------------------
     def _zone(self, path: str) -> tuple[str, str | None, str | None] | None:
@@ -192,7 +207,7 @@ class Attribution:
             if ev.is_overflow or ev.fd_error is not None:
                 why = "fanotify queue overflow" if ev.is_overflow else "the kernel could not "
                 why += "" if ev.is_overflow else f"open a written file for us ({ev.fd_error})"
-                facts.append(Lost(why, at))
+                facts.append(Lost(ev.note or why, at))
                 continue
             if ev.path is None:
                 continue

@@ -218,7 +218,10 @@ class Engine:
 
     @property
     def stats(self) -> dict[str, int]:
-        return dict(self._worker.stats)
+        """The worker's counters, and kernel attribution's (`kernel_records` read from
+        fanotify, those dropped at once included; `kernel_events` handed to attribution;
+        `kernel_ignored_folders` silenced in the kernel) while it runs."""
+        return {**self._worker.stats, **self.kernel.counts()}
 
     # -- contract ------------------------------------------------------------------------------
     def start(self, on_changes: Callable[[Changes], None]) -> None:

@@ -5,13 +5,17 @@ descriptor to the file, even when the write lasted microseconds. We only ever op
 *notification* group (FAN_CLASS_NOTIF): no permission events, so a writer is never blocked
 by lanewatch and nobody waits if lanewatch dies.
 
-Layers, lowest first:
+Layers, lowest first, each in a module of its own (all their public names are here too):
 
-- `fanotify_available()`: can this process use fanotify here, with a reason line.
-- `events_from_buffer()`: parse what read(2) returned into `FanEvent`s (pure but for readlink).
-- `FanotifyGroup`: one group fd; `mark()` a path's filesystem, `read()` an `EventBatch`.
-- `FanotifyWatcher`: a reader thread that hands batches to a callback and closes every event
-  descriptor as soon as the callback returns.
+- `sources.fanabi`: the kernel interface (constants, record layouts, the libc calls,
+  `FanotifyError`).
+- `sources.fanevents`: what a read returns: `events_from_buffer()` parses it into `FanEvent`s
+  (pure but for readlink), an `EventBatch` owns their descriptors; `read_content()`.
+- here: `fanotify_available()` (can this process use fanotify, with a reason line);
+  `FanotifyGroup`, one group fd: `mark()` a path's filesystem, `read()` an `EventBatch`;
+  `FanotifyWatcher`, a reader thread that hands batches to a callback and closes every event
+  descriptor as soon as the callback returns; with `ignore_foreign`, busy folders outside its
+  prefixes stop waking it (`sources.fanignore`, Linux 6.0+).
 
 See docs/fanotify.md for what it can and cannot see. Importing this module never raises,
 on any platform; only calling into it on a system without fanotify does.
@@ -22,457 +26,135 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import functools
-import hashlib
 import logging
 import os
 import select
-import stat
-import struct
-import sys
 import tempfile
 import threading
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from types import TracebackType
 
-log = logging.getLogger(__name__)
-
-# --- <linux/fanotify.h> -------------------------------------------------------------------
-FAN_ACCESS = 0x0000_0001
-FAN_MODIFY = 0x0000_0002
-FAN_ATTRIB = 0x0000_0004
-FAN_CLOSE_WRITE = 0x0000_0008
-FAN_CLOSE_NOWRITE = 0x0000_0010
-FAN_OPEN = 0x0000_0020
-FAN_MOVED_FROM = 0x0000_0040
-FAN_MOVED_TO = 0x0000_0080
-FAN_CREATE = 0x0000_0100
-FAN_DELETE = 0x0000_0200
-FAN_DELETE_SELF = 0x0000_0400
-FAN_MOVE_SELF = 0x0000_0800
-FAN_OPEN_EXEC = 0x0000_1000
-FAN_Q_OVERFLOW = 0x0000_4000
-FAN_FS_ERROR = 0x0000_8000
-FAN_OPEN_PERM = 0x0001_0000
-FAN_ACCESS_PERM = 0x0002_0000
-FAN_OPEN_EXEC_PERM = 0x0004_0000
-FAN_ONDIR = 0x4000_0000
-FAN_ALL_PERM_EVENTS = FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_OPEN_EXEC_PERM
-
-# fanotify_init flags
-FAN_CLOEXEC = 0x01
-FAN_NONBLOCK = 0x02
-FAN_CLASS_NOTIF = 0x00
-FAN_REPORT_PIDFD = 0x80  # Linux 5.15+: each event also carries a pidfd for the writer
-FAN_REPORT_FD_ERROR = 0x2000  # Linux 6.13+: a failed event fd is reported as -errno, not dropped
-
-# fanotify_mark flags
-FAN_MARK_ADD = 0x01
-FAN_MARK_REMOVE = 0x02
-FAN_MARK_MOUNT = 0x10
-FAN_MARK_FILESYSTEM = 0x100  # Linux 4.20+
-
-FAN_NOFD = -1
-FAN_NOPIDFD = -1  # the writer had exited when we read the event (or -ESRCH with FD_ERROR)
-FAN_EVENT_INFO_TYPE_PIDFD = 4
-FANOTIFY_METADATA_VERSION = 3
-AT_FDCWD = -100
-
-# struct fanotify_event_metadata: event_len, vers, reserved, metadata_len, mask, fd, pid
-EVENT_METADATA = struct.Struct("=IBBHQii")
-# struct fanotify_event_info_header (info_type, pad, len), then for a pidfd record an __s32
-INFO_HEADER = struct.Struct("=BBH")
-INFO_PIDFD = struct.Struct("=i")
-
-# What lanewatch watches: a write finished, or a write happened (FAN_Q_OVERFLOW needs no mark).
-WATCH_MASK = FAN_CLOSE_WRITE | FAN_MODIFY
-
-# O_CLOEXEC too: a lane we spawn while a batch is open must not inherit the event fds.
-EVENT_FD_FLAGS = os.O_RDONLY | getattr(os, "O_LARGEFILE", 0) | getattr(os, "O_CLOEXEC", 0)
-
-# One read(2) opens one fd per event it returns: bounded, so a burst cannot hit `ulimit -n`.
-DEFAULT_MAX_EVENTS = 256
-DEFAULT_PREFIX_LIMIT = 64 * 1024
-DEFAULT_HASH_LIMIT = 64 * 1024 * 1024
-_CHUNK = 1024 * 1024
-
-_MASK_NAMES: tuple[tuple[int, str], ...] = (
-    (FAN_ACCESS, "ACCESS"),
-    (FAN_MODIFY, "MODIFY"),
-    (FAN_ATTRIB, "ATTRIB"),
-    (FAN_CLOSE_WRITE, "CLOSE_WRITE"),
-    (FAN_CLOSE_NOWRITE, "CLOSE_NOWRITE"),
-    (FAN_OPEN, "OPEN"),
-    (FAN_MOVED_FROM, "MOVED_FROM"),
-    (FAN_MOVED_TO, "MOVED_TO"),
-    (FAN_CREATE, "CREATE"),
-    (FAN_DELETE, "DELETE"),
-    (FAN_DELETE_SELF, "DELETE_SELF"),
-    (FAN_MOVE_SELF, "MOVE_SELF"),
-    (FAN_OPEN_EXEC, "OPEN_EXEC"),
-    (FAN_Q_OVERFLOW, "Q_OVERFLOW"),
-    (FAN_FS_ERROR, "FS_ERROR"),
-    (FAN_OPEN_PERM, "OPEN_PERM"),
-    (FAN_ACCESS_PERM, "ACCESS_PERM"),
-    (FAN_OPEN_EXEC_PERM, "OPEN_EXEC_PERM"),
-    (FAN_ONDIR, "ONDIR"),
+from lanewatch.sources.fanabi import (
+    AT_FDCWD,
+    DEFAULT_MAX_EVENTS,
+    EVENT_FD_FLAGS,
+    EVENT_METADATA,
+    FAN_ACCESS,
+    FAN_ACCESS_PERM,
+    FAN_ALL_PERM_EVENTS,
+    FAN_ATTRIB,
+    FAN_CLASS_NOTIF,
+    FAN_CLOEXEC,
+    FAN_CLOSE_NOWRITE,
+    FAN_CLOSE_WRITE,
+    FAN_CREATE,
+    FAN_DELETE,
+    FAN_DELETE_SELF,
+    FAN_EVENT_INFO_TYPE_PIDFD,
+    FAN_FS_ERROR,
+    FAN_MARK_ADD,
+    FAN_MARK_FILESYSTEM,
+    FAN_MARK_MOUNT,
+    FAN_MARK_REMOVE,
+    FAN_MODIFY,
+    FAN_MOVE_SELF,
+    FAN_MOVED_FROM,
+    FAN_MOVED_TO,
+    FAN_NOFD,
+    FAN_NONBLOCK,
+    FAN_NOPIDFD,
+    FAN_ONDIR,
+    FAN_OPEN,
+    FAN_OPEN_EXEC,
+    FAN_OPEN_EXEC_PERM,
+    FAN_OPEN_PERM,
+    FAN_Q_OVERFLOW,
+    FAN_REPORT_FD_ERROR,
+    FAN_REPORT_PIDFD,
+    FANOTIFY_METADATA_VERSION,
+    INFO_HEADER,
+    INFO_PIDFD,
+    WATCH_MASK,
+    FanotifyError,
+    _init_group,
+    _reason,
+    _require_libc,
+    mask_names,
 )
-_KNOWN_BITS = sum(bit for bit, _ in _MASK_NAMES)
-
-
-def mask_names(mask: int) -> tuple[str, ...]:
-    """The FAN_* names set in `mask` (without the prefix); unknown bits as hex."""
-    names = [name for bit, name in _MASK_NAMES if mask & bit]
-    unknown = mask & ~_KNOWN_BITS
-    if unknown:
-        names.append(hex(unknown))
-    return tuple(names)
-
-
-# --- errors and the libc binding --------------------------------------------------------------
-
-
-class FanotifyError(OSError):
-    """fanotify could not be set up; `reason` is one line fit to show a user."""
-
-    def __init__(self, err: int, reason: str) -> None:
-        super().__init__(err, reason)
-        self.reason = reason
-
-
-def _reason(err: int, what: str) -> str:
-    if err == errno.EPERM:
-        return "needs root or CAP_SYS_ADMIN (run lanewatch as root for kernel attribution)"
-    if err == errno.ENOSYS:
-        return "this kernel has no fanotify (CONFIG_FANOTIFY is off)"
-    if err == errno.EMFILE:
-        return "too many fanotify groups or open files (fs.fanotify.max_user_groups, ulimit -n)"
-    if err in (errno.ENODEV, errno.EXDEV, errno.EOPNOTSUPP):
-        return f"{what}: this filesystem cannot be watched with fanotify ({os.strerror(err)})"
-    if err == errno.ENOENT:
-        return f"{what}: no such path"
-    return f"{what}: {os.strerror(err)}"
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    """The process's libc with fanotify_init/fanotify_mark typed, or None if it has none."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        init, mark = libc.fanotify_init, libc.fanotify_mark
-    except (OSError, AttributeError, TypeError):
-        return None
-    init.argtypes = [ctypes.c_uint, ctypes.c_uint]
-    init.restype = ctypes.c_int
-    # The mask is a uint64_t: ctypes must know, or 32-bit ABIs get it wrong.
-    mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
-    mark.restype = ctypes.c_int
-    return libc
-
-
-def _require_libc() -> ctypes.CDLL:
-    if not sys.platform.startswith("linux"):
-        raise FanotifyError(errno.ENOSYS, f"fanotify is Linux-only (this is {sys.platform})")
-    libc = _libc()
-    if libc is None:
-        raise FanotifyError(errno.ENOSYS, "the C library has no fanotify_init")
-    return libc
-
-
-def _init_group(pidfds: bool = False) -> tuple[int, int]:
-    """A new notification-class group fd, and the FAN_REPORT_* flags it got.
-
-    Asks for FAN_REPORT_FD_ERROR (6.13+) and, with `pidfds`, FAN_REPORT_PIDFD (5.15+); an older
-    kernel refuses an unknown flag with EINVAL, so we retry without it.
-    """
-    libc = _require_libc()
-    base = FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK
-    extras = [FAN_REPORT_FD_ERROR | FAN_REPORT_PIDFD, FAN_REPORT_PIDFD] if pidfds else []
-    for extra in (*extras, FAN_REPORT_FD_ERROR, 0):
-        fd = libc.fanotify_init(base | extra, EVENT_FD_FLAGS)
-        if fd >= 0:
-            return fd, extra
-        err = ctypes.get_errno()
-        if err != errno.EINVAL:  # EINVAL: an older kernel without one of the extra flags
-            break
-    raise FanotifyError(err, _reason(err, "fanotify_init"))
-
-
-# --- content through the event descriptor ------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ContentSample:
-    """What a file held when we read it through the event's descriptor.
-
-    `sha256` covers the whole content (None if larger than the hash limit); `size` is the
-    number of bytes hashed, or the fstat size when not hashed; `prefix` is at most the
-    prefix limit.
-    """
-
-    size: int
-    sha256: str | None
-    prefix: bytes
-
-    @property
-    def complete(self) -> bool:
-        """The prefix is the whole content."""
-        return self.sha256 is not None and len(self.prefix) == self.size
-
-
-def read_content(
-    fd: int,
-    *,
-    prefix_limit: int = DEFAULT_PREFIX_LIMIT,
-    hash_limit: int = DEFAULT_HASH_LIMIT,
-) -> ContentSample | None:
-    """Size, sha256 and a bounded prefix of the file behind `fd`; None if not a regular file.
-
-    Reads with pread only: never reopens by path (the path may already name another file)
-    and never moves the descriptor's offset.
-    """
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    if st.st_size > hash_limit:
-        return ContentSample(st.st_size, None, os.pread(fd, prefix_limit, 0))
-    digest = hashlib.sha256()
-    prefix = bytearray()
-    offset = 0
-    while True:
-        chunk = os.pread(fd, _CHUNK, offset)
-        if not chunk:
-            break
-        if offset == 0 and len(chunk) == st.st_size < _CHUNK:
-            # The whole (small) file in one read, as fstat said: no second read for EOF.
-            digest.update(chunk)
-            return ContentSample(len(chunk), digest.hexdigest(), chunk[:prefix_limit])
-        if len(prefix) < prefix_limit:
-            prefix += chunk[: prefix_limit - len(prefix)]
-        digest.update(chunk)
-        offset += len(chunk)
-        if offset > hash_limit:  # it grew while we read: give up the hash, keep the prefix
-            return ContentSample(os.fstat(fd).st_size, None, bytes(prefix))
-    return ContentSample(offset, digest.hexdigest(), bytes(prefix))
-
-
-# --- events ----------------------------------------------------------------------------------
-
-
-class _Lease:
-    """Shared by the events of one batch: False once their descriptors are closed."""
-
-    __slots__ = ("open",)
-
-    def __init__(self) -> None:
-        self.open = True
-
-
-@dataclass(frozen=True, slots=True)
-class FanEvent:
-    """One fanotify event.
-
-    `pid` is the writer's process id as seen from our pid namespace (0 if invisible or for
-    an overflow). `fd` is a read-only descriptor to the written file, owned by the batch it
-    came in and valid only until that batch is closed (for `FanotifyWatcher`: until the
-    callback returns); FAN_NOFD for an overflow; below -1 it is -errno when the kernel could
-    not open the file. `path` is readlink of that descriptor at read time: if the file was
-    renamed it is the new name, if unlinked it ends in " (deleted)"; None when unknown.
-    `pidfd` (groups opened with `pidfds=True`, Linux 5.15+) is a pidfd for the writer, owned
-    and closed like `fd`: while it is open the writer's pid cannot be reused, so /proc/PID is
-    the writer. Negative when the writer had already been reaped when we read the event (or
-    when the group does not report pidfds).
-    """
-
-    pid: int
-    mask: int
-    path: str | None
-    fd: int
-    _lease: _Lease | None = field(default=None, compare=False, repr=False)
-    pidfd: int = FAN_NOPIDFD
-
-    @property
-    def is_overflow(self) -> bool:
-        """The kernel's queue overflowed: events were lost, rescan what is watched."""
-        return bool(self.mask & FAN_Q_OVERFLOW)
-
-    @property
-    def is_close_write(self) -> bool:
-        return bool(self.mask & FAN_CLOSE_WRITE)
-
-    @property
-    def is_modify(self) -> bool:
-        return bool(self.mask & FAN_MODIFY)
-
-    @property
-    def fd_error(self) -> int | None:
-        """The errno the kernel met opening the file for us, if it could not."""
-        return -self.fd if self.fd < FAN_NOFD else None
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return mask_names(self.mask)
-
-    def read_content(
-        self, *, prefix_limit: int = DEFAULT_PREFIX_LIMIT, hash_limit: int = DEFAULT_HASH_LIMIT
-    ) -> ContentSample | None:
-        """`read_content()` through this event's descriptor, while its batch is open."""
-        if self.fd < 0:
-            raise ValueError(f"event has no file descriptor ({', '.join(self.names)})")
-        if self._lease is not None and not self._lease.open:
-            # The number may already name another file of ours: refuse rather than misread.
-            raise ValueError("event descriptor already closed: read content inside the callback")
-        return read_content(self.fd, prefix_limit=prefix_limit, hash_limit=hash_limit)
-
-
-@dataclass(frozen=True, slots=True)
-class RawEvent:
-    """One fanotify_event_metadata record as the kernel wrote it (and its pidfd, if any)."""
-
-    mask: int
-    fd: int
-    pid: int
-    version: int
-    pidfd: int = FAN_NOPIDFD
-
-
-def _pidfd_of(buf: bytes, start: int, end: int) -> int:
-    """The pidfd in the info records of one event (between `start` and `end`), if any."""
-    offset = start
-    while offset + INFO_HEADER.size <= end:
-        info_type, _pad, length = INFO_HEADER.unpack_from(buf, offset)
-        if length < INFO_HEADER.size or offset + length > end:
-            break  # malformed: stop rather than guess
-        if info_type == FAN_EVENT_INFO_TYPE_PIDFD and length >= INFO_HEADER.size + 4:
-            return int(INFO_PIDFD.unpack_from(buf, offset + INFO_HEADER.size)[0])
-        offset += length
-    return FAN_NOPIDFD
-
-
-def parse_metadata(buf: bytes) -> list[RawEvent]:
-    """The records in a read(2) buffer; stops at a truncated or malformed record."""
-    records: list[RawEvent] = []
-    offset = 0
-    while offset + EVENT_METADATA.size <= len(buf):
-        event_len, vers, _reserved, meta_len, mask, fd, pid = EVENT_METADATA.unpack_from(
-            buf, offset
-        )
-        if event_len < EVENT_METADATA.size or offset + event_len > len(buf):
-            break
-        info_start = offset + max(meta_len, EVENT_METADATA.size)
-        pidfd = _pidfd_of(buf, info_start, offset + event_len)
-        records.append(RawEvent(mask, fd, pid, vers, pidfd))
-        offset += event_len  # event_len also covers any info records after the metadata
-    return records
-
-
-def _fd_path(fd: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return None
-
-
-def _close_quietly(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError as exc:  # EBADF would mean a double close somewhere: say so
-        log.warning("closing fanotify event fd %d: %s", fd, exc)
-
-
-def events_from_buffer(
-    buf: bytes,
-    *,
-    own_pid: int | None = None,
-    accept: Callable[[str], bool] | None = None,
-    lease: _Lease | None = None,
-) -> tuple[list[FanEvent], int]:
-    """Turn a read(2) buffer into events, and how many records it held.
-
-    The descriptors (and pidfds) of events dropped here are closed at once: those written by
-    `own_pid` (default: this process; our own writes are never anyone's collision), those
-    whose path `accept` rejects, and those of an unknown metadata version. The caller owns the
-    rest. Overflow events and events without a path are always kept.
-    """
-    if own_pid is None:
-        own_pid = os.getpid()
-    records = parse_metadata(buf)
-    events: list[FanEvent] = []
-    handed = 0  # records whose fd is already closed or owned by an event
-    try:
-        for i, rec in enumerate(records):
-            keep = rec.version == FANOTIFY_METADATA_VERSION and rec.pid != own_pid
-            path = _fd_path(rec.fd) if keep and rec.fd >= 0 else None
-            if keep and path is not None and accept is not None:
-                keep = accept(path)
-            if keep:
-                # With FAN_REPORT_FD_ERROR an overflow carries -EBADF, not FAN_NOFD: it never
-                # had a file, so say so the one way.
-                fd = FAN_NOFD if rec.mask & FAN_Q_OVERFLOW and rec.fd < 0 else rec.fd
-                events.append(FanEvent(rec.pid, rec.mask, path, fd, lease, rec.pidfd))
-            else:
-                for fd in (rec.fd, rec.pidfd):
-                    if fd >= 0:
-                        _close_quietly(fd)
-            handed = i + 1
-    except BaseException:
-        # Nothing leaks even if `accept` raises: close what we kept and what we never reached.
-        kept = [fd for ev in events for fd in (ev.fd, ev.pidfd)]
-        for fd in kept + [fd for rec in records[handed:] for fd in (rec.fd, rec.pidfd)]:
-            if fd >= 0:
-                _close_quietly(fd)
-        raise
-    return events, len(records)
-
-
-class EventBatch:
-    """The events of one read; closing it closes all their descriptors, exactly once."""
-
-    def __init__(
-        self, events: Sequence[FanEvent], records: int, lease: _Lease, *, drained: bool = True
-    ) -> None:
-        self.events: tuple[FanEvent, ...] = tuple(events)
-        self.records = records  # records read, including those dropped (own pid, filtered)
-        # The read left room for more: the kernel's queue was empty when it returned, so every
-        # event of a later read was queued after this read began.
-        self.drained = drained
-        self._lease = lease
-
-    @property
-    def closed(self) -> bool:
-        return not self._lease.open
-
-    def close(self) -> None:
-        if not self._lease.open:
-            return
-        self._lease.open = False
-        for ev in self.events:
-            for fd in (ev.fd, ev.pidfd):
-                if fd >= 0:
-                    _close_quietly(fd)
-
-    def __len__(self) -> int:
-        return len(self.events)
-
-    def __iter__(self) -> Iterator[FanEvent]:
-        return iter(self.events)
-
-    def __enter__(self) -> EventBatch:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_lease", None) is not None and self._lease.open:
-            warnings.warn("unclosed fanotify EventBatch", ResourceWarning, stacklevel=1)
-            self.close()
-
+from lanewatch.sources.fanevents import (
+    DEFAULT_HASH_LIMIT,
+    DEFAULT_PREFIX_LIMIT,
+    ContentSample,
+    EventBatch,
+    FanEvent,
+    RawEvent,
+    _Lease,
+    events_from_buffer,
+    parse_metadata,
+    read_content,
+)
+from lanewatch.sources.fanignore import ForeignDirs
+
+__all__ = [
+    "AT_FDCWD",
+    "DEFAULT_HASH_LIMIT",
+    "DEFAULT_MAX_EVENTS",
+    "DEFAULT_PREFIX_LIMIT",
+    "EVENT_FD_FLAGS",
+    "EVENT_METADATA",
+    "FANOTIFY_METADATA_VERSION",
+    "FAN_ACCESS",
+    "FAN_ACCESS_PERM",
+    "FAN_ALL_PERM_EVENTS",
+    "FAN_ATTRIB",
+    "FAN_CLASS_NOTIF",
+    "FAN_CLOEXEC",
+    "FAN_CLOSE_NOWRITE",
+    "FAN_CLOSE_WRITE",
+    "FAN_CREATE",
+    "FAN_DELETE",
+    "FAN_DELETE_SELF",
+    "FAN_EVENT_INFO_TYPE_PIDFD",
+    "FAN_FS_ERROR",
+    "FAN_MARK_ADD",
+    "FAN_MARK_FILESYSTEM",
+    "FAN_MARK_MOUNT",
+    "FAN_MARK_REMOVE",
+    "FAN_MODIFY",
+    "FAN_MOVED_FROM",
+    "FAN_MOVED_TO",
+    "FAN_MOVE_SELF",
+    "FAN_NOFD",
+    "FAN_NONBLOCK",
+    "FAN_NOPIDFD",
+    "FAN_ONDIR",
+    "FAN_OPEN",
+    "FAN_OPEN_EXEC",
+    "FAN_OPEN_EXEC_PERM",
+    "FAN_OPEN_PERM",
+    "FAN_Q_OVERFLOW",
+    "FAN_REPORT_FD_ERROR",
+    "FAN_REPORT_PIDFD",
+    "INFO_HEADER",
+    "INFO_PIDFD",
+    "WATCH_MASK",
+    "ContentSample",
+    "EventBatch",
+    "FanEvent",
+    "FanotifyError",
+    "FanotifyGroup",
+    "FanotifyWatcher",
+    "MarkKind",
+    "RawEvent",
+    "events_from_buffer",
+    "fanotify_available",
+    "mask_names",
+    "parse_metadata",
+    "read_content",
+]
+
+log = logging.getLogger(__name__)
 
 # --- the group --------------------------------------------------------------------------------
 
@@ -629,6 +311,7 @@ class FanotifyWatcher:
         pidfds: bool = False,
         before_read: Callable[[], object] | None = None,
         read_delay: float = 0.0,
+        ignore_foreign: bool = False,
     ) -> None:
         self._paths = [os.fspath(p) for p in paths]
         self._callback = callback
@@ -650,9 +333,13 @@ class FanotifyWatcher:
         # MODIFY and CLOSE_WRITE (and repeated writes of one file) while they are queued, so
         # a short wait means fewer events to read, at that much more latency.
         self._read_delay = read_delay
+        # Kernel ignore marks on busy folders outside the prefixes (sources.fanignore).
+        self._ignore_foreign = ignore_foreign
+        self.foreign: ForeignDirs | None = None
         self.marks: dict[str, MarkKind] = {}
         self.error: BaseException | None = None  # why the reader thread ended, if it failed
         self.delivered = 0
+        self.records = 0  # events read from the kernel, those dropped at once included
         self.overflows = 0
         self.reports_pidfds = False
         # What `before_read` returned before the latest read that drained the kernel's queue:
@@ -678,6 +365,9 @@ class FanotifyWatcher:
         except BaseException:
             group.close()
             raise
+        if self._ignore_foreign and self._paths:
+            self.foreign = ForeignDirs(group.fileno(), lambda: self._prefixes, self._mask)
+            self.foreign.start(self._paths)
         self._group = group
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
@@ -693,6 +383,8 @@ class FanotifyWatcher:
         if prefix:
             # One tuple swap: the reader reads the attribute once per batch, no lock needed.
             self._prefixes = (*self._prefixes, _norm_prefix(path))
+            if self.foreign is not None:
+                self.foreign.forget()  # a folder ignored until now may be under the new prefix
         return kind
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -721,7 +413,11 @@ class FanotifyWatcher:
 
     def _accept(self, path: str) -> bool:
         probe = path + "/"
-        return any(probe.startswith(p) for p in self._prefixes)
+        if any(probe.startswith(p) for p in self._prefixes):
+            return True
+        if self.foreign is not None:
+            self.foreign.consider(path)  # its folder may stop waking us
+        return False
 
     def _deliver(self, events: Sequence[FanEvent]) -> None:
         self.delivered += len(events)
@@ -742,27 +438,47 @@ class FanotifyWatcher:
         poller.register(self._stop_r, select.POLLIN)
         stop_only = select.poll()
         stop_only.register(self._stop_r, select.POLLIN)
+        queued = select.poll()
+        queued.register(group.fileno(), select.POLLIN)
+        foreign = self.foreign
+        if foreign is not None:
+            foreign.register(poller)
         try:
             while not self._stopping.is_set():
                 ready = {fd for fd, _ in poller.poll()}
                 if self._stop_r in ready:
                     break
+                if foreign is not None:
+                    for why in foreign.handle(ready):
+                        self._deliver([FanEvent(0, FAN_Q_OVERFLOW, None, FAN_NOFD, note=why)])
+                if group.fileno() not in ready:
+                    continue
                 if self._read_delay > 0 and stop_only.poll(self._read_delay * 1000):
                     break  # asked to stop while we let the queue gather
                 # Drain what is queued, one bounded batch at a time, checking for stop.
                 while not self._stopping.is_set():
                     mark = self._before_read() if self._before_read is not None else None
                     with group.read(max_events=self._max_events, accept=self._accept) as batch:
+                        self.records += batch.records
                         if batch.events:
                             self._deliver(batch.events)
                     if batch.drained:
                         self.window = mark
+                        # Empty when read: read again only if more came meanwhile (a poll is
+                        # cheaper than a read that finds nothing). Nothing queued after a
+                        # fresh mark: every later event comes after it, as after an empty read.
+                        mark = self._before_read() if self._before_read is not None else None
+                        if not queued.poll(0):
+                            self.window = mark
+                            break
                     if batch.records == 0:
                         break
         except BaseException as exc:
             self.error = exc
             log.exception("fanotify reader stopped")
         finally:
+            if foreign is not None:
+                foreign.close()
             group.close()
             os.close(self._stop_r)
             self._stop_r = -1

@@ -18,6 +18,7 @@ from dataclasses import replace
 from lanewatch.model.model import NsRecord
 from lanewatch.model.views import Changes
 from lanewatch.scheme import procid
+from lanewatch.scheme.stamp import Stamp
 from lanewatch.sources.attribution import (
     HINT_INFERRED,
     HINT_KERNEL,
@@ -29,16 +30,6 @@ from lanewatch.sources.fanotify import FanotifyError
 from lanewatch.sources.pidlane import OwnerId, owner_of
 
 log = logging.getLogger(__name__)
-
-
-def owners_in(namespaces: Mapping[str, NsRecord], host: str) -> list[OwnerId]:
-    """The owner of every namespace of this host whose stamp we read (live or not)."""
-    out = []
-    for key, rec in namespaces.items():
-        s = rec.owner
-        if s is not None and s.host == host:
-            out.append(owner_of(key, rec.root, s))
-    return out
 
 
 class KernelAttribution:
@@ -65,13 +56,35 @@ class KernelAttribution:
         self.hint = ""
         self._lock = threading.Lock()  # start (engine thread) against stop (any thread)
         self._stopped = False
+        # The owners as last made, and from what: unchanged namespaces give the very same list
+        # (the attribution thread asks twice a second; 1,000 lanes cost ms to convert again).
+        self._owners_from: Mapping[str, NsRecord] | None = None
+        self._owners_made: dict[str, tuple[Stamp, str, OwnerId]] = {}
+        self._owners_list: list[OwnerId] = []
 
     @property
     def attribution(self) -> Attribution | None:
         return self._attribution
 
     def _owners(self) -> Iterable[OwnerId]:
-        return owners_in(self._namespaces(), self._host)
+        namespaces = self._namespaces()
+        if namespaces is self._owners_from:
+            return self._owners_list
+        made: dict[str, tuple[Stamp, str, OwnerId]] = {}
+        out: list[OwnerId] = []
+        for key, rec in namespaces.items():
+            s = rec.owner
+            if s is None or s.host != self._host:
+                continue
+            before = self._owners_made.get(key)
+            if before is not None and before[0] is s and before[1] == rec.root:
+                o = before[2]  # the same stamp object: the same owner, no new object
+            else:
+                o = owner_of(key, rec.root, s)
+            made[key] = (s, rec.root, o)
+            out.append(o)
+        self._owners_from, self._owners_made, self._owners_list = namespaces, made, out
+        return out
 
     def start(self) -> None:
         """Start kernel attribution if it is wanted and possible; never raises."""
@@ -98,7 +111,7 @@ class KernelAttribution:
                 self.mode, self.hint = "inferred", f"{HINT_INFERRED} (fanotify: {exc})"
                 return
             self._attribution = attr
-        self.mode, self.hint = "kernel", HINT_KERNEL
+        self.mode, self.hint = "kernel", HINT_KERNEL + attr.filter_note()
 
     def stop(self) -> None:
         with self._lock:
@@ -106,6 +119,19 @@ class KernelAttribution:
             attr = self._attribution
         if attr is not None:
             attr.stop()
+
+    def counts(self) -> dict[str, int]:
+        """What kernel attribution has read so far ({} while it does not run)."""
+        attr = self._attribution
+        watcher = attr.watcher if attr is not None else None
+        if attr is None or watcher is None:
+            return {}
+        foreign = getattr(watcher, "foreign", None)
+        return {
+            "kernel_records": getattr(watcher, "records", 0),
+            "kernel_events": attr.stats.events,
+            "kernel_ignored_folders": foreign.placed if foreign is not None else 0,
+        }
 
     def status(self) -> tuple[str, str]:
         """What this engine does, or (not started) what it would do here."""

@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lanewatch.scheme.stamp import OwnerState, Stamp
@@ -38,6 +38,7 @@ from lanewatch.sources.pidclock import Mark, PidClock, boottime
 CACHE_SIZE = 4096  # processes remembered
 RECHECK_ENV = 10.0  # seconds: re-read the environment of a process seen again after this
 OWNER_MEMORY = 600.0  # seconds an owner is remembered after its stamp stops naming it
+RECHECK_SAME = 5.0  # seconds: an unchanged list of owners is gone through again after this
 MAX_DEPTH = 64  # ancestors walked
 _LANE_KEY = b"LANEWATCH_LANE="
 _NS_KEY = b"LANEWATCH_NAMESPACE="
@@ -123,6 +124,10 @@ class _Proc:
     lineage: tuple[tuple[int, int], ...]  # (pid, start ticks) of parent, grandparent, ...
     seen_at: float  # boottime of the last sighting
     read_at: float  # boottime the environment was read
+    # What `_writer` made of it, and for which version of the owners: a process seen again
+    # while the owners are unchanged is the same writer (no lookups, no new object).
+    writer: Writer | None = None
+    writer_version: int = -1
 
 
 @dataclass
@@ -133,15 +138,28 @@ class Owners:
     by_key: dict[str, OwnerId] = field(default_factory=dict)
     last_seen: dict[tuple[int, int], float] = field(default_factory=dict)
     version: int = 0
+    # Indexes rebuilt when the owners change: a writer is checked in O(1), not O(owners).
+    by_pid: dict[int, list[tuple[tuple[int, int], OwnerId]]] = field(default_factory=dict)
+    live_by_pgid: dict[int, list[OwnerId]] = field(default_factory=dict)
+    live_by_lane: dict[str, list[OwnerId]] = field(default_factory=dict)
+    # The list given last and when it was gone through: the same list object again (the
+    # engine's owners unchanged) is gone through only every RECHECK_SAME seconds.
+    _last: object = None
+    _full_at: float = float("-inf")
 
-    def update(self, owners: Iterable[OwnerId], now: float) -> None:
+    def update(self, owners: Sequence[OwnerId], now: float) -> None:
+        if owners is self._last and now - self._full_at < RECHECK_SAME:
+            return  # nothing new; their sightings are refreshed at the next full pass
+        self._last, self._full_at = owners, now
         changed = False
         for o in owners:
-            if self.by_key.get(o.key) != o:
+            known = self.by_key.get(o.key)
+            if known is not o and known != o:
                 self.by_key[o.key] = o
                 changed = True
             for ident in o.identities():
-                if self.by_identity.get(ident) != o:
+                known = self.by_identity.get(ident)
+                if known is not o and known != o:
                     self.by_identity[ident] = o
                     changed = True
                 self.last_seen[ident] = now
@@ -154,6 +172,18 @@ class Owners:
                 changed = True
         if changed:
             self.version += 1
+            self._index()
+
+    def _index(self) -> None:
+        self.by_pid = {}
+        for ident, o in self.by_identity.items():
+            self.by_pid.setdefault(ident[0], []).append((ident, o))
+        self.live_by_pgid, self.live_by_lane = {}, {}
+        for o in self.by_key.values():  # in the order the owners came, as the scans were
+            if o.live:
+                if o.pgid is not None:
+                    self.live_by_pgid.setdefault(o.pgid, []).append(o)
+                self.live_by_lane.setdefault(o.lane, []).append(o)
 
 
 class PidLanes:
@@ -175,7 +205,8 @@ class PidLanes:
     # -- owners ---------------------------------------------------------------------------
     def set_owners(self, owners: Iterable[OwnerId]) -> None:
         with self._owners_lock:
-            self.owners.update(list(owners), boottime())
+            given = owners if isinstance(owners, (list, tuple)) else list(owners)
+            self.owners.update(given, boottime())
 
     def _root_of(self, key: str) -> str | None:
         return next((r for r in self.roots if key.startswith(r + "/")), None)
@@ -242,7 +273,7 @@ class PidLanes:
             ):
                 found[start] = self._writer(proc, gone=True)
         with self._owners_lock:
-            owners = [(i, o) for i, o in self.owners.by_identity.items() if i[0] == pid]
+            owners = list(self.owners.by_pid.get(pid, ()))
         for (p, start), o in owners:
             if start not in found and self.clock.proves(p, start, window, now=now):
                 cmd = o.command
@@ -313,7 +344,21 @@ class PidLanes:
     def _writer(self, proc: _Proc, *, gone: bool = False) -> Writer:
         with self._owners_lock:
             owners = self.owners
-            found = _lane(proc, owners.by_identity, owners.by_key)
+            if not gone and proc.writer is not None and proc.writer_version == owners.version:
+                return proc.writer
+            version = owners.version
+            found = _lane(proc, owners)
+        writer = self._make_writer(proc, found, gone)
+        if not gone:
+            proc.writer, proc.writer_version = writer, version
+        return writer
+
+    def _make_writer(
+        self,
+        proc: _Proc,
+        found: tuple[OwnerId | None, str, str, str, bool] | None,
+        gone: bool,
+    ) -> Writer:
         suffix = "; exited before we read the event, pid not reused since" if gone else ""
         if found is None:
             return Writer(proc.pid, proc.start_ticks, True, command=proc.command, how="no lane")
@@ -334,10 +379,9 @@ class PidLanes:
         )
 
 
-def _lane(
-    proc: _Proc, by_identity: Mapping[tuple[int, int], OwnerId], by_key: Mapping[str, OwnerId]
-) -> tuple[OwnerId | None, str, str, str, bool] | None:
+def _lane(proc: _Proc, owners: Owners) -> tuple[OwnerId | None, str, str, str, bool] | None:
     """(owner, namespace key, lane, how, is an owner process) or None for no lane."""
+    by_identity, by_key = owners.by_identity, owners.by_key
     own = by_identity.get((proc.pid, proc.start_ticks))
     if own is not None:
         what = "command" if proc.pid == own.child_pid else "owner (lanewatch run)"
@@ -350,11 +394,10 @@ def _lane(
         o = by_identity.get(ancestor)
         if o is not None:
             return o, o.key, o.lane, f"descends from its lane's pid {ancestor[0]}", False
-    for o in by_key.values():
-        if o.live and o.pgid is not None and o.pgid == proc.pgid:
-            return o, o.key, o.lane, f"in its lane's process group {o.pgid}", False
+    for o in owners.live_by_pgid.get(proc.pgid, ()):
+        return o, o.key, o.lane, f"in its lane's process group {o.pgid}", False
     if proc.lane_env:
-        matches = [o for o in by_key.values() if o.live and o.lane == proc.lane_env]
+        matches = owners.live_by_lane.get(proc.lane_env, [])
         if len(matches) == 1:
             o = matches[0]
             return o, o.key, o.lane, "$LANEWATCH_LANE", False
