@@ -18,7 +18,9 @@ import pytest
 from lanewatch.model.views import Changes, SourceHealth
 from lanewatch.sources import wire
 from lanewatch.sources.engine_process import EngineProcess
+from lanewatch.sources.writelog import history
 from tests.conftest import wait_for
+from tests.unit.attributionkit import privileged
 from tests.unit.enginekit import Recorder, make_stamp
 
 
@@ -140,3 +142,26 @@ def test_frames_carry_read_only_mappings_and_say_when_broken() -> None:
         wire.receive(io.BytesIO(data[:-3]))
     with pytest.raises(wire.WireError, match="unreadable"):
         wire.receive(io.BytesIO(b"\x00\x00\x00\x03abc"))
+
+
+@privileged
+def test_the_dashboards_own_writes_are_not_attributed(root: Path) -> None:
+    """The engine process counts the dashboard that started it as lanewatch itself: its
+    writes (clears, trash moves) are nobody's collision; another process's are kept."""
+    ns = make_stamp(root, "a")
+    (ns / "tmp").mkdir()
+    mine, theirs = ns / "tmp" / "mine.txt", ns / "tmp" / "theirs.txt"
+    engine = EngineProcess([str(root)])
+    engine.start(Recorder())
+    try:
+        assert engine.settled.wait(30)
+        wait_for(lambda: engine.attribution == "kernel", 20)
+        mine.write_text("written by the dashboard's process")
+        subprocess.run(
+            [sys.executable, "-c", f"open({str(theirs)!r}, 'w').write('someone else')"],
+            check=True,
+        )
+        wait_for(lambda: history([str(root)], str(theirs)), 20)  # read after mine: in order
+        assert history([str(root)], str(mine)) == []
+    finally:
+        engine.stop()

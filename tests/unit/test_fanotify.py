@@ -146,7 +146,7 @@ def test_events_from_buffer_filters_own_pid_and_paths_and_owns_the_rest(tmp_path
     prefix = str(inside.resolve()) + "/"
     lease = fanevents._Lease()
     events, records = events_from_buffer(
-        buf, own_pid=me, accept=lambda p: (p + "/").startswith(prefix), lease=lease
+        buf, own=frozenset({me}), accept=lambda p: (p + "/").startswith(prefix), lease=lease
     )
     batch = EventBatch(events, records, lease)
 

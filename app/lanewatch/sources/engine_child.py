@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from lanewatch.sources import wire
+from lanewatch.sources.ownpids import count_as_own
 
 DELIVERY_INTERVAL = 1 / 60  # the dashboard drains at most once a frame (`tui.app.FRAME`)
 
@@ -69,6 +70,8 @@ def serve(commands: IO[bytes], out: wire.Writer) -> int:
         def on_applied(at: float, paths: Sequence[str]) -> None:
             out.send(("applied", at, list(paths)))
 
+    for pid in settings.get("ignore_pids", ()):
+        count_as_own(pid)
     try:
         engine = Engine(
             settings["roots"],

@@ -32,6 +32,7 @@ from lanewatch.sources.fanabi import (
     INFO_PIDFD,
     mask_names,
 )
+from lanewatch.sources.ownpids import own_pids
 
 log = logging.getLogger(__name__)
 
@@ -247,25 +248,25 @@ def _close_quietly(fd: int) -> None:
 def events_from_buffer(
     buf: bytes,
     *,
-    own_pid: int | None = None,
+    own: frozenset[int] | None = None,
     accept: Callable[[str], bool] | None = None,
     lease: _Lease | None = None,
 ) -> tuple[list[FanEvent], int]:
     """Turn a read(2) buffer into events, and how many records it held.
 
     The descriptors (and pidfds) of events dropped here are closed at once: those written by
-    `own_pid` (default: this process; our own writes are never anyone's collision), those
+    `own` (default: `ownpids.own_pids()`; our own writes are never anyone's collision), those
     whose path `accept` rejects, and those of an unknown metadata version. The caller owns the
     rest. Overflow events and events without a path are always kept.
     """
-    if own_pid is None:
-        own_pid = os.getpid()
+    if own is None:
+        own = own_pids()
     records = _records(buf)
     events: list[FanEvent] = []
     handed = 0  # records whose fd is already closed or owned by an event
     try:
         for i, (mask, rfd, pid, version, pidfd) in enumerate(records):
-            keep = version == FANOTIFY_METADATA_VERSION and pid != own_pid
+            keep = version == FANOTIFY_METADATA_VERSION and pid not in own
             path = _fd_path(rfd) if keep and rfd >= 0 else None
             if keep and path is not None and accept is not None:
                 keep = accept(path)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from lanewatch.model.writers import Holding, Owner
 from lanewatch.sources import procscan
+from lanewatch.sources.ownpids import own_pids
 
 _O_PATH = getattr(os, "O_PATH", 0)
 
@@ -90,11 +91,11 @@ def holdings_of(
 ) -> list[Holding]:
     """What `pids` hold (cwd and fds) under `prefixes` (given as real, absolute paths)."""
     prefixes = [p.rstrip("/") for p in prefixes]
-    me = os.getpid()
+    own = own_pids()
     out: list[Holding] = []
     for pid in pids:
         st = procs.get(pid)
-        if st is None or pid == me:
+        if st is None or pid in own:
             continue
         try:
             dfd = os.open(f"/proc/{pid}", _O_PATH | os.O_DIRECTORY)

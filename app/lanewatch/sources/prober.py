@@ -29,6 +29,7 @@ from lanewatch.scheme import lock, procid
 from lanewatch.scheme.procid import Liveness, ProcessIdentity
 from lanewatch.scheme.stamp import OwnerState, Stamp
 from lanewatch.sources import lanescan, procscan
+from lanewatch.sources.ownpids import own_pids
 from lanewatch.sources.procdeath import DeathWatch
 from lanewatch.sources.procmemo import ProcMemo
 
@@ -137,12 +138,12 @@ def holdings(
     real = [p for p in prefixes if os.path.isdir(p)]
     scan = procscan.scan(real, with_env=True, memo=memo.procs if memo is not None else None)
     procs: dict[int, procscan.ProcStat | None] = dict(scan.procs)
-    me = os.getpid()
+    own = own_pids()
     before = memo.made if memo is not None else {}
     made: dict[int, tuple[_Who, tuple[procscan.HeldPath, ...], list[Holding]]] = {}
     out: list[Holding] = []
     for h in scan.holders:
-        if h.pid == me:
+        if h.pid in own:
             continue
         who: _Who = (
             h.start_ticks,
