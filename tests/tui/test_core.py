@@ -4,10 +4,13 @@ views, formatting, and incident export. No app, no engine: plain data in, plain 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lanewatch.model.views import Changes, NsState
 from lanewatch.tui import fmt
@@ -187,3 +190,22 @@ def test_picture_counts_follow_every_change() -> None:
             pic.apply(Changes(upserts={v.key: v}))
         expected = {view: len(pic.rows(view)) for view in View}
         assert pic.counts() == expected, step
+
+
+@given(
+    then=st.floats(min_value=0, max_value=4e6, allow_nan=False),
+    since=st.floats(min_value=-5, max_value=4e6, allow_nan=False),
+)
+def test_an_age_keeps_its_text_until_the_time_it_says_it_changes(then: float, since: float) -> None:
+    """The dashboard skips rebuilding a row until `ago_changes_at`: that must never skip a
+    change (the text is the same up to it) nor come late (it differs just after it). Checked
+    a millisecond away from the boundary: float sums may land a hair to either side of it."""
+    now = then + since
+    due = fmt.ago_changes_at(then, now)
+    assert due >= now
+    shown = fmt.ago(then, now)
+    for t in (now, (now + due) / 2, due - 0.001):
+        if now <= t < due:
+            assert fmt.ago(then, t) == shown
+    assert fmt.ago(then, due + 0.001) != shown
+    assert fmt.ago_changes_at(None, now) == math.inf

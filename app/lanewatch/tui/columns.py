@@ -147,6 +147,18 @@ def stale_since(ns: NamespaceView) -> float | None:
     return max(candidates) if candidates else None
 
 
+def ages_change_at(view: View, row: NamespaceView | Incident, now: float) -> float:
+    """When a cell of `row` that shows an age (as the row builders above and below show them)
+    next changes its text: until then, the passing of time changes nothing on the row."""
+    if isinstance(row, Incident):
+        anchors: tuple[float | None, ...] = (row.first_seen, row.last_seen)
+    elif view is View.LANES:
+        anchors = (row.heartbeat_at, row.last_write, row.started_at)
+    else:
+        anchors = (stale_since(row),)
+    return min(fmt.ago_changes_at(t, now) for t in anchors)
+
+
 def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
     return (
         state_cell(ns),

@@ -6,6 +6,7 @@ freeze time. Durations use the units `LaneTable.duration_key` sorts by (`s`, `m`
 
 from __future__ import annotations
 
+import math
 import time
 
 NONE = "–"
@@ -16,6 +17,16 @@ def ago(then: float | None, now: float) -> str:
     if then is None:
         return NONE
     return duration(max(0.0, now - then))
+
+
+def ago_changes_at(then: float | None, now: float) -> float:
+    """When `ago(then, ·)` next shows another text (inf for `–`): at the next whole second
+    under a minute, the next whole minute under a day, the next whole hour after that."""
+    if then is None:
+        return math.inf
+    s = int(max(0.0, now - then))
+    step = 1 if s < 60 else 60 if s < 86400 else 3600
+    return then + (s // step + 1) * step
 
 
 def duration(seconds: float) -> str:

@@ -56,6 +56,8 @@ class MainScreen(MainKeys, Screen[None]):
         self._redraw_timer: Timer | None = None
         self._bindings_signature: tuple[object, ...] = ()
         self._empty_shown: dict[View, Text | None] = {}
+        # Per view and row key: when one of the row's ages next shows another text.
+        self._ages_due: dict[View, dict[object, float]] = {view: {} for view in ORDER}
 
     @property
     def lw(self) -> LanewatchApp:
@@ -93,6 +95,8 @@ class MainScreen(MainKeys, Screen[None]):
     # ------------------------------------------------------------ applying data
 
     def build_row(self, view: View, row: Row, now: float) -> tuple[Cell, ...]:
+        key = row.id if isinstance(row, Incident) else row.key
+        self._ages_due[view][key] = columns.ages_change_at(view, row, now)
         if view is View.COLLISIONS:
             assert isinstance(row, Incident)
             return columns.collisions_row(row, now, self._victim_label)
@@ -113,6 +117,9 @@ class MainScreen(MainKeys, Screen[None]):
             if upserts or removals:
                 rows = {key: self.build_row(view, row, now) for key, row in upserts.items()}
                 self.table(view).apply(rows, removals)
+                due = self._ages_due[view]
+                for key in removals:
+                    due.pop(key, None)
         if self.follow:
             self._follow()
         self.update_chrome()
@@ -124,7 +131,8 @@ class MainScreen(MainKeys, Screen[None]):
         """Once a second (and on a view switch or a resume), the ages move on: only for the
         rows on screen and a margin, so an idle dashboard costs the same with ten rows or ten
         thousand. Rows scrolled into view catch up at the next tick; rows that change, at once
-        (every table gets every batch, shown or not)."""
+        (every table gets every batch, shown or not). A row none of whose ages shows another
+        text yet (`columns.ages_change_at`: "4m" stays "4m" for a minute) is not rebuilt."""
         if self.paused or not self.lw.picture.loaded:
             return
         table = self.table()
@@ -133,8 +141,11 @@ class MainScreen(MainKeys, Screen[None]):
         height = max(table.size.height, self.size.height)  # a table just shown has no size yet
         window = keys[top : top + height + 2 * TICK_MARGIN]
         now = self.lw.clock()
+        due = self._ages_due[self.view]
         cells = {}
         for key in window:
+            if due.get(key, 0.0) > now:
+                continue  # none of its ages shows another text yet: nothing to build
             row = self.lw.picture.row(self.view, str(key))
             if row is not None:
                 cells[key] = self.build_row(self.view, row, now)
