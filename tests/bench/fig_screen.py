@@ -14,7 +14,9 @@ so its cost counts, as in `table_frame.py`.
 - `write`: the write load of `writer.py`; for each write to a lane whose row is on screen when
   the write reaches the table, the time from the write to the end of the first frame after
   that. The write is followed through the engine (`on_applied`: the path is in the model), the
-  app (the first drain whose picture is at least that new), to the frame.
+  app (the first drain whose picture is at least that new), to the frame. A write that changes
+  nothing its row shows (a rewrite that leaves "35kB" at "35kB", "0s" at "0s") owes no frame:
+  its time is the drain's (counted apart as `on_screen_row_unchanged`).
 - `floor-write`: the same load and measure with nothing but a bare watchdog observer whose
   handler hands each event to the app's loop, which updates one `Static`: one Textual frame
   after the kernel's event.
@@ -186,7 +188,8 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
     app = make_app([Path(root)], engine=engine)
     frames: list[float] = []
     hook_frames(app, frames)
-    drains: list[tuple[float, float, int, frozenset[str]]] = []  # time, picture at, frame, shown
+    # time, picture at, frame, rows on screen, rows on screen whose cells the drain changed
+    drains: list[tuple[float, float, int, frozenset[str], frozenset[str]]] = []
     expected = len([n for n in os.listdir(root) if not n.startswith(".")])
 
     puts: list[tuple[float, float]] = []  # (time the UI's buffer got it, Changes.at)
@@ -204,9 +207,13 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         original = main.apply_delta
 
         def apply_delta(delta: Any) -> None:
+            table = lanes_table(app)
+            before = {key: table.get_row(key) for key in on_screen(table)}
             original(delta)
             at = app.picture.updated_at or 0.0
-            drains.append((time.time(), at, len(frames), frozenset(on_screen(lanes_table(app)))))
+            shown = frozenset(on_screen(table))
+            changed = frozenset(k for k in shown if table.get_row(k) != before.get(k))
+            drains.append((time.time(), at, len(frames), shown, changed))
 
         main.apply_delta = apply_delta  # type: ignore[method-assign]
         await pilot.pause(0.2)
@@ -236,7 +243,7 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
     to_table: list[float] = []
     # The same writes, stage by stage: write -> model -> handed to the UI -> in the table.
     stages: dict[str, list[float]] = {"model": [], "handed_to_ui": [], "ui_drained": []}
-    lost = off = unframed = 0
+    lost = off = unframed = unchanged = 0
     for t_w, path in result["writes"]:
         t_m = first_after(model, path, t_w)
         if t_m is None:
@@ -246,15 +253,22 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         if i >= len(drains):
             lost += 1
             continue
-        t_d, _, frame, shown = drains[i]
+        t_d, _, frame, shown, changed = drains[i]
         to_table.append(t_d - t_w)
         j = bisect.bisect_left(put_at, t_m)
         if j < len(puts):
             stages["model"].append(t_m - t_w)
             stages["handed_to_ui"].append(puts[j][0] - t_m)
             stages["ui_drained"].append(t_d - puts[j][0])
-        if namespace_of(root, path) not in shown:
+        ns = namespace_of(root, path)
+        if ns not in shown:
             off += 1
+            continue
+        if ns not in changed:
+            # Nothing its row shows changed ("35kB" stays "35kB"): no frame is owed, and the
+            # screen shows the write's effect as soon as the table has it.
+            unchanged += 1
+            to_screen.append(t_d - t_w)
             continue
         if frame >= len(frames):
             unframed += 1
@@ -272,6 +286,7 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         "off_screen": off,
         "not_reached": lost,
         "no_frame_after": unframed,
+        "on_screen_row_unchanged": unchanged,
         "rows_on_screen": page,
         "drains": len(drains),
         "frames": len(frames),
