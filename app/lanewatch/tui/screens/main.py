@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
 DETAIL_REDRAW = 0.5  # while the selected row keeps changing, its pane redraws at most this often
-TICK_MARGIN = 10  # rows above and below the viewport whose ages move on each second
+TICK_MARGIN = 3  # rows above and below the viewport whose ages move on each second
 GATED_ACTIONS = ("kill", "clear", "acknowledge", "open", "export", "unmark", "sort")
 GATED_ACTIONS += ("pause", "resume", "follow", "unfollow")
 
@@ -138,7 +138,7 @@ class MainScreen(MainKeys, Screen[None]):
         table = self.table()
         keys = table.visible_keys
         top = max(0, table.scroll_offset.y - TICK_MARGIN)
-        height = max(table.size.height, self.size.height)  # a table just shown has no size yet
+        height = table.size.height or self.size.height  # a table just shown has no size yet
         window = keys[top : top + height + 2 * TICK_MARGIN]
         now = self.lw.clock()
         due = self._ages_due[self.view]

@@ -239,6 +239,13 @@ def _cell_segments(
     return [Segment(pad), *text.render(console), Segment(pad)]
 
 
+def _cell_memo_key(cell: Cell, width: int, justify: Justify) -> tuple[object, ...]:
+    """What a cell's segments depend on (the pad and console are the table's own)."""
+    if isinstance(cell, Text):
+        return (cell.plain, str(cell.style), tuple(cell.spans), width, justify)
+    return (cell, width, justify)
+
+
 class LaneTable(ScrollView, can_focus=True):
     """A keyed, virtualised table: rows are `key -> tuple of cells`, changed in batches by `apply`.
 
@@ -368,6 +375,9 @@ class LaneTable(ScrollView, can_focus=True):
         self._wanted: RowKey | None = None
         self._marked: set[RowKey] = set()
         self._strips: LRUCache[RowKey, Strip] = LRUCache(cache_size)
+        # Segments of one cell at one width: a row changed by a tick (its ages) renders again,
+        # and most of its cells (state, lane, checkout, pid, host) are what they were.
+        self._cells: LRUCache[tuple[object, ...], list[Segment]] = LRUCache(4 * cache_size)
         self._header: Strip | None = None
         self._haystacks: dict[RowKey, str] = {}  # casefolded filter text per row
         self._layers: dict[str, Style] = {}  # component styles, memoised per frame
@@ -744,6 +754,7 @@ class LaneTable(ScrollView, can_focus=True):
             return False
         self._widths = widths
         self._strips.clear()
+        self._cells.clear()
         return True
 
     @property
@@ -756,10 +767,16 @@ class LaneTable(ScrollView, can_focus=True):
             self.row_renders += 1
             console = self.app.console
             segments: list[Segment] = []
+            cells = self._cells
             for column, width, cell in zip(
                 self.columns, self._widths, self._rows[key], strict=True
             ):
-                segments += _cell_segments(cell, width, column.justify, self._pad, console)
+                memo = _cell_memo_key(cell, width, column.justify)
+                rendered = cells.get(memo)
+                if rendered is None:
+                    rendered = _cell_segments(cell, width, column.justify, self._pad, console)
+                    cells.set(memo, rendered)
+                segments += rendered
             strip = Strip(segments, self._total_width)
             self._strips.set(key, strip)
         return strip
