@@ -375,6 +375,7 @@ class LaneTable(ScrollView, can_focus=True):
         self._wanted: RowKey | None = None
         self._marked: set[RowKey] = set()
         self._strips: LRUCache[RowKey, Strip] = LRUCache(cache_size)
+        self._pass_width: int | None = None  # set while `render_lines` draws
         # Segments of one cell at one width: a row changed by a tick (its ages) renders again,
         # and most of its cells (state, lane, checkout, pid, host) are what they were.
         self._cells: LRUCache[tuple[object, ...], list[Segment]] = LRUCache(4 * cache_size)
@@ -825,12 +826,19 @@ class LaneTable(ScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._layers.clear()  # focus, hover and theme changes reach us through a repaint
-        return super().render_lines(crop)
+        # The same for every line of this pass, and not free to compute (~18 us) per line.
+        self._pass_width = self.scrollable_content_region.width
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_width = None
 
     def render_line(self, y: int) -> Strip:
         self.line_renders += 1
         scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
+        width = self._pass_width
+        if width is None:
+            width = self.scrollable_content_region.width
         if y == 0:
             strip = self._render_header()
             style = self._layer("lane-table--header")
@@ -849,10 +857,26 @@ class LaneTable(ScrollView, can_focus=True):
         if not self.is_mounted:
             return
         top = self.scroll_offset.y
+        bottom = top + self._page_height
+        position = self._position
+        lines = sorted(
+            index - top + 1
+            for index in (position.get(key) for key in keys)
+            if index is not None and top <= index < bottom
+        )
+        if not lines:
+            return
+        # One region per run of adjacent lines: a tick changes every row on screen, and one
+        # refresh of the run costs what one refresh of a line does.
         width = self.scrollable_content_region.width
-        for key in keys:
-            if self._on_screen(key):
-                self.refresh(Region(0, self._position[key] - top + 1, width, 1))
+        start = previous = lines[0]
+        for line in [*lines[1:], None]:
+            if line is not None and line == previous + 1:
+                previous = line
+                continue
+            self.refresh(Region(0, start, width, previous - start + 1))
+            if line is not None:
+                start = previous = line
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
