@@ -38,7 +38,7 @@ from lanewatch.sources.pidclock import Mark, PidClock, boottime
 CACHE_SIZE = 4096  # processes remembered
 RECHECK_ENV = 10.0  # seconds: re-read the environment of a process seen again after this
 OWNER_MEMORY = 600.0  # seconds an owner is remembered after its stamp stops naming it
-RECHECK_SAME = 5.0  # seconds: an unchanged list of owners is gone through again after this
+RECHECK_SAME = 60.0  # seconds: an unchanged list is gone through again (well inside OWNER_MEMORY)
 MAX_DEPTH = 64  # ancestors walked
 _LANE_KEY = b"LANEWATCH_LANE="
 _NS_KEY = b"LANEWATCH_NAMESPACE="
