@@ -17,7 +17,7 @@ import pytest
 
 from lanewatch.model.views import Changes, SourceHealth
 from lanewatch.sources import wire
-from lanewatch.sources.engine_process import EngineProcess
+from lanewatch.sources.engine_process import EngineProcess, EngineStartError
 from lanewatch.sources.writelog import history
 from tests.conftest import wait_for
 from tests.unit.attributionkit import privileged
@@ -165,3 +165,18 @@ def test_the_dashboards_own_writes_are_not_attributed(root: Path) -> None:
         assert history([str(root)], str(mine)) == []
     finally:
         engine.stop()
+
+
+def test_a_child_that_cannot_start_is_an_error_from_start(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No interpreter to run the engine (a real process that exits at once, exit 1): `start`
+    raises with the reason, nothing restarts, nothing is left running."""
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    engine = EngineProcess([str(root)])
+    rec = Recorder()
+    with pytest.raises(EngineStartError, match=r"ended \(exit 1\)"):
+        engine.start(rec)
+    assert engine.restarts == 0 and engine.pid is None
+    assert (str(root), "degraded") not in rec.statuses
+    engine.stop()

@@ -89,6 +89,9 @@ class EngineProcess:
         self._answers: dict[int, object] = {}
         self._answered = threading.Condition(self._lock)
         self._requests = itertools.count(1)
+        self._started = threading.Event()  # the first child's engine runs, or never will
+        self._ran = False  # a child's engine has run (a later death restarts it)
+        self._failure: str | None = None  # why the last child's engine refused, or died
         self.first_picture = threading.Event()
         self.settled = threading.Event()
         self.restarts = 0
@@ -202,8 +205,6 @@ class EngineProcess:
             "report_applied": self._on_applied is not None,
             "ignore_pids": [os.getpid()],  # the dashboard's own moves are not anyone's writes
         }
-        self._started = threading.Event()
-        self._failure: str | None = None
         with self._lock:
             self._child, self._commands = child, commands
         threading.Thread(
@@ -220,8 +221,8 @@ class EngineProcess:
         while not self._started.wait(0.05):
             if child.poll() is not None and not self._reader_alive():
                 break
-        if self._failure is not None:
-            raise EngineStartError(self._failure)
+        if not self._ran:
+            raise EngineStartError(self._failure or "the engine process did not start")
 
     def _reader_alive(self) -> bool:
         return self._reader is not None and self._reader.is_alive()
@@ -263,14 +264,13 @@ class EngineProcess:
             if self._stopping.is_set():
                 return
             self._end(child)
-            if self._failure is not None:
-                return  # its engine refused to start: `start` raises with the reason
-            failures = 0 if pictured else failures + 1
-            reason = self._death(child)
-            if not self._started.is_set():
+            reason = self._failure or self._death(child)
+            self._failure = None
+            if not self._ran:  # the first child never ran its engine: `start` raises
                 self._failure = reason
                 self._started.set()
                 return
+            failures = 0 if pictured else failures + 1
             if failures >= MAX_RESTARTS:
                 self._degraded(f"{reason}; gave up after {failures} restarts: restart lanewatch")
                 return
@@ -309,10 +309,10 @@ class EngineProcess:
         if kind == "applied" and self._on_applied is not None:
             self._on_applied(message[1], message[2])
         elif kind == "started":
+            self._ran = True
             self._started.set()
-        elif kind == "failed":
+        elif kind == "failed":  # the child ends next: `_read` says why, or `start` raises
             self._failure = message[1]
-            self._started.set()
         elif kind == "first_picture":
             self.first_picture.set()
         elif kind == "settled":
