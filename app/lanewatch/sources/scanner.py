@@ -188,15 +188,13 @@ class NamespaceScan:
         return len(self.sizes)
 
 
-def scan_namespace(key: str, *, read_extras: bool = True) -> NamespaceScan:
+def scan_namespace(key: str) -> NamespaceScan:
     """Walk one namespace: sizes of every file, newest write, ledger and receipts."""
     out = NamespaceScan(key)
     try:
         walk(key, out)
     except FileNotFoundError:
         out.vanished = True
-        return out
-    if not read_extras:
         return out
     ledger = os.path.join(key, META_DIR, LEDGER_FILE)
     if out.sizes.get(ledger):
