@@ -20,7 +20,6 @@ import pytest
 
 from lanewatch.scheme.checkout import resolve_checkout
 from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.procid import process_state
 from lanewatch.scheme.roots import Registry, ensure_root
 from lanewatch.scheme.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.sources.procscan import process_table
@@ -28,6 +27,7 @@ from tests.conftest import LANEWATCH, wait_for
 from tests.unit.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for every kit
 from tests.unit.enginekit import LaneProc as Lane  # a `lanewatch run` and its namespace
 from tests.unit.enginekit import make_stamp as make_stamp
+from tests.unit.prockit import alive as alive  # one liveness check for every kit
 
 DEADLINE = 20.0
 NOBODY = 65534
@@ -90,10 +90,6 @@ def released_namespace(root: Path, lane: str, files: int = 3) -> Path:
     for i in range(files):
         (ns / "tmp" / f"f{i}.txt").write_text(f"file {i}\n" * 10)
     return ns
-
-
-def alive(pid: int) -> bool:
-    return process_state(pid) not in (None, "Z", "X")
 
 
 def group_members(pgid: int) -> list[int]:

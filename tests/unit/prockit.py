@@ -15,8 +15,15 @@ from typing import Any
 
 import pytest
 
+from lanewatch.scheme.procid import process_state
+
 DEADLINE = 15.0
 PR_SET_CHILD_SUBREAPER = 36
+
+
+def alive(pid: int) -> bool:
+    """`pid` exists and has not ended (a zombie has: only its parent's reaping is left)."""
+    return process_state(pid) not in (None, "Z", "X")
 
 
 def wait_for(cond: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:

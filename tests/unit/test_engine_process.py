@@ -22,15 +22,7 @@ from lanewatch.sources.writelog import history
 from tests.conftest import wait_for
 from tests.unit.attributionkit import privileged
 from tests.unit.enginekit import Recorder, make_stamp
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` exists and is not a zombie (a zombie has ended; only its parent reaps)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+from tests.unit.prockit import alive
 
 
 def files(rec: Recorder, ns: Path) -> int | None:

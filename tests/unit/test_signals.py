@@ -20,7 +20,7 @@ from lanewatch.actions.signals import SignalResult, precheck, send_checked
 from lanewatch.scheme.procid import ProcessIdentity, process_state
 from lanewatch.sources import procscan
 from tests.unit import prockit
-from tests.unit.prockit import DEADLINE, read_line, wait_for
+from tests.unit.prockit import DEADLINE, alive, read_line, wait_for
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 METHODS = [True, False]  # use_pidfd: the pidfd path and the psutil fallback
@@ -40,10 +40,6 @@ def procs() -> Iterator[Procs]:
         yield p
     finally:
         p.close()
-
-
-def alive(pid: int) -> bool:
-    return process_state(pid) not in (None, "Z", "X")
 
 
 def exited(pidfd: int) -> bool:
