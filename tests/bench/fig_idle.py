@@ -46,17 +46,16 @@ from tests.bench.common import (
 from tests.bench.fig_screen import lanes_rows
 
 
-def kernel_counts(stats: dict[str, int]) -> dict[str, int]:
-    """What kernel attribution has read so far, from the engine's counters (`Engine.stats`):
-    records read from fanotify (those dropped at once included), events handed to
-    attribution, folders ignored in the kernel."""
-    return {k.removeprefix("kernel_"): v for k, v in stats.items() if k.startswith("kernel_")}
-
-
 def kernel_rates(before: dict[str, int], after: dict[str, int], wall: float) -> dict[str, Any]:
-    """Per second over the idle window: the load kernel attribution had to carry (other users'
+    """Per second over the idle window, from the engine's `kernel_*` counters (`Engine.stats`:
+    records read from fanotify, those dropped at once included; events handed to attribution;
+    folders ignored in the kernel): the load kernel attribution had to carry (other users'
     writes on the marked filesystems), to compare CPU shares between runs."""
-    return {f"kernel_{k}_per_s": round((v - before.get(k, 0)) / wall, 1) for k, v in after.items()}
+    return {
+        f"{k}_per_s": round((v - before.get(k, 0)) / wall, 1)
+        for k, v in after.items()
+        if k.startswith("kernel_")
+    }
 
 
 def thread_names() -> dict[int, str]:
@@ -103,7 +102,7 @@ async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
         child = engine.pid
         assert child is not None
         rss_settled, child_rss = rss_mb(), rss_mb(child)
-        k0 = kernel_counts(engine.stats)
+        k0 = engine.stats
         cpu0, t0, threads0 = cpu_seconds(), time.monotonic(), thread_cpu()
         child0 = thread_cpu(child)
         await asyncio.sleep(seconds)
@@ -114,7 +113,7 @@ async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
         threads.update(engine_threads(engine, child0, child1, wall))
         rss_after = rss_mb() + rss_mb(child)
         stats = engine.stats
-        stats.update(kernel_rates(k0, kernel_counts(stats), wall))
+        stats.update(kernel_rates(k0, stats, wall))
     return {
         "cpu_share": cpu / wall,
         "seconds": round(wall, 2),
@@ -135,14 +134,14 @@ def engine_idle(root: str, seconds: float, attribution: bool | None = None) -> d
         if not engine.settled.wait(300):
             raise TimeoutError("the engine did not settle")
         time.sleep(1.0)
-        k0 = kernel_counts(engine.stats)
+        k0 = engine.stats
         cpu0, t0, threads0 = cpu_seconds(), time.monotonic(), thread_cpu()
         time.sleep(seconds)
         cpu, wall = cpu_seconds() - cpu0, time.monotonic() - t0
         threads = thread_shares(threads0, thread_cpu(), thread_names(), wall)
         rss = rss_mb()
         stats = engine.stats
-        stats.update(kernel_rates(k0, kernel_counts(stats), wall))
+        stats.update(kernel_rates(k0, stats, wall))
     finally:
         engine.stop()
     return {
