@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lanewatch.model.views import Changes, NsState
-from lanewatch.tui import fmt
+from lanewatch.tui import columns, fmt
 from lanewatch.tui.bridge import ChangeBuffer
 from lanewatch.tui.export import build_report, render, write_report
 from lanewatch.tui.picture import Picture, View
@@ -209,3 +209,30 @@ def test_an_age_keeps_its_text_until_the_time_it_says_it_changes(then: float, si
             assert fmt.ago(then, t) == shown
     assert fmt.ago(then, due + 0.001) != shown
     assert fmt.ago_changes_at(None, now) == math.inf
+
+
+@given(since=st.floats(min_value=0, max_value=2e5, allow_nan=False))
+def test_time_changes_only_the_age_cells_the_tick_rebuilds(since: float) -> None:
+    """The tick rebuilds only `columns.age_cells`: a row built later differs from the row
+    built now in those cells alone, and they are the cells the row builders show."""
+    rows = {
+        View.LANES: ns_view("a"),
+        View.STALE: ns_view("b", NsState.RELEASED, released_at=NOW - 30),
+        View.COLLISIONS: incident("i1", "/roots/r1/a"),
+    }
+
+    def build(view: View, at: float) -> tuple[object, ...]:
+        row = rows[view]
+        if view is View.COLLISIONS:
+            return columns.collisions_row(row, at, lambda key: key or "–")  # type: ignore[arg-type]
+        if view is View.LANES:
+            return columns.lanes_row(row, at)  # type: ignore[arg-type]
+        return columns.stale_row(row, at)  # type: ignore[arg-type]
+
+    for view, row in rows.items():
+        keys = [c.key for c in columns.COLUMNS[view]]
+        now, later = build(view, NOW), build(view, NOW + since)
+        ages = columns.age_cells(view, row, NOW + since)
+        moved = {keys[i] for i, (a, b) in enumerate(zip(now, later, strict=True)) if a != b}
+        assert moved <= set(ages), view
+        assert {k: later[keys.index(k)] for k in ages} == ages, view

@@ -400,3 +400,47 @@ def test_sort_keys() -> None:
         "1h2m",
         "never",
     ]
+
+
+async def test_update_cells_replaces_only_the_cells_given() -> None:
+    app = Host()
+    async with run(app) as pilot:
+        table = app.table
+        table.apply(lanes(30))
+        table.sort_by("name")
+        await wait_for(pilot, lambda: table.line_renders > 0)
+        await pilot.pause()
+        rows_before, lines_before = table.row_renders, table.line_renders
+
+        # The age tick: one cell of a row on screen; a key without a row is ignored.
+        table.update_cells({"k3": {"age": "77s"}, "gone": {"age": "1s"}})
+        await wait_for(pilot, lambda: table.line_renders > lines_before)
+        await pilot.pause()
+        assert table.get_row("k3") == ("lane-003", "3 kB", "77s")
+        assert not table.has_row("gone")
+        assert (table.row_renders - rows_before, table.line_renders - lines_before) == (1, 1)
+        assert "77s" in screen_lines(app)[4]  # header, then k0..k3
+
+        # The same text again: nothing to draw.
+        rows_before = table.row_renders
+        table.update_cells({"k3": {"age": "77s"}})
+        await pilot.pause()
+        assert table.row_renders == rows_before
+
+        # A cell of the sort column re-sorts; one of the filter's columns re-filters.
+        table.update_cells({"k0": {"name": "zz-last"}})
+        assert table.visible_keys[-1] == "k0"
+        table.set_filter("77s", ["age"])
+        assert table.visible_keys == ("k3",)
+        table.update_cells({"k4": {"age": "77s"}, "k3": {"age": "78s"}})
+        assert table.visible_keys == ("k4",)
+        table.set_filter("")
+
+        # An auto-width column follows its widest cell, growing and shrinking.
+        width = table.virtual_size.width
+        table.update_cells({"k5": {"bytes": "123456789 kB"}})
+        assert table.virtual_size.width == width + len("123456789 kB") - len("Bytes ▲")
+        table.update_cells({"k5": {"bytes": "5 kB"}})
+        assert table.virtual_size.width == width
+        await pilot.pause()
+        assert "123456789" not in "\n".join(screen_lines(app))

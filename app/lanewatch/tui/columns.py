@@ -124,17 +124,18 @@ def lane_label(ns: NamespaceView) -> str:
 
 
 def lanes_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
+    ages = age_cells(View.LANES, ns, now)
     return (
         state_cell(ns),
         untrusted(lane_label(ns)),
         untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
         fmt.NONE if ns.pid is None else str(ns.pid),
-        fmt.ago(ns.heartbeat_at, now),
-        fmt.ago(ns.last_write, now),
+        ages["beat"],
+        ages["write"],
         spark_cell(ns.write_rate),
         fmt.size(ns.bytes),
         fmt.count(ns.files),
-        fmt.ago(ns.started_at, now),
+        ages["age"],
         untrusted(ns.host),
     )
 
@@ -147,16 +148,25 @@ def stale_since(ns: NamespaceView) -> float | None:
     return max(candidates) if candidates else None
 
 
-def ages_change_at(view: View, row: NamespaceView | Incident, now: float) -> float:
-    """When a cell of `row` that shows an age (as the row builders above and below show them)
-    next changes its text: until then, the passing of time changes nothing on the row."""
+def age_anchors(view: View, row: NamespaceView | Incident) -> dict[str, float | None]:
+    """The columns of `row` that show an age, each with the time it counts from: the only
+    cells the passing of time changes."""
     if isinstance(row, Incident):
-        anchors: tuple[float | None, ...] = (row.first_seen, row.last_seen)
-    elif view is View.LANES:
-        anchors = (row.heartbeat_at, row.last_write, row.started_at)
-    else:
-        anchors = (stale_since(row),)
-    return min(fmt.ago_changes_at(t, now) for t in anchors)
+        return {"first": row.first_seen, "last": row.last_seen}
+    if view is View.LANES:
+        return {"beat": row.heartbeat_at, "write": row.last_write, "age": row.started_at}
+    return {"since": stale_since(row)}
+
+
+def age_cells(view: View, row: NamespaceView | Incident, now: float) -> dict[str, str]:
+    """The age cells of `row` at `now`, by column key (the row builders use these too)."""
+    return {column: fmt.ago(then, now) for column, then in age_anchors(view, row).items()}
+
+
+def ages_change_at(view: View, row: NamespaceView | Incident, now: float) -> float:
+    """When a cell of `row` that shows an age next changes its text: until then, the passing
+    of time changes nothing on the row."""
+    return min(fmt.ago_changes_at(t, now) for t in age_anchors(view, row).values())
 
 
 def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
@@ -164,7 +174,7 @@ def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
         state_cell(ns),
         untrusted(lane_label(ns)),
         untrusted(ns.reason),
-        fmt.ago(stale_since(ns), now),
+        age_cells(View.STALE, ns, now)["since"],
         fmt.size(ns.bytes),
         fmt.count(ns.files),
         untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
@@ -187,12 +197,13 @@ def intruder_label(intruder: dict[str, Any]) -> str:
 def collisions_row(
     incident: Incident, now: float, victim_label: Callable[[str | None], str]
 ) -> tuple[Cell, ...]:
+    ages = age_cells(View.COLLISIONS, incident, now)
     return (
         Text(incident.kind, style=KIND_STYLES.get(incident.kind, "red"), end=""),
         untrusted(victim_label(incident.victim)),
         untrusted(intruder_label(dict(incident.intruder))),
-        fmt.ago(incident.first_seen, now),
-        fmt.ago(incident.last_seen, now),
+        ages["first"],
+        ages["last"],
         str(incident.count),
         Text(incident.grade, style="bold" if incident.grade == "known" else "italic", end=""),
     )

@@ -131,15 +131,15 @@ class MainScreen(MainKeys, Screen[None]):
         """Once a second (and on a view switch or a resume), the ages move on: only for the
         rows on screen and a margin, so an idle dashboard costs the same with ten rows or ten
         thousand. Rows scrolled into view catch up at the next tick; rows that change, at once
-        (every table gets every batch, shown or not). A row none of whose ages shows another
-        text yet (`columns.ages_change_at`: "4m" stays "4m" for a minute) is not rebuilt."""
+        (every table gets every batch, shown or not). Only the age cells are rebuilt, and only
+        for rows one of whose ages shows another text (`columns.ages_change_at`: "4m" stays
+        "4m" for a minute)."""
         if self.paused or not self.lw.picture.loaded:
             return
         table = self.table()
-        keys = table.visible_keys
         top = max(0, table.scroll_offset.y - TICK_MARGIN)
         height = table.size.height or self.size.height  # a table just shown has no size yet
-        window = keys[top : top + height + 2 * TICK_MARGIN]
+        window = table.visible_slice(top, top + height + 2 * TICK_MARGIN)
         now = self.lw.clock()
         due = self._ages_due[self.view]
         cells = {}
@@ -148,8 +148,9 @@ class MainScreen(MainKeys, Screen[None]):
                 continue  # none of its ages shows another text yet: nothing to build
             row = self.lw.picture.row(self.view, str(key))
             if row is not None:
-                cells[key] = self.build_row(self.view, row, now)
-        table.apply(cells)
+                cells[key] = columns.age_cells(self.view, row, now)
+                due[key] = columns.ages_change_at(self.view, row, now)
+        table.update_cells(cells)
 
     def _follow(self) -> None:
         rows = self.lw.picture.rows(self.view)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from rich.cells import cell_len, set_cell_size
@@ -246,6 +246,17 @@ def _cell_memo_key(cell: Cell, width: int, justify: Justify) -> tuple[object, ..
     return (cell, width, justify)
 
 
+@dataclass(slots=True)
+class _Batch:
+    """What one `apply` or `update_cells` changed, for `LaneTable._finish`."""
+
+    changed: list[RowKey] = field(default_factory=list)  # rows replaced in place
+    recheck: set[int] = field(default_factory=set)  # auto columns whose widest may have shrunk
+    grown: bool = False  # an auto column's widest cell grew
+    resort: bool = False
+    order_changed: bool = False
+
+
 class LaneTable(ScrollView, can_focus=True):
     """A keyed, virtualised table: rows are `key -> tuple of cells`, changed in batches by `apply`.
 
@@ -374,8 +385,14 @@ class LaneTable(ScrollView, can_focus=True):
         # The row the user chose: kept while a filter hides it, so clearing the filter returns.
         self._wanted: RowKey | None = None
         self._marked: set[RowKey] = set()
+        # One strip per row, as wide as the widest of the row and the view (`_line_width`), so
+        # an unscrolled view draws it as it is; cleared when that width changes.
         self._strips: LRUCache[RowKey, Strip] = LRUCache(cache_size)
+        self._line_width = 0
         self._pass_width: int | None = None  # set while `render_lines` draws
+        # Per row, each cell's segments (None: to render): a tick that changes one age cell
+        # renders that cell again and joins the others as they were.
+        self._parts: LRUCache[RowKey, list[list[Segment] | None]] = LRUCache(cache_size)
         # Segments of one cell at one width: a row changed by a tick (its ages) renders again,
         # and most of its cells (state, lane, checkout, pid, host) are what they were.
         self._cells: LRUCache[tuple[object, ...], list[Segment]] = LRUCache(4 * cache_size)
@@ -404,6 +421,10 @@ class LaneTable(ScrollView, can_focus=True):
     def visible_keys(self) -> tuple[RowKey, ...]:
         """Keys of the rows shown, in display order."""
         return tuple(self._visible)
+
+    def visible_slice(self, start: int, stop: int) -> list[RowKey]:
+        """Keys of the shown rows from display index `start` up to `stop`."""
+        return self._visible[start:stop]
 
     def get_row(self, key: RowKey) -> tuple[Cell, ...] | None:
         """The cells of a row, or None if there is no such row."""
@@ -453,77 +474,124 @@ class LaneTable(ScrollView, can_focus=True):
         resend whole rows. Only changed rows are re-rendered; the order is rebuilt only if an
         insert, a removal, a sort-key change or a filter-match change asks for it.
         """
-        order_changed = resort = False
-        changed: list[RowKey] = []
-        recheck: set[int] = set()  # auto columns whose widest cell may have shrunk
-        grown = False
-        content_max = self._content_max
-        sort_index = self._column_index.get(self._sort_column or "")
-        filtering = bool(self._needle)
+        batch = _Batch()
+        every = range(len(self.columns))
         for key, cells in (upserts or {}).items():
             row = tuple(cells)
             if len(row) != len(self.columns):
                 raise ValueError(f"row {key!r} has {len(row)} cells, expected {len(self.columns)}")
             old = self._rows.get(key)
-            if old == row:
-                continue
-            was_shown = key in self._position
-            self._rows[key] = row
-            widths = tuple([_measure(cell) for cell in row])
-            old_widths = self._cell_widths.get(key)
-            self._cell_widths[key] = widths
-            for i, width in enumerate(widths):
-                if width > content_max[i]:
-                    content_max[i] = width
-                    grown = True
-                elif old_widths is not None and old_widths[i] == content_max[i] > width:
-                    recheck.add(i)
-            if sort_index is not None:
-                sort_key = self._sort_key(sort_index, row)
-                if old is None or self._sort_keys.get(key) != sort_key:
-                    resort = True
-                self._sort_keys[key] = sort_key
-            if old is None:
-                self._ordered.append(key)
-                order_changed = True
-                continue
-            self._strips.discard(key)
-            self._haystacks.pop(key, None)
-            changed.append(key)
-            if filtering and was_shown != self._matches(key):
-                order_changed = True
+            if old != row:
+                self._store(key, row, old, every, batch)
         gone = {key for key in removals if key in self._rows}
         if gone:
-            order_changed = True
-            if self._wanted in gone:
-                # The chosen row vanishes: the row shown after it (or before it, at the end)
-                # takes its place, as in htop.
-                position = self._position
-                self._wanted = _nearest(
-                    self._visible, self._wanted, lambda k: k in position and k not in gone
-                )
-            for key in gone:
-                del self._rows[key]
-                self._strips.discard(key)
-                self._haystacks.pop(key, None)
-                self._sort_keys.pop(key, None)
-                widths = self._cell_widths.pop(key)
-                recheck.update(i for i, w in enumerate(widths) if w == content_max[i])
-            self._ordered = [key for key in self._ordered if key not in gone]
-            if self._marked & gone:
-                self._marked -= gone
-                self.post_message(self.MarksChanged(self, frozenset(self._marked)))
-        for i in recheck:
+            self._drop(gone, batch)
+        self._finish(batch)
+
+    def update_cells(self, changes: Mapping[RowKey, Mapping[str, Cell]]) -> None:
+        """Replace some cells of rows already shown, by column key (what the age tick does).
+
+        Cheaper than `apply` with whole rows: only the given cells are compared and measured,
+        the others stay as they are. Keys without a row are ignored.
+        """
+        batch = _Batch()
+        index = self._column_index
+        for key, cells in changes.items():
+            old = self._rows.get(key)
+            if old is None:
+                continue
+            row = list(old)
+            changed = []
+            for column, cell in cells.items():
+                i = index[column]
+                if row[i] != cell:
+                    row[i] = cell
+                    changed.append(i)
+            if changed:
+                self._store(key, tuple(row), old, changed, batch)
+        self._finish(batch)
+
+    def _store(
+        self,
+        key: RowKey,
+        row: tuple[Cell, ...],
+        old: tuple[Cell, ...] | None,
+        changed: Iterable[int],
+        batch: _Batch,
+    ) -> None:
+        """Put `row` in place of `old` (None: a new row); only the cells at `changed` differ."""
+        was_shown = key in self._position
+        self._rows[key] = row
+        content_max = self._content_max
+        old_widths = self._cell_widths.get(key) if old is not None else None
+        widths = list(old_widths) if old_widths is not None else [0] * len(row)
+        for i in changed if old_widths is not None else range(len(row)):
+            width = widths[i] = _measure(row[i])
+            if width > content_max[i]:
+                content_max[i] = width
+                batch.grown = True
+            elif old_widths is not None and old_widths[i] == content_max[i] > width:
+                batch.recheck.add(i)
+        self._cell_widths[key] = tuple(widths)
+        sort_index = self._column_index.get(self._sort_column or "")
+        if sort_index is not None and (old is None or sort_index in changed):
+            sort_key = self._sort_key(sort_index, row)
+            if old is None or self._sort_keys.get(key) != sort_key:
+                batch.resort = True
+            self._sort_keys[key] = sort_key
+        if old is None:
+            self._ordered.append(key)
+            batch.order_changed = True
+            return
+        self._strips.discard(key)
+        parts = self._parts.get(key)
+        if parts is not None:
+            for i in changed:
+                parts[i] = None
+        batch.changed.append(key)
+        if any(i in self._filter_columns for i in changed):
+            self._haystacks.pop(key, None)
+            if self._needle and was_shown != self._matches(key):
+                batch.order_changed = True
+
+    def _drop(self, gone: set[RowKey], batch: _Batch) -> None:
+        batch.order_changed = True
+        if self._wanted in gone:
+            # The chosen row vanishes: the row shown after it (or before it, at the end)
+            # takes its place, as in htop.
+            position = self._position
+            self._wanted = _nearest(
+                self._visible, self._wanted, lambda k: k in position and k not in gone
+            )
+        content_max = self._content_max
+        for key in gone:
+            del self._rows[key]
+            self._strips.discard(key)
+            self._parts.discard(key)
+            self._haystacks.pop(key, None)
+            self._sort_keys.pop(key, None)
+            widths = self._cell_widths.pop(key)
+            batch.recheck.update(i for i, w in enumerate(widths) if w == content_max[i])
+        self._ordered = [key for key in self._ordered if key not in gone]
+        if self._marked & gone:
+            self._marked -= gone
+            self.post_message(self.MarksChanged(self, frozenset(self._marked)))
+
+    def _finish(self, batch: _Batch) -> None:
+        """Widths, order and repaint after a batch of `_store`s and `_drop`s."""
+        content_max = self._content_max
+        for i in batch.recheck:
             content_max[i] = max((w[i] for w in self._cell_widths.values()), default=0)
-        if (grown or recheck) and self._update_widths():
+        order_changed = batch.order_changed
+        if (batch.grown or batch.recheck) and self._update_widths():
             order_changed = True  # every strip is stale; repaint all below
-        if resort:
+        if batch.resort:
             self._sort_ordered()
             order_changed = True
         if order_changed:
             self._rebuild()
         else:
-            self._refresh_keys(changed)
+            self._refresh_keys(batch.changed)
 
     def sort_by(self, column: str | None, *, reverse: bool = False) -> None:
         """Sort by a column (stable; ties keep insertion order), or None for insertion order."""
@@ -755,6 +823,7 @@ class LaneTable(ScrollView, can_focus=True):
             return False
         self._widths = widths
         self._strips.clear()
+        self._parts.clear()
         self._cells.clear()
         return True
 
@@ -763,24 +832,36 @@ class LaneTable(ScrollView, can_focus=True):
         return sum(self._widths) + 2 * len(self._pad) * len(self._widths)
 
     def _render_row(self, key: RowKey) -> Strip:
+        """The row's strip, `_line_width` wide."""
         strip = self._strips.get(key)
         if strip is None:
             self.row_renders += 1
-            console = self.app.console
+            parts = self._parts.get(key)
+            if parts is None:
+                parts = [None] * len(self.columns)
+                self._parts.set(key, parts)
             segments: list[Segment] = []
-            cells = self._cells
-            for column, width, cell in zip(
-                self.columns, self._widths, self._rows[key], strict=True
-            ):
-                memo = _cell_memo_key(cell, width, column.justify)
-                rendered = cells.get(memo)
-                if rendered is None:
-                    rendered = _cell_segments(cell, width, column.justify, self._pad, console)
-                    cells.set(memo, rendered)
-                segments += rendered
-            strip = Strip(segments, self._total_width)
+            row = self._rows[key]
+            for i, part in enumerate(parts):
+                if part is None:
+                    part = parts[i] = self._cell_part(i, row[i])
+                segments += part
+            total = self._total_width
+            if self._line_width > total:
+                segments.append(Segment(" " * (self._line_width - total)))
+            strip = Strip(segments, max(total, self._line_width))
             self._strips.set(key, strip)
         return strip
+
+    def _cell_part(self, index: int, cell: Cell) -> list[Segment]:
+        """The segments of one cell at its column's width (shared between rows)."""
+        column, width = self.columns[index], self._widths[index]
+        memo = _cell_memo_key(cell, width, column.justify)
+        rendered = self._cells.get(memo)
+        if rendered is None:
+            rendered = _cell_segments(cell, width, column.justify, self._pad, self.app.console)
+            self._cells.set(memo, rendered)
+        return rendered
 
     def _render_header(self) -> Strip:
         if self._header is None:
@@ -827,7 +908,10 @@ class LaneTable(ScrollView, can_focus=True):
     def render_lines(self, crop: Region) -> list[Strip]:
         self._layers.clear()  # focus, hover and theme changes reach us through a repaint
         # The same for every line of this pass, and not free to compute (~18 us) per line.
-        self._pass_width = self.scrollable_content_region.width
+        self._pass_width = width = self.scrollable_content_region.width
+        if width != self._line_width:
+            self._line_width = width
+            self._strips.clear()
         try:
             return super().render_lines(crop)
         finally:
@@ -849,7 +933,8 @@ class LaneTable(ScrollView, can_focus=True):
             key = self._visible[index]
             strip = self._render_row(key)
             style = self._row_style(key, index)
-        strip = strip.crop_extend(scroll_x, scroll_x + width, None)
+        if scroll_x or strip.cell_length != width:
+            strip = strip.crop_extend(scroll_x, scroll_x + width, None)
         return strip.apply_style(style) if style else strip
 
     def _refresh_keys(self, keys: Iterable[RowKey]) -> None:
