@@ -22,6 +22,7 @@ from lanewatch.sources.prober import (
     judge_all,
     probe,
 )
+from lanewatch.sources.worker import Worker
 from tests.conftest import wait_for
 from tests.unit.enginekit import make_stamp
 
@@ -157,3 +158,20 @@ def test_a_full_probe_with_a_memo_says_what_one_without_says(root: Path) -> None
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_worker_hands_the_same_owners_until_a_namespace_changes(root: Path) -> None:
+    """Idle prober rounds tell "nothing new" by identity (no 1,000-stamp rebuild every 2 s):
+    the same mapping until the model changes, then a fresh one that has the change."""
+    make_stamp(root, "a")
+    w = Worker([str(root)])
+    w.list_root(str(root))
+    w.commit()
+    first = w.local_stamps()
+    assert len(first) == 1 and w.local_stamps() is first
+    b = make_stamp(root, "b")
+    w.list_root(str(root))
+    w.commit()
+    second = w.local_stamps()
+    assert second is not first and set(second) == {*first, str(b)}
+    assert w.local_stamps() is second

@@ -198,7 +198,8 @@ class ProbeReport:
     holdings: tuple[Holding, ...] | None  # None: skipped (no live local owner)
     owners: Mapping[str, Owner] = field(default_factory=dict)
     partial: str | None = None
-    took: float = 0.0
+    took: float = 0.0  # seconds the probe took (wall clock)
+    full: bool = False  # every process was read, not only the live lanes'
 
 
 def probe(
@@ -224,7 +225,8 @@ def probe(
         procs = procscan.process_table()
         real = [os.path.realpath(p) for p in prefixes if os.path.isdir(p)]
         held = tuple(lanescan.holdings_of(lanescan.lane_pids(procs, owners.values()), procs, real))
-    return ProbeReport(at, evidence, held, owners, partial, time.monotonic() - t0)
+    took = time.monotonic() - t0
+    return ProbeReport(at, evidence, held, owners, partial, took, full=held is not None and full)
 
 
 def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[int], bool]:
@@ -324,10 +326,13 @@ class Prober:
         verdicts: Mapping[str, LivenessEvidence] = {}
         watched = False
         last_check = next_full = float("-inf")
+        seen: Mapping[str, Stamp] | None = None
+        ids: frozenset[tuple[object, ...]] = frozenset()
         try:
             while not self._stop.is_set():
                 stamps = self._stamps()
-                ids = _identities(stamps)
+                if stamps is not seen:  # the worker hands the same mapping while none changed
+                    seen, ids = stamps, _identities(stamps)
                 now = time.monotonic()
                 due = (
                     not watched

@@ -70,7 +70,18 @@ class ModelKeeper:
         self.deliver = deliver
         self.on_applied = on_applied
         self.stats: dict[str, int] = dict.fromkeys(
-            ("batches", "items", "overflows", "overruns", "rescans", "rewatches", "probes"), 0
+            (
+                "batches",
+                "items",
+                "overflows",
+                "overruns",
+                "rescans",
+                "rewatches",
+                "probes",
+                "full_probes",
+                "probe_ms",
+            ),
+            0,
         )
         self._delta = m.Delta()
         self._due: dict[str, float] = {}  # when time alone next changes a view

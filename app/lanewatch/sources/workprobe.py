@@ -5,7 +5,8 @@ writers). The prober itself runs on its own thread (`sources/prober.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
@@ -27,21 +28,34 @@ class ProbeResults(NamespaceWalks):
     ) -> None:
         super().__init__(roots, deliver=deliver, on_applied=on_applied)
         self.ignore = [str(state_dir())]
+        # The last answer of `local_stamps`, with the namespaces mapping it was read from.
+        self._local: tuple[object, Mapping[str, Stamp]] | None = None
 
-    def local_stamps(self) -> dict[str, Stamp]:
-        """Owners the prober should judge: live stamps of this host. Safe from any thread."""
+    def local_stamps(self) -> Mapping[str, Stamp]:
+        """Owners the prober should judge: live stamps of this host. Safe from any thread.
+
+        The same mapping object while no namespace changed (the model replaces its mapping on
+        any change), so the prober's idle rounds can tell "nothing new" by identity."""
+        namespaces = self.state.namespaces
+        last = self._local
+        if last is not None and last[0] is namespaces:
+            return last[1]
         out = {}
-        for key, rec in self.state.namespaces.items():
+        for key, rec in namespaces.items():
             s = rec.owner
             if s is not None and s.state is OwnerState.LIVE and s.host == self.host:
                 out[key] = s
-        return out
+        stamps = MappingProxyType(out)
+        self._local = (namespaces, stamps)
+        return stamps
 
     def prefixes(self) -> list[str]:
         return [*self.roots, *SHARED_TEMP]
 
     def handle_probe(self, report: ProbeReport) -> None:
         self.stats["probes"] += 1
+        self.stats["full_probes"] += report.full
+        self.stats["probe_ms"] += round(report.took * 1000)
         known = self.state.namespaces
         self.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
         if report.holdings is None:
