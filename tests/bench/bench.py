@@ -339,6 +339,8 @@ class Bench:
                     round(plain["cpu_share"] * 100, 2) if plain else "full run only"
                 ),
                 "probes": app["engine"]["probes"],
+                "engine_in_window": app["in_window"],
+                "engine_alone_in_window": engine.get("in_window", "full run only"),
                 "threads_pct": app["threads_pct"],
                 "engine_stats": app["engine"],
             },

@@ -58,6 +58,14 @@ def kernel_rates(before: dict[str, int], after: dict[str, int], wall: float) -> 
     }
 
 
+def in_window(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """What the engine did during the idle window: probes (full ones apart) and their time in
+    ms, batches applied. A full `/proc` scan runs every 60 s by the clock, so a 20 s window
+    holds one or not: this tells the runs apart."""
+    keys = ("probes", "full_probes", "probe_ms", "batches", "items")
+    return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
+
+
 def thread_names() -> dict[int, str]:
     return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
 
@@ -117,6 +125,7 @@ async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
     return {
         "cpu_share": cpu / wall,
         "seconds": round(wall, 2),
+        "in_window": in_window(k0, stats),
         "rss_mb": round(rss_settled + child_rss, 1),
         "rss_ui_mb": rss_settled,
         "rss_engine_mb": child_rss,
@@ -147,6 +156,7 @@ def engine_idle(root: str, seconds: float, attribution: bool | None = None) -> d
     return {
         "cpu_share": cpu / wall,
         "seconds": round(wall, 2),
+        "in_window": in_window(k0, stats),
         "rss_mb": rss,
         "threads_pct": threads,
         "engine": stats,
