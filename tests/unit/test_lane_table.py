@@ -444,3 +444,33 @@ async def test_update_cells_replaces_only_the_cells_given() -> None:
         assert table.virtual_size.width == width
         await pilot.pause()
         assert "123456789" not in "\n".join(screen_lines(app))
+
+
+async def test_ages_moving_on_together_keep_a_sort_on_them_without_a_full_repaint() -> None:
+    app = Host()
+    async with run(app) as pilot:
+        table = app.table
+        table.apply({f"k{i}": (f"lane-{i:03}", "1 kB", f"{10 * i}s") for i in range(30)})
+        table.sort_by("age", reverse=True)
+        order = table.visible_keys
+        assert order[0] == "k29"
+        await wait_for(pilot, lambda: table.line_renders > 0)
+        await pilot.pause()
+
+        # A tick: every age one second on. The order holds; only the changed lines redraw.
+        lines_before = table.line_renders
+        table.update_cells({f"k{i}": {"age": f"{10 * i + 1}s"} for i in range(30)})
+        await wait_for(pilot, lambda: table.line_renders > lines_before)
+        await pilot.pause()
+        assert table.visible_keys == order
+        assert table.line_renders - lines_before == SIZE[1] - 1  # the rows shown, no header
+
+        # An age that passes its neighbour's moves the row.
+        table.update_cells({"k0": {"age": "999s"}})
+        assert table.visible_keys[0] == "k0"
+        # A tie sorts as a fresh sort would: by insertion (k3 before k4).
+        table.update_cells({"k4": {"age": "31s"}})
+        keys = table.visible_keys
+        assert keys.index("k3") < keys.index("k4")
+        table.update_cells({"k3": {"age": "999s"}, "k0": {"age": "1s"}})
+        assert table.visible_keys[0] == "k3" and table.visible_keys[-1] == "k0"

@@ -9,6 +9,7 @@ changed something that affects it; the cursor and the marks follow row keys, nev
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -253,7 +254,8 @@ class _Batch:
     changed: list[RowKey] = field(default_factory=list)  # rows replaced in place
     recheck: set[int] = field(default_factory=set)  # auto columns whose widest may have shrunk
     grown: bool = False  # an auto column's widest cell grew
-    resort: bool = False
+    resort: bool = False  # a new row: sort again
+    resorted: list[RowKey] = field(default_factory=list)  # rows whose sort key changed
     order_changed: bool = False
 
 
@@ -536,8 +538,10 @@ class LaneTable(ScrollView, can_focus=True):
         sort_index = self._column_index.get(self._sort_column or "")
         if sort_index is not None and (old is None or sort_index in changed):
             sort_key = self._sort_key(sort_index, row)
-            if old is None or self._sort_keys.get(key) != sort_key:
+            if old is None:
                 batch.resort = True
+            elif self._sort_keys.get(key) != sort_key:
+                batch.resorted.append(key)
             self._sort_keys[key] = sort_key
         if old is None:
             self._ordered.append(key)
@@ -585,7 +589,9 @@ class LaneTable(ScrollView, can_focus=True):
         order_changed = batch.order_changed
         if (batch.grown or batch.recheck) and self._update_widths():
             order_changed = True  # every strip is stale; repaint all below
-        if batch.resort:
+        if batch.resort or (
+            batch.resorted and (order_changed or not self._still_in_order(batch.resorted))
+        ):
             self._sort_ordered()
             order_changed = True
         if order_changed:
@@ -671,6 +677,26 @@ class LaneTable(ScrollView, can_focus=True):
         self._ordered = sorted(
             self._rows, key=self._sort_keys.__getitem__, reverse=self._sort_reverse
         )
+
+    def _still_in_order(self, keys: Iterable[RowKey]) -> bool:
+        """Whether rows whose sort keys changed still sit where a fresh sort puts them: strictly
+        between their neighbours. Ages sorted on all move on together, so a tick rarely moves a
+        row; this spares the sort and the repaint of every line. A tie, or a filter, answers
+        False: the full sort orders ties by insertion."""
+        if self._needle:
+            return False
+        ordered, position, sort_keys = self._ordered, self._position, self._sort_keys
+        before = operator.gt if self._sort_reverse else operator.lt
+        for key in keys:
+            i = position.get(key)
+            if i is None or i >= len(ordered) or ordered[i] != key:
+                return False
+            mine = sort_keys[key]
+            if i > 0 and not before(sort_keys[ordered[i - 1]], mine):
+                return False
+            if i + 1 < len(ordered) and not before(mine, sort_keys[ordered[i + 1]]):
+                return False
+        return True
 
     def _matches(self, key: RowKey) -> bool:
         haystack = self._haystacks.get(key)
