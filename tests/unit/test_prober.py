@@ -175,3 +175,24 @@ def test_the_worker_hands_the_same_owners_until_a_namespace_changes(root: Path) 
     second = w.local_stamps()
     assert second is not first and set(second) == {*first, str(b)}
     assert w.local_stamps() is second
+
+
+def test_listing_a_root_asks_the_kernel_once_per_owner(root: Path) -> None:
+    """The first picture judges 1,000 lanes of four owners with four reads of /proc, not
+    1,000; each lane still gets its verdict, and a stamp of another owner its own."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        ident = ProcessIdentity.of(proc.pid)
+        mine = [make_stamp(root, f"lane{i}") for i in range(3)]
+        theirs = make_stamp(root, "other", pid=ident.pid, start_ticks=ident.start_ticks)
+        w = Worker([str(root)])
+        w.list_root(str(root))
+        w.commit()
+        evidence = {str(ns): w.state.namespaces[str(ns)].liveness for ns in (*mine, theirs)}
+        assert all(ev is not None and ev.liveness is Liveness.ALIVE for ev in evidence.values())
+        assert len({id(evidence[str(ns)]) for ns in mine}) == 1  # asked once for the three
+        assert evidence[str(theirs)] is not evidence[str(mine[0])]
+        assert evidence[str(theirs)].pid == proc.pid  # type: ignore[union-attr]
+    finally:
+        proc.kill()
+        proc.wait()

@@ -62,20 +62,26 @@ _UNJUDGED = object()
 
 def judge_all(stamps: Mapping[str, Stamp], at: float) -> dict[str, LivenessEvidence]:
     """`judge` of every stamp that names a local live owner; the kernel is asked once per
-    owner identity (one process may own many lanes), except for an owner it would not tell
-    about (UNKNOWN: each namespace's lock is read)."""
+    owner identity (one process may own many lanes), see `judge_once`."""
     out: dict[str, LivenessEvidence] = {}
     known: dict[tuple[object, ...], object] = {}
     for key, s in stamps.items():
-        who = (s.state, s.host, s.pid, s.start_ticks, s.boot_id, s.child_pid, s.child_start_ticks)
-        ev = known.get(who, _UNJUDGED)
-        if ev is _UNJUDGED or (
-            isinstance(ev, LivenessEvidence) and ev.liveness is Liveness.UNKNOWN
-        ):
-            ev = known[who] = judge(key, s, at)
-        if isinstance(ev, LivenessEvidence):
+        ev = judge_once(key, s, at, known)
+        if ev is not None:
             out[key] = ev
     return out
+
+
+def judge_once(
+    key: str, s: Stamp, at: float, known: dict[tuple[object, ...], object]
+) -> LivenessEvidence | None:
+    """`judge`, asking the kernel once per owner identity among the calls that share `known`,
+    except for an owner it would not tell about (UNKNOWN: each namespace's lock is read)."""
+    who = (s.state, s.host, s.pid, s.start_ticks, s.boot_id, s.child_pid, s.child_start_ticks)
+    ev = known.get(who, _UNJUDGED)
+    if ev is _UNJUDGED or (isinstance(ev, LivenessEvidence) and ev.liveness is Liveness.UNKNOWN):
+        ev = known[who] = judge(key, s, at)
+    return ev if isinstance(ev, LivenessEvidence) else None
 
 
 def owners_of(stamps: Mapping[str, Stamp]) -> dict[str, Owner]:

@@ -17,7 +17,7 @@ from lanewatch.scheme import procid
 from lanewatch.scheme.names import split_namespace_name
 from lanewatch.scheme.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, OwnerState
 from lanewatch.sources import scanner
-from lanewatch.sources.prober import judge
+from lanewatch.sources.prober import judge, judge_once
 from lanewatch.sources.workmodel import LedgerState, ModelKeeper, NsFiles
 
 SCAN_CHUNK = 25  # namespaces walked between two looks at the event queue
@@ -49,10 +49,11 @@ class NamespaceWalks(ModelKeeper):
             return None
         keys = []
         now = time.time()
+        known: dict[tuple[object, ...], object] = {}  # one kernel question per owner
         for name in listing.names:
             key = f"{root}/{name}"
             keys.append(key)
-            self.emit(self._seen(root, name, key, now))
+            self.emit(self._seen(root, name, key, now, known))
         self.emit(m.RootListed(root, frozenset(keys)))
         return keys
 
@@ -61,20 +62,36 @@ class NamespaceWalks(ModelKeeper):
         listing = scanner.list_root(root)
         now = time.time()
         keys = []
+        known: dict[tuple[object, ...], object] = {}
         for name in listing.names:
             key = f"{root}/{name}"
             if key not in self.state.namespaces:
                 keys.append(key)
-                self.emit(self._seen(root, name, key, now))
+                self.emit(self._seen(root, name, key, now, known))
         return keys
 
     @property
     def scanning(self) -> bool:
         return bool(self._scan_queue)
 
-    def _seen(self, root: str, name: str, key: str, now: float) -> m.NamespaceSeen:
+    def _seen(
+        self,
+        root: str,
+        name: str,
+        key: str,
+        now: float,
+        known: dict[tuple[object, ...], object] | None = None,
+    ) -> m.NamespaceSeen:
+        """A namespace found: its stamp and the owner's verdict. Callers listing many pass one
+        `known` to all, so 1,000 lanes of four owners ask the kernel four times."""
         read = scanner.read_stamp_at(key)
-        ev = judge(key, read.stamp, now) if read.stamp is not None else None
+        ev = None
+        if read.stamp is not None:
+            ev = (
+                judge(key, read.stamp, now)
+                if known is None
+                else judge_once(key, read.stamp, now, known)
+            )
         return m.NamespaceSeen(key, root, name, read, ev)
 
     def queue_scan(self, keys: Iterable[str], *, counts_only: bool = False) -> None:
