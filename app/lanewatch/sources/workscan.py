@@ -87,11 +87,7 @@ class NamespaceWalks(ModelKeeper):
         read = scanner.read_stamp_at(key)
         ev = None
         if read.stamp is not None:
-            ev = (
-                judge(key, read.stamp, now)
-                if known is None
-                else judge_once(key, read.stamp, now, known)
-            )
+            ev = judge_once(key, read.stamp, now, {} if known is None else known)
         return m.NamespaceSeen(key, root, name, read, ev)
 
     def queue_scan(self, keys: Iterable[str], *, counts_only: bool = False) -> None:
