@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -15,6 +16,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("LANEWATCH_TIER") == "unprivileged":
+        check_unprivileged_tier()
+
+
+def check_unprivileged_tier() -> None:
+    """The non-root tier (.ci/unprivileged) tests what it claims only as a normal user with root's
+    and another user's processes alive beside it; refuse to run it otherwise."""
+    me = os.geteuid()
+    if me == 0:
+        raise pytest.UsageError("LANEWATCH_TIER=unprivileged, but the tests run as root")
+    uids: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                uids.add(entry.stat().st_uid)
+    neighbour = os.environ.get("LANEWATCH_TIER_NEIGHBOUR", "")
+    wanted = {0: "root", pwd.getpwnam(neighbour).pw_uid if neighbour else -1: neighbour}
+    missing = [name or "another user" for uid, name in wanted.items() if uid not in uids]
+    if missing:
+        raise pytest.UsageError(f"the unprivileged tier needs processes of {missing} running")
 
 
 @pytest.fixture(autouse=True)

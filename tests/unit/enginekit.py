@@ -33,7 +33,8 @@ ENGINE_THREADS = tuple(
 def make_stamp(root: Path, lane: str, **changes: Any) -> Path:
     """A namespace with a stamp naming this process (alive), unless `changes` say otherwise."""
     ns = root / namespace_name(CHECKOUT, lane)
-    (ns / META_DIR).mkdir(parents=True, exist_ok=True)
+    ns.mkdir(mode=0o700, parents=True, exist_ok=True)  # as `Lane` makes them
+    (ns / META_DIR).mkdir(exist_ok=True)
     me = ProcessIdentity.current()
     now = time.time()
     values: dict[str, Any] = {

@@ -14,6 +14,7 @@ holder that stays refuses. A working directory or root inside refuses at once.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -74,12 +75,66 @@ def why_held(path: Path, own_fds: Collection[int] = ()) -> HeldVerdict:
         return HeldVerdict("in use: " + listed + (f" and {more} more" if more > 0 else ""))
     if found.hidden:
         return HeldVerdict(f"cannot tell who uses it: {found.hidden}")
-    blocking = [u for u in found.unreadable if u.pid not in NOT_COUNTED]
-    if blocking:
-        return HeldVerdict(cannot_tell(blocking))
-    if found.unreadable:
-        return HeldVerdict(None, "pid 1 (init) not inspectable, not counted")
-    return HeldVerdict(None)
+    unreadable = [u for u in found.unreadable if u.pid not in NOT_COUNTED]
+    notes = []
+    if len(unreadable) < len(found.unreadable):
+        notes.append("pid 1 (init) not inspectable, not counted")
+    root = os.geteuid() == 0
+    if unreadable and not root:
+        unreadable, shut_out = split_shut_out(unreadable, path)
+        if shut_out:
+            notes.append(not_counted(shut_out))
+    if unreadable:
+        return HeldVerdict(cannot_tell(unreadable) + ("" if root else not_private(path)))
+    return HeldVerdict(None, "; ".join(notes) or None)
+
+
+def split_shut_out(
+    unreadable: Sequence[Unreadable], path: Path
+) -> tuple[list[Unreadable], list[Unreadable]]:
+    """For a normal user: which uninspectable processes cannot matter, and which still refuse.
+
+    Only processes of other uids can be shut out, and only from a folder of ours with no access
+    for group or others (namespaces are made 0700): another normal user cannot enter it. Root's
+    processes can enter anything, but clearing is one rename inside one filesystem: one with its
+    working directory or an open file inside keeps working, and restore puts the folder back.
+    A process of our own uid that we cannot inspect, or of an unknown uid, always refuses.
+    """
+    if not_private(path):
+        return list(unreadable), []
+    me = os.geteuid()
+    refusing = [u for u in unreadable if u.uid is None or u.uid == me]
+    shut_out = [u for u in unreadable if u.uid is not None and u.uid != me]
+    return refusing, shut_out
+
+
+def not_private(path: Path) -> str:
+    """Why `path` is not a folder of ours that other users cannot enter, or "" when it is."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"; cannot read its owner and mode ({exc.strerror})"
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.geteuid():
+        return f"; the folder belongs to uid {st.st_uid}, not to you"
+    if mode & 0o077:
+        return (
+            f"; the folder has mode {mode:04o}, so other users' processes could be inside "
+            "(lanewatch makes namespaces 0700)"
+        )
+    return ""
+
+
+def not_counted(shut_out: Sequence[Unreadable]) -> str:
+    """The plain words for what a normal user's clear could not see, and why it is still safe."""
+    pids = sorted({u.pid for u in shut_out})
+    uids = sorted({u.uid for u in shut_out if u.uid is not None})
+    whose = ", ".join("root" if uid == 0 else f"uid {uid}" for uid in uids[:MAX_LISTED])
+    return (
+        f"{len(pids)} process(es) of {whose} could not be inspected and are not counted: "
+        "the folder is yours with mode 0700, so no other user's process can enter it, and a "
+        "root process inside would keep working after the move (restore puts it back)"
+    )
 
 
 def settled_scan(

@@ -167,7 +167,7 @@ class Lane:
         t = self.target
         root = ensure_root(t.root)
         Registry().add(root)
-        ensure_real_dir(t.namespace)
+        ensure_real_dir(t.namespace, 0o700)  # other users cannot enter: see actions/checks.py
         ensure_real_dir(t.namespace / META_DIR)
         if not self._lock.try_acquire():
             self._refuse()

@@ -26,6 +26,7 @@ Permission errors never mean "not holding": the pid lands in `unreadable` with t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat as stat_mod
@@ -423,6 +424,17 @@ def _parse_stat(pid: int, data: bytes) -> ProcStat | None:
 
 
 def _owner(dfd: int) -> int | None:
+    """The process's effective uid, from its status (readable by all). Not the owner of
+    /proc/PID: for a process that made itself non-dumpable (ssh-agent, gpg-agent) that is root,
+    whoever runs it, and a clear must not take a user's own hidden process for root's."""
+    try:
+        status = _read("status", dfd)
+    except OSError:
+        status = b""
+    for line in status.splitlines():
+        if line.startswith(b"Uid:"):
+            with contextlib.suppress(IndexError, ValueError):
+                return int(line.split()[2])
     try:
         return os.fstat(dfd).st_uid
     except OSError:
