@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 from lanewatch.model.filehistory import FileHistory
@@ -174,6 +175,11 @@ def test_unbound_write_rules() -> None:
     assert unbound_write(kw("/work/co/build/x", checkout_path="/work/co"), ["/r"]) is None
     assert unbound_write(kw("/r/ns.B/tmp/x"), ["/r"]) is None  # its own namespace
     assert unbound_write(kw("/tmp/x", lane=None, namespace=None), ["/r"]) is None
+    # Its checkout's repository: a linked worktree's git writing the main checkout's .git.
+    in_repo = kw("/tmp/repo/.git/objects/ab/cd", checkout_path="/tmp/wt")
+    assert unbound_write(in_repo, ["/r"]) is not None
+    assert unbound_write(replace(in_repo, git_common_dir="/tmp/repo/.git"), ["/r"]) is None
+    assert unbound_write(replace(in_repo, git_common_dir="/tmp/other/.git"), ["/r"]) is not None
 
 
 # --- evidence store and file history ------------------------------------------------------------

@@ -59,6 +59,17 @@ def test_foreign_writer_by_environment_or_descent() -> None:
     assert by_env[0].id == by_descent[0].id  # one incident per victim and intruder
 
 
+def test_only_a_write_or_a_place_to_write_from_is_foreign() -> None:
+    """A file of A held read-only by B is read, not written; a cwd or an open folder in A is
+    where B writes by relative path, so they still count."""
+    for access in ("read", "path", None):
+        assert not find([hold(f"{A}/tmp/x", namespace_env=B, access=access)])
+    assert not find([hold(f"{A}/lib.so", namespace_env=B, kind="map", access="read")])
+    assert find([hold(f"{A}/tmp/x", namespace_env=B, access="readwrite")])
+    assert find([hold(f"{A}/tmp", namespace_env=B, kind="cwd", access=None, directory=True)])
+    assert find([hold(f"{A}/tmp", namespace_env=B, access="read", directory=True)])
+
+
 def test_not_foreign_own_lane_owner_meta_or_unattributed() -> None:
     assert not find([hold(f"{A}/tmp/x", namespace_env=A)])
     assert not find([hold(f"{A}/tmp/x", lineage=(30, 11, 10))])
@@ -87,6 +98,16 @@ def test_unbound_writer_rules() -> None:
     (obs,) = find([hold("/tmp/shared.json", namespace_env=A)])
     assert obs.kind is inc.IncidentKind.UNBOUND_WRITER and obs.victim is None
     assert not find([hold("/tmp/d", namespace_env=A, kind="cwd")])  # a cwd is not a write
+    for access in ("read", "path", None):  # `sort /tmp/x/big.txt`: a reader
+        assert not find([hold("/tmp/x/big.txt", namespace_env=A, access=access)])
+    assert not find([hold("/tmp/x.so", namespace_env=A, kind="map", access="read")])
+    assert find([hold("/tmp/x.db", namespace_env=A, kind="map", access="write")])  # shared rw
+    assert find([hold("/tmp/x.db", namespace_env=A, access="readwrite")])
+    # Its checkout's repository (a linked worktree at /tmp/wt of the repository /tmp/repo).
+    git = wr.Owner(A, "a", "c", "/tmp/wt", frozenset({10, 11}), 11, 10, "/tmp/repo/.git")
+    in_repo = [hold("/tmp/repo/.git/objects/pack/tmp_pack_1", namespace_env=A)]
+    assert find(in_repo)
+    assert not wr.writers(in_repo, {A: git}, [A], roots=["/r"], shared=["/tmp"], at=1.0)
     assert not find([hold("/tmp/gone", namespace_env=A, deleted=True)])
     assert not find([hold("/co/build.log", namespace_env=A)])  # not shared temp
     # Handed in by whoever started the lane: the owner holds it too.

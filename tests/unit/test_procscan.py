@@ -207,6 +207,8 @@ def test_access_modes_of_our_own_fds(ns: Path) -> None:
         os.open(ns / "w", os.O_WRONLY | os.O_CREAT): "write",
         os.open(ns / "rw", os.O_RDWR | os.O_CREAT): "readwrite",
         os.open(ns / "r", os.O_PATH): "path",
+        os.open(ns / "a", os.O_WRONLY | os.O_APPEND | os.O_CREAT): "write",
+        os.open(ns / "r", os.O_RDONLY | os.O_APPEND): "read",  # append, but cannot write
     }
     try:
         h = holder_of(procscan.scan([ns], with_env=False), os.getpid())

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from lanewatch.errors import LanewatchError
 from lanewatch.scheme.roots import ROOT_META, Registry, default_root, ensure_root, state_dir
 from tests.conftest import Spawn, lanewatch, wait_for
 
@@ -143,16 +143,67 @@ def test_concurrent_adds_lose_no_entry(spawn: Spawn, tmp_path: Path) -> None:
     assert len(data["roots"]) == len(expected)
 
 
-def test_a_corrupt_registry_is_reported_not_overwritten(tmp_path: Path) -> None:
+@pytest.mark.unprivileged
+def test_a_corrupt_registry_is_kept_aside_and_rebuilt_by_a_run(repo: Path, tmp_path: Path) -> None:
+    kept = ensure_root(tmp_path / "kept root")
     state_dir().mkdir(parents=True)
     path = state_dir() / "roots.json"
-    path.write_text('{"roots": [ {"path": "/kept"')
-    with pytest.raises(LanewatchError, match="unreadable"):
-        Registry().add(tmp_path / "new")
-    assert path.read_text() == '{"roots": [ {"path": "/kept"'
+    corrupt = json.dumps({"roots": [{"path": str(kept), "added_at": 7}, {"path": "/gone"}]})
+    path.write_text(corrupt[:-9])  # cut short, as by a full disk or a stray editor
+    custom = tmp_path / "custom-root"
+    result = lanewatch("run", "--root", str(custom), "--", "true", cwd=repo)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("lanewatch: ") == 1 and "was corrupt" in result.stderr
+    (aside,) = state_dir().glob("roots.json.corrupt-*")
+    assert aside.read_text() == corrupt[:-9] and str(aside) in result.stderr
+    entries = listed(tmp_path)
+    assert [(e["path"], e["added_at"]) for e in entries[1:2]] == [(str(kept), 7.0)]
+    assert [e["path"] for e in entries[2:]] == [str(custom.resolve())]  # not "/gone"
+    again = lanewatch("run", "--root", str(custom), "--", "true", cwd=repo)
+    assert again.returncode == 0 and again.stderr == ""  # said once
+    assert len(list(state_dir().glob("roots.json.corrupt-*"))) == 1
+
+
+@pytest.mark.unprivileged
+@pytest.mark.parametrize("content", [b"\xff\xfe not utf-8", b"[]", b'{"roots": "x"}'])
+def test_a_reader_rebuilds_a_corrupt_registry_too(tmp_path: Path, content: bytes) -> None:
+    state_dir().mkdir(parents=True)
+    (state_dir() / "roots.json").write_bytes(content)
+    told: list[str] = []
+    assert Registry(tell=told.append).paths() == [default_root().resolve()]
+    (aside,) = state_dir().glob("roots.json.corrupt-*")
+    assert aside.read_bytes() == content and len(told) == 1
+    assert json.loads((state_dir() / "roots.json").read_text())["roots"] == []
     result = lanewatch("roots", "list", cwd=tmp_path)
-    assert result.returncode == 1
-    assert "unreadable" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 0 and result.stderr == ""
+
+
+@pytest.mark.unprivileged
+def test_concurrent_runs_rebuild_a_corrupt_registry_once(spawn: Spawn, tmp_path: Path) -> None:
+    state_dir().mkdir(parents=True)
+    (state_dir() / "roots.json").write_text("{not json")
+    barrier = tmp_path / "go"
+    expected: set[str] = set()
+    writers = []
+    for i in range(4):
+        paths = [str(tmp_path / "roots" / f"w{i}-{j}") for j in range(2)]
+        expected.update(paths)
+        ready = tmp_path / f"ready-{i}"
+        proc = spawn(
+            [sys.executable, "-c", ADDER, str(barrier), str(ready), *paths],
+            stderr=subprocess.PIPE,
+        )
+        writers.append((proc, ready))
+    wait_for(lambda: all(ready.exists() for _, ready in writers), 60)
+    barrier.touch()
+    said = []
+    for proc, _ in writers:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        said.append(err.decode())
+    assert sum(s.count("was corrupt") for s in said) == 1
+    assert len(list(state_dir().glob("roots.json.corrupt-*"))) == 1
+    assert expected <= {e.path for e in Registry().list()}
 
 
 def test_odd_registry_entries_are_skipped(tmp_path: Path) -> None:

@@ -152,11 +152,21 @@ def test_run_without_a_command_is_a_usage_error(repo: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize(("lane", "why"), [("", "empty"), ("x" * 400, "too long")])
-def test_a_bad_lane_name_is_a_clear_error(repo: Path, lane: str, why: str) -> None:
+@pytest.mark.unprivileged
+@pytest.mark.parametrize(
+    ("lane", "why"),
+    [("", "empty"), ("x" * 400, "too long: 400 characters once encoded, the limit is 150")],
+    ids=["empty", "too-long"],
+)
+def test_a_bad_lane_name_is_a_usage_error(
+    repo: Path, isolated_state: Path, lane: str, why: str
+) -> None:
+    """Exit 2, as for any usage error (click's own); never a claim, never a namespace."""
     result = lanewatch("run", "--lane", lane, "--", "true", cwd=repo)
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert why in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1  # one line
+    assert not (isolated_state / "scratch").exists()
 
 
 def test_an_undecodable_lane_name_from_argv_gets_its_own_folder(repo: Path) -> None:

@@ -10,12 +10,13 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from lanewatch.errors import ClaimRefused, LanewatchError, Unbound
+from lanewatch.errors import BadLaneName, ClaimRefused, LanewatchError, Unbound
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 1
 EXIT_UNBOUND = 2
+EXIT_USAGE = 2  # what click gives a usage error: a lane name that cannot be one is the same
 EXIT_REFUSED = 3
 
 
@@ -33,6 +34,8 @@ def friendly_errors(func: F) -> F:
             return func(*args, **kwargs)
         except Unbound as exc:
             fail(str(exc), EXIT_UNBOUND)
+        except BadLaneName as exc:
+            fail(str(exc), EXIT_USAGE)
         except ClaimRefused as exc:
             fail(str(exc), EXIT_REFUSED)
         except LanewatchError as exc:

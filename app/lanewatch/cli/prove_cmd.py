@@ -35,8 +35,9 @@ def prove_command(
     `lanewatch gate STEP` reads it. Inside a `lanewatch run` of the same lane, the receipt goes
     into that run's namespace instead of claiming the lane again.
 
-    Exits with CMD's exit code (128+N when it died of signal N), 2 when unbound, 3 when another
-    owner holds the lane, 1 when the receipt could not be written.
+    Exits with CMD's exit code (128+N when it died of signal N), 2 when unbound or on a usage
+    error (a bad lane name), 3 when another owner holds the lane, 1 when the receipt could not
+    be written.
     """
     argv = command_after_dashes(cmd, "lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
     try:

@@ -36,6 +36,7 @@ class KernelWrite:
     how: str  # how the lane is known
     writer: str  # one line for people: pid, lane, command
     handed: bool = False  # the path is the stdout/stderr its lane was started with
+    git_common_dir: str | None = None  # of the writer's checkout's repository, when known
 
 
 def _inside(path: str, prefix: str) -> bool:
@@ -92,14 +93,17 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
     """A lane's process wrote in shared temp, outside its namespace.
 
     Not a collision: a writer with no lane, a lane of a root we do not watch (its own engine
-    reports it), a path inside the lane's own checkout, and the stdout/stderr the lane was
-    started with (chosen by whoever started it).
+    reports it), a path inside the lane's own checkout or its repository's common git dir (git
+    commit or gc in a linked worktree writes the main checkout's `.git`), and the stdout/stderr
+    the lane was started with (chosen by whoever started it).
     """
     if w.namespace is None or w.lane is None or w.handed:
         return None
     if not any(_inside(w.namespace, r) for r in roots) or _inside(w.path, w.namespace):
         return None
     if w.checkout_path and _inside(w.path, w.checkout_path):
+        return None
+    if w.git_common_dir and _inside(w.path, w.git_common_dir):
         return None
     return Observation(
         kind=IncidentKind.UNBOUND_WRITER,

@@ -4,6 +4,11 @@ The prober hands over `Holding`s (a process, a path it holds as cwd or open file
 evidence: $LANEWATCH_NAMESPACE, $LANEWATCH_LANE, its ancestry and process group); `writers`
 turns them into `Observation`s of a lane's process holding a path in another lane's namespace
 (foreign writer) or a file in shared temp outside every namespace (unbound writer).
+
+Only a write counts: a file open for writing (O_WRONLY or O_RDWR, append or not) or a shared
+writable mapping. A file held read-only (`sort` reading /tmp/x/big.txt, a script's input) is a
+reader, never an incident. In another lane's namespace a working directory or an open folder
+also counts (relative paths and `openat` write there); in shared temp it does not.
 """
 
 from __future__ import annotations
@@ -48,10 +53,19 @@ class Owner:
     pids: frozenset[int]  # stamp pid and the command's pid
     pgid: int | None
     pid: int | None = None  # the stamp's pid: `lanewatch run` itself, or the claiming process
+    # The common git dir of the checkout's repository (`git rev-parse --git-common-dir`), where
+    # the checkout's own git writes (objects, refs, a linked worktree's index); None: unknown.
+    git_common_dir: str | None = None
 
 
 def _inside(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+def writes(h: Holding) -> bool:
+    """Whether the holding is a write: an fd open for writing or a shared writable mapping.
+    An fd whose access could not be read (closed meanwhile) is no evidence of a write."""
+    return h.kind in ("fd", "map") and h.access in ("write", "readwrite")
 
 
 def _enclosing(path: str, index: Mapping[str, str]) -> str | None:
@@ -180,6 +194,8 @@ def writers(
 def _foreign(h: Holding, victim: str, owners: OwnerIndex, at: float) -> Observation | None:
     if _inside(h.path, f"{victim}/{META_DIR}"):
         return None  # lanewatch's own files: stamps, locks, ledgers
+    if not (writes(h) or h.kind == "cwd" or h.directory):
+        return None  # a file held read-only (or an O_PATH fd on one) is read, not written
     victim_owner = owners.by_key.get(victim)
     if victim_owner is not None and h.pid in victim_owner.pids:
         return None  # the owner itself, whatever environment it inherited
@@ -201,8 +217,8 @@ def _foreign(h: Holding, victim: str, owners: OwnerIndex, at: float) -> Observat
 
 
 def _unbound(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Observation | None:
-    if h.kind not in ("fd", "map") or h.deleted or h.directory:
-        return None  # a cwd is not a write; an unlinked file cannot be clobbered by name
+    if not writes(h) or h.deleted or h.directory:
+        return None  # a cwd or a read-only file is not a write; an unlinked file has no name
     found = lane_of(h, owners)
     if found is None:
         return None
@@ -211,6 +227,8 @@ def _unbound(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) ->
         return None  # a lane of a root we do not watch: its own dashboard reports it
     if owner.checkout_path and _inside(h.path, owner.checkout_path):
         return None
+    if owner.git_common_dir and _inside(h.path, owner.git_common_dir):
+        return None  # its checkout's own repository (git commit, gc in a linked worktree)
     ev = _holding_evidence(h, owner.lane, how, at)
     return Observation(
         kind=IncidentKind.UNBOUND_WRITER,

@@ -66,24 +66,38 @@ def _common_dir(git_dir: Path) -> Path:
     return p if p.is_absolute() else git_dir / p
 
 
+def _git_dir_at(folder: Path) -> Path | None:
+    """The git dir of a worktree rooted at `folder`: its `.git` folder, or where its `.git`
+    file points (a linked worktree, a submodule); None when `folder` has neither."""
+    dotgit = folder / ".git"
+    if dotgit.is_dir():
+        return dotgit
+    if dotgit.is_file():
+        return _read_gitfile(dotgit)
+    return None
+
+
+def common_dir_at(root: str | os.PathLike[str]) -> str | None:
+    """The repository's common git dir for the worktree rooted exactly at `root` (what
+    `git rev-parse --git-common-dir` prints there, resolved), or None when `root` is not one.
+    No walk up: a stamp's checkout path is a worktree root."""
+    found = _git_dir_at(Path(root))
+    if found is None:
+        return None
+    return os.path.realpath(_common_dir(Path(os.path.realpath(found))))
+
+
 def find_checkout(start: str | os.PathLike[str]) -> Checkout | None:
     """The checkout that contains `start`, or None if no `.git` is found above it."""
     here = Path(os.path.realpath(start))
     if here.is_file():
         here = here.parent
     for candidate in (here, *here.parents):
-        dotgit = candidate / ".git"
-        if dotgit.is_dir():
-            git_dir = dotgit
-        elif dotgit.is_file():
-            found = _read_gitfile(dotgit)
-            if found is None:
-                continue
-            git_dir = found
-        else:
+        found = _git_dir_at(candidate)
+        if found is None:
             continue
         root = str(candidate)
-        git_dir = Path(os.path.realpath(git_dir))
+        git_dir = Path(os.path.realpath(found))
         return Checkout(
             checkout_id=checkout_id_for(root),
             slug=slugify(candidate.name),

@@ -43,7 +43,8 @@ def encode_lane(lane: str) -> str:
     out = "".join(chr(b) if b in _KEEP else f"~{b:02X}" for b in raw)
     if len(out) > MAX_ENCODED:
         raise BadLaneName(
-            f"lane name too long: {len(out)} bytes once encoded, at most {MAX_ENCODED}"
+            f"lane name too long: {len(out)} characters once encoded, the limit is "
+            f"{MAX_ENCODED} (A-Z a-z 0-9 _ . - count one each, every other byte three)"
         )
     return out
 

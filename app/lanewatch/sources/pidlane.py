@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from lanewatch.scheme.stamp import OwnerState, Stamp
 from lanewatch.sources import procscan
+from lanewatch.sources.checkoutgit import git_common_dir
 from lanewatch.sources.pidclock import Mark, PidClock, boottime
 
 CACHE_SIZE = 4096  # processes remembered
@@ -60,6 +61,7 @@ class OwnerId:
     pgid: int | None = None
     live: bool = True
     command: tuple[str, ...] = ()  # the stamp's command
+    git_common_dir: str | None = None  # of the checkout's repository (sources.checkoutgit)
 
     def identities(self) -> list[tuple[int, int]]:
         out = [(self.pid, self.start_ticks)]
@@ -82,6 +84,7 @@ def owner_of(key: str, root: str, s: Stamp) -> OwnerId:
         pgid=s.pgid,
         live=s.state is OwnerState.LIVE,
         command=tuple(s.command),
+        git_common_dir=git_common_dir(s.checkout_path),
     )
 
 
@@ -102,6 +105,7 @@ class Writer:
     how: str = ""
     owner_pid: int | None = None  # its lane's `lanewatch run` (for stdio handed to the lane)
     owner: bool = False  # it is its lane's `lanewatch run` or that one's command
+    git_common_dir: str | None = None  # of its lane's checkout's repository
 
     @property
     def label(self) -> str:
@@ -291,6 +295,7 @@ class PidLanes:
                     " exited before we read the event, pid not reused since",
                     owner_pid=o.pid,
                     owner=True,
+                    git_common_dir=o.git_common_dir,
                 )
         if len(found) == 1:
             self.stats["credited"] += 1
@@ -376,6 +381,7 @@ class PidLanes:
             how=how + suffix,
             owner_pid=o.pid if o else None,
             owner=is_owner,
+            git_common_dir=o.git_common_dir if o else None,
         )
 
 

@@ -29,6 +29,7 @@ from lanewatch.scheme import lock, procid
 from lanewatch.scheme.procid import Liveness, ProcessIdentity
 from lanewatch.scheme.stamp import OwnerState, Stamp
 from lanewatch.sources import lanescan, procscan
+from lanewatch.sources.checkoutgit import git_common_dir
 from lanewatch.sources.ownpids import own_pids
 from lanewatch.sources.procdeath import DeathWatch
 from lanewatch.sources.procmemo import ProcMemo
@@ -93,7 +94,14 @@ def owners_of(stamps: Mapping[str, Stamp]) -> dict[str, Owner]:
             continue
         pids = {s.pid} | ({s.child_pid} if s.child_pid else set())
         out[key] = Owner(
-            key, s.lane, s.checkout_id, s.checkout_path, frozenset(pids), s.pgid, s.pid
+            key,
+            s.lane,
+            s.checkout_id,
+            s.checkout_path,
+            frozenset(pids),
+            s.pgid,
+            s.pid,
+            git_common_dir(s.checkout_path),
         )
     return out
 

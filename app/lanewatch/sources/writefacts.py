@@ -131,6 +131,7 @@ class Attributor:
                 how=w.how,
                 writer=w.label,
                 handed=f.zone == "shared" and self._handed(w, f.path),
+                git_common_dir=w.git_common_dir,
             )
             if f.event == "close-write":
                 writes.append((f.path, WriteRecord(f.at, size, sha, w.label)))
