@@ -423,22 +423,32 @@ def _parse_stat(pid: int, data: bytes) -> ProcStat | None:
         return None
 
 
-def _owner(dfd: int) -> int | None:
-    """The process's effective uid, from its status (readable by all). Not the owner of
-    /proc/PID: for a process that made itself non-dumpable (ssh-agent, gpg-agent) that is root,
-    whoever runs it, and a clear must not take a user's own hidden process for root's."""
-    try:
-        status = _read("status", dfd)
-    except OSError:
-        status = b""
-    for line in status.splitlines():
-        if line.startswith(b"Uid:"):
-            with contextlib.suppress(IndexError, ValueError):
-                return int(line.split()[2])
+def _dir_uid(dfd: int) -> int | None:
+    """The owner of /proc/PID: the process's uid, one fstat (root for a non-dumpable one)."""
     try:
         return os.fstat(dfd).st_uid
     except OSError:
         return None
+
+
+def _owner(dfd: int) -> tuple[int | None, bool]:
+    """(effective uid, is a zombie) of a process we could not read, from its status (readable
+    by all). Not the owner of /proc/PID: for a process that made itself non-dumpable (ssh-agent,
+    gpg-agent) that is root, whoever runs it, and a clear must not take a user's own hidden
+    process for root's. A normal user gets EACCES even for its own zombies' fd/."""
+    try:
+        status = _read("status", dfd)
+    except OSError:
+        status = b""
+    uid: int | None = None
+    zombie = False
+    for line in status.splitlines():
+        if line.startswith(b"Uid:"):
+            with contextlib.suppress(IndexError, ValueError):
+                uid = int(line.split()[2])
+        elif line.startswith(b"State:"):
+            zombie = line.split()[1:2] == [b"Z"]
+    return (uid if uid is not None else _dir_uid(dfd)), zombie
 
 
 def _candidate(matcher: _Matcher, raw: str) -> bool:
@@ -525,8 +535,9 @@ def _probe(
         if memo is not None and reading is not None and reading.table is not None:
             memo.saw_table(reading.table)
         if problems:
-            uid = _owner(dfd)
-            unreadable.extend(Unreadable(u.pid, u.what, u.reason, uid) for u in problems)
+            uid, zombie = _owner(dfd)
+            if not zombie:  # a zombie has closed its files and dropped its cwd: it hides nothing
+                unreadable.extend(Unreadable(u.pid, u.what, u.reason, uid) for u in problems)
         if not held:
             return
         if st is None:
@@ -561,7 +572,7 @@ def _stat(pid: int, dfd: int, unreadable: list[Unreadable]) -> ProcStat | None:
         return _parse_stat(pid, _read("stat", dfd))
     except OSError as exc:
         if exc.errno not in _GONE_ERRNOS:
-            unreadable.append(Unreadable(pid, "stat", _why(exc), _owner(dfd)))
+            unreadable.append(Unreadable(pid, "stat", _why(exc), _owner(dfd)[0]))
         return None
 
 
@@ -746,7 +757,7 @@ def _describe(
         return Holder(
             stat=st,
             boot_id=bid,
-            uid=_owner(dfd),
+            uid=_dir_uid(dfd),
             cmdline=seen.cmdline,
             paths=tuple(held),
             lane=seen.lane,
@@ -780,7 +791,7 @@ def _describe(
     return Holder(
         stat=st,
         boot_id=bid,
-        uid=_owner(dfd),
+        uid=_dir_uid(dfd),
         cmdline=cmdline,
         paths=tuple(held),
         lane=lane,
