@@ -36,7 +36,8 @@ def prove_command(
     into that run's namespace instead of claiming the lane again.
 
     Exits with CMD's exit code (128+N when it died of signal N), 2 when unbound, 3 when another
-    owner holds the lane, 1 when the receipt could not be written.
+    owner holds the lane, 1 when the receipt could not be written or this user's seal key
+    cannot be trusted (then CMD does not run).
     """
     argv = command_after_dashes(cmd, "lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
     try:
