@@ -1,7 +1,9 @@
 """`lanewatch prove`: run a step in its lane, exactly as `lanewatch run` does, and write a receipt.
 
 The git state is read before the command starts (what the step ran against) and again when it
-ends; a difference is written into the receipt, and the gate refuses such a receipt.
+ends; a difference is written into the receipt, and the gate refuses such a receipt. The
+receipt is sealed with this user's key (`scheme.seal`), read (or made) before the command starts:
+a key that cannot be trusted fails the prove before anything runs.
 
 Two cases:
 
@@ -35,6 +37,7 @@ from lanewatch.scheme.receipts import (
     state_of,
     write_run,
 )
+from lanewatch.scheme.seal import SealKey, ensure_key
 from lanewatch.scheme.stamp import OwnerState
 
 
@@ -59,10 +62,12 @@ class _ProvingLane(Lane):
         checkout: str | os.PathLike[str],
         heartbeat: float | None,
         command: list[str],
+        key: SealKey,
     ) -> None:
         super().__init__(lane, root=root, checkout=checkout, heartbeat=heartbeat, command=command)
         self.step = step
         self.before = before
+        self.key = key
         self.started_at = time.time()
         self.written: WrittenReceipt | None = None
 
@@ -80,6 +85,7 @@ class _ProvingLane(Lane):
                     command=self.command,
                     started_at=self.started_at,
                     before=self.before,
+                    key=self.key,
                 )
         finally:
             super().release(exit_code=exit_code, event=event)
@@ -93,10 +99,11 @@ def _write(
     command: Sequence[str],
     started_at: float,
     before: GitState,
+    key: SealKey,
 ) -> WrittenReceipt:
     """The receipt of a step that just ended: `before` is the git state it started from."""
     run = StepRun(step, command, exit_code, started_at, finished_at=time.time())
-    return write_run(target, run, git=before, git_after=state_of(target))
+    return write_run(target, run, git=before, git_after=state_of(target), key=key)
 
 
 def prove(
@@ -111,18 +118,20 @@ def prove(
     """Run `cmd` as `step` in its lane and write the receipt. Returns CMD's exit code.
 
     Raises Unbound outside a checkout, BadStep / BadLaneName for names that cannot be paths,
-    ClaimRefused when another owner (not our own outer `lanewatch run`) holds the lane.
+    ClaimRefused when another owner (not our own outer `lanewatch run`) holds the lane,
+    BadSealKey when this user's seal key cannot be trusted (CMD has not run then).
     """
     encode_step(step)
     argv = list(cmd)
     name = lane if lane is not None else os.environ.get(ENV_LANE) or DEFAULT_LANE
     target = locate(name, root=root, checkout=checkout)
+    key = ensure_key()
     before = state_of(target)
     if outer_owner(target) is not None:
         started = time.time()
         code = run_unclaimed(argv)
         written = _write(
-            step, target, exit_code=code, command=argv, started_at=started, before=before
+            step, target, exit_code=code, command=argv, started_at=started, before=before, key=key
         )
         return ProveResult(code, written.receipt, written.path, nested=True)
     owner = _ProvingLane(
@@ -133,6 +142,7 @@ def prove(
         checkout=target.checkout.root,
         heartbeat=heartbeat,
         command=argv,
+        key=key,
     )
     code = run_in_lane(owner, argv)
     if owner.written is None:

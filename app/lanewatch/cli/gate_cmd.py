@@ -27,8 +27,9 @@ def _pushed_commits(text: str) -> list[str]:
     "gate",
     help=f"""Exit 0 only if STEP's receipt proves this checkout as it is now.
 
-The receipt must exist in this checkout's lane namespace, name this checkout, lane and step,
-have passed, match the current HEAD (and the dirty digest, unless --allow-dirty), and be
+The receipt must exist in this checkout's lane namespace, carry this user's seal (written by
+`lanewatch prove`, not edited since), name this checkout, lane and step, have passed, match the
+current HEAD (and the dirty digest, unless --allow-dirty), not be dated in the future, and be
 younger than --max-age. The gate reads that one file only: never the ledger, never another
 checkout's namespace. One line says why; the exit code says which reason:
 {_CODES}.""",

@@ -37,7 +37,7 @@ def prove_command(
 
     Exits with CMD's exit code (128+N when it died of signal N), 2 when unbound or on a usage
     error (a bad lane name), 3 when another owner holds the lane, 1 when the receipt could not
-    be written.
+    be written or this user's seal key cannot be trusted (then CMD does not run).
     """
     argv = command_after_dashes(cmd, "lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
     try:

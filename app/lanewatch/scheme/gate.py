@@ -14,6 +14,8 @@ Checks, in order (the first that fails is the reason):
 | missing       | 10   | no receipt for this step in this checkout's lane                    |
 | unreadable    | 16   | the receipt is empty, garbage, contradictory, oversized, a symlink, |
 |               |      | of a newer schema, or cannot be read                                |
+| bad-seal      | 19   | the receipt's seal is missing or does not match this user's key, or |
+|               |      | the key cannot be trusted (see scheme.seal)                         |
 | foreign       | 11   | the receipt names another checkout, lane or step                    |
 | failed        | 14   | the step's last run failed (non-zero exit)                          |
 | head-unknown  | 18   | the receipt, or this checkout, has no readable HEAD                 |
@@ -21,9 +23,10 @@ Checks, in order (the first that fails is the reason):
 |               |      | (with `pushed`) a pushed commit is not it                          |
 | tree-changed  | 13   | the dirty digest differs from the receipt's, or the tree changed    |
 |               |      | while the step ran (ignored with allow_dirty)                       |
-| too-old       | 15   | the receipt is older than max_age                                   |
+| too-old       | 15   | the receipt is older than max_age, or dated more than FUTURE_SKEW   |
+|               |      | ahead of our clock (with or without max_age)                        |
 
-Codes 10-18 keep clear of 1 (a crash) and 2 (a usage error).
+Codes 10-19 keep clear of 1 (a crash) and 2 (a usage error).
 """
 
 from __future__ import annotations
@@ -43,13 +46,15 @@ from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, LaneTarget, locate
 from lanewatch.scheme.receipts import (
     HEAD_MOVED_DURING,
     Receipt,
+    ReceiptRead,
     ReceiptStatus,
     read_receipt,
     receipt_path,
     state_of,
 )
+from lanewatch.scheme.seal import BadSealKey, load_key, seal_problem
 
-FUTURE_SKEW = 5.0  # seconds a receipt may be dated ahead of our clock before its age is unknown
+FUTURE_SKEW = 5.0  # seconds a receipt may be dated ahead of our clock before it is refused
 _ZERO_SHA = re.compile(r"0+")
 _OBJECT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
@@ -65,6 +70,7 @@ class GateReason(StrEnum):
     UNREADABLE = "unreadable"
     UNBOUND = "unbound"
     HEAD_UNKNOWN = "head-unknown"
+    BAD_SEAL = "bad-seal"
 
 
 EXIT_CODES: dict[GateReason, int] = {
@@ -78,6 +84,7 @@ EXIT_CODES: dict[GateReason, int] = {
     GateReason.UNREADABLE: 16,
     GateReason.UNBOUND: 17,
     GateReason.HEAD_UNKNOWN: 18,
+    GateReason.BAD_SEAL: 19,
 }
 
 
@@ -164,6 +171,17 @@ def _foreign(receipt: Receipt, target: LaneTarget, step: str) -> str | None:
     return None
 
 
+def _seal(read: ReceiptRead) -> str | None:
+    """Why the receipt as read does not carry this user's seal; None if it does.
+    The gate only reads the key: it never makes one."""
+    try:
+        key = load_key()
+    except BadSealKey as exc:
+        return f"the receipt's seal cannot be checked: {exc}"
+    problem = seal_problem(read.raw or {}, key)
+    return f"{problem}; prove again" if problem else None
+
+
 def check_gate(
     step: str,
     *,
@@ -212,6 +230,9 @@ def check_gate(
         return result(
             GateReason.UNREADABLE, f"the receipt at {path} is {read.status.value}: {read.detail}"
         )
+    broken = _seal(read)
+    if broken:
+        return result(GateReason.BAD_SEAL, broken, receipt=receipt)
     foreign = _foreign(receipt, target, step)
     if foreign:
         return result(GateReason.FOREIGN, f"{foreign}; a gate only trusts its own", receipt=receipt)
@@ -280,22 +301,22 @@ def check_gate(
             )
     t = time.time() if now is None else now
     age = t - receipt.finished_at
-    if max_age is not None:
-        if age < -FUTURE_SKEW:
-            return result(
-                GateReason.TOO_OLD,
-                f"the receipt is dated {format_duration(-age)} in the future; its age is unknown",
-                receipt=receipt,
-                head=current.head,
-            )
-        if age > max_age:
-            return result(
-                GateReason.TOO_OLD,
-                f"the receipt is {format_duration(age)} old, older than {format_duration(max_age)}",
-                receipt=receipt,
-                head=current.head,
-                age=age,
-            )
+    if age < -FUTURE_SKEW:  # whatever max_age says: a receipt from the future proves nothing
+        return result(
+            GateReason.TOO_OLD,
+            f"the receipt is dated {format_duration(-age)} in the future, more than the "
+            f"{FUTURE_SKEW:g}s a clock may be off: its age is unknown",
+            receipt=receipt,
+            head=current.head,
+        )
+    if max_age is not None and age > max_age:
+        return result(
+            GateReason.TOO_OLD,
+            f"the receipt is {format_duration(age)} old, older than {format_duration(max_age)}",
+            receipt=receipt,
+            head=current.head,
+            age=age,
+        )
     tree = "" if not receipt.dirty else f", dirty tree {receipt.dirty_digest[:12]}"  # type: ignore[index]
     return result(
         GateReason.PASS,

@@ -2,9 +2,11 @@
 
 A receipt lives at `<namespace>/receipts/<encoded step>.json` and names everything a gate needs
 to tell it apart from a leftover: checkout id and canonical path, lane, git HEAD, dirty flag and
-a digest of the dirt, outcome and exit code. It is written atomically (temp file, fsync,
-rename); every receipt is also kept under `receipts/history/<encoded step>/`, newest
-`HISTORY_KEEP` only, so an earlier one is never overwritten away. Gates never read history.
+a digest of the dirt, outcome and exit code. It is sealed with this user's key (see
+`scheme.seal`), so a gate can tell a hand-edited or copied receipt, and written atomically
+(temp file, fsync, rename); every receipt is also kept under `receipts/history/<encoded
+step>/`, newest `HISTORY_KEEP` only, so an earlier one is never overwritten away. Gates never
+read history.
 
 Reading never raises and never guesses: a missing, empty, garbage, inconsistent, oversized,
 symlinked or future-schema receipt each comes back as its own `ReceiptStatus`. The file and the
@@ -36,6 +38,7 @@ from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, RECEIPTS_DIR, Lane, La
 from lanewatch.scheme.names import decode_lane, encode_lane
 from lanewatch.scheme.nested import holding
 from lanewatch.scheme.procid import hostname
+from lanewatch.scheme.seal import SealKey, ensure_key, sealed
 from lanewatch.scheme.stamp import OwnerState
 
 SCHEMA = 1
@@ -272,14 +275,17 @@ def read_receipt(namespace: Path, step: str) -> ReceiptRead:
     return parse_receipt(data)
 
 
-def store_receipt(namespace: Path, receipt: Receipt) -> Path:
-    """Write `receipt` into `namespace` atomically and keep it in the step's history.
+def store_receipt(namespace: Path, receipt: Receipt, key: SealKey | None = None) -> Path:
+    """Seal `receipt` with `key` (default: this user's, made if missing), write it into
+    `namespace` atomically and keep it in the step's history.
 
-    The caller must be entitled to write there (see `write_receipt`).
+    The caller must be entitled to write there (see `write_receipt`). BadSealKey, before
+    anything is written, when the key cannot be trusted.
     """
+    fields = sealed(receipt.to_json(), key or ensure_key())
     folder = ensure_real_dir(namespace / RECEIPTS_DIR)
     path = folder / f"{encode_step(receipt.step)}{SUFFIX}"
-    data = json.dumps(receipt.to_json(), indent=2, sort_keys=True).encode() + b"\n"
+    data = json.dumps(fields, indent=2, sort_keys=True).encode() + b"\n"
     write_atomic(path, data)
     history = ensure_real_dir(ensure_real_dir(folder / HISTORY_DIR) / encode_step(receipt.step))
     stamp = f"{int(receipt.finished_at * 1_000_000):020d}-{receipt.pid}-{os.urandom(3).hex()}"
@@ -378,9 +384,10 @@ class WrittenReceipt:
     path: Path
 
 
-def record(target: LaneTarget, receipt: Receipt) -> Path:
-    """Store `receipt` in `target`'s namespace and note it in the ledger (a diary line only)."""
-    path = store_receipt(target.namespace, receipt)
+def record(target: LaneTarget, receipt: Receipt, key: SealKey | None = None) -> Path:
+    """Store `receipt` in `target`'s namespace, sealed with `key` (see `store_receipt`), and
+    note it in the ledger (a diary line only)."""
+    path = store_receipt(target.namespace, receipt, key)
     ledger.append(
         target.namespace,
         "receipt-written",
@@ -405,10 +412,16 @@ class StepRun:
 
 
 def write_run(
-    target: LaneTarget, run: StepRun, *, git: GitState, git_after: GitState | None = None
+    target: LaneTarget,
+    run: StepRun,
+    *,
+    git: GitState,
+    git_after: GitState | None = None,
+    key: SealKey | None = None,
 ) -> WrittenReceipt:
-    """Build the receipt of `run` (see `make_receipt`) and `record` it: how every writer
-    (`write_receipt`, `lanewatch prove`) does it. The caller must be entitled to write."""
+    """Build the receipt of `run` (see `make_receipt`) and `record` it, sealed with `key`
+    (default: this user's): how every writer (`write_receipt`, `lanewatch prove`) does it.
+    The caller must be entitled to write."""
     receipt = make_receipt(
         run.step,
         target,
@@ -419,7 +432,7 @@ def write_run(
         git=git,
         git_after=git_after,
     )
-    return WrittenReceipt(receipt, record(target, receipt))
+    return WrittenReceipt(receipt, record(target, receipt, key))
 
 
 def write_receipt(
