@@ -83,6 +83,22 @@ def roots_group(lw: Procs) -> Iterator[subprocess.Popen[bytes]]:
     yield leader
 
 
+@pytest.fixture
+def nobodys_group(lw: Procs) -> subprocess.Popen[bytes]:
+    """A process group of nobody's (its leader is `sleep`), started here as root."""
+    theirs = lw.start([*as_user(NOBODY), "sleep", "600"])
+    until(lambda: uid_of(theirs.pid) == NOBODY and os.readlink(f"/proc/{theirs.pid}/exe")
+          .endswith("sleep"), "setpriv to exec sleep as nobody")  # fmt: skip
+    return theirs
+
+
+def nobodys_lane(root: Path, theirs: subprocess.Popen[bytes]) -> Path:
+    """nobody's stamp, in nobody's folder, naming nobody's process group: their own lane."""
+    ns = names_group(root, "theirs", theirs.pid, uid=NOBODY, user="nobody")
+    chown_namespace(ns, NOBODY)
+    return ns
+
+
 # --- the attack: nobody's stamp naming root's process group ----------------------------------
 
 # What the stamp says its uid is: nobody's own (the process is root's), or root's (the file is
@@ -175,13 +191,11 @@ def test_a_stamp_naming_pid_1_is_flagged(scratch: Path) -> None:
 
 
 @pytest.fixture
-def someone_elses(lw: Procs) -> int:
+def someone_elses(request: pytest.FixtureRequest) -> int:
     """A running process of another uid: nobody's, started here as root; as a normal user,
     any process of another user that runs here (the CI tier runs root's and others')."""
     if os.geteuid() == 0:
-        proc = lw.start([*as_user(NOBODY), "sleep", "600"])
-        until(lambda: uid_of(proc.pid) == NOBODY, "setpriv to drop to nobody")
-        return proc.pid
+        return int(request.getfixturevalue("nobodys_group").pid)
     mine = os.getuid()
     for entry in sorted(os.listdir("/proc")):
         if entry.isdigit() and int(entry) > 1 and uid_of(int(entry)) not in (None, mine):
@@ -219,14 +233,11 @@ def test_ones_own_lane_is_still_killable(lw: Procs, repo: Path, scratch: Path) -
 
 
 @pytest.mark.privileged
-def test_root_kills_another_users_consistent_lane_only_when_asked(lw: Procs, scratch: Path) -> None:
-    """nobody's stamp, in nobody's folder, naming nobody's process group: their own lane."""
-    needs_root()
-    theirs = lw.start([*as_user(NOBODY), "sleep", "600"])
-    until(lambda: uid_of(theirs.pid) == NOBODY and os.readlink(f"/proc/{theirs.pid}/exe")
-          .endswith("sleep"), "setpriv to exec sleep as nobody")  # fmt: skip
-    ns = names_group(scratch, "theirs", theirs.pid, uid=NOBODY, user="nobody")
-    chown_namespace(ns, NOBODY)
+def test_root_kills_another_users_consistent_lane_only_when_asked(
+    nobodys_group: subprocess.Popen[bytes], scratch: Path
+) -> None:
+    theirs = nobodys_group
+    ns = nobodys_lane(scratch, theirs)
     plain = run_cli("kill", "--yes", "--signal", "kill", "theirs")
     assert plain.returncode == 3 and "uid 65534" in plain.stderr
     assert "--allow-other-user" in plain.stderr and theirs.poll() is None
@@ -244,17 +255,15 @@ def test_root_kills_another_users_consistent_lane_only_when_asked(lw: Procs, scr
 
 
 @pytest.mark.privileged
-def test_dashboard_kills_another_users_lane_it_named(lw: Procs, scratch: Path) -> None:
-    needs_root()
-    theirs = lw.start([*as_user(NOBODY), "sleep", "600"])
-    until(lambda: uid_of(theirs.pid) == NOBODY and os.readlink(f"/proc/{theirs.pid}/exe")
-          .endswith("sleep"), "setpriv to exec sleep as nobody")  # fmt: skip
-    ns = names_group(scratch, "theirs", theirs.pid, uid=NOBODY)
-    chown_namespace(ns, NOBODY)
-    row = view_of(scratch, ns)
-    # The row shown said nobody's; had the stamp named someone else by then, no signal.
+def test_dashboard_kills_another_users_lane_it_named(
+    nobodys_group: subprocess.Popen[bytes], scratch: Path
+) -> None:
+    theirs = nobodys_group
+    row = view_of(scratch, nobodys_lane(scratch, theirs))
+    # The confirmation named the row's uid; a stamp naming anyone else by then gets no signal.
     outcome = ActionsAdapter(engine=None).kill(replace(row, uid=NOBODY - 1))
-    assert not outcome.ok and "uid" in outcome.message and theirs.poll() is None
+    assert not outcome.ok and "uid changed since it was shown" in outcome.message
+    assert theirs.poll() is None
     outcome = ActionsAdapter(engine=None).kill(row)
     assert outcome.ok, outcome.message
     assert "uid 65534" in outcome.message
