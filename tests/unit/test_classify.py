@@ -246,3 +246,65 @@ def test_permission_error_reading_proc_is_never_stale(
             stop_lane(lane)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+# --- claims that do not match (issue 21): never live, whatever the owner's liveness ------------
+
+
+def owned(s: Stamp, file_uid: int | None = 0, folder_uid: int | None = 0) -> StampRead:
+    return StampRead(StampStatus.OK, s, file_uid=file_uid, folder_uid=folder_uid)
+
+
+def test_consistent_claims_are_live_known() -> None:
+    v = classify(owned(stamp()), ev(Liveness.ALIVE, uid=0, child_uid=0), NOW, host=HOST,
+                 boot_id=BOOT)  # fmt: skip
+    assert (v.state, v.grade, v.mismatch) == (NsState.LIVE, Grade.KNOWN, None)
+
+
+@pytest.mark.parametrize(
+    ("r", "e", "words"),
+    [
+        (owned(stamp(), file_uid=1000), ev(Liveness.ALIVE, uid=0),
+         "the stamp file is owned by uid 1000, the stamp names uid 0"),
+        (owned(stamp(), folder_uid=1000), ev(Liveness.ALIVE, uid=0),
+         "the namespace folder is owned by uid 1000, the stamp names uid 0"),
+        (owned(stamp(pid=1)), ev(Liveness.ALIVE, pid=1, uid=0),
+         "it names pid 1 (init) as its owner"),
+        (owned(stamp(child_pid=1, pgid=1)), ev(Liveness.ALIVE, uid=0),
+         "it names pid 1 (init) as its command"),
+        (owned(stamp()), ev(Liveness.ALIVE, uid=1000),
+         "its owner pid 100 runs as uid 1000, not 0"),
+        (owned(stamp()), ev(Liveness.STOPPED, uid=1000),
+         "its owner pid 100 runs as uid 1000, not 0"),
+        (owned(stamp(child_pid=200, child_start_ticks=9, pgid=200)),
+         ev(Liveness.ALIVE, uid=0, child=Liveness.ALIVE, child_uid=1000),
+         "its command pid 200 runs as uid 1000, not 0"),
+        (owned(stamp(state=OwnerState.RELEASED), file_uid=7), None,
+         "the stamp file is owned by uid 7"),
+        (owned(stamp(), file_uid=7), ev(Liveness.DEAD), "the stamp file is owned by uid 7"),
+    ],
+)  # fmt: skip
+def test_claims_that_do_not_match_are_flagged_unknown(
+    r: StampRead, e: LivenessEvidence | None, words: str
+) -> None:
+    v = classify(r, e, NOW, host=HOST, boot_id=BOOT)
+    assert v.state is NsState.UNKNOWN and v.grade is Grade.KNOWN
+    assert v.mismatch is not None and words in v.mismatch
+    assert v.reason == f"claims do not match: {v.mismatch}"
+
+
+def test_what_was_not_read_is_not_a_mismatch() -> None:
+    """No uid read (gone, unreadable), no owner of the file known: nothing flagged here (a kill
+    requires them all read, `actions.authority`)."""
+    v = classify(owned(stamp(), None, None), ev(Liveness.ALIVE), NOW, host=HOST, boot_id=BOOT)
+    assert (v.state, v.mismatch) == (NsState.LIVE, None)
+    dead = classify(owned(stamp()), ev(Liveness.REUSED, uid=1000), NOW, host=HOST, boot_id=BOOT)
+    assert dead.state is NsState.STALE and dead.mismatch is None
+
+
+def test_remote_stamps_are_not_compared_with_local_uids() -> None:
+    """A shared folder's uids need not map between hosts; a remote lane is judged by its
+    heartbeat only (and is neither killed nor cleared from here)."""
+    r = owned(stamp(host="elsewhere"), file_uid=1000, folder_uid=1000)
+    v = classify(r, None, NOW, host=HOST, boot_id=BOOT)
+    assert (v.state, v.mismatch) == (NsState.LIVE, None)

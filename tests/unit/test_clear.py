@@ -25,7 +25,6 @@ from lanewatch.actions.trashbox import PAYLOAD, RECORD, trash_dir
 from lanewatch.scheme import ledger
 from lanewatch.scheme.lane import Lane as SchemeLane
 from lanewatch.scheme.lock import lock_path
-from lanewatch.scheme.procid import ProcessIdentity
 from lanewatch.scheme.roots import ROOT_META
 from lanewatch.scheme.stamp import META_DIR, OwnerState, read_stamp
 from tests.conftest import LANEWATCH
@@ -435,7 +434,7 @@ def test_cli_reports_refusals_with_exit_3(lw: Procs, repo: Path, scratch: Path) 
 
 
 def test_cli_dry_run_refuses_a_live_lane(scratch: Path) -> None:
-    ns = make_stamp(scratch, "shown", pid=1, start_ticks=ProcessIdentity.of(1).start_ticks)
+    ns = make_stamp(scratch, "shown")  # owned by this test's process: live
     done = cli("clear", "shown", "--dry-run")
     assert done.returncode == 3 and "live" in done.stderr
     assert ns.is_dir()

@@ -261,14 +261,17 @@ def _stamp_owned_by(root: Path, lane: str, pid: int, **extra: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("who", "code"), [("init", "init"), ("self", "self"), ("parent", "ancestor")]
+    ("who", "code"), [("init", None), ("self", "self"), ("parent", "ancestor")]
 )
-def test_never_init_lanewatch_or_its_parents(scratch: Path, who: str, code: str) -> None:
+def test_never_init_lanewatch_or_its_parents(scratch: Path, who: str, code: str | None) -> None:
     pid = {"init": 1, "self": os.getpid(), "parent": os.getppid()}[who]
     _stamp_owned_by(scratch, who, pid)
     result = kill(who, sig=0, check=False)
     assert result.outcome == "refused", result.message
-    assert [s.code for s in result.sends] == [code]
+    if code is None:  # a stamp naming init is flagged before any signal is tried
+        assert result.sends == () and "names pid 1 (init) as its owner" in result.message
+    else:
+        assert [s.code for s in result.sends] == [code]
     with pytest.raises(ActionRefused) as caught:
         kill(who, sig=0)
     assert isinstance(caught.value.result, KillResult)
@@ -315,11 +318,18 @@ def test_another_users_lane_only_when_root_asks(lw: Procs, scratch: Path) -> Non
     theirs = lw.start([*prefix, "sleep", "600"])
     until(lambda: _uid(theirs.pid) == NOBODY and _exe(theirs.pid).endswith("sleep"), "exec")
     _stamp_owned_by(scratch, "theirs", theirs.pid, uid=NOBODY)
+    ns = scratch / namespace_name(CHECKOUT, "theirs")
+    written_by_root = kill("theirs", allow_other_user=True, check=False)  # not theirs: refused
+    assert written_by_root.outcome == "refused" and written_by_root.sends == ()
+    assert "the stamp file is owned by uid 0, the stamp names uid 65534" in written_by_root.message
+    for path in (ns, ns / ".lanewatch", ns / ".lanewatch" / "owner.json"):
+        os.chown(path, NOBODY, NOBODY)  # now the stamp, its folder and the process are theirs
     refused = kill("theirs", check=False)
-    assert refused.outcome == "refused" and [s.code for s in refused.sends] == ["other-user"]
+    assert refused.outcome == "refused" and refused.sends == ()
+    assert "(uid 65534), not yours" in refused.message and "--allow-other-user" in refused.message
     assert theirs.poll() is None
     result = kill("theirs", allow_other_user=True)
-    assert result.outcome == "stopped", result.message
+    assert result.outcome == "stopped" and "(uid 65534)" in result.message, result.message
     assert theirs.wait(timeout=DEADLINE) == -signal.SIGTERM
 
 

@@ -191,6 +191,22 @@ def test_another_users_process_only_when_root_asks(procs: Procs) -> None:
     assert proc.wait(timeout=DEADLINE) == -signal.SIGTERM
 
 
+@pytest.mark.unprivileged
+def test_a_process_of_another_uid_than_expected_is_refused(procs: Procs) -> None:
+    """A lane's stamp names the uid its processes run as; the signal checks it again."""
+    proc = procs.sleeper()
+    identity = ProcessIdentity.of(proc.pid)
+    for use_pidfd in METHODS:
+        refused = send_checked(
+            identity, signal.SIGKILL, expect_uid=os.getuid() + 1, use_pidfd=use_pidfd
+        )
+        assert_refused(refused, "uid-mismatch")
+        assert f"runs as uid {os.getuid()}, not uid {os.getuid() + 1}" in refused.reason
+    assert proc.poll() is None
+    assert send_checked(identity, signal.SIGTERM, expect_uid=os.getuid()).sent
+    assert proc.wait(timeout=DEADLINE) == -signal.SIGTERM
+
+
 def test_other_boot_is_gone_and_no_boot_is_cannot_tell(procs: Procs) -> None:
     proc = procs.sleeper()
     real = ProcessIdentity.of(proc.pid)

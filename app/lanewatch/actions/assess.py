@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,27 +53,33 @@ def assess(target: Target, now: float | None = None) -> Assessment:
 
 @dataclass(frozen=True, slots=True)
 class Seen:
-    """The owner a person was shown: compared with the stamp at the moment of the act."""
+    """The owner a person was shown: compared with the stamp at the moment of the act. `uid`:
+    whose lane it was shown as (None: not shown, not compared)."""
 
     pid: int | None
     started_at: float | None
+    uid: int | None = None
 
     @classmethod
     def of(cls, stamp: Stamp | None) -> Seen:
-        return cls(stamp.pid, stamp.started_at) if stamp else cls(None, None)
+        return cls(stamp.pid, stamp.started_at, stamp.uid) if stamp else cls(None, None)
 
     @classmethod
     def from_view(cls, view: Any) -> Seen | None:
         """From a dashboard row (`NamespaceView`); None for a plain spec."""
         if not hasattr(view, "pid") or not hasattr(view, "started_at"):
             return None
-        return cls(view.pid, view.started_at)
+        return cls(view.pid, view.started_at, getattr(view, "uid", None))
 
     def changed(self, stamp: Stamp | None) -> str | None:
         """Why the current stamp is not the one seen, or None when it is."""
         now = Seen.of(stamp)
+        if self.uid is None:
+            now = replace(now, uid=None)
         if now == self:
             return None
+        if (now.pid, now.started_at) == (self.pid, self.started_at):
+            return f"its owner's uid changed since it was shown (uid {self.uid} -> {now.uid})"
         if self.pid is None:
             return f"it has an owner now (pid {now.pid}) that was not shown"
         if now.pid is None:

@@ -11,6 +11,11 @@ boot id are compared with the stamp's, and the signal goes through the pidfd, so
 since the listing is never hit; pid 1, lanewatch itself, its parents, a group holding one of
 them, and other users' processes (unless root asked explicitly) are refused there.
 
+Authority comes from ownership (`actions.authority`): the stamp file and the namespace folder
+must be owned by the uid the stamp names, and every process signalled must run as that uid
+(checked again at the signal). A lane whose stamp claims otherwise is `unknown` and refused
+with what did not match; another user's lane is killed only by root, when asked explicitly.
+
 A stopped process keeps SIGTERM and SIGINT pending until it continues: after the signal, every
 stopped target (the group's members, the owner) gets SIGCONT so it can act on it. With a grace
 period, whatever still runs after it gets SIGKILL: the group first, then the owner.
@@ -28,6 +33,7 @@ from typing import Literal
 
 from lanewatch.actions import journal
 from lanewatch.actions.assess import Seen, aim, assess
+from lanewatch.actions.authority import is_other_user, owner_label, why_not_killable_by_us
 from lanewatch.actions.results import checked
 from lanewatch.actions.signals import SignalResult, send_checked, signal_name
 from lanewatch.actions.targets import Target, TargetError, ViewLike
@@ -76,10 +82,17 @@ class _Plan:
     owner: ProcessIdentity
     group: ProcessIdentity | None  # leader of the command's group
     allow_other_user: bool
+    uid: int  # the stamp's: every process signalled must run as it
     sends: list[SignalResult] = field(default_factory=list)
 
     def send(self, identity: ProcessIdentity, sig: int, group: bool) -> SignalResult:
-        result = send_checked(identity, sig, group=group, allow_other_user=self.allow_other_user)
+        result = send_checked(
+            identity,
+            sig,
+            group=group,
+            allow_other_user=self.allow_other_user,
+            expect_uid=self.uid,
+        )
         self.sends.append(result)
         return result
 
@@ -154,28 +167,33 @@ def kill_target(
     changed = seen.changed(stamp) if seen is not None else None
     if changed is not None:
         return end("refused", f"refused to kill {target.label}: {changed}")
-    plan = _Plan(_owner(stamp), _group(stamp), allow_other_user)
+    why = why_not_killable_by_us(a, allow_other_user)
+    if why is not None:
+        return end("refused", f"refused to kill {target.label}: {why}")
+    plan = _Plan(_owner(stamp), _group(stamp), allow_other_user, stamp.uid)
     first = _signal(plan, sig)
     if first.outcome == "refused":
         return end("refused", f"refused to kill {target.label}: {first.reason}", plan)
+    # Whose lane was hit, named in every message that follows when it is not ours.
+    lane = f"{target.label} of {owner_label(stamp.uid)}" if is_other_user(a) else target.label
     if first.outcome == "gone" and not _alive(plan.owner):
-        return end("gone", f"{target.label} ended before the signal: {first.reason}", plan)
+        return end("gone", f"{lane} ended before the signal: {first.reason}", plan)
     if sig != signal.SIGKILL and sig != 0:
         _continue_stopped(plan)
     if sig == 0:
-        return end("running", f"sent signal 0 to {target.label}: {first.reason}", plan)
+        return end("running", f"sent signal 0 to {lane}: {first.reason}", plan)
     patience = grace if grace is not None else wait
     if _wait(plan, patience):
-        return end("stopped", _stopped(target, first, plan), plan)
+        return end("stopped", _stopped(lane, first, plan), plan)
     if grace is None or sig == signal.SIGKILL:
         hint = "" if grace is not None else "; --grace SECONDS escalates to SIGKILL"
-        msg = f"sent {name} to {target.label} ({first.reason}); still running after {patience:g}s"
+        msg = f"sent {name} to {lane} ({first.reason}); still running after {patience:g}s"
         return end("running", msg + hint, plan)
     _escalate(plan)
     if _wait(plan, KILL_WAIT):
-        msg = f"{target.label} ignored {name} for {grace:g}s; SIGKILL stopped it"
+        msg = f"{lane} ignored {name} for {grace:g}s; SIGKILL stopped it"
         return end("stopped", msg, plan, escalated=True)
-    msg = f"sent {name}, then SIGKILL to {target.label}; still not gone after {KILL_WAIT:g}s"
+    msg = f"sent {name}, then SIGKILL to {lane}; still not gone after {KILL_WAIT:g}s"
     return end("running", msg, plan, escalated=True)
 
 
@@ -267,7 +285,7 @@ def wait_until(condition: Callable[[], bool], seconds: float, step: float = 0.02
         time.sleep(step)
 
 
-def _stopped(target: Target, first: SignalResult, plan: _Plan) -> str:
+def _stopped(lane: str, first: SignalResult, plan: _Plan) -> str:
     to = (
         f"process group {first.pgid or first.identity.pid}"
         if first.group
@@ -276,7 +294,7 @@ def _stopped(target: Target, first: SignalResult, plan: _Plan) -> str:
     how = f" via {first.method}" if first.method else ""
     resumed = any(s.signal == signal.SIGCONT and s.sent for s in plan.sends)
     then = "; it was stopped, so SIGCONT followed" if resumed else ""
-    return f"stopped {target.label}: {first.signal_name} to {to}{how}{then}"
+    return f"stopped {lane}: {first.signal_name} to {to}{how}{then}"
 
 
 def _note(target: Target, result: KillResult, plan: _Plan | None) -> None:

@@ -24,6 +24,10 @@ process takes the number and makes it a group: that needs a pid wrap-around in m
 Members are not checked one by one (they are whoever is in the group at `killpg`), and a group
 whose leader is already reaped cannot be verified at all: signal its members one by one.
 
+`expect_uid` (a lane's stamp names the uid its processes run as): a process running as any
+other uid is refused (`uid-mismatch`), checked with the rest after the pidfd is open, so a stamp
+that names someone else's process never gets it signalled, whoever runs lanewatch.
+
 A stopped process (SIGSTOP) keeps every signal but SIGKILL pending until SIGCONT; the result's
 `stopped` flag says so, so a caller's TERM-then-KILL escalation can act on it.
 """
@@ -38,7 +42,8 @@ from typing import Literal
 
 import psutil
 
-from lanewatch.scheme.procid import PROC, ProbeError, ProcessIdentity, boot_id, start_ticks
+from lanewatch.scheme.procid import ProbeError, ProcessIdentity, boot_id, start_ticks
+from lanewatch.scheme.procid import uid_and_tgid as _uid_and_tgid
 from lanewatch.sources.procscan import ProcStat, ancestors, read_stat
 
 Outcome = Literal["sent", "refused", "gone"]
@@ -53,6 +58,7 @@ Code = Literal[
     "not-group-leader",  # group=True, but the identity is not its group's leader
     "kernel-thread",
     "other-user",  # another user's process, and not (root and allow_other_user)
+    "uid-mismatch",  # the process does not run as the uid the caller expects (the stamp's)
     "pid-reused",  # the pid now names another process
     "not-a-process",  # the pid names a thread, not a process
     "cannot-tell",  # identity could not be checked (permission, no boot id)
@@ -98,13 +104,15 @@ def send_checked(
     *,
     group: bool = False,
     allow_other_user: bool = False,
+    expect_uid: int | None = None,
     use_pidfd: bool | None = None,
 ) -> SignalResult:
     """Send `sig` to the process named by `identity` (or its group) after re-checking who it is.
 
     Never raises for expected cases: the result is sent, refused (with a code and reason) or
     gone. `use_pidfd`: None picks pidfd when the kernel has it, else psutil; True or False force
-    one (False is for tests and for kernels where pidfds misbehave). A number that is no
+    one (False is for tests and for kernels where pidfds misbehave). `expect_uid`: the uid the
+    process must run as (a lane's stamp names it); any other is refused. A number that is no
     signal at all is a programming error: ValueError.
     """
     sig = int(sig)
@@ -128,18 +136,23 @@ def send_checked(
                 why = f"pid {identity.pid} has exited"
                 return _result("gone", "exited", why, identity, sig, group)
             if use_pidfd is None and exc.errno in (errno.ENOSYS, errno.EPERM):
-                return _via_psutil(identity, sig, group, allow_other_user)  # seccomp / old kernel
+                # seccomp / old kernel
+                return _via_psutil(identity, sig, group, allow_other_user, expect_uid)
             why = f"pidfd_open: {exc.strerror}"
             return _result("refused", "cannot-tell", why, identity, sig, group)
         try:
-            return _via_pidfd(pidfd, identity, sig, group, allow_other_user)
+            return _via_pidfd(pidfd, identity, sig, group, allow_other_user, expect_uid)
         finally:
             os.close(pidfd)
-    return _via_psutil(identity, sig, group, allow_other_user)
+    return _via_psutil(identity, sig, group, allow_other_user, expect_uid)
 
 
 def precheck(
-    identity: ProcessIdentity, *, group: bool = False, allow_other_user: bool = False
+    identity: ProcessIdentity,
+    *,
+    group: bool = False,
+    allow_other_user: bool = False,
+    expect_uid: int | None = None,
 ) -> SignalResult | None:
     """The refusal (or "gone") `send_checked` would give right now, or None if it would try.
 
@@ -149,7 +162,7 @@ def precheck(
     early = _static_checks(identity, 0, group)
     if early is not None:
         return early
-    verdict = _verify(identity, 0, group, allow_other_user)
+    verdict = _verify(identity, 0, group, allow_other_user, expect_uid)
     return verdict if isinstance(verdict, SignalResult) else None
 
 
@@ -203,28 +216,12 @@ def _is_thread(pid: int) -> bool:
     return ids is not None and ids[1] != pid
 
 
-def _uid_and_tgid(pid: int) -> tuple[int, int] | None:
-    """Real uid and thread group id from /proc/PID/status (world-readable); None if gone."""
-    uid = tgid = None
-    try:
-        with open(f"{PROC}/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Tgid:"):
-                    tgid = int(line.split()[1])
-                elif line.startswith(b"Uid:"):
-                    uid = int(line.split()[1])
-                    break  # Uid comes after Tgid
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    except OSError as exc:
-        raise ProbeError(f"cannot read {PROC}/{pid}/status: {exc.strerror}") from exc
-    if uid is None or tgid is None:
-        raise ProbeError(f"no Uid or Tgid line in {PROC}/{pid}/status")
-    return uid, tgid
-
-
 def _verify(
-    identity: ProcessIdentity, sig: int, group: bool, allow_other_user: bool
+    identity: ProcessIdentity,
+    sig: int,
+    group: bool,
+    allow_other_user: bool,
+    expect_uid: int | None = None,
 ) -> SignalResult | ProcStat:
     """Check that `identity.pid` is still the identity's process and may be signalled.
 
@@ -254,6 +251,8 @@ def _verify(
         return refuse("pid-reused", f"pid {pid} now names another process ({st.comm})")
     if st.kernel_thread:
         return refuse("kernel-thread", f"pid {pid} is a kernel thread")
+    if expect_uid is not None and uid != expect_uid:
+        return refuse("uid-mismatch", f"pid {pid} runs as uid {uid}, not uid {expect_uid}")
     if uid != os.getuid() and not (allow_other_user and os.geteuid() == 0):
         why = "ask explicitly, as root" if os.geteuid() == 0 else "only root may, when asked"
         return refuse("other-user", f"pid {pid} belongs to uid {uid}: {why}")
@@ -278,9 +277,14 @@ def _verify(
 
 
 def _via_pidfd(
-    pidfd: int, identity: ProcessIdentity, sig: int, group: bool, allow_other_user: bool
+    pidfd: int,
+    identity: ProcessIdentity,
+    sig: int,
+    group: bool,
+    allow_other_user: bool,
+    expect_uid: int | None,
 ) -> SignalResult:
-    verdict = _verify(identity, sig, group, allow_other_user)
+    verdict = _verify(identity, sig, group, allow_other_user, expect_uid)
     if isinstance(verdict, SignalResult):
         return verdict
     st = verdict
@@ -303,7 +307,11 @@ def _via_pidfd(
 
 
 def _via_psutil(
-    identity: ProcessIdentity, sig: int, group: bool, allow_other_user: bool
+    identity: ProcessIdentity,
+    sig: int,
+    group: bool,
+    allow_other_user: bool,
+    expect_uid: int | None,
 ) -> SignalResult:
     pid = identity.pid
     try:
@@ -312,7 +320,7 @@ def _via_psutil(
         return _result("gone", "exited", f"pid {pid} has exited", identity, sig, group)
     except psutil.AccessDenied as exc:
         return _result("refused", "cannot-tell", str(exc), identity, sig, group)
-    verdict = _verify(identity, sig, group, allow_other_user)
+    verdict = _verify(identity, sig, group, allow_other_user, expect_uid)
     if isinstance(verdict, SignalResult):
         return verdict
     st = verdict

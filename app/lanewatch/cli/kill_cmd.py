@@ -1,7 +1,9 @@
 """`lanewatch kill TARGET`: stop a live lane's command (its process group), after asking.
 
 Exit codes: 0 the lane ended (or had no live owner left); 1 the signal was sent but the lane
-still runs; 3 refused (not live, another host, not ours, pid reused, nobody to confirm).
+still runs; 3 refused (not live, another host, not ours, its stamp's claims do not match, pid
+reused, nobody to confirm). Root kills another user's lane only with --allow-other-user, and
+the confirmation names whose lane it is.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 import click
 
 from lanewatch.actions.assess import Assessment, Seen, assess
+from lanewatch.actions.authority import is_other_user, owner_label
 from lanewatch.actions.kill import DEFAULT_WAIT, kill
 from lanewatch.actions.targets import resolve
 from lanewatch.cli.common import EXIT_ERROR, EXIT_REFUSED, friendly_errors
@@ -42,7 +45,8 @@ SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
 @click.option(
     "--allow-other-user",
     is_flag=True,
-    help="As root, allow killing another user's lane (refused otherwise).",
+    help="As root, allow killing another user's lane (refused otherwise); the lane's stamp "
+    "file, folder and processes must all be that user's.",
 )
 @friendly_errors
 def kill_command(
@@ -57,7 +61,8 @@ def kill_command(
     sig = SIGNALS[sig_name.upper()]
     resolved = resolve(target)
     seen = assess(resolved)
-    if seen.state in (NsState.LIVE, NsState.HUNG):
+    # Another user's lane without --allow-other-user: nothing to ask, kill refuses and says why.
+    if seen.state in (NsState.LIVE, NsState.HUNG) and (allow_other_user or not is_other_user(seen)):
         confirm(_plan(seen, sig, grace), "Kill it?", yes)
     result = kill(
         resolved,
@@ -72,6 +77,13 @@ def kill_command(
         sys.exit(EXIT_REFUSED)
     if result.outcome == "running":
         sys.exit(EXIT_ERROR)
+
+
+def _whose(a: Assessment) -> str:
+    assert a.stamp is not None
+    if is_other_user(a):
+        return f"the lane of {safe(owner_label(a.stamp.uid))}: ANOTHER USER'S LANE, not yours"
+    return safe(owner_label(a.stamp.uid))
 
 
 def _plan(a: Assessment, sig: int, grace: float | None) -> list[str]:
@@ -90,7 +102,7 @@ def _plan(a: Assessment, sig: int, grace: float | None) -> list[str]:
     return [
         f"{safe(a.target.label)} in {safe(a.target.root)}",
         f"  state:    {safe(a.describe())}",
-        f"  owner:    pid {stamp.pid}, user {safe(stamp.user)}",
+        f"  owner:    pid {stamp.pid}, {_whose(a)}",
         f"  checkout: {safe(stamp.checkout_path)}",
         f"  command:  {safe(' '.join(stamp.command))[:200]}",
         f"  will send {name} to {who}, then {then}",

@@ -7,6 +7,11 @@ and a grade: `known` when the kernel or the stamp said so, `inferred` when judge
 
 Rules, in order:
 - no valid stamp: orphan (unreadable: unknown; newer schema: unknown);
+- a local stamp whose claims do not match what the kernel says (`claims_mismatch`: the stamp
+  file or the namespace folder owned by another uid than the stamp names, pid 1 named as an
+  owner, an owner process running as another uid): unknown, "claims do not match: ...". A
+  stamp is a file anyone can write in their own folder; its `uid` is only a claim, and a
+  namespace whose claims are false is never live, never killed, never cleared;
 - stamp released: released;
 - stamp from another host: judged only by its heartbeat (fresh: live, else stale), never by
   a local pid;
@@ -44,15 +49,17 @@ class LivenessEvidence:
     child: Liveness | None = None  # the command `lanewatch run` started, if probed
     child_reason: str = ""
     lock_held: bool | None = None  # read from /proc/locks; None when not asked or unknown
+    uid: int | None = None  # real uid of the owner while it runs; None when not read
+    child_uid: int | None = None  # the same for the command
 
     def same_verdict(self, other: LivenessEvidence | None) -> bool:
         """The same judgement as `other`, whenever each was made."""
         if other is None:
             return False
         return (self.pid, self.start_ticks, self.liveness, self.reason, self.child,
-                self.child_reason, self.lock_held) == (
+                self.child_reason, self.lock_held, self.uid, self.child_uid) == (
             other.pid, other.start_ticks, other.liveness, other.reason, other.child,
-            other.child_reason, other.lock_held)  # fmt: skip
+            other.child_reason, other.lock_held, other.uid, other.child_uid)  # fmt: skip
 
     def about(self, stamp: Stamp) -> bool:
         """Whether this evidence is about the owner this stamp names."""
@@ -64,6 +71,7 @@ class Verdict:
     state: NsState
     reason: str
     grade: Grade
+    mismatch: str | None = None  # what the stamp claims that is not so (state is then unknown)
 
 
 def is_local(stamp: Stamp, host: str) -> bool:
@@ -82,6 +90,12 @@ def classify(
     stamp = read.stamp
     if stamp is None or read.status is not StampStatus.OK:
         return _no_stamp(read)
+    if is_local(stamp, host):
+        mismatch = claims_mismatch(read, evidence)
+        if mismatch is not None:
+            return Verdict(
+                NsState.UNKNOWN, f"claims do not match: {mismatch}", Grade.KNOWN, mismatch
+            )
     if stamp.state is OwnerState.RELEASED:
         code = "" if stamp.exit_code is None else f" (exit code {stamp.exit_code})"
         return Verdict(NsState.RELEASED, f"released by its owner{code}", Grade.KNOWN)
@@ -101,6 +115,42 @@ def classify(
     if evidence is None or not evidence.about(stamp):
         return _unprobed(stamp, overdue)
     return _local(stamp, evidence, overdue)
+
+
+_RUNNING = (Liveness.ALIVE, Liveness.STOPPED)
+
+
+def claims_mismatch(read: StampRead, evidence: LivenessEvidence | None) -> str | None:
+    """What a valid local stamp claims that is not so, or None. Only what was read counts:
+    an owner not yet read (no uid, not probed) is not a mismatch, and a kill checks again.
+
+    Not compared across hosts: a shared folder's uids need not map between machines, and a
+    remote lane is neither killed nor cleared from here."""
+    stamp = read.stamp
+    if stamp is None:
+        return None
+    uid = stamp.uid
+    wrong: list[str] = []
+    if read.file_uid is not None and read.file_uid != uid:
+        wrong.append(f"the stamp file is owned by uid {read.file_uid}, the stamp names uid {uid}")
+    if read.folder_uid is not None and read.folder_uid != uid:
+        wrong.append(
+            f"the namespace folder is owned by uid {read.folder_uid}, the stamp names uid {uid}"
+        )
+    if stamp.state is OwnerState.LIVE:
+        named = {"owner": stamp.pid, "command": stamp.child_pid, "group leader": stamp.pgid}
+        for what, pid in named.items():
+            if pid is not None and pid <= 1:
+                who = "pid 1 (init)" if pid == 1 else f"pid {pid} (no process)"
+                wrong.append(f"it names {who} as its {what}")
+        if evidence is not None and evidence.about(stamp):
+            if evidence.liveness in _RUNNING and evidence.uid not in (None, uid):
+                wrong.append(f"its owner pid {stamp.pid} runs as uid {evidence.uid}, not {uid}")
+            if evidence.child in _RUNNING and evidence.child_uid not in (None, uid):
+                wrong.append(
+                    f"its command pid {stamp.child_pid} runs as uid {evidence.child_uid}, not {uid}"
+                )
+    return "; ".join(wrong) or None
 
 
 def _no_stamp(read: StampRead) -> Verdict:

@@ -413,4 +413,6 @@ def view_of(
         write_rate=write_rate(rec, now),
         stamp_status=rec.stamp.status.value,
         incident_ids=state.by_ns.get(rec.key, ()),
+        uid=s.uid if s else None,
+        mismatch=verdict.mismatch,
     )

@@ -70,6 +70,8 @@ class NamespaceView:
     write_rate: tuple[int, ...]  # writes per second, oldest first (sparkline)
     stamp_status: str  # StampStatus value
     incident_ids: tuple[str, ...]
+    uid: int | None = None  # the uid the stamp names (a claim: see `mismatch`)
+    mismatch: str | None = None  # what the stamp claims that is not so; the state is unknown
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,28 @@ def process_state(pid: int) -> str | None:
     return rest[0].decode("ascii", "replace") if rest else None
 
 
+def uid_and_tgid(pid: int) -> tuple[int, int] | None:
+    """Real uid and thread group id from /proc/PID/status (world-readable); None if gone.
+
+    Raises ProbeError when the process may exist but cannot be read."""
+    uid = tgid = None
+    try:
+        with open(f"{PROC}/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Tgid:"):
+                    tgid = int(line.split()[1])
+                elif line.startswith(b"Uid:"):
+                    uid = int(line.split()[1])
+                    break  # Uid comes after Tgid
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError as exc:
+        raise ProbeError(f"cannot read {PROC}/{pid}/status: {exc.strerror}") from exc
+    if uid is None or tgid is None:
+        raise ProbeError(f"no Uid or Tgid line in {PROC}/{pid}/status")
+    return uid, tgid
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessIdentity:
     pid: int
@@ -118,3 +140,16 @@ def liveness(identity: ProcessIdentity) -> tuple[Liveness, str]:
     if state in ("T", "t"):
         return Liveness.STOPPED, f"pid {identity.pid} is stopped"
     return Liveness.ALIVE, f"pid {identity.pid} alive"
+
+
+def owner_uid(identity: ProcessIdentity) -> int | None:
+    """The real uid of the process `identity` names, or None when that cannot be told (gone,
+    reused, unreadable). The start ticks are read again after the uid, so a pid reused in
+    between never lends its new process's uid to the old identity."""
+    try:
+        ids = uid_and_tgid(identity.pid)
+        if ids is None or start_ticks(identity.pid) != identity.start_ticks:
+            return None
+    except ProbeError:
+        return None
+    return ids[0]

@@ -130,6 +130,10 @@ class StampRead:
     detail: str = ""
     mtime: float | None = None  # the live heartbeat: owners touch the stamp, not rewrite it
     raw: dict[str, Any] | None = field(default=None, repr=False)
+    # Who owns the stamp file and the namespace folder (None: not read). The stamp's `uid` is
+    # only a claim; these say who could have written it (`model.classify.claims_mismatch`).
+    file_uid: int | None = None
+    folder_uid: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -202,7 +206,15 @@ def read_stamp(namespace: Path) -> StampRead:
             return StampRead(StampStatus.SYMLINK, detail=f"{path} or its folder is a symlink")
         return StampRead(StampStatus.UNREADABLE, detail=f"{exc.strerror} reading {path}")
     result = parse_stamp(data)
-    return replace(result, mtime=st.st_mtime)
+    return replace(result, mtime=st.st_mtime, file_uid=st.st_uid, folder_uid=folder_uid(namespace))
+
+
+def folder_uid(namespace: str | os.PathLike[str]) -> int | None:
+    """The uid owning the namespace folder itself (never followed), or None if unreadable."""
+    try:
+        return os.lstat(namespace).st_uid
+    except OSError:
+        return None
 
 
 def write_stamp(namespace: Path, stamp: Stamp) -> None:

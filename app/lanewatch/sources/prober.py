@@ -42,20 +42,27 @@ QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s
 
 
 def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
-    """The kernel's verdict on a local live owner; None for a released or remote stamp."""
+    """The kernel's verdict on a local live owner, with the uid it runs as (and its
+    command's); None for a released or remote stamp."""
     if stamp.state is not OwnerState.LIVE or stamp.host != procid.hostname():
         return None
-    alive, why = procid.liveness(ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id))
+    owner = ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id)
+    alive, why = procid.liveness(owner)
     child: Liveness | None = None
     child_why = ""
+    child_uid = None
     if alive is Liveness.ALIVE and stamp.child_pid and stamp.child_start_ticks:
-        child, child_why = procid.liveness(
-            ProcessIdentity(stamp.child_pid, stamp.child_start_ticks, stamp.boot_id)
-        )
+        command = ProcessIdentity(stamp.child_pid, stamp.child_start_ticks, stamp.boot_id)
+        child, child_why = procid.liveness(command)
+        child_uid = procid.owner_uid(command) if child in _RUNNING else None
     held = lock.is_lock_held(Path(namespace)) if alive is Liveness.UNKNOWN else None
+    uid = procid.owner_uid(owner) if alive in _RUNNING else None
     return LivenessEvidence(
-        stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, lock_held=held
+        stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, held, uid, child_uid
     )
+
+
+_RUNNING = (Liveness.ALIVE, Liveness.STOPPED)  # whose uid is read: `classify.claims_mismatch`
 
 
 _UNJUDGED = object()

@@ -30,6 +30,7 @@ from lanewatch.scheme.stamp import (
     STAMP_FILE,
     StampRead,
     StampStatus,
+    folder_uid,
     parse_stamp,
 )
 
@@ -96,7 +97,9 @@ def read_stamp_at(namespace: str) -> StampRead:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a symlink
             return StampRead(StampStatus.SYMLINK, detail=f"{path} or its folder is a symlink")
         return StampRead(StampStatus.UNREADABLE, detail=f"{exc.strerror} reading {path}")
-    return replace(parse_stamp(data), mtime=st.st_mtime)
+    return replace(
+        parse_stamp(data), mtime=st.st_mtime, file_uid=st.st_uid, folder_uid=folder_uid(namespace)
+    )
 
 
 @dataclass(slots=True)

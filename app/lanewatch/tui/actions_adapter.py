@@ -7,6 +7,7 @@ Methods here block (a kill waits for its grace period): call them from a thread 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 from lanewatch.actions import clear as clear_mod
 from lanewatch.actions import kill as kill_mod
 from lanewatch.actions import trash as trash_mod
+from lanewatch.actions.authority import owner_label
 from lanewatch.actions.results import Result
 from lanewatch.actions.trashbox import TrashEntry as TrashItem
 from lanewatch.errors import LanewatchError
@@ -36,8 +38,27 @@ class ActionOutcome:
 
 
 def can_kill(ns: NamespaceView) -> bool:
-    """Worth offering: a live or hung owner on this host. The actions module re-checks it all."""
-    return ns.state in KILLABLE and ns.pid is not None and ns.host == hostname()
+    """Worth offering: a live or hung owner on this host whose stamp's claims match (a
+    mismatched one is `unknown`, and says so), ours, or anyone's for root. The actions module
+    re-checks it all."""
+    return (
+        ns.state in KILLABLE
+        and ns.mismatch is None
+        and ns.pid is not None
+        and ns.host == hostname()
+        and (not _other_user(ns) or os.geteuid() == 0)
+    )
+
+
+def _other_user(ns: NamespaceView) -> bool:
+    return ns.uid is not None and ns.uid != os.getuid()
+
+
+def whose(ns: NamespaceView) -> str:
+    """Whose lane the row is, as the confirmation says it ("" when it is ours)."""
+    if not _other_user(ns) or ns.uid is None:
+        return ""
+    return f"This is the lane of {owner_label(ns.uid)}, not yours."
 
 
 def can_clear(ns: NamespaceView) -> bool:
@@ -46,9 +67,12 @@ def can_clear(ns: NamespaceView) -> bool:
 
 def describe_kill(ns: NamespaceView) -> str:
     command = fmt.short_command(ns.command) or "?"
+    owner = owner_label(ns.uid) if ns.uid is not None else f"user {ns.user or '?'}"
+    other = whose(ns)
     return (
-        f"Send SIGTERM to the process group of lane {target_label(ns)!r} ({command}; owner pid "
-        f"{ns.pid}, user {ns.user or '?'}, checkout {ns.checkout_path or '?'}); `lanewatch run` "
+        (f"{other} " if other else "")
+        + f"Send SIGTERM to the process group of lane {target_label(ns)!r} ({command}; owner pid "
+        f"{ns.pid}, {owner}, checkout {ns.checkout_path or '?'}); `lanewatch run` "
         "then records the exit and releases the lane. The owner is re-checked at the moment of "
         "the signal: if it changed since this row was shown, nothing is sent."
     )
@@ -73,13 +97,18 @@ class ActionsAdapter:
     def kill(self, ns: NamespaceView) -> ActionOutcome:
         """SIGTERM to the owner's group, as the row showed it (a changed owner is refused).
 
+        Another user's lane (root only): the confirmation named whose it is, which is the
+        explicit consent `allow_other_user` stands for; the row's uid goes with it, so the
+        kill is refused if the stamp names anyone else by then.
+
         Success means the lane ended: a command that outlived the wait is a failure, shown
         with kill's reason ("still running after 5s"), as the CLI exits 1 for it.
         """
+        other = _other_user(ns)
         return _run(
             "kill",
             target_label(ns),
-            lambda: kill_mod.kill(ns, roots=[Path(ns.root)], check=False),
+            lambda: kill_mod.kill(ns, roots=[Path(ns.root)], allow_other_user=other, check=False),
             succeeded=lambda result: result.ended,
         )
 

@@ -21,6 +21,7 @@ from lanewatch.tui.actions_adapter import (
     describe_clear,
     describe_kill,
     target_label,
+    whose,
 )
 from lanewatch.tui.columns import intruder_label
 from lanewatch.tui.export import IncidentReport, build_report, write_report
@@ -61,8 +62,13 @@ class ActionFlows:
         what = (
             describe_kill(targets[0])
             if len(targets) == 1
-            else f"Send SIGTERM to the owners of these {len(targets)} lanes and their process "
-            "groups. Each identity is re-checked at the moment of the signal."
+            else " ".join(
+                [
+                    f"Send SIGTERM to the owners of these {len(targets)} lanes and their process "
+                    "groups. Each identity is re-checked at the moment of the signal.",
+                    *sorted({w for w in map(whose, targets) if w}),
+                ]
+            )
         )
         self._confirm(
             f"Kill {len(targets)} lane{'s' if len(targets) > 1 else ''}?",
