@@ -15,7 +15,6 @@ import fcntl
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import time
@@ -37,7 +36,7 @@ from lanewatch.scheme.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, StampStatu
 from lanewatch.sources.engine import Engine
 from lanewatch.sources.incidentlog import IncidentLog
 from lanewatch.sources.writelog import WriteLog, entries
-from tests.conftest import LANEWATCH
+from tests.conftest import LANEWATCH, plant_special
 from tests.unit import actionkit
 from tests.unit.actionkit import released_namespace, until
 from tests.unit.enginekit import running
@@ -82,20 +81,7 @@ def fifos() -> Iterator[list[Path]]:
 
 
 def plant(path: Path, kind: str = "fifo") -> None:
-    """A FIFO, a socket or (root only) a character device at `path`, replacing what is there."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "socket":
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.bind(str(path))  # the socket file stays after the close
-    elif kind == "device":
-        if os.geteuid() != 0:
-            pytest.skip("only root can make a device node")
-        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
-    else:
-        raise AssertionError(kind)
+    plant_special(path, kind)
 
 
 # Every file lanewatch reads or appends in a namespace, a root or its state folder, by where it

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
-import stat
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from lanewatch.scheme.stamp import (
     write_stamp,
 )
 from lanewatch.sources.scanner import read_stamp_at
+from tests.conftest import plant_special
 
 NOW = 1_800_000_000.0
 
@@ -217,25 +216,10 @@ def test_a_symlinked_stamp_is_never_followed(ns: Path, tmp_path: Path) -> None:
     assert result.stamp is None
 
 
-def _plant(path: Path, kind: str) -> None:
-    """Put a FIFO, a folder, a socket or (root only) a character device at `path`."""
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "directory":
-        path.mkdir()
-    elif kind == "socket":
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.bind(str(path))  # the socket file stays after the close
-    elif kind == "device":
-        if os.geteuid() != 0:
-            pytest.skip("only root can make a device node")
-        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # like /dev/null
-
-
 @pytest.mark.unprivileged
 @pytest.mark.parametrize("kind", ["fifo", "directory", "socket", "device"])
 def test_a_stamp_that_is_not_a_regular_file_is_named_for_what_it_is(ns: Path, kind: str) -> None:
-    _plant(stamp_path(ns), kind)  # a reader must not block on it, nor call it a symlink
+    plant_special(stamp_path(ns), kind)  # a reader must not block on it, nor call it a symlink
     for read in (read_stamp(ns), read_stamp_at(str(ns))):
         assert read.status == kind and read.stamp is None, read
         assert "owner.json is a" in read.detail and "not a file" in read.detail
