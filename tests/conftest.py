@@ -8,6 +8,8 @@ import ctypes
 import os
 import pwd
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import time
@@ -118,6 +120,26 @@ def wait_for(
 
 
 LANEWATCH = [sys.executable, "-m", "lanewatch"]
+
+
+def plant_special(path: Path, kind: str) -> None:
+    """A FIFO, a folder, a socket or (root only, else skip) a character device at `path`,
+    replacing a file there: what a neighbour can leave where lanewatch expects a file."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "socket":
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(path))  # the socket file stays after the close
+    elif kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("only root can make a device node")
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+    else:
+        raise AssertionError(f"unknown kind {kind!r}")
 
 
 @pytest.fixture

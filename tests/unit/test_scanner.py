@@ -273,7 +273,16 @@ def test_the_first_pictures_stamp_reader_answers_as_read_stamp(root: Path, tmp_p
         assert got == want, ns.name
         assert (got.detail, got.mtime, got.raw) == (want.detail, want.mtime, want.raw)
         statuses.add(got.status.value)
-    assert statuses == {"ok", "missing", "garbage", "empty", "oversized", "symlink"}
+    assert statuses == {
+        "ok",
+        "missing",
+        "garbage",
+        "empty",
+        "oversized",
+        "symlink",
+        "fifo",
+        "directory",
+    }
 
 
 def test_the_counting_walk_counts_what_the_full_walk_counts(root: Path) -> None:

@@ -13,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lanewatch.model.classify import classify
+from lanewatch.model.views import NsState
 from lanewatch.scheme import procid
 from lanewatch.scheme.stamp import (
     MAX_STAMP_BYTES,
@@ -27,6 +29,8 @@ from lanewatch.scheme.stamp import (
     touch_heartbeat,
     write_stamp,
 )
+from lanewatch.sources.scanner import read_stamp_at
+from tests.conftest import plant_special
 
 NOW = 1_800_000_000.0
 
@@ -212,12 +216,15 @@ def test_a_symlinked_stamp_is_never_followed(ns: Path, tmp_path: Path) -> None:
     assert result.stamp is None
 
 
-def test_a_stamp_that_is_not_a_regular_file(ns: Path) -> None:
-    os.mkfifo(stamp_path(ns))  # a reader must not block on it
-    assert read_stamp(ns).status is StampStatus.SYMLINK
-    os.unlink(stamp_path(ns))
-    stamp_path(ns).mkdir()
-    assert read_stamp(ns).status is StampStatus.SYMLINK
+@pytest.mark.unprivileged
+@pytest.mark.parametrize("kind", ["fifo", "directory", "socket", "device"])
+def test_a_stamp_that_is_not_a_regular_file_is_named_for_what_it_is(ns: Path, kind: str) -> None:
+    plant_special(stamp_path(ns), kind)  # a reader must not block on it, nor call it a symlink
+    for read in (read_stamp(ns), read_stamp_at(str(ns))):
+        assert read.status == kind and read.stamp is None, read
+        assert "owner.json is a" in read.detail and "not a file" in read.detail
+    verdict = classify(read_stamp(ns), None, 0.0, host="h", boot_id="b")
+    assert verdict.state is NsState.ORPHAN and "not a file" in verdict.reason
 
 
 def test_a_symlinked_meta_folder_is_never_followed(tmp_path: Path) -> None:

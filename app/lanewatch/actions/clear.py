@@ -5,15 +5,21 @@ pin the folder (no symlink, its locks taken without waiting: held means refuse);
 state again from a fresh read of the stamp; no mount point inside; no process with its cwd,
 an fd (folders and deleted files included) or a mapping inside, and every process readable;
 then one rename into `<root>/.lanewatch-root/trash/<id>/namespace`, checked to have moved the
-very folder that was pinned. The root's trash lock is held throughout, so two clears of one
-namespace run one after the other: the first moves it, the second finds it gone.
+very folder that was pinned, and checked again for mount points (one mounted after the check
+moved along with the folder: it is put back and the clear refused). The root's trash lock is
+held throughout, so two clears of one namespace run one after the other: the first moves it,
+the second finds it gone. The diary lines (the namespace's ledger, the trash journal) are
+written after the lock is let go: the ledger lies inside the namespace, where anyone who could
+write there may have left a FIFO, and no later clear or purge of the root waits on that.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -88,14 +94,18 @@ def clear_target(target: Target, *, dry_run: bool = False, seen: Seen | None = N
     if why is not None:
         _note_refusal(target, first, why, dry_run)
         return _refused(target, why, first.state.value)
+    diary: list[Callable[[], object]] = []  # written once the trash lock is let go
     try:
         lock = contextlib.nullcontext() if dry_run else trashbox.trash_lock(target.root)
         with lock:
-            return _pinned(target, dry_run, seen)
-    except LanewatchError as exc:  # the trash is busy, or unsafe (a symlink)
-        return _refused(target, str(exc))
+            result = _pinned(target, dry_run, seen, diary)
+    except LanewatchError as exc:  # the trash is busy, or unsafe (a symlink, a FIFO)
+        result = _refused(target, str(exc))
     except OSError as exc:  # e.g. the trash could not be written
-        return _refused(target, f"the clear failed: {exc}")
+        result = _refused(target, f"the clear failed: {exc}")
+    for write in diary:
+        write()
+    return result
 
 
 def _refused(target: Target, why: str, state: str | None = None) -> ClearResult:
@@ -103,7 +113,9 @@ def _refused(target: Target, why: str, state: str | None = None) -> ClearResult:
     return ClearResult("refused", str(target.path), target.label, msg, state)
 
 
-def _pinned(target: Target, dry_run: bool, seen: Seen | None) -> ClearResult:
+def _pinned(
+    target: Target, dry_run: bool, seen: Seen | None, diary: list[Callable[[], object]]
+) -> ClearResult:
     try:
         pinned = pin(target.path, create_lock=not dry_run)
     except Gone:
@@ -119,7 +131,7 @@ def _pinned(target: Target, dry_run: bool, seen: Seen | None) -> ClearResult:
         held = why_held(target.path, pinned.own_fds) if why is None else None
         why = why or (held.why if held else None)
         if why is not None:
-            _note_refusal(target, now, why, dry_run)
+            diary.append(functools.partial(_note_refusal, target, now, why, dry_run))
             return _refused(target, why, now.state.value)
         files, size = tree_size(target.path)
         note = f" [{held.note}]" if held and held.note else ""
@@ -137,13 +149,19 @@ def _pinned(target: Target, dry_run: bool, seen: Seen | None) -> ClearResult:
                 files=files,
                 bytes=size,
             )
-        return _move(target, pinned, now, files, size, note)
+        return _move(target, pinned, now, files, size, note, diary)
     finally:
         pinned.release()
 
 
 def _move(
-    target: Target, pinned: Pinned, a: Assessment, files: int, size: int, note: str
+    target: Target,
+    pinned: Pinned,
+    a: Assessment,
+    files: int,
+    size: int,
+    note: str,
+    diary: list[Callable[[], object]],
 ) -> ClearResult:
     trash = trashbox.ensure_trash(target.root)
     if os.stat(trash).st_dev != pinned.identity[0]:
@@ -192,19 +210,35 @@ def _move(
             return _refused(
                 target, "the folder at its name was replaced at the last moment; put back"
             )
+        mounted = why_mounted(entry / trashbox.PAYLOAD)  # one mounted since the check moved too
+        if mounted is not None:
+            diary.append(functools.partial(_note_refusal, target, a, mounted, False))
+            return _put_back(target, pinned, entry, entry_fd, tid, mounted, diary)
     finally:
         os.close(entry_fd)
     payload = entry / trashbox.PAYLOAD
-    journal.note(
-        payload,
-        "cleared",
-        lane=record.lane,
-        trash_id=tid,
-        state=a.state.value,
-        reason=a.verdict.reason,
-        original=str(target.path),
+    diary.append(
+        functools.partial(
+            journal.note,
+            payload,
+            "cleared",
+            lane=record.lane,
+            trash_id=tid,
+            state=a.state.value,
+            reason=a.verdict.reason,
+            original=str(target.path),
+        )
     )
-    journal.trash_journal(target.root, "cleared", id=tid, name=target.name, lane=record.lane)
+    diary.append(
+        functools.partial(
+            journal.trash_journal,
+            target.root,
+            "cleared",
+            id=tid,
+            name=target.name,
+            lane=record.lane,
+        )
+    )
     msg = (
         f"cleared {target.label} ({a.state.value}): moved {human_size(size)} in {files} files "
         f"to the trash of {target.root} as {tid} (lanewatch restore {tid}){note}"
@@ -220,6 +254,33 @@ def _move(
         files,
         size,
     )
+
+
+def _put_back(
+    target: Target,
+    pinned: Pinned,
+    entry: Path,
+    entry_fd: int,
+    tid: str,
+    why: str,
+    diary: list[Callable[[], object]],
+) -> ClearResult:
+    """A mount appeared inside the namespace between the check and the move: move it back."""
+    try:
+        rename_noreplace(entry_fd, trashbox.PAYLOAD, pinned.root_fd, target.name)
+    except OSError as exc:  # its name was taken meanwhile: it stays in the trash, recorded
+        diary.append(
+            functools.partial(
+                journal.trash_journal, target.root, "cleared", id=tid, name=target.name
+            )
+        )
+        return _refused(
+            target,
+            f"{why} (mounted during the clear); it could not be put back ({exc.strerror}), "
+            f"so it stays in the trash as {tid}, where purge never enters a mount",
+        )
+    _drop(entry)
+    return _refused(target, f"{why} (mounted during the clear); put back")
 
 
 def _drop(entry: Path) -> None:

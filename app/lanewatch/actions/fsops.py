@@ -5,10 +5,16 @@ destination exists (plain rename silently replaces an empty folder). Where the k
 filesystem lacks it, a fallback makes the destination folder first (mkdir fails if it exists)
 and renames onto it (rename only replaces an *empty* folder, so a racer that filled it wins).
 
-`remove_tree` is `shutil.rmtree`, which on Linux walks by file descriptor and never follows a
-symlink, plus: entries that vanish meanwhile are fine, and a permission error is fixed by
-making a folder writable only when that folder lies inside `boundary`, reached component by
-component with O_NOFOLLOW, so no chmod can ever land outside it.
+`remove_tree` never leaves the filesystem, nor the mount, it starts on. It walks by folder fd
+(`openat`/`unlinkat` relative to a folder it holds open, O_NOFOLLOW), and before it enters a
+folder, at every level and at delete time: the folder's st_dev must be the tree's, its path must
+not be in the mount table (`/proc/self/mountinfo`: a bind mount of the same filesystem keeps
+st_dev), and the fd it opened must lie on the tree's mount (`mnt_id` in fdinfo: this catches a
+mount made after the table was read). A mount point is never entered and never deleted; it is
+named in what is left. A mount put on a folder after it was opened only hides it: the walk
+empties the folder under it (ours) and its rmdir fails with EBUSY, named too. Entries that
+vanish meanwhile are fine; a permission error is fixed by a chmod through an fd checked the
+same way, so no chmod can land outside the tree.
 """
 
 from __future__ import annotations
@@ -16,12 +22,15 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import os
-import shutil
 import stat
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from lanewatch.actions.mounts import mount_id, mounts_inside
+from lanewatch.scheme.procid import PROC
 
 RENAME_NOREPLACE = 1
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -91,53 +100,162 @@ def tree_size(path: Path) -> tuple[int, int]:
     return files, size
 
 
-def remove_tree(path: Path, boundary: Path, passes: int = 3) -> list[str]:
-    """Delete `path` (inside `boundary`, or it); [] when it is gone, else the last errors."""
-    errors: list[str] = []
+def remove_tree(path: Path, passes: int = 3) -> list[str]:
+    """Delete the folder `path` and all in it, never leaving its mount; [] once it is gone,
+    else what was left and why (a mount point, another filesystem, a permission error)."""
+    left: list[str] = []
     for _ in range(passes):
-        errors = []
-        _rmtree(path, boundary, errors)
+        left = []
+        try:
+            mounts = frozenset(mounts_inside(path))  # read again each pass: mounts come and go
+        except OSError as exc:
+            return [f"{path}: cannot read the mount table ({exc.strerror}); nothing deleted"]
+        try:
+            _remove_top(path, mounts, left)
+        except RecursionError:
+            left.append(f"{path}: nested too deep to delete")
         if not os.path.lexists(path):
             return []
-    return errors or [f"{path}: still there"]
+    return left or [f"{path}: still there"]
 
 
-def _rmtree(path: Path, boundary: Path, errors: list[str]) -> None:
-    def handle(func: Any, failed: str, exc: BaseException) -> None:
-        if isinstance(exc, FileNotFoundError):
-            return  # vanished meanwhile: that is what we wanted
-        if isinstance(exc, PermissionError):
-            folder = failed if func in (os.open, os.scandir, os.lstat) else os.path.dirname(failed)
-            if _make_writable(Path(folder), boundary):
-                return  # the next pass gets it
-        errors.append(f"{failed}: {getattr(exc, 'strerror', None) or exc}")
+@dataclass(frozen=True, slots=True)
+class _Home:
+    """The filesystem and the mount the tree lies on; nothing on another one is touched."""
 
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=handle)
-    else:
-        shutil.rmtree(path, onerror=lambda f, p, info: handle(f, p, info[1]))
+    dev: int
+    mount: int | None  # None: the kernel does not say (no /proc): the mount table still counts
+    mounts: frozenset[str]  # mount points at or below the tree, from the mount table
 
 
-def _make_writable(folder: Path, boundary: Path) -> bool:
-    """u+rwx on `folder` if it is `boundary` or below it with no symlink on the way."""
-    rel = os.path.relpath(folder, boundary)
-    if rel.startswith(".." + os.sep) or rel == ".." or os.path.isabs(rel):
-        return False
+def _remove_top(path: Path, mounts: frozenset[str], left: list[str]) -> None:
     try:
-        fd = os.open(boundary, _DIR_FLAGS)
-    except OSError:
-        return False
+        parent_fd = os.open(path.parent, _DIR_FLAGS)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        left.append(f"{path.parent}: {exc.strerror}")
+        return
     try:
-        for part in [] if rel == "." else rel.split(os.sep):
-            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
+        home = _Home(os.fstat(parent_fd).st_dev, mount_id(parent_fd), mounts)
+        where = os.path.join(os.path.realpath(path.parent), path.name)  # as mountinfo spells it
+        _remove_entry(parent_fd, path.name, where, home, left)
+    finally:
+        os.close(parent_fd)
+
+
+def _remove_entry(dir_fd: int, name: str, where: str, home: _Home, left: list[str]) -> None:
+    """Delete `name` in the folder open at `dir_fd` (a verified folder on `home`'s mount)."""
+    try:
+        st = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        left.append(f"{where}: {exc.strerror}")
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        _remove_name(dir_fd, name, where, False, left)
+        return
+    fd = _enter(dir_fd, name, where, st, home, left)
+    if fd is None:
+        return
+    try:
+        try:
+            names = os.listdir(fd)
+        except PermissionError:
+            names = os.listdir(fd) if _make_writable(fd) else []
+        for child in names:
+            _remove_entry(fd, child, os.path.join(where, child), home, left)
+    except OSError as exc:
+        left.append(f"{where}: {exc.strerror}")
+    finally:
+        os.close(fd)
+    _remove_name(dir_fd, name, where, True, left)
+
+
+def _enter(
+    dir_fd: int, name: str, where: str, st: os.stat_result, home: _Home, left: list[str]
+) -> int | None:
+    """An fd on the folder `name`, or None (and why, in `left`) when it must not be entered:
+    on another filesystem, a mount point in the mount table, or an fd on another mount (a
+    bind mount of the same filesystem, or one mounted since the table was read)."""
+    if st.st_dev != home.dev:
+        left.append(f"{where}: on another filesystem (a mount point); not entered")
+        return None
+    if where in home.mounts:
+        left.append(f"{where}: a mount point; not entered")
+        return None
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except PermissionError:
+        if not _chmod_entry(dir_fd, name, st, home):
+            left.append(f"{where}: permission denied")
+            return None
+        return _enter(dir_fd, name, where, st, home, left)
+    except OSError as exc:  # swapped for a symlink or a file since the lstat: next pass
+        left.append(f"{where}: {exc.strerror}")
+        return None
+    fst = os.fstat(fd)
+    if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino) or not _on_home(fd, home):
+        os.close(fd)
+        left.append(f"{where}: a mount point (or swapped while being deleted); not entered")
+        return None
+    return fd
+
+
+def _on_home(fd: int, home: _Home) -> bool:
+    return home.mount is None or mount_id(fd) == home.mount
+
+
+def _remove_name(dir_fd: int, name: str, where: str, folder: bool, left: list[str]) -> None:
+    remove = functools.partial(os.rmdir if folder else os.unlink, name, dir_fd=dir_fd)
+    try:
+        remove()
+    except FileNotFoundError:
+        return  # vanished meanwhile: that is what we wanted
+    except PermissionError:
+        if not _make_writable(dir_fd):
+            left.append(f"{where}: permission denied")
+            return
+        _remove_name(dir_fd, name, where, folder, left)
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:
+            left.append(f"{where}: a mount point; left as it is")
+        elif exc.errno != errno.ENOTEMPTY:  # ENOTEMPTY: what stayed inside is listed already
+            left.append(f"{where}: {exc.strerror}")
+
+
+def _make_writable(fd: int) -> bool:
+    """u+rwx on the folder open at `fd` (already checked to be on the tree's mount)."""
+    try:
         mode = os.fstat(fd).st_mode
         if mode & 0o700 == 0o700:
             return False  # not what stops us
         os.fchmod(fd, stat.S_IMODE(mode) | 0o700)
-        return True
+    except OSError:
+        return False
+    return True
+
+
+def _chmod_entry(dir_fd: int, name: str, st: os.stat_result, home: _Home) -> bool:
+    """u+rwx on a folder we may not even open for reading: through an O_PATH fd (which needs
+    no permission), checked to be that folder on the tree's mount, by its /proc/self/fd link,
+    so the chmod cannot land on anything a path swap put there."""
+    try:
+        fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        fst = os.fstat(fd)
+        if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino) or not _on_home(fd, home):
+            return False
+        if fst.st_mode & 0o700 == 0o700:
+            return False
+        os.chmod(f"{PROC}/self/fd/{fd}", stat.S_IMODE(fst.st_mode) | 0o700)
     except OSError:
         return False
     finally:
         os.close(fd)
+    return True

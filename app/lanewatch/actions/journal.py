@@ -2,14 +2,15 @@
 
 The ledger is observational (a diary, never proof), so a failed write never undoes or blocks
 an action; it comes back as a note for the action's message. Nothing is written through a
-symlink: `.lanewatch/` must be a real folder, and the ledger file is opened O_NOFOLLOW.
+symlink: `.lanewatch/` must be a real folder, and the ledger file is opened O_NOFOLLOW; nothing
+waits on one that is not a regular file (a FIFO): the line is skipped, and the note says so.
 """
 
 from __future__ import annotations
 
-import fcntl
 import getpass
 import json
+import logging
 import os
 import stat
 import time
@@ -17,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.scheme import ledger
+from lanewatch.scheme.fsutil import flock_within, open_regular
 from lanewatch.scheme.procid import hostname
 from lanewatch.scheme.roots import ROOT_META
 from lanewatch.scheme.stamp import META_DIR
 
 TRASH_JOURNAL = "trash.jsonl"
+log = logging.getLogger(__name__)
 
 
 def actor() -> dict[str, Any]:
@@ -48,24 +51,29 @@ def note(namespace: Path, event: str, *, lane: str | None, **fields: Any) -> str
     if not stat.S_ISDIR(meta.st_mode):
         return f"ledger not written: {META_DIR} is not a real folder"
     try:
-        ledger.append(namespace, event, lane=lane or namespace.name, by=actor(), **fields)
+        skipped = ledger.append(namespace, event, lane=lane or namespace.name, by=actor(), **fields)
     except OSError as exc:
         return f"ledger not written: {exc.strerror}"
-    return None
+    return f"ledger not written: {skipped}" if skipped else None
 
 
 def trash_journal(root: Path, event: str, **fields: Any) -> None:
     """Append a line to `<root>/.lanewatch-root/trash.jsonl` (cleared, restored, purged)."""
     entry = {"time": time.time(), "event": event, "by": actor(), **fields}
     line = json.dumps(entry, sort_keys=True, default=str).encode() + b"\n"
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    path = root / ROOT_META / TRASH_JOURNAL
     try:
-        fd = os.open(root / ROOT_META / TRASH_JOURNAL, flags, 0o644)
-    except OSError:
-        return  # a diary: never the reason an action fails
+        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    except OSError as exc:  # NotAFile too (a FIFO there): a diary never blocks an action
+        log.warning("trash journal line %r not written to %s: %s", event, path, exc)
+        return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.write(fd, line)
+        if flock_within(fd, ledger.LOCK_WAIT):
+            os.write(fd, line)
+        else:
+            log.warning(
+                "trash journal line %r not written to %s: its lock stayed held", event, path
+            )
     except OSError:
         pass
     finally:

@@ -79,6 +79,20 @@ def read_mountinfo(path: str = f"{PROC}/self/mountinfo") -> list[MountEntry]:
         return parse_mountinfo(f.read())
 
 
+def mount_id(fd: int) -> int | None:
+    """The id of the mount `fd` lies on (the `mnt_id` of /proc/self/fdinfo, as in mountinfo's
+    first field); None when the kernel does not say. Unlike st_dev it tells a bind mount of the
+    same filesystem from its parent, and unlike a path it cannot be swapped under us."""
+    try:
+        with open(f"{PROC}/self/fdinfo/{fd}", "rb") as f:
+            for line in f:
+                if line.startswith(b"mnt_id:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def mounts_inside(
     path: str | os.PathLike[str], *, include_self: bool = True, mountinfo: bytes | None = None
 ) -> list[str]:

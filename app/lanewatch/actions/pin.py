@@ -17,10 +17,10 @@ import contextlib
 import errno
 import fcntl
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lanewatch.scheme.fsutil import NotAFile, open_regular
 from lanewatch.scheme.stamp import LOCK_FILE, META_DIR
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -118,21 +118,17 @@ def _owner_lock(path: Path, dir_fd: int, create: bool) -> int | None:
             raise Refused(f"{path / META_DIR} is not a real folder (a symlink?)") from None
         raise Refused(f"cannot open {path / META_DIR}: {exc.strerror}") from None
     try:
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        flags = os.O_RDONLY | (os.O_CREAT if create else 0)
         try:
-            fd = os.open(LOCK_FILE, flags | (os.O_CREAT if create else 0), 0o644, dir_fd=meta_fd)
+            return open_regular(LOCK_FILE, flags, dir_fd=meta_fd)
         except FileNotFoundError:
             return None  # only without `create` (a dry run changes nothing)
+        except NotAFile as exc:
+            raise Refused(f"its lock {path / META_DIR / LOCK_FILE}: {exc}") from None
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise Refused(f"{path / META_DIR / LOCK_FILE} is a symlink") from None
             raise Refused(f"cannot open the lock of {path.name}: {exc.strerror}") from None
     finally:
         os.close(meta_fd)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise Refused(f"{path / META_DIR / LOCK_FILE} is not a regular file")
-    return fd
 
 
 def _flock(fd: int, held: str) -> None:

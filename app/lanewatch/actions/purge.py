@@ -4,10 +4,12 @@ Entries older than DEFAULT_RETENTION (7 days; `--older-than` changes it) are pur
 first renamed to `trash/.purging-<id>` under the root's trash lock: from then on it can no
 longer be restored or listed, and a purge that dies mid-way is finished by the next purge
 (every `.purging-*` folder is resumed whatever its age; one that a running purge holds a
-flock on is left to it). The delete itself runs outside the lock with `fsops.remove_tree`
-(symlink-safe `shutil.rmtree`; vanished entries are fine; a chmod only ever inside the
-entry). An entry some process still holds (a writer with its cwd or an open file or mapping
-inside) is kept, named, and left for a later purge.
+flock on is left to it). The delete itself runs outside the lock with `fsops.remove_tree`,
+which never follows a symlink and never leaves the entry's filesystem or mount: a mount point
+found inside (a bind mount made after the clear, even of the same filesystem) is neither
+entered nor deleted, and the purge of that entry fails naming it, for the next purge to finish
+once it is unmounted. An entry some process still holds (a writer with its cwd or an open file
+or mapping inside) is kept, named, and left for a later purge.
 
 Unlike a clear, a purge does not refuse when some processes cannot be inspected: the entry
 was checked when it was cleared and has waited out the retention period in the trash.
@@ -24,11 +26,12 @@ from pathlib import Path
 from typing import Literal
 
 from lanewatch.actions import journal, trashbox
-from lanewatch.actions.checks import describe, settled_scan
+from lanewatch.actions.checks import MAX_LISTED, describe, settled_scan
 from lanewatch.actions.fsops import remove_tree
 from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trashbox import TrashEntry, list_all
+from lanewatch.errors import LanewatchError
 
 DEFAULT_RETENTION = 7 * 24 * 3600.0
 
@@ -94,7 +97,11 @@ def purge(
     """Delete due entries for good (only those in `only`, when given: what the user saw)."""
     items: list[PurgeItem] = []
     for root in roots if roots is not None else known_roots():
-        items.extend(_purge_root(root, older_than, only, now))
+        try:
+            items.extend(_purge_root(root, older_than, only, now))
+        except (LanewatchError, OSError) as exc:  # its trash lock is busy, or not a file
+            msg = f"could not purge the trash of {root}: {exc}"
+            items.append(PurgeItem("-", str(root), "-", "failed", msg))
     return PurgeResult(tuple(items), older_than)
 
 
@@ -123,6 +130,9 @@ def _purge_root(
                 os.rename(trash / entry.id, trash / doomed)
             except FileNotFoundError:
                 continue  # purged by someone else meanwhile
+            except OSError as exc:  # EBUSY: the entry itself is a mount point
+                items.append(_failed(root, entry.id, entry.name, exc.strerror, entry.bytes))
+                continue
             fd = _claim(trash / doomed)
             if fd is not None:
                 work.append((doomed, entry, fd))
@@ -171,14 +181,20 @@ def _kept(entry: TrashEntry, why: str) -> PurgeItem:
 def _delete(root: Path, doomed: Path, entry: TrashEntry | None) -> PurgeItem:
     tid = entry.id if entry else doomed.name.removeprefix(trashbox.PURGING)
     name = entry.name if entry else "?"
-    errors = remove_tree(doomed, doomed)
-    if errors:
-        msg = f"could not purge {tid} ({name}): {errors[0]}; the next purge resumes it"
-        return PurgeItem(tid, str(root), name, "failed", msg, entry.bytes if entry else None)
+    left = remove_tree(doomed)
+    if left:
+        more = f" and {len(left) - MAX_LISTED} more" if len(left) > MAX_LISTED else ""
+        why = "; ".join(left[:MAX_LISTED]) + more
+        return _failed(root, tid, name, why, entry.bytes if entry else None)
     journal.trash_journal(root, "purged", id=tid, name=name, resumed=entry is None)
     how = "finished purging" if entry is None else "purged"
     size = entry.bytes if entry else None
     return PurgeItem(tid, str(root), name, "purged", f"{how} {tid} ({name})", size)
+
+
+def _failed(root: Path, tid: str, name: str, why: str, size: int | None) -> PurgeItem:
+    msg = f"could not purge {tid} ({name}): {why}; a later purge tries again"
+    return PurgeItem(tid, str(root), name, "failed", msg, size)
 
 
 def _mtime(path: str) -> float:

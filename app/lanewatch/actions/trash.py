@@ -79,6 +79,12 @@ def restore(
             result = _restore_locked(root, entry.id)
     except (LanewatchError, OSError) as exc:
         result = RestoreResult("refused", entry.id, f"refused to restore {entry.id}: {exc}")
+    if result.ok:  # the diary, after the lock: the ledger lies in the namespace (maybe a FIFO)
+        dest = Path(str(result.path))
+        journal.note(
+            dest, "restored", lane=entry.lane, trash_id=entry.id, cleared_at=entry.cleared_at
+        )
+        journal.trash_journal(root, "restored", id=entry.id, name=entry.name, lane=entry.lane)
     return checked(result, check)
 
 
@@ -120,8 +126,6 @@ def _restore_locked(root: Path, tid: str) -> RestoreResult:
     with contextlib.suppress(OSError):  # the namespace is back; a leftover record is harmless
         os.unlink(Path(entry.path) / trashbox.RECORD)
         os.rmdir(entry.path)
-    journal.note(dest, "restored", lane=entry.lane, trash_id=tid, cleared_at=entry.cleared_at)
-    journal.trash_journal(root, "restored", id=tid, name=entry.name, lane=entry.lane)
     label = f"lane {entry.lane!r} ({entry.name})" if entry.lane else entry.name
     return RestoreResult("restored", tid, f"restored {label} to {dest}", str(dest))
 

@@ -32,7 +32,7 @@ from typing import Any
 from lanewatch.actions.journal import actor_label
 from lanewatch.actions.targets import NotFound, TargetError, known_roots
 from lanewatch.errors import LanewatchError
-from lanewatch.scheme.fsutil import ensure_real_dir, read_nofollow_in, write_atomic
+from lanewatch.scheme.fsutil import ensure_real_dir, open_regular, read_nofollow_in, write_atomic
 from lanewatch.scheme.roots import ROOT_META
 
 TRASH = "trash"
@@ -67,8 +67,7 @@ def ensure_trash(root: Path) -> Path:
 def trash_lock(root: Path, wait: float = LOCK_WAIT) -> Iterator[None]:
     """Hold the root's trash lock, waiting up to `wait` seconds for another clear or purge."""
     ensure_real_dir(root / ROOT_META)
-    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(root / ROOT_META / TRASH_LOCK, flags, 0o644)
+    fd = open_regular(root / ROOT_META / TRASH_LOCK, os.O_RDONLY | os.O_CREAT)  # never a FIFO
     try:
         deadline = time.monotonic() + wait
         while True:

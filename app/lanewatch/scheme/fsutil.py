@@ -1,10 +1,21 @@
-"""Small filesystem primitives that never follow a symlink where it matters."""
+"""Small filesystem primitives that never follow a symlink where it matters.
+
+`open_regular` is the one way to open a file lanewatch finds in a namespace or a root (stamps,
+ledgers, receipts, logs, records, the registry): anyone who can write there can put a FIFO, a
+socket or a device at that name, and a plain open(2) of a FIFO blocks until a writer (or reader)
+comes, forever. So every such open is O_NONBLOCK | O_NOFOLLOW, and the fd is refused unless
+fstat says it is a regular file. Opening a device node can have side effects of its own even
+non-blocking; only root can make one (CAP_MKNOD), so that is not a way in for a neighbour.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import stat
+import time
 from pathlib import Path
 
 from lanewatch.errors import LanewatchError
@@ -12,6 +23,92 @@ from lanewatch.errors import LanewatchError
 
 class UnsafePath(LanewatchError):
     """A path that is a symlink, or not what it should be, where we would write."""
+
+
+# What a non-regular file is: (in words, the short label status shows for it).
+_KINDS = {
+    stat.S_IFIFO: ("a FIFO", "fifo"),
+    stat.S_IFDIR: ("a folder", "directory"),
+    stat.S_IFSOCK: ("a socket", "socket"),
+    stat.S_IFCHR: ("a character device", "device"),
+    stat.S_IFBLK: ("a block device", "device"),
+    stat.S_IFLNK: ("a symlink", "symlink"),
+}
+
+
+def file_kind(mode: int) -> tuple[str, str]:
+    """(words, label) for what `mode` is: ("a FIFO", "fifo"), ("a regular file", "file")..."""
+    if stat.S_ISREG(mode):
+        return "a regular file", "file"
+    return _KINDS.get(stat.S_IFMT(mode), ("a special file", "special"))
+
+
+class NotAFile(UnsafePath, OSError):
+    """A FIFO, socket, device, folder or symlink where lanewatch expects a regular file.
+
+    Also an OSError, so every caller that already survives a failed open survives this one."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: int) -> None:
+        words, self.kind = file_kind(mode)
+        name = os.path.basename(os.fspath(path)) or os.fspath(path)
+        OSError.__init__(self, errno.EINVAL, f"{name} is {words}, not a file", os.fspath(path))
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+# errno values an open gets from something that is not a regular file: a symlink (O_NOFOLLOW),
+# a folder opened for writing, a FIFO or socket opened for writing with no reader.
+_NOT_A_FILE_ERRNOS = (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP)
+
+
+def open_regular(
+    path: str | os.PathLike[str], flags: int, mode: int = 0o644, *, dir_fd: int | None = None
+) -> int:
+    """Open `path` (relative to `dir_fd` if given) without blocking and without following a
+    final symlink, and return the fd only if it is a regular file; else raise NotAFile
+    ("ledger.jsonl is a FIFO, not a file"). Other failures raise OSError as open(2) does."""
+    try:
+        fd = os.open(
+            path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=dir_fd
+        )
+    except OSError as exc:
+        if exc.errno in _NOT_A_FILE_ERRNOS:
+            try:
+                st = os.lstat(path, dir_fd=dir_fd)
+            except OSError:
+                raise exc from None
+            if not stat.S_ISREG(st.st_mode):
+                raise NotAFile(path, st.st_mode) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotAFile(path, st.st_mode)
+        if not flags & os.O_NONBLOCK:  # a regular file: restore ordinary blocking reads
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def flock_within(fd: int, seconds: float, operation: int = fcntl.LOCK_EX) -> bool:
+    """flock `fd` waiting at most `seconds`; False if someone else held it all that time.
+
+    For diaries anyone may open (ledgers, journals): a reader who holds a flock forever must
+    not stall the writer forever."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
 
 
 def ensure_real_dir(path: Path, mode: int = 0o755) -> Path:
@@ -62,28 +159,24 @@ def fsync_dir(path: Path) -> None:
 
 def read_nofollow(path: Path, limit: int) -> bytes:
     """Read at most `limit` + 1 bytes of a regular file, refusing symlinks."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    return _read_regular(fd, path, limit)[0]
+    return _read_all(open_regular(path, os.O_RDONLY), limit)[0]
 
 
 def read_nofollow_in(folder: Path, name: str, limit: int) -> tuple[bytes, os.stat_result]:
     """Read at most `limit` + 1 bytes of `folder/name` and its stat, following no symlink at
-    either step (a symlinked folder raises ELOOP or ENOTDIR, a non-regular file UnsafePath)."""
+    either step (a symlinked folder raises ELOOP or ENOTDIR, a non-regular file NotAFile)."""
     dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        fd = os.open(name, flags, dir_fd=dir_fd)
+        fd = open_regular(name, os.O_RDONLY, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
-    return _read_regular(fd, folder / name, limit)
+    return _read_all(fd, limit)
 
 
-def _read_regular(fd: int, path: Path, limit: int) -> tuple[bytes, os.stat_result]:
-    """Read from (and close) `fd`, which must be a regular file."""
+def _read_all(fd: int, limit: int) -> tuple[bytes, os.stat_result]:
+    """Read from (and close) `fd`, a regular file (`open_regular` checked it)."""
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafePath(f"{path} is not a regular file")
         chunks: list[bytes] = []
         remaining = limit + 1
         while remaining > 0:

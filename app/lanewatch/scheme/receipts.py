@@ -21,7 +21,6 @@ import getpass
 import json
 import os
 import re
-import stat
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,7 +31,7 @@ from typing import Any
 from lanewatch.errors import LanewatchError
 from lanewatch.scheme import ledger
 from lanewatch.scheme.fields import Rejected, load_versioned, strings, take
-from lanewatch.scheme.fsutil import UnsafePath, ensure_real_dir, write_atomic
+from lanewatch.scheme.fsutil import UnsafePath, ensure_real_dir, open_regular, write_atomic
 from lanewatch.scheme.gitstate import GitState, read_git_state
 from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE, RECEIPTS_DIR, Lane, LaneTarget, locate
 from lanewatch.scheme.names import decode_lane, encode_lane
@@ -233,12 +232,10 @@ def _read_below(namespace: Path, parts: Sequence[str]) -> bytes:
             nxt = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
             fd = nxt
-        file_fd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=fd)
+        file_fd = open_regular(parts[-1], os.O_RDONLY, dir_fd=fd)  # NotAFile: a FIFO...
     finally:
         os.close(fd)
     try:
-        if not stat.S_ISREG(os.fstat(file_fd).st_mode):
-            raise UnsafePath(f"{namespace.joinpath(*parts)} is not a regular file")
         chunks: list[bytes] = []
         remaining = MAX_RECEIPT_BYTES + 1
         while remaining > 0:

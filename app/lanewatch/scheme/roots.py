@@ -23,7 +23,7 @@ import platformdirs
 from filelock import UnixFileLock
 
 from lanewatch.errors import LanewatchError
-from lanewatch.scheme.fsutil import write_atomic
+from lanewatch.scheme.fsutil import open_regular, write_atomic
 
 ENV_STATE_DIR = "LANEWATCH_STATE_DIR"
 ENV_ROOT = "LANEWATCH_ROOT"
@@ -116,7 +116,8 @@ class Registry:
 
     def _read(self) -> list[RootEntry]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            with os.fdopen(open_regular(self.path, os.O_RDONLY), "rb") as f:
+                data = json.loads(f.read().decode("utf-8"))
         except FileNotFoundError:
             return []
         except ValueError as exc:  # not JSON, or not UTF-8

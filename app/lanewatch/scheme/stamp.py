@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.scheme.fields import Rejected, load_versioned, strings, take
-from lanewatch.scheme.fsutil import UnsafePath, read_nofollow_in, write_atomic
+from lanewatch.scheme.fsutil import NotAFile, UnsafePath, read_nofollow_in, write_atomic
 
 SCHEMA = 1
 MAX_STAMP_BYTES = 64 * 1024
@@ -119,7 +119,13 @@ class StampStatus(StrEnum):
     GARBAGE = "garbage"  # not JSON, partial write, or wrong shape
     OVERSIZED = "oversized"
     FUTURE_SCHEMA = "future-schema"
-    SYMLINK = "symlink"  # or not a regular file
+    SYMLINK = "symlink"  # the stamp, or its folder, is a symlink
+    # Something else that is not a regular file, by name: never read, never blocked on.
+    FIFO = "fifo"
+    DIRECTORY = "directory"
+    SOCKET = "socket"
+    DEVICE = "device"
+    SPECIAL = "special"
     UNREADABLE = "unreadable"  # permission or I/O error: we cannot tell
 
 
@@ -144,6 +150,11 @@ class StampRead:
         if self.stamp is None:
             return None
         return max(self.stamp.heartbeat_at, self.mtime or 0.0)
+
+
+def not_a_file(exc: NotAFile) -> StampRead:
+    """The read of a stamp that is a FIFO, a folder, a device...: labelled for what it is."""
+    return StampRead(StampStatus(exc.kind), detail=str(exc))
 
 
 def stamp_path(namespace: Path) -> Path:
@@ -199,6 +210,8 @@ def read_stamp(namespace: Path) -> StampRead:
         data, st = read_nofollow_in(namespace / META_DIR, STAMP_FILE, MAX_STAMP_BYTES)
     except FileNotFoundError:
         return StampRead(StampStatus.MISSING, detail="no owner stamp")
+    except NotAFile as exc:
+        return not_a_file(exc)
     except UnsafePath as exc:
         return StampRead(StampStatus.SYMLINK, detail=str(exc))
     except OSError as exc:

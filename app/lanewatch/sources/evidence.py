@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from lanewatch.scheme.fsutil import open_regular
 from lanewatch.scheme.roots import ROOT_META
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def store_dir(root: str | os.PathLike[str]) -> Path:
 
 def _index_lines(idx: Path) -> Iterator[tuple[str, int, int]]:
     try:
-        with open(idx, "rb") as f:
+        with os.fdopen(open_regular(idx, os.O_RDONLY), "rb") as f:
             for raw in f:
                 try:
                     obj = json.loads(raw)
@@ -121,13 +122,13 @@ class EvidenceStore:
     def _append(self, body: bytes, lines: list[str]) -> bool:
         try:
             assert self._pack is not None
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(self._pack, flags, 0o644)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            fd = open_regular(self._pack, flags)
             try:
                 os.write(fd, body)
             finally:
                 os.close(fd)
-            fd = os.open(self._pack.with_suffix(".idx"), flags, 0o644)
+            fd = open_regular(self._pack.with_suffix(".idx"), flags)
             try:
                 os.write(fd, ("\n".join(lines) + "\n").encode())
             finally:
@@ -174,7 +175,7 @@ class EvidenceStore:
                 continue  # another engine may still be appending to it
             gone = {sha for sha, _, _ in _index_lines(p.with_suffix(".idx"))}
             for path in (p, p.with_suffix(".idx")):
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(OSError):  # gone, or a mount point (EBUSY): left
                     path.unlink()
             total -= sizes.get(p, 0)
             self.evicted += 1
@@ -203,7 +204,7 @@ def load(roots: Iterable[str], sha256: str) -> bytes | None:
                 if sha != sha256:
                     continue
                 try:
-                    with open(pack, "rb") as f:
+                    with os.fdopen(open_regular(pack, os.O_RDONLY), "rb") as f:
                         f.seek(offset)
                         data = f.read(size)
                 except OSError:

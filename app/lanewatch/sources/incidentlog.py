@@ -18,7 +18,7 @@ from pathlib import Path
 from filelock import Timeout, UnixFileLock
 
 from lanewatch.model.incidents import IncidentRecord, merge_records, record_from_json
-from lanewatch.scheme.fsutil import write_atomic
+from lanewatch.scheme.fsutil import NotAFile, open_regular, write_atomic
 from lanewatch.scheme.roots import ROOT_META
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,10 @@ class IncidentLog:
     def read_new(self) -> list[IncidentRecord]:
         """Records appended since the last read (all of them if the file was replaced)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = open_regular(self.path, os.O_RDONLY)
+        except NotAFile as exc:
+            log.warning("incidents of %s not read: %s", self.root, exc)
+            return []
         except OSError:
             return []
         try:
@@ -118,8 +121,7 @@ class IncidentLog:
         return True
 
     def _append(self, data: bytes) -> None:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(self.path, flags, 0o644)
+        fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, data)
             st = os.fstat(fd)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lanewatch.scheme.fsutil import UnsafePath, read_nofollow
+from lanewatch.scheme.fsutil import NotAFile, UnsafePath, open_regular, read_nofollow
 from lanewatch.scheme.roots import ROOT_META
 from lanewatch.scheme.stamp import (
     LEDGER_FILE,
@@ -31,6 +31,7 @@ from lanewatch.scheme.stamp import (
     StampRead,
     StampStatus,
     folder_uid,
+    not_a_file,
     parse_stamp,
 )
 
@@ -67,7 +68,6 @@ def list_root(root: str) -> RootListing:
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def read_stamp_at(namespace: str) -> StampRead:
@@ -79,13 +79,11 @@ def read_stamp_at(namespace: str) -> StampRead:
     try:
         dir_fd = os.open(f"{namespace}/{META_DIR}", _DIR_FLAGS)
         try:
-            fd = os.open(STAMP_FILE, _FILE_FLAGS, dir_fd=dir_fd)
+            fd = open_regular(STAMP_FILE, os.O_RDONLY, dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return StampRead(StampStatus.SYMLINK, detail=f"{path} is not a regular file")
             data = os.read(fd, MAX_STAMP_BYTES + 1)
             if len(data) <= MAX_STAMP_BYTES and len(data) < st.st_size:  # grew: read on
                 data += os.read(fd, MAX_STAMP_BYTES + 1 - len(data))
@@ -93,6 +91,8 @@ def read_stamp_at(namespace: str) -> StampRead:
             os.close(fd)
     except FileNotFoundError:
         return StampRead(StampStatus.MISSING, detail="no owner stamp")
+    except NotAFile as exc:
+        return not_a_file(exc)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a symlink
             return StampRead(StampStatus.SYMLINK, detail=f"{path} or its folder is a symlink")
@@ -112,13 +112,11 @@ class LedgerRead:
 def read_ledger(path: str, offset: int = 0, inode: int | None = None) -> LedgerRead:
     """New lines of a ledger since `offset` (from 0 if the file was replaced or truncated)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+        fd = open_regular(path, os.O_RDONLY)
+    except OSError:  # NotAFile too: a FIFO at the ledger's name is never read
         return LedgerRead(0, None)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return LedgerRead(0, None)
         if st.st_ino != inode or st.st_size < offset:
             offset = 0
         start = max(offset, st.st_size - MAX_LEDGER_READ)

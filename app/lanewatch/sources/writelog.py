@@ -22,6 +22,7 @@ from typing import Any
 
 from filelock import Timeout, UnixFileLock
 
+from lanewatch.scheme.fsutil import open_regular
 from lanewatch.scheme.roots import ROOT_META
 
 log = logging.getLogger(__name__)
@@ -106,12 +107,12 @@ class WriteLog:
         if not entries:
             return True
         data = "".join(json.dumps(e.to_json(), sort_keys=True) + "\n" for e in entries).encode()
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         try:
             if not self._dir_ok:
                 self.dir.mkdir(exist_ok=True)  # not parents: a root that is gone stays gone
                 self._dir_ok = True
-            fd = os.open(self.path, flags, 0o644)
+            fd = open_regular(self.path, flags)  # NotAFile (an OSError) for a FIFO
             try:
                 os.write(fd, data)
                 size = os.fstat(fd).st_size
@@ -139,7 +140,7 @@ class WriteLog:
 
 def _read(path: Path) -> Iterable[WriteEntry]:
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as f:
             for raw in f:
                 if len(raw) > MAX_LINE:
                     continue
