@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -260,3 +261,27 @@ def test_root_meta_is_where_the_fixture_wrote(bad: Hostile) -> None:
     # above pass on nothing.
     assert (bad.root / ROOT_META / "incidents.jsonl").is_file()
     assert (bad.root / ROOT_META / "writes.jsonl").is_file()
+
+
+def test_warnings_logged_by_a_command_reach_stderr_inert(tmp_path: Path) -> None:
+    # The engine's warnings name paths and lanes; `main` makes logging's stderr handler inert.
+    script = (
+        "import logging, sys\n"
+        "from lanewatch.cli.main import main\n"
+        "sys.argv = ['lanewatch', '--version']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "logging.getLogger('lanewatch.x').warning('cannot keep %s', sys.stdin.read())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        input=hostile.LANE.encode(),
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    text = hostile.check_text(out.stderr, "stderr")
+    assert text == "cannot keep " + inert(hostile.LANE) + "\n"

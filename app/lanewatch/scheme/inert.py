@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 _FORMAT = (
     "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
@@ -66,7 +67,14 @@ def inert_lines(text: object) -> str:
 
 
 class InertFormatter(logging.Formatter):
-    """A log line (message and traceback) with its untrusted parts inert."""
+    """Log lines with their untrusted parts inert: the message on one line (a newline in a
+    path cannot forge a second record), a traceback with its own lines."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        return inert_lines(super().format(record))
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return inert(super().formatMessage(record))
+
+    def formatException(self, ei: Any) -> str:
+        return inert_lines(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return inert_lines(super().formatStack(stack_info))
