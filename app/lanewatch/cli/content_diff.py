@@ -91,7 +91,7 @@ def _fenced(body: str, lang: str = "") -> list[str]:
 
 
 def _label(v: Version) -> str:
-    return f"{_iso(v.time)} {v.writer}".replace("\n", " ")
+    return inert(f"{_iso(v.time)} {v.writer}")
 
 
 def content_section(roots: Sequence[str], incident: Incident) -> str:
