@@ -187,6 +187,9 @@ def test_the_dashboard_never_writes_a_hostile_sequence_to_the_terminal(
         # The toasts name the folder, `cwd\x1b]0;OWNED\x07`, folded over lines at any point.
         term.shows("Wrote", term.press("e"))
         term.shows("Wrote", term.press("E"))
+        # "Export as…" offers a file name; not in this folder's raw name (an input shows it raw).
+        term.shows("lanewatch-incident-inc-1.md", term.press("s"))
+        term.shows("Victim's owner stamp", term.press("\x1b"))
         back()
         # Stale: the released lanes. Trash: the cleared one.
         term.shows("bidi\\u202eevil", term.press("3"))

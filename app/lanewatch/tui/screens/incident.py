@@ -188,7 +188,11 @@ class IncidentScreen(Screen[None]):
     def action_export_as(self) -> None:
         if self.report is None:
             return
-        default = str(Path.cwd() / default_name(self.incident, "md"))
+        name = default_name(self.incident, "md")
+        here = str(Path.cwd())
+        # The input shows its value raw: a folder whose name holds a control is left implicit
+        # (a relative name is written into the current folder all the same).
+        default = str(Path(here) / name) if inert(here) == here else name
 
         def chosen(path: str | None) -> None:
             if path:
