@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from lanewatch.scheme import ledger
+from lanewatch.scheme.inert import inert
 from lanewatch.scheme.lane import Lane
 from lanewatch.scheme.procid import start_ticks
 
@@ -116,7 +117,7 @@ def _spawn(cmd: Sequence[str], env: dict[str, str] | None) -> subprocess.Popen[b
     except OSError as exc:
         code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
         what = "not found" if code == EXIT_NOT_FOUND else "not executable"
-        print(f"lanewatch: command {what}: {cmd[0]} ({exc.strerror})", file=sys.stderr)
+        print(f"lanewatch: command {what}: {inert(cmd[0])} ({exc.strerror})", file=sys.stderr)
         return code
 
 

@@ -125,7 +125,8 @@ def test_export_escapes_untrusted_text_and_never_clobbers(tmp_path: Path) -> Non
     inc = incident("takeover-0123", victim.key, intruder={"lane": "x\n| injected |", "pid": 7})
     report = build_report(inc, victim, NOW)
     md = render(report, "md")
-    assert "x | injected |" not in md and "x \\| injected \\|" in md
+    # The newline is shown (`\n`, its backslash escaped for Markdown), the pipes escaped.
+    assert "x | injected |" not in md and "x\\\\n\\| injected \\|" in md
     data = json.loads(render(report, "json"))
     assert data["incident"]["intruder"]["lane"] == "x\n| injected |"
     assert data["evidence"][0]["sha256"] == "ab" * 32

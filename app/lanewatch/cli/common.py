@@ -1,4 +1,5 @@
-"""Helpers shared by CLI commands: one way to fail, one way to print JSON."""
+"""Helpers shared by CLI commands: one way to fail, one way to print JSON, one way to print
+an untrusted string (inert: a terminal escape in a lane name is shown, never sent)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from lanewatch.errors import BadLaneName, ClaimRefused, LanewatchError, Unbound
+from lanewatch.scheme.inert import inert
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,8 +26,20 @@ EXIT_REFUSED = 3
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    click.echo(f"lanewatch: {message}", err=True)
+    click.echo(f"lanewatch: {inert(message)}", err=True)
     sys.exit(code)
+
+
+def say(line: str, err: bool = False) -> None:
+    """One line for a person, with what came from disk or another process in it made inert."""
+    click.echo(inert(line), err=err)
+
+
+def cell(value: object, style: str = "") -> Text:
+    """An untrusted string as a Rich table cell or line: inert, and never parsed as markup."""
+    from rich.text import Text  # not at import: `run` and `gate` never print a table
+
+    return Text(inert(value), style=style)
 
 
 def friendly_errors(func: F) -> F:

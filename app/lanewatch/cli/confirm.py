@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import sys
-import unicodedata
 from collections.abc import Iterable
 
 import click
 
 from lanewatch.cli.common import EXIT_REFUSED, fail
+from lanewatch.scheme.inert import inert
 
-
-def safe(text: object) -> str:
-    """A lane name, path or command as plain text: control characters (a terminal escape in a
-    lane name) are shown as escapes, never sent to the terminal."""
-    return "".join(
-        ch if ch == " " or unicodedata.category(ch)[0] not in "CZ" else ascii(ch)[1:-1]
-        for ch in str(text)
-    )
+# A lane name, path or command as plain text: a terminal escape in it is shown, never sent.
+safe = inert
 
 
 def confirm(lines: Iterable[str], question: str, yes: bool) -> None:
@@ -28,7 +22,7 @@ def confirm(lines: Iterable[str], question: str, yes: bool) -> None:
     if yes:
         return
     for line in lines:
-        click.echo(line)
+        click.echo(inert(line))
     if sys.stdin is None or not sys.stdin.isatty():
         fail("not a terminal, so nobody can confirm: pass --yes to act", EXIT_REFUSED)
     click.confirm(question, default=False, abort=True)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lanewatch.model.views import Incident
+from lanewatch.scheme.inert import inert, inert_lines
 from lanewatch.sources import evidence, writelog
 
 AROUND = 600.0  # seconds of history before the first and after the last observation
@@ -37,6 +38,7 @@ def _iso(t: float) -> str:
 
 
 def _md(text: str) -> str:
+    text = inert(text)
     for ch in ("\\", "|", "`", "*", "_", "[", "]", "<", ">", "#"):
         text = text.replace(ch, "\\" + ch)
     return text.replace("\n", " ")
@@ -82,14 +84,14 @@ def _text(data: bytes) -> str | None:
 def _fenced(body: str, lang: str = "") -> list[str]:
     longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
     fence = "`" * max(3, longest + 1)
-    lines = body.splitlines()
+    lines = [inert_lines(line) for line in body.splitlines()]  # a file's bytes, shown inert
     if len(lines) > MAX_LINES:
         lines = [*lines[:MAX_LINES], f"... ({len(lines) - MAX_LINES} more lines)"]
     return [fence + lang, *lines, fence]
 
 
 def _label(v: Version) -> str:
-    return f"{_iso(v.time)} {v.writer}".replace("\n", " ")
+    return inert(f"{_iso(v.time)} {v.writer}")
 
 
 def content_section(roots: Sequence[str], incident: Incident) -> str:

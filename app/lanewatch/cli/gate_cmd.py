@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from lanewatch.cli.common import Duration, echo_json
+from lanewatch.cli.common import Duration, echo_json, say
 from lanewatch.scheme.gate import EXIT_CODES, check_gate
 from lanewatch.scheme.lane import ENV_LANE
 
@@ -76,7 +76,7 @@ def gate_command(
     if as_json:
         echo_json(result.to_json())
     elif result.ok:
-        click.echo(f"lanewatch gate: pass: {result.message}")
+        say(f"lanewatch gate: pass: {result.message}")
     else:
-        click.echo(f"lanewatch gate: refused ({result.reason.value}): {result.message}", err=True)
+        say(f"lanewatch gate: refused ({result.reason.value}): {result.message}", err=True)
     sys.exit(result.exit_code)

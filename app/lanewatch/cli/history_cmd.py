@@ -14,9 +14,8 @@ from collections.abc import Sequence
 
 import click
 from rich.table import Table
-from rich.text import Text
 
-from lanewatch.cli.common import echo_json, fail, friendly_errors
+from lanewatch.cli.common import cell, echo_json, fail, friendly_errors
 from lanewatch.cli.status_cmd import console
 
 
@@ -40,18 +39,18 @@ def history_command(path: str, roots: Sequence[str], as_json: bool) -> None:
     if as_json:
         echo_json([e.to_json() for e in found])
     elif found:
-        table = Table(title=f"writes of {target}", title_justify="left")
+        table = Table(title=cell(f"writes of {target}"), title_justify="left")
         for col in ("time", "lane", "pid", "command", "size", "sha256", "how"):
             table.add_column(col, no_wrap=col in ("time", "pid", "size", "sha256"))
         for e in found:
             table.add_row(
                 _iso(e.time),
-                Text(e.lane or ("-" if e.identified else "?")),
+                cell(e.lane or ("-" if e.identified else "?")),
                 str(e.pid),
-                Text(" ".join(e.command)[:80] or "-"),
+                cell(" ".join(e.command)[:80] or "-"),
                 "-" if e.size is None else str(e.size),
-                Text((e.sha256 or "-")[:16]),
-                Text(e.how + ("" if e.event == "close-write" else f" [{e.event}]")),
+                cell((e.sha256 or "-")[:16]),
+                cell(e.how + ("" if e.event == "close-write" else f" [{e.event}]")),
             )
         console().print(table)
     if not found:

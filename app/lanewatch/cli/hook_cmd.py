@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lanewatch.cli.common import EXIT_REFUSED, Duration, fail, friendly_errors
+from lanewatch.cli.common import EXIT_REFUSED, Duration, fail, friendly_errors, say
 from lanewatch.githooks import KINDS, HookRefused, install_hook, uninstall_hook
 
 
@@ -52,11 +52,11 @@ def install(
     except HookRefused as exc:
         fail(str(exc), EXIT_REFUSED)
     verb = {"none": "installed", "ours": "updated"}.get(done.previous, "replaced")
-    click.echo(f"{verb} {kind} hook gating {step!r}: {done.path}")
+    say(f"{verb} {kind} hook gating {step!r}: {done.path}")
     if done.backup is not None:
-        click.echo(f"the previous hook was kept as {done.backup}")
+        say(f"the previous hook was kept as {done.backup}")
     if done.outside:
-        click.echo(
+        say(
             f"note: core.hooksPath points outside this repository ({done.path.parent}); "
             "every repository using that folder now runs this gate",
             err=True,
@@ -73,4 +73,4 @@ def uninstall(kind: str, checkout: str | None) -> None:
         removed = uninstall_hook(kind, checkout=checkout)
     except HookRefused as exc:
         fail(str(exc), EXIT_REFUSED)
-    click.echo(f"removed {removed}" if removed else f"no {kind} hook installed")
+    say(f"removed {removed}" if removed else f"no {kind} hook installed")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lanewatch.cli.common import echo_json, friendly_errors
+from lanewatch.cli.common import echo_json, friendly_errors, say
 from lanewatch.scheme.checkout import resolve_checkout
 
 
@@ -19,4 +19,4 @@ def id_command(checkout: str | None, as_json: bool) -> None:
         echo_json(bound.to_json())
         return
     for key, value in bound.to_json().items():
-        click.echo(f"{key:12} {value}")
+        say(f"{key:12} {value}")

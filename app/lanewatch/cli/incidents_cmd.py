@@ -14,10 +14,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lanewatch.cli.common import echo_json, fail, friendly_errors
+from lanewatch.cli.common import cell, echo_json, fail, friendly_errors, say
 from lanewatch.cli.content_diff import content_section
 from lanewatch.cli.status_cmd import console, incident_json
 from lanewatch.model.views import Incident
+from lanewatch.scheme.inert import inert
 
 
 def _iso(t: float | None) -> str:
@@ -28,7 +29,7 @@ def _iso(t: float | None) -> str:
 
 def _md(value: object) -> str:
     """A table cell: untrusted text, with what would break Markdown escaped."""
-    text = "-" if value is None else str(value)
+    text = inert("-" if value is None else value)
     for ch in ("\\", "|", "`", "*", "_", "[", "]", "<", ">"):
         text = text.replace(ch, "\\" + ch)
     return text.replace("\n", " ")
@@ -65,32 +66,32 @@ def _list_table(incidents: Sequence[Incident], console: Console) -> None:
         table.add_column(col, no_wrap=col != "summary")
     for i in incidents:
         table.add_row(
-            Text(i.id),
-            Text(i.kind),
-            i.grade,
+            cell(i.id),
+            cell(i.kind),
+            cell(i.grade),
             str(i.count),
             _iso(i.first_seen),
             _iso(i.last_seen),
             "yes" if i.acknowledged else "",
-            Text(i.summary),
+            cell(i.summary),
         )
     console.print(table)
 
 
 def _one_table(i: Incident, console: Console) -> None:
-    console.print(Text(f"{i.id}  {i.kind}  ({i.grade}, seen {i.count}×)", style="bold"))
-    console.print(Text(i.summary))
-    console.print(Text(f"victim:   {i.victim or '-'}"))
-    console.print(Text("intruder: " + ", ".join(f"{k}={v}" for k, v in i.intruder.items())))
+    console.print(cell(f"{i.id}  {i.kind}  ({i.grade}, seen {i.count}×)", style="bold"))
+    console.print(cell(i.summary))
+    console.print(cell(f"victim:   {i.victim or '-'}"))
+    console.print(cell("intruder: " + ", ".join(f"{k}={v}" for k, v in i.intruder.items())))
     console.print(Text(f"seen:     {_iso(i.first_seen)} .. {_iso(i.last_seen)}"))
     console.print(Text("evidence:", style="bold"))
     for e in i.evidence:
         size = "-" if e.size is None else f"{e.size} B"
-        console.print(Text(f"  {_iso(e.time)}  [{e.grade}]  {e.path or '-'}"))
+        console.print(cell(f"  {_iso(e.time)}  [{e.grade}]  {e.path or '-'}"))
         console.print(
-            Text(f"      size {size}  sha256 {e.sha256 or '-'}  writer {e.writer or '-'}")
+            cell(f"      size {size}  sha256 {e.sha256 or '-'}  writer {e.writer or '-'}")
         )
-        console.print(Text(f"      {e.note}"))
+        console.print(cell(f"      {e.note}"))
 
 
 @click.command("incidents")
@@ -115,7 +116,7 @@ def incidents_command(
             raise click.UsageError("--ack needs an INCIDENT_ID")
         if not acknowledge(paths, incident_id):
             fail(f"no incident {incident_id!r} in {', '.join(paths)}")
-        click.echo(f"acknowledged: {incident_id}")
+        say(f"acknowledged: {incident_id}")
         return
     records = read_all(paths)
     incidents = sorted((r.to_view() for r in records.values()), key=lambda i: i.first_seen)

@@ -5,10 +5,12 @@ must not pay for the dashboard, the engine or psutil."""
 from __future__ import annotations
 
 import importlib
+import logging
 
 import click
 
 from lanewatch import __version__
+from lanewatch.scheme.inert import InertFormatter
 
 # name -> "module:attribute" under lanewatch.cli. Register new commands here, one line each.
 COMMANDS: dict[str, str] = {
@@ -61,4 +63,7 @@ def cli(ctx: click.Context) -> None:
 
 
 def main() -> None:
+    # Warnings go to stderr through logging's last-resort handler; they name paths and lanes.
+    if logging.lastResort is not None:
+        logging.lastResort.setFormatter(InertFormatter())
     cli(prog_name="lanewatch")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from lanewatch.cli.common import fail, friendly_errors
+from lanewatch.cli.common import fail, friendly_errors, say
 from lanewatch.cli.laneopts import command_after_dashes, lane_options
 from lanewatch.prove import prove
 
@@ -54,13 +54,13 @@ def prove_command(
             if receipt.git_head
             else f"HEAD UNKNOWN ({receipt.git_error}); a gate will refuse it"
         )
-        click.echo(
+        say(
             f"lanewatch: receipt {step!r}: {receipt.outcome.value} (exit {receipt.exit_code}), "
             f"{state}{where} -> {result.path}",
             err=True,
         )
         if receipt.changed_during_run:
-            click.echo(
+            say(
                 f"lanewatch: warning: {receipt.changed_during_run}; a gate will refuse it",
                 err=True,
             )

@@ -23,6 +23,7 @@ import click
 from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.status_cmd import incident_json
 from lanewatch.model.views import Changes, Incident, NamespaceView
+from lanewatch.scheme.inert import inert
 
 
 class Printer:
@@ -111,7 +112,7 @@ class Printer:
             line = json.dumps(out, sort_keys=True, default=str)
         else:
             when = time.strftime("%H:%M:%S", time.localtime(at))
-            line = f"{when} {line_type:<11} {_text(fields)}"
+            line = f"{when} {line_type:<11} {inert(_text(fields))}"
         try:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()

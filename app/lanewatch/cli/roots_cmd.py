@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from lanewatch.cli.common import echo_json, friendly_errors
+from lanewatch.cli.common import echo_json, friendly_errors, say
 from lanewatch.scheme.roots import Registry, canonical_root, default_root, ensure_root
 
 
@@ -29,7 +29,7 @@ def list_roots(as_json: bool = False) -> None:
         return
     default = str(canonical_root(default_root()))  # entries are canonical paths
     for e in entries:
-        click.echo(e.path + ("  (default)" if e.path == default else ""))
+        say(e.path + ("  (default)" if e.path == default else ""))
 
 
 @roots_command.command("add")
@@ -38,7 +38,7 @@ def list_roots(as_json: bool = False) -> None:
 def add_root(directory: str) -> None:
     """Register DIRECTORY as a scratch root (created if missing)."""
     path, new = Registry().add(ensure_root(Path(directory)))
-    click.echo(f"{'added' if new else 'already known'}: {path}")
+    say(f"{'added' if new else 'already known'}: {path}")
 
 
 @roots_command.command("remove")
@@ -47,4 +47,4 @@ def add_root(directory: str) -> None:
 def remove_root(directory: str) -> None:
     """Forget DIRECTORY (its files are left alone)."""
     removed = Registry().remove(directory)
-    click.echo(f"{'removed' if removed else 'not registered'}: {directory}")
+    say(f"{'removed' if removed else 'not registered'}: {directory}")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from lanewatch.cli.common import echo_json, friendly_errors
+from lanewatch.cli.common import echo_json, friendly_errors, say
 from lanewatch.smoke import CLASSES, EXIT_BLIND, EXIT_CLOBBERED, SmokeReport, run_smoke
 
 
@@ -57,7 +57,7 @@ def smoke_command(
     drill's private temp folder): their clobbers are reported, and finding none exits 5,
     because then the drill could not see a collision at all.
     """
-    progress = None if as_json else (lambda msg: click.echo(f"smoke: {msg}", err=True))
+    progress = None if as_json else (lambda msg: say(f"smoke: {msg}", err=True))
     report = run_smoke(
         lanes=lanes,
         seconds=seconds,
@@ -80,28 +80,28 @@ def _classes(counts: dict[str, int]) -> str:
 
 def _print(report: SmokeReport) -> None:
     iso = report.isolated
-    click.echo(
+    say(
         f"isolated: {len(iso)} lanes in {report.checkout_id}, root {report.root}: "
         f"{sum(r.total_writes for r in iso)} writes, {report.isolated_clobbers} clobbered"
     )
     for r in iso:
         state = r.error or (f"{r.total_clobbers} clobbered" if r.total_clobbers else "ok")
-        click.echo(f"  {r.lane}  {r.total_writes:6d} writes  {state}  {r.namespace or ''}")
+        say(f"  {r.lane}  {r.total_writes:6d} writes  {state}  {r.namespace or ''}")
         for ex in r.examples:
-            click.echo(f"    {ex['class']}: {ex['path']} seq {ex['seq']} held {ex['found']!r}")
+            say(f"    {ex['class']}: {ex['path']} seq {ex['seq']} held {ex['found']!r}")
     for line in report.shared_namespaces:
-        click.echo(f"  COLLISION: {line}")
+        say(f"  COLLISION: {line}")
     if report.unbound is not None:
         shared = report.unbound
-        click.echo(
+        say(
             f"shared folder {report.shared_dir}: {sum(r.total_writes for r in shared)} writes, "
             f"{report.unbound_clobbers} clobbered ({_classes(report.by_class(shared))})"
         )
         for r in shared:
             if r.error:
-                click.echo(f"  writer {r.index}: {r.error}")
+                say(f"  writer {r.index}: {r.error}")
     for err in report.errors:
-        click.echo(f"error: {err}", err=True)
+        say(f"error: {err}", err=True)
     code = report.exit_code
     if code == 0:
         seen = (
@@ -109,10 +109,10 @@ def _print(report: SmokeReport) -> None:
             if report.unbound is not None
             else ""
         )
-        click.echo(f"smoke: ok, no lane clobbered another{seen}")
+        say(f"smoke: ok, no lane clobbered another{seen}")
     elif code == EXIT_CLOBBERED:
-        click.echo("smoke: FAILED, a lane read another lane's bytes in its own namespace")
+        say("smoke: FAILED, a lane read another lane's bytes in its own namespace")
     elif code == EXIT_BLIND:
-        click.echo("smoke: FAILED, the shared folder showed no clobber: the drill is blind")
+        say("smoke: FAILED, the shared folder showed no clobber: the drill is blind")
     else:
-        click.echo("smoke: FAILED, a lane did not finish (see errors)")
+        say("smoke: FAILED, a lane did not finish (see errors)")

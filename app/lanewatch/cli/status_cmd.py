@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lanewatch.cli.common import echo_json, friendly_errors
+from lanewatch.cli.common import cell, echo_json, friendly_errors
 from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
 from lanewatch.scheme.procid import hostname
 
@@ -165,16 +165,16 @@ def render(changes: Changes, console: Console) -> None:
     for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
         table.add_row(
             Text(v.state.value, style=_STATE_STYLE.get(v.state, "")),
-            Text(v.lane if v.lane is not None else v.name),
+            cell(v.lane if v.lane is not None else v.name),
             Text(str(v.pid) if v.pid else "-"),
-            Text(v.host or "-"),
+            cell(v.host or "-"),
             _ago(v.started_at, now),
             _ago(v.heartbeat_at, now),
             _ago(v.last_write, now),
             "…" if v.files is None else str(v.files),
             _size(v.bytes),
             Text(str(len(v.incident_ids)) if v.incident_ids else "", style="bold red"),
-            Text(f"{v.reason} [{v.grade}]"),
+            cell(f"{v.reason} [{v.grade}]"),
         )
     console.print(table)
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
@@ -184,20 +184,20 @@ def render(changes: Changes, console: Console) -> None:
             inc.add_column(col, no_wrap=col != "summary")
         for i in sorted(open_, key=lambda i: i.last_seen, reverse=True):
             inc.add_row(
-                Text(i.id),
-                Text(i.kind),
-                i.grade,
+                cell(i.id),
+                cell(i.kind),
+                cell(i.grade),
                 str(i.count),
                 _ago(i.last_seen, now),
-                Text(i.summary),
+                cell(i.summary),
             )
         console.print(inc)
     for h in changes.health:
         style = "red" if h.status in _BAD_HEALTH else "dim"
-        console.print(Text(f"root {h.root}: {h.status} ({h.detail})", style=style))
+        console.print(cell(f"root {h.root}: {h.status} ({h.detail})", style=style))
     if changes.attribution:
         line = f"attribution: {changes.attribution} ({changes.attribution_hint})"
-        console.print(Text(line, style="dim"))
+        console.print(cell(line, style="dim"))
 
 
 @click.command("status")

@@ -50,7 +50,7 @@ def trash_command(as_json: bool) -> None:
         table.add_column(col, no_wrap=col in ("ID", "SIZE"))
     for e in entries:
         table.add_row(
-            e.id,
+            Text(safe(e.id)),
             Text(safe(e.lane or "-")),
             Text(safe(e.state or "?")),
             _ago(e.cleared_at, now),

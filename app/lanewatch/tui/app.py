@@ -13,11 +13,13 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.message_pump import MessagePump
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from lanewatch.errors import LanewatchError
 from lanewatch.model.views import Incident
+from lanewatch.scheme.inert import inert, inert_lines
 from lanewatch.scheme.roots import Registry, canonical_root, default_root
 from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
 from lanewatch.tui.bridge import ChangeBuffer
@@ -85,6 +87,25 @@ class LanewatchApp(ActionFlows, App[None]):
         self._drain_armed = False
         self._stopped = False
         self.main = MainScreen()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every toast (screens' too: theirs call this): the paths, lane names and errors it
+        quotes are inert."""
+        super().notify(
+            inert_lines(message),
+            title=inert(title),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 

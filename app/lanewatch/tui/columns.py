@@ -1,7 +1,8 @@
 """The columns of the three tables and how one engine view becomes one row of cells.
 
 Every string that came from disk or from another process (lane names, paths, commands, hosts)
-goes into a `rich.text.Text`, so it is shown as typed and never parsed as markup.
+goes into a `rich.text.Text`, so it is never parsed as markup, and is made inert
+(`scheme.inert`): a terminal escape in it is shown as `\x1b`, never sent.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from rich.text import Text
 
 from lanewatch.model.views import Incident, NamespaceView, NsState
+from lanewatch.scheme.inert import inert
 from lanewatch.scheme.names import decode_lane
 from lanewatch.tui import fmt
 from lanewatch.tui.picture import View
@@ -97,8 +99,8 @@ DEFAULT_SORT: dict[View, tuple[str, bool]] = {
 
 
 def untrusted(value: str | None) -> Text:
-    """A string from disk or another process, shown exactly as typed."""
-    return Text(value if value is not None else fmt.NONE, no_wrap=True, end="")
+    """A string from disk or another process, shown as typed, its controls as escapes."""
+    return Text(inert(value) if value is not None else fmt.NONE, no_wrap=True, end="")
 
 
 @functools.cache
@@ -183,6 +185,7 @@ def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
 
 
 def intruder_label(intruder: dict[str, Any]) -> str:
+    """Who wrote, for display (inert): its lane, its pid, else its command."""
     parts = []
     if intruder.get("lane"):
         parts.append(str(intruder["lane"]))
@@ -191,7 +194,7 @@ def intruder_label(intruder: dict[str, Any]) -> str:
     if not parts and intruder.get("command"):
         command = intruder["command"]
         parts.append(" ".join(command) if isinstance(command, list | tuple) else str(command))
-    return " ".join(parts) or "unknown"
+    return inert(" ".join(parts)) or "unknown"
 
 
 def collisions_row(
@@ -199,11 +202,13 @@ def collisions_row(
 ) -> tuple[Cell, ...]:
     ages = age_cells(View.COLLISIONS, incident, now)
     return (
-        Text(incident.kind, style=KIND_STYLES.get(incident.kind, "red"), end=""),
+        Text(inert(incident.kind), style=KIND_STYLES.get(incident.kind, "red"), end=""),
         untrusted(victim_label(incident.victim)),
         untrusted(intruder_label(dict(incident.intruder))),
         ages["first"],
         ages["last"],
         str(incident.count),
-        Text(incident.grade, style="bold" if incident.grade == "known" else "italic", end=""),
+        Text(
+            inert(incident.grade), style="bold" if incident.grade == "known" else "italic", end=""
+        ),
     )

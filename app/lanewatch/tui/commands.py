@@ -13,6 +13,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
 from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.scheme.inert import inert
 from lanewatch.tui.actions_adapter import target_label
 from lanewatch.tui.picture import VIEW_TITLES, View
 from lanewatch.tui.screens.main import MainScreen
@@ -86,7 +87,7 @@ class LanewatchCommands(Provider):
             )
         if screen is None:
             return []
-        return list(entries(screen))
+        return [(inert(label), action, help) for label, action, help in entries(screen)]
 
     def _runner(self, action: str):  # type: ignore[no-untyped-def]
         screen = next(s for s in reversed(self.app.screen_stack) if isinstance(s, MainScreen))

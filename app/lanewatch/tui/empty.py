@@ -6,6 +6,7 @@ from typing import Protocol
 
 from rich.text import Text
 
+from lanewatch.scheme.inert import inert
 from lanewatch.tui.picture import View
 
 START_HINT = "lanewatch run --lane NAME -- CMD"
@@ -23,7 +24,7 @@ def empty_text(
         return Text("Scanning the scratch roots…", style="dim")
     if rows and not visible and filter_text:
         text = Text("No row matches the filter ")
-        text.append(filter_text, style="bold")
+        text.append(inert(filter_text), style="bold")
         text.append(" (esc clears it).")
         return text
     if rows:

@@ -15,6 +15,7 @@ from typing import Any
 
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.scheme import ledger
+from lanewatch.scheme.inert import inert
 from lanewatch.scheme.ledger import LedgerLine
 from lanewatch.scheme.stamp import StampRead, read_stamp
 from lanewatch.tui import fmt
@@ -130,8 +131,9 @@ def to_json(report: IncidentReport) -> dict[str, Any]:
 
 
 def _md(value: object) -> str:
-    """A table cell or inline value from untrusted text: no pipes, backticks or newlines."""
-    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
+    """A table cell or inline value from untrusted text: inert (no raw ESC, no newline), and
+    no pipes or backticks."""
+    text = inert(value).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
     return " ".join(text.split()) or "–"
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.scheme.inert import inert
 from lanewatch.tui import fmt
 from lanewatch.tui.actions_adapter import (
     ActionOutcome,
@@ -33,21 +34,21 @@ if TYPE_CHECKING:
 
 
 def _ns_line(ns: NamespaceView) -> Text:
-    line = Text(target_label(ns), style="bold")
+    line = Text(inert(target_label(ns)), style="bold")
     line.append(f"  {ns.state.value}", style="dim")
     if ns.pid is not None:
         line.append(f"  pid {ns.pid}")
     line.append("  owner ")
-    line.append(ns.user or "?")
+    line.append(inert(ns.user or "?"))
     line.append(" in ")
-    line.append(ns.checkout_path or "?")
+    line.append(inert(ns.checkout_path or "?"))
     return line
 
 
 def _incident_line(incident: Incident, victim: str) -> Text:
-    line = Text(incident.kind, style="bold red")
-    line.append(f"  {incident.id}  victim ")
-    line.append(victim)
+    line = Text(inert(incident.kind), style="bold red")
+    line.append(inert(f"  {incident.id}  victim "))
+    line.append(inert(victim))
     line.append("  intruder ")
     line.append(intruder_label(dict(incident.intruder)))
     return line
@@ -118,9 +119,9 @@ class ActionFlows:
     def confirm_restore(self: LanewatchApp, item: TrashItem | None) -> None:
         if item is None:
             return
-        line = Text(item.lane or item.name, style="bold")
+        line = Text(inert(item.lane or item.name), style="bold")
         line.append("  from the trash of ")
-        line.append(item.root)
+        line.append(inert(item.root))
         self._confirm(
             "Restore from trash?",
             [line],

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import time
 
+from lanewatch.scheme.inert import inert
+
 NONE = "–"
 
 
@@ -84,17 +86,19 @@ def iso(then: float | None) -> str | None:
 
 
 def checkout_label(checkout_id: str | None, checkout_path: str | None) -> str:
-    """`slug:abcd`: the readable part of a checkout id plus enough hash to tell twins apart."""
+    """`slug:abcd`: the readable part of a checkout id plus enough hash to tell twins apart
+    (inert: both come from a stamp)."""
     if checkout_id:
         slug, _, digest = checkout_id.rpartition("-")
         if slug and digest:
-            return f"{slug}:{digest[:4]}"
-        return checkout_id
+            return inert(f"{slug}:{digest[:4]}")
+        return inert(checkout_id)
     if checkout_path:
-        return checkout_path.rstrip("/").rsplit("/", 1)[-1]
+        return inert(checkout_path.rstrip("/").rsplit("/", 1)[-1])
     return NONE
 
 
 def short_command(command: tuple[str, ...] | list[str], limit: int = 60) -> str:
-    text = " ".join(command)
+    """A stamp's command on one line, inert, cut at `limit` characters."""
+    text = inert(" ".join(command))
     return text if len(text) <= limit else text[: limit - 1] + "…"

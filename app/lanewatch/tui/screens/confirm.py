@@ -15,6 +15,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from lanewatch.scheme.inert import inert
+
 MAX_LISTED = 8
 
 
@@ -34,7 +36,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-body") as body:
-            body.border_title = self.title_text
+            body.border_title = inert(self.title_text)
             listed = Text()
             for target in self.targets[:MAX_LISTED]:
                 listed.append("• ")
@@ -44,7 +46,7 @@ class ConfirmScreen(ModalScreen[bool]):
                 listed.append(f"… and {len(self.targets) - MAX_LISTED} more\n", style="dim")
             listed.rstrip()
             yield Static(listed, id="confirm-targets", markup=False)
-            yield Static(Text(self.what), id="confirm-what", markup=False)
+            yield Static(Text(inert(self.what)), id="confirm-what", markup=False)
             with Horizontal(id="confirm-buttons"):
                 yield Button(Text(f"{self.verb} [y]"), id="confirm-yes", variant="error")
                 yield Button(Text("Cancel [n]"), id="confirm-no")

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.scheme.inert import inert
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import intruder_label, untrusted
 from lanewatch.tui.export import IncidentReport, build_report, default_name
@@ -41,15 +42,15 @@ EVIDENCE_COLUMNS = (
 
 
 def summary(incident: Incident, victim: NamespaceView | None) -> Text:
-    text = Text(f"{incident.kind} ", style="bold red")
-    text.append(incident.id, style="dim")
+    text = Text(inert(f"{incident.kind} "), style="bold red")
+    text.append(inert(incident.id), style="dim")
     text.append("\nvictim   ")
-    text.append(victim.lane or victim.name if victim else (incident.victim or "–"))
+    text.append(inert(victim.lane or victim.name if victim else (incident.victim or "–")))
     text.append("\nintruder ")
     text.append(intruder_label(dict(incident.intruder)))
     text.append(
         f"\nseen     {fmt.stamp_time(incident.first_seen)} → {fmt.stamp_time(incident.last_seen)}"
-        f"  ×{incident.count}  grade {incident.grade}"
+        f"  ×{incident.count}  grade {inert(incident.grade)}"
         + ("  (acknowledged)" if incident.acknowledged else "")
     )
     return text
@@ -63,8 +64,8 @@ def context_renderable(report: IncidentReport) -> RenderableType:
     for line in report.ledger:
         ledger.add_row(
             Text(fmt.stamp_time(line.time), style="dim"),
-            Text(line.event, style="bold"),
-            Text(f"{line.lane} pid {line.pid}"),
+            Text(inert(line.event), style="bold"),
+            Text(inert(f"{line.lane} pid {line.pid}")),
             Text(json.dumps(line.fields, sort_keys=True, default=str), style="dim"),
         )
     parts.append(ledger)
@@ -73,7 +74,7 @@ def context_renderable(report: IncidentReport) -> RenderableType:
     if stamp is None:
         parts.append(Text("victim namespace not known", style="dim"))
     elif stamp.stamp is None:
-        parts.append(Text(f"{stamp.status.value}: {stamp.detail}", style="yellow"))
+        parts.append(Text(inert(f"{stamp.status.value}: {stamp.detail}"), style="yellow"))
     else:
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="bold", no_wrap=True)
@@ -85,7 +86,7 @@ def context_renderable(report: IncidentReport) -> RenderableType:
                 shown = fmt.stamp_time(value)
             else:
                 shown = str(value)
-            grid.add_row(name, Text(shown))
+            grid.add_row(inert(name), Text(inert(shown)))
         parts.append(grid)
     return Group(*parts)
 
@@ -163,7 +164,7 @@ class IncidentScreen(Screen[None]):
                 untrusted(path),
                 fmt.size(row.size) if row.size is not None else fmt.NONE,
                 (row.sha256 or fmt.NONE)[:12],
-                row.grade,
+                untrusted(row.grade),
                 untrusted(row.writer),
                 untrusted(row.note),
             )
@@ -187,7 +188,11 @@ class IncidentScreen(Screen[None]):
     def action_export_as(self) -> None:
         if self.report is None:
             return
-        default = str(Path.cwd() / default_name(self.incident, "md"))
+        name = default_name(self.incident, "md")
+        here = str(Path.cwd())
+        # The input shows its value raw: a folder whose name holds a control is left implicit
+        # (a relative name is written into the current folder all the same).
+        default = str(Path(here) / name) if inert(here) == here else name
 
         def chosen(path: str | None) -> None:
             if path:

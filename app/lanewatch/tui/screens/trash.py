@@ -12,6 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from lanewatch.scheme.inert import inert
 from lanewatch.tui import fmt
 from lanewatch.tui.actions_adapter import TrashItem
 from lanewatch.tui.columns import untrusted
@@ -88,7 +89,7 @@ class TrashScreen(ModalScreen[TrashItem | None]):
         self.query_one(LaneTable).apply(rows)
         note = self.query_one("#trash-note", Static)
         if message.error:
-            note.update(Text(message.error, style="red"))
+            note.update(Text(inert(message.error), style="red"))
         elif not rows:
             note.update(Text("The trash is empty.", style="dim"))
         else:

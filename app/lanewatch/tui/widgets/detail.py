@@ -1,4 +1,5 @@
-"""The detail pane: everything about the selected row. Untrusted strings are `Text`, always."""
+"""The detail pane: everything about the selected row. Untrusted strings are `Text`, always,
+and inert (`scheme.inert`): a stamp's `\x1b]0;` is shown, never sent to the terminal."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.scheme.inert import inert
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import STATE_STYLES, intruder_label, lane_label
 from lanewatch.tui.details import Detail
@@ -25,7 +27,7 @@ def _grid() -> Table:
 
 
 def _t(value: object, style: str = "") -> Text:
-    return Text("–" if value is None or value == "" else str(value), style=style)
+    return Text("–" if value is None or value == "" else inert(value), style=style)
 
 
 def _section(title: str) -> Text:
@@ -36,7 +38,7 @@ def namespace_renderable(
     ns: NamespaceView, detail: Detail | None, incidents: Sequence[Incident]
 ) -> RenderableType:
     """Absolute times only: the pane changes when the data does, not every second."""
-    title = Text(lane_label(ns), style="bold")
+    title = Text(inert(lane_label(ns)), style="bold")
     title.append("  ")
     title.append(ns.state.value, style=STATE_STYLES.get(ns.state, ""))
     title.append(f" ({ns.grade})", style="dim")
@@ -64,10 +66,10 @@ def namespace_renderable(
     if incidents:
         table = _grid()
         for inc in incidents:
-            label = Text(inc.kind, style="red")
+            label = Text(inert(inc.kind), style="red")
             if inc.acknowledged:
                 label.append(" (ack)", style="dim")
-            row = Text(f"{inc.id}  ×{inc.count}  last {fmt.stamp_time(inc.last_seen)}  ")
+            row = Text(inert(f"{inc.id}  ×{inc.count}  last {fmt.stamp_time(inc.last_seen)}  "))
             row.append(intruder_label(dict(inc.intruder)))
             table.add_row(label, row)
         parts.append(table)
@@ -81,7 +83,7 @@ def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
     if detail is None:
         parts.append(Text("reading…", style="dim"))
     elif detail.error:
-        parts.append(Text(detail.error, style="red"))
+        parts.append(Text(inert(detail.error), style="red"))
     elif not detail.writes:
         parts.append(Text("no files yet", style="dim"))
     else:
@@ -89,7 +91,7 @@ def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
         for w in detail.writes:
             writes.add_row(
                 Text(fmt.clock(w.mtime), style="dim"),
-                Text(f"{fmt.size(w.size):>6}  ").append(w.path),
+                Text(f"{fmt.size(w.size):>6}  ").append(inert(w.path)),
             )
         parts.append(writes)
         if detail.truncated:
@@ -105,19 +107,22 @@ def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
             extra = json.dumps(line.fields, sort_keys=True, default=str) if line.fields else ""
             ledger.add_row(
                 Text(fmt.clock(line.time), style="dim"),
-                Text(f"{line.event} ", style="bold").append(f"{line.lane} pid {line.pid} ")
+                Text(inert(f"{line.event} "), style="bold").append(
+                    inert(f"{line.lane} pid {line.pid} ")
+                )
                 + Text(extra, style="dim"),
             )
         parts.append(ledger)
     if detail is not None and detail.stamp is not None and not detail.stamp.ok:
         parts.append(_section("Owner stamp"))
-        parts.append(Text(f"{detail.stamp.status.value}: {detail.stamp.detail}", style="yellow"))
+        stamp = detail.stamp
+        parts.append(Text(inert(f"{stamp.status.value}: {stamp.detail}"), style="yellow"))
     return parts
 
 
 def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]) -> RenderableType:
-    title = Text(inc.kind, style="bold red")
-    title.append(f"  {inc.id}", style="dim")
+    title = Text(inert(inc.kind), style="bold red")
+    title.append(inert(f"  {inc.id}"), style="dim")
     grid = _grid()
     grid.add_row("victim", _t(victim_label(inc.victim)))
     grid.add_row("namespace", _t(inc.victim))

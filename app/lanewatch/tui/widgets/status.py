@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from lanewatch.model.views import SourceHealth
+from lanewatch.scheme.inert import inert
 
 HEALTH_STYLES = {
     "polling": "yellow",
@@ -46,9 +47,9 @@ def health_text(health: Sequence[SourceHealth], default_root: str | None = None)
             text.append(" · ")
         text.append(item.status, style=HEALTH_STYLES.get(item.status, "red"))
         text.append(" ")
-        text.append(item.root)
+        text.append(inert(item.root))
         if item.detail:
-            text.append(f" ({item.detail})", style="dim")
+            text.append(inert(f" ({item.detail})"), style="dim")
     return text
 
 
@@ -60,7 +61,7 @@ def status_text(state: StatusState) -> Text:
         text.append(" ")
     if state.error:
         text.append("engine error: ", style="bold red")
-        text.append(state.error)
+        text.append(inert(state.error))
         text.append("  ")
     elif not state.loaded:
         text.append(f"scanning {state.roots} root{'s' if state.roots != 1 else ''}…", style="dim")
@@ -69,7 +70,7 @@ def status_text(state: StatusState) -> Text:
     waiting = any(h.status == "missing" and h.root == state.default_root for h in state.health)
     if waiting:
         text.append("no lane has run yet: ", style="dim")
-        text.append(state.default_root or "", style="dim")
+        text.append(inert(state.default_root or ""), style="dim")
         text.append(" appears with the first", style="dim")
         text.append("  ")
     if problems:
@@ -84,7 +85,7 @@ def status_text(state: StatusState) -> Text:
         text.append("  ")
     if state.filter:
         text.append("filter: ", style="bold")
-        text.append(state.filter)
+        text.append(inert(state.filter))
         text.append("  ")
     if state.follow:
         text.append("follow", style="bold cyan")
@@ -93,7 +94,7 @@ def status_text(state: StatusState) -> Text:
         text.append(f"{state.marks} marked", style="bold")
         text.append("  ")
     if state.note:
-        text.append(state.note, style="italic")
+        text.append(inert(state.note), style="italic")
     return text
 
 
