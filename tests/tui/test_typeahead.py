@@ -7,13 +7,16 @@ A deliberate confirmation (a key pressed once the dialog is on screen and settle
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.widgets import Input
 
 from lanewatch.model.views import NsState
+from lanewatch.scheme.procid import hostname
 from lanewatch.sources.incidentlog import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.picture import View
@@ -21,9 +24,11 @@ from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.incident import IncidentScreen
 from lanewatch.tui.screens.main import MainScreen
 from lanewatch.tui.screens.trash import TrashScreen
+from lanewatch.tui.screens.typeahead import BURST, GUARD
 from tests.conftest import lanewatch, wait_for
 
 from .conftest import Lanes, RealLane
+from .fakes import NOW, FakeEngine, ns_view
 from .helpers import burst, screen_text, settle, shows, until
 
 
@@ -250,3 +255,53 @@ async def test_a_released_lane_stays_until_a_deliberate_clear(world: World) -> N
         await until(pilot, lambda: bool(app.action_log), timeout=30, what="clear outcome")
         assert app.action_log[-1].ok, app.action_log[-1].message
         assert not world.done.namespace.exists()
+
+
+# -- the guard's dates, on a stand-in engine (tests/tui/fakes.py): no timing luck involved ----
+
+
+def key(name: str, at: float) -> events.Key:
+    event = events.Key(name, name if len(name) == 1 else None)
+    event.time = at  # as if the driver had read the key at `at`
+    return event
+
+
+async def test_guard_dates_keys_against_the_last_change_and_the_previous_key() -> None:
+    app = make_app(
+        [Path("/roots/r1")], engine=FakeEngine([ns_view("one", host=hostname())]), clock=lambda: NOW
+    )
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 1)
+        await settle(pilot)
+        main = app.main
+        assert main.guards("k") and not main.guards("down") and not main.guards("slash")
+        changed = main._changed_at
+        long_ago = changed - 10.0
+        assert main.refuses(key("k", changed + GUARD / 2), long_ago), "right after a change"
+        assert not main.refuses(key("k", changed + GUARD * 2), long_ago), "a deliberate k"
+        later = changed + 5.0
+        assert main.refuses(key("k", later + BURST / 2), later), "in a burst with the last key"
+        assert not main.refuses(key("down", changed + GUARD / 2), long_ago), "not guarded"
+        await until(
+            pilot,
+            lambda: "not taken as a command" in " ".join(n.message for n in app._notifications),
+            what="the notice",
+        )
+
+
+async def test_a_key_ignored_before_the_dialog_is_composed_shows_once_it_is() -> None:
+    row = ns_view("one", host=hostname())
+    app = make_app([Path("/roots/r1")], engine=FakeEngine([row]), clock=lambda: NOW)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 1)
+        await settle(pilot)
+        app.confirm_kill([row])  # pushes the dialog; it is composed later
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmScreen)
+        assert not dialog.settled(), "not on screen yet: nothing counts as a command"
+        dialog.typed_ahead("y")  # as `LanewatchApp.on_key` does for a `y` right behind the `k`
+        await shows(pilot, "Ignored y: typed before this dialog was on screen")
+        assert dialog.refuses(key("y", dialog._changed_at), -math.inf)
+        assert not dialog.refuses(key("n", dialog._changed_at), -math.inf), "cancel always"
+        await pilot.press("n")
+        await until(pilot, lambda: app.screen is app.main, what="n answers at once")

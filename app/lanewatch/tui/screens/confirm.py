@@ -1,7 +1,7 @@
 """One confirmation for every action that changes something: it names the target, its owner and
 what will happen. `y` confirms; `n` or escape cancels; the cancel button has the focus, so a
-stray enter never confirms. Keys typed before the dialog was on screen (or within `GUARD` of it,
-or of a focus move between its buttons) do nothing but cancel: the dialog says so."""
+stray enter never confirms. Of the keys typed before the dialog was on screen (or within `GUARD`
+of it, or of a focus move between its buttons) only `n` and escape act; the dialog says so."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -35,6 +36,7 @@ class ConfirmScreen(TypeaheadGuard, ModalScreen[bool]):
         self.targets = list(targets)
         self.what = what
         self.verb = verb
+        self.ignored: str | None = None  # the last key typed ahead (shown in the dialog)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-body") as body:
@@ -58,14 +60,24 @@ class ConfirmScreen(TypeaheadGuard, ModalScreen[bool]):
 
     def on_mount(self) -> None:
         self.query_one("#confirm-no", Button).focus()
+        self._show_ignored()
 
     def guards(self, key: str) -> bool:
         return key not in CANCEL_KEYS
 
     def typed_ahead(self, key: str) -> None:
-        note = self.query_one("#confirm-note", Static)
+        self.ignored = key
+        self._show_ignored()
+
+    def _show_ignored(self) -> None:
+        if self.ignored is None:
+            return
+        try:
+            note = self.query_one("#confirm-note", Static)
+        except NoMatches:
+            return  # the key came before the dialog was composed: `on_mount` shows it
         note.update(
-            Text(f"Ignored {key}: typed before this dialog was on screen. ", style="bold")
+            Text(f"Ignored {self.ignored}: typed before this dialog was on screen. ", style="bold")
             + Text(f"Press y to {self.verb.lower()}, n to cancel.")
         )
         note.display = True

@@ -7,7 +7,9 @@ screen that is active *then*. In a burst (a paste, `tmux send-keys`, typing whil
 busy) every key is forwarded before the first one has acted: `k` opens the kill dialog and the
 `y` typed with it, still bubbling through the main screen, answers it.
 
-So the dates of keys are checked (`Key.time`, stamped when the driver read the key):
+So `/` is a priority binding (run as the app dequeues it) that focuses the filter at once
+(`MainKeys.action_filter`): the keys behind it are forwarded to the filter. And the dates of
+keys are checked (`Key.time`, stamped when the driver read the key):
 - the app, as a key reaches its bindings (`LanewatchApp.on_key`),
   asks the screen active then (`refuses`): a key that would run one of the screen's
   `GUARDED_ACTIONS`, typed less than `GUARD` after the screen appeared, changed view or moved
