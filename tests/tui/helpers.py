@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from textual import events
+from textual._time import get_time
+from textual.keys import _character_to_key
 from textual.pilot import Pilot
+
+from lanewatch.tui.app import LanewatchApp
+from lanewatch.tui.screens.typeahead import BURST, TypeaheadGuard
+
+_KEY_CHARACTERS = {"enter": "\r", "tab": "\t", "escape": "\x1b", "space": " "}
 
 
 async def until(
@@ -37,3 +45,32 @@ async def shows(pilot: Pilot[object], *texts: str, timeout: float = 15.0) -> str
         what=f"{texts} on screen",
     )
     return screen_text(app)
+
+
+def burst(pilot: Pilot[object], keys: Sequence[str]) -> None:
+    """Send `keys` as a paste or `tmux send-keys` delivers them: every key event is queued
+    before the app handles the first. (`Pilot.press` waits for the app to idle after each key,
+    20 ms or more, so it cannot show what happens to type-ahead.) A key is a character or a
+    Textual key name ("enter", "f9")."""
+    app = pilot.app
+    for key in keys:
+        name = _character_to_key(key) if len(key) == 1 and not key.isalnum() else key
+        event = events.Key(name, key if len(key) == 1 else _KEY_CHARACTERS.get(key))
+        event.set_sender(app)
+        app.post_message(event)
+
+
+async def settle(pilot: Pilot[object], timeout: float = 15.0) -> None:
+    """Wait until the active screen takes keys as commands again: its type-ahead guard (a
+    short time after it appeared, changed view or moved the focus) has passed, and the next
+    key is no part of a burst with the last one."""
+    app = pilot.app
+    assert isinstance(app, LanewatchApp)
+
+    def settled() -> bool:
+        screen = app.screen
+        if isinstance(screen, TypeaheadGuard) and not screen.settled():
+            return False
+        return get_time() >= app.last_key_at + BURST
+
+    await until(pilot, settled, timeout, what="the screen settled")

@@ -17,7 +17,7 @@ from lanewatch.tui.screens.trash import TrashScreen
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
-from .helpers import shows, until
+from .helpers import settle, shows, until
 
 
 async def show(pilot, app: LanewatchApp, view: View, key: str) -> None:  # type: ignore[no-untyped-def]
@@ -29,9 +29,13 @@ async def show(pilot, app: LanewatchApp, view: View, key: str) -> None:  # type:
 
 
 async def confirm(pilot, app: LanewatchApp, key: str, answer: str) -> str:  # type: ignore[no-untyped-def]
+    """Press `key` and `answer` its dialog as a user does: each once what it acts on is shown
+    (a key typed ahead of the screen is not a command: `screens/typeahead.py`)."""
+    await settle(pilot)
     await pilot.press(key)
     await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirmation")
     text = await shows(pilot, "Cancel [n]")
+    await settle(pilot)
     await pilot.press(answer)
     await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
     return text
@@ -96,6 +100,7 @@ async def test_kill_refused_when_the_owner_changed_since_shown(lanes: Lanes, scr
     app = make_app([scratch])
     async with app.run_test(size=(120, 36)) as pilot:
         await show(pilot, app, View.LANES, first.key)
+        await settle(pilot)
         await pilot.press("k")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         # While the confirmation is open, the lane ends and a new owner claims it.
@@ -103,6 +108,7 @@ async def test_kill_refused_when_the_owner_changed_since_shown(lanes: Lanes, scr
         await asyncio.to_thread(first.owner.wait, 20)
         second = await asyncio.to_thread(lanes.start, "reborn")
         assert second.owner.pid != first.owner.pid
+        await settle(pilot)
         await pilot.press("y")
         result = await outcome(pilot, app, "kill")
         assert not result.ok
@@ -143,9 +149,11 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
             assert isinstance(screen, TrashScreen)
             await until(pilot, lambda s=screen: bool(s.items), what="trash listed")
             await shows(pilot, "finished")
+            await settle(pilot)
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             await shows(pilot, "Restore from trash?")
+            await settle(pilot)
             await pilot.press(answer)
             await until(pilot, lambda: isinstance(app.screen, MainScreen))
             if answer == "n":

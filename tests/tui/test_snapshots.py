@@ -22,7 +22,7 @@ from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.screens.incident import IncidentScreen
 
 from .fakes import NOW, FakeEngine, incident, ns_view
-from .helpers import until
+from .helpers import settle, until
 from .test_columns import crowded
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
@@ -158,7 +158,9 @@ def before(*keys: str, ready: Callable[[LanewatchApp], bool] | None = None) -> A
         await until(pilot, lambda: app.picture.loaded)
         if app.picture.namespaces:
             await until(pilot, lambda: app.main.detail is not None, what="detail read")
-        await pilot.press(*keys)
+        for key in keys:  # each once the screen settled, as typed by hand (not type-ahead)
+            await settle(pilot)
+            await pilot.press(key)
         if ready is not None:
             await until(pilot, lambda: ready(app))
         await pilot.pause()

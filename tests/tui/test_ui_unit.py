@@ -18,7 +18,7 @@ from lanewatch.tui.screens.help import HelpScreen, key_display
 from lanewatch.tui.screens.main import MainScreen
 
 from .fakes import NOW, FakeEngine, incident, ns_view
-from .helpers import screen_text, shows, until
+from .helpers import screen_text, settle, shows, until
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "keys.md"
 
@@ -61,6 +61,7 @@ async def test_marks_select_several_targets() -> None:
         await until(pilot, lambda: app.main.table().row_count == 3)
         await pilot.press("space", "down", "space")
         assert len(app.main.targets()) == 2
+        await settle(pilot)  # k right after other keys is type-ahead, not a command
         await pilot.press("k")
         await until(pilot, lambda: not isinstance(app.screen, MainScreen))
         text = await shows(pilot, "Kill 2 lanes?")

@@ -20,7 +20,7 @@ from lanewatch.tui.screens.prompt import PathPrompt
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
-from .helpers import screen_text, shows, until
+from .helpers import screen_text, settle, shows, until
 
 
 @dataclass
@@ -100,7 +100,9 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
     app = make_app([world.scratch])
     async with app.run_test(size=(120, 36)) as pilot:
         await loaded(pilot, app)
-        await pilot.press("2", "e")
+        await pilot.press("2")
+        await settle(pilot)  # an action key typed with the view switch is not a command
+        await pilot.press("e")
         await until(pilot, lambda: app.last_export is not None, what="export from the view")
         md = app.last_export
         assert md is not None and md.parent == in_tmp_cwd and md.suffix == ".md"
@@ -117,6 +119,7 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
         text = await shows(pilot, "claim-refused")
         assert "refused-claim" in text and "claim-refused" in text  # ledger line around it
         app.last_export = None
+        await settle(pilot)
         await pilot.press("E")
         await until(pilot, lambda: app.last_export is not None, what="json export")
         data = json.loads(app.last_export.read_text())  # type: ignore[union-attr]
@@ -127,10 +130,12 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
         target = in_tmp_cwd / "chosen" / "postmortem.json"
         target.parent.mkdir()
         app.last_export = None
+        await settle(pilot)
         await pilot.press("s")
         await until(pilot, lambda: isinstance(app.screen, PathPrompt))
         prompt_input = app.screen.query_one("#prompt-input")
         prompt_input.value = str(target)  # type: ignore[attr-defined]
+        await settle(pilot)
         await pilot.press("enter")
         await until(pilot, lambda: app.last_export == target, what="export to a chosen path")
         assert json.loads(target.read_text())["incident"]["kind"] == "refused-claim"
@@ -142,7 +147,9 @@ async def test_acknowledge_cancel_then_confirm(world: World) -> None:
     app = make_app([world.scratch])
     async with app.run_test(size=(120, 36)) as pilot:
         await loaded(pilot, app)
-        await pilot.press("2", "a")
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         text = await shows(pilot, "Acknowledge 1 incident?")
         assert "Acknowledge 1 incident?" in text and "refused-claim" in text and "beta" in text
@@ -152,8 +159,10 @@ async def test_acknowledge_cancel_then_confirm(world: World) -> None:
         assert app.picture.counts()[View.COLLISIONS] == 1
         iid = next(iter(app.picture.incidents))
 
+        await settle(pilot)
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await settle(pilot)
         await pilot.press("y")
         await until(pilot, lambda: app.picture.counts()[View.COLLISIONS] == 0, what="acknowledged")
         await until(pilot, lambda: "2 Collisions 0" in screen_text(app))
@@ -187,8 +196,10 @@ async def test_acknowledge_from_the_timeline_updates_it(world: World) -> None:
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen))
         screen = app.screen
         assert isinstance(screen, IncidentScreen)
+        await settle(pilot)
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await settle(pilot)
         await pilot.press("y")
         await until(pilot, lambda: screen.incident.acknowledged, what="timeline follows the ack")
         await shows(pilot, "(acknowledged)")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -32,6 +33,7 @@ from lanewatch.tui.screens.help import HelpScreen
 from lanewatch.tui.screens.incident import IncidentScreen
 from lanewatch.tui.screens.main import MainScreen
 from lanewatch.tui.screens.trash import TrashScreen
+from lanewatch.tui.screens.typeahead import TypeaheadGuard
 from lanewatch.tui.widgets.lane_table import LaneTable
 
 if TYPE_CHECKING:
@@ -86,6 +88,7 @@ class LanewatchApp(ActionFlows, App[None]):
         self._last_drain = 0.0
         self._drain_armed = False
         self._stopped = False
+        self.last_key_at = float("-inf")
         self.main = MainScreen()
 
     def notify(
@@ -157,6 +160,14 @@ class LanewatchApp(ActionFlows, App[None]):
         """Post from any thread; a no-op once the app's loop has closed (shutdown)."""
         with contextlib.suppress(RuntimeError):  # "Event loop is closed"
             target.post_message(message)
+
+    def on_key(self, event: events.Key) -> None:
+        """Runs as a key reaches the bindings (before `App._on_key` looks it up): a key typed
+        ahead of what the active screen shows is no command (`screens/typeahead.py`)."""
+        previous, self.last_key_at = self.last_key_at, event.time
+        screen = self.screen
+        if isinstance(screen, TypeaheadGuard) and screen.refuses(event, previous):
+            event.prevent_default()
 
     # -- changes → screen ---------------------------------------------------------------------
 

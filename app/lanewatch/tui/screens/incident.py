@@ -25,6 +25,7 @@ from lanewatch.tui.columns import intruder_label, untrusted
 from lanewatch.tui.export import IncidentReport, build_report, default_name
 from lanewatch.tui.messages import ReportLoaded
 from lanewatch.tui.screens.prompt import PathPrompt
+from lanewatch.tui.screens.typeahead import TypeaheadGuard
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def context_renderable(report: IncidentReport) -> RenderableType:
     return Group(*parts)
 
 
-class IncidentScreen(Screen[None]):
+class IncidentScreen(TypeaheadGuard, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "app.pop_screen", "Back"),
         Binding("e", "export('md')", "Export .md"),
@@ -100,6 +101,7 @@ class IncidentScreen(Screen[None]):
         Binding("a", "acknowledge", "Acknowledge"),
         Binding("r", "reload", "Reload"),
     ]
+    GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset(("export", "export_as", "acknowledge"))
 
     def __init__(self, incident: Incident, victim: NamespaceView | None) -> None:
         super().__init__()

@@ -23,6 +23,7 @@ from lanewatch.tui.empty import empty_text
 from lanewatch.tui.messages import DetailLoaded, ViewPicked
 from lanewatch.tui.picture import Delta, Row, View
 from lanewatch.tui.screens.main_keys import KEYS, ORDER, MainKeys
+from lanewatch.tui.screens.typeahead import TypeaheadGuard
 from lanewatch.tui.widgets.detail import DetailPane, incident_renderable, namespace_renderable
 from lanewatch.tui.widgets.lane_table import Cell, LaneTable
 from lanewatch.tui.widgets.status import StatusLine, StatusState
@@ -38,9 +39,12 @@ GATED_ACTIONS = ("kill", "clear", "acknowledge", "open", "export", "unmark", "so
 GATED_ACTIONS += ("pause", "resume", "follow", "unfollow")
 
 
-class MainScreen(MainKeys, Screen[None]):
+class MainScreen(TypeaheadGuard, MainKeys, Screen[None]):
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (200, "-wide")]
     BINDINGS: ClassVar[list[BindingType]] = KEYS
+    GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset(
+        ("kill", "clear", "acknowledge", "export")
+    )
 
     def __init__(self) -> None:
         super().__init__()

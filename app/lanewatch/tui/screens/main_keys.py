@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.widgets import ContentSwitcher, Input
 
@@ -27,7 +28,9 @@ KEYS: list[BindingType] = [
     Binding("3", "view('stale')", "Stale", show=False),
     Binding("tab", "cycle(1)", "Next view"),
     Binding("shift+tab", "cycle(-1)", "Previous view", show=False),
-    Binding("slash", "filter", "Filter"),
+    # A priority binding runs when the app dequeues the key, before it forwards the keys behind
+    # it: they reach the filter, however fast they come (see `screens/typeahead.py`).
+    Binding("slash", "filter", "Filter", priority=True),
     Binding("escape", "escape", "Clear filter / marks", show=False),
     Binding("k,f9", "kill", "Kill"),
     Binding("c,f8", "clear", "Clear"),
@@ -125,6 +128,7 @@ class MainKeys:
         if view is self.view:
             return
         self.view = view
+        self.mark_changed()
         self.query_one(ContentSwitcher).current = view.value
         self.tick()
         filter_input = self.query_one("#filter", Input)
@@ -136,8 +140,14 @@ class MainKeys:
 
     def action_filter(self: MainScreen) -> None:
         filter_input = self.query_one("#filter", Input)
+        if self.focused is filter_input:
+            # In the filter, `/` is a character (paths): hand it on, behind earlier keys.
+            filter_input.post_message(events.Key("slash", "/"))
+            return
         filter_input.display = True
-        filter_input.focus()
+        # Focus now, not after a refresh (`Widget.focus` is deferred): the keys typed after
+        # the `/` are forwarded to the focused widget as the app dequeues them.
+        self.set_focus(filter_input)
 
     def action_escape(self: MainScreen) -> None:
         filter_input = self.query_one("#filter", Input)

@@ -1,4 +1,4 @@
-"""Ask for a path (where to write an export)."""
+"""Ask for a path (where to write an export). An enter typed ahead of the prompt writes nothing."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from lanewatch.tui.screens.typeahead import TypeaheadGuard
 
-class PathPrompt(ModalScreen[str | None]):
+
+class PathPrompt(TypeaheadGuard, ModalScreen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset(("submit",))  # enter writes
 
     def __init__(self, title: str, hint: str, value: str) -> None:
         super().__init__()

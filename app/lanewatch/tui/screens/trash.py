@@ -17,6 +17,7 @@ from lanewatch.tui import fmt
 from lanewatch.tui.actions_adapter import TrashItem
 from lanewatch.tui.columns import untrusted
 from lanewatch.tui.messages import TrashLoaded
+from lanewatch.tui.screens.typeahead import TypeaheadGuard
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
 
 if TYPE_CHECKING:
@@ -32,11 +33,13 @@ TRASH_COLUMNS = (
 )
 
 
-class TrashScreen(ModalScreen[TrashItem | None]):
+class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "Close"),
         Binding("r", "restore", "Restore"),
     ]
+    # enter on the table selects a row, which restores it.
+    GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset(("restore", "select_cursor"))
 
     def __init__(self, roots: list[str]) -> None:
         super().__init__()
