@@ -20,6 +20,7 @@ from lanewatch.sources.prober import (
     ProbeReport,
     judge,
     judge_all,
+    owners_of,
     probe,
 )
 from lanewatch.sources.worker import Worker
@@ -196,3 +197,20 @@ def test_listing_a_root_asks_the_kernel_once_per_owner(root: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_stamp_whose_claims_cannot_be_so_makes_no_lane_members(root: Path) -> None:
+    """A stamp naming pid 1 would make every process a member of its lane; one naming a
+    process of another uid, that process's whole tree. Neither becomes an attribution owner."""
+    ours = read_stamp(make_stamp(root, "ours")).stamp
+    init = read_stamp(make_stamp(root, "init", pid=1, start_ticks=1)).stamp
+    other_uid = read_stamp(make_stamp(root, "theirs", uid=os.getuid() + 4242)).stamp
+    assert ours is not None and init is not None and other_uid is not None
+    stamps = {"ours": ours, "init": init, "theirs": other_uid}
+
+    owners = owners_of(stamps, judge_all(stamps, time.time()))
+
+    assert set(owners) == {"ours"}
+    assert set(owners_of({"ours": ours, "theirs": other_uid})) == {"ours", "theirs"}, (
+        "without evidence of the uid the stamp is taken as it claims"
+    )

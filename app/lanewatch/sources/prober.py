@@ -92,12 +92,21 @@ def judge_once(
     return ev if isinstance(ev, LivenessEvidence) else None
 
 
-def owners_of(stamps: Mapping[str, Stamp]) -> dict[str, Owner]:
-    """Attribution targets: every local live owner, by namespace key."""
+def owners_of(
+    stamps: Mapping[str, Stamp], evidence: Mapping[str, LivenessEvidence] | None = None
+) -> dict[str, Owner]:
+    """Attribution targets: every local live owner, by namespace key. A stamp whose claims
+    cannot be so makes no lane members: one naming pid 1 (or 0) would make every process on
+    the machine a member, and one naming another uid's process its whole tree."""
     host = procid.hostname()
     out: dict[str, Owner] = {}
     for key, s in stamps.items():
         if s.state is not OwnerState.LIVE or s.host != host:
+            continue
+        if any(p is not None and p <= 1 for p in (s.pid, s.child_pid, s.pgid)):
+            continue
+        seen = (evidence or {}).get(key)
+        if seen is not None and seen.about(s) and seen.uid not in (None, s.uid):
             continue
         pids = {s.pid} | ({s.child_pid} if s.child_pid else set())
         out[key] = Owner(
@@ -236,7 +245,7 @@ def probe(
     t0 = time.monotonic()
     at = time.time()
     evidence = judge_all(stamps, at)
-    owners = owners_of(stamps)
+    owners = owners_of(stamps, evidence)
     held: tuple[Holding, ...] | None = None
     partial = None
     if owners and full:
