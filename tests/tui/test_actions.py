@@ -8,6 +8,8 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+
 from lanewatch.model.views import NsState
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.picture import View
@@ -18,6 +20,8 @@ from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
 from .helpers import settle, shows, until
+
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
 
 async def show(pilot, app: LanewatchApp, view: View, key: str) -> None:  # type: ignore[no-untyped-def]

@@ -31,6 +31,8 @@ from .conftest import Lanes, RealLane
 from .fakes import NOW, FakeEngine, ns_view
 from .helpers import burst, screen_text, settle, shows, until
 
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
 
 @dataclass
 class World:

@@ -23,6 +23,8 @@ from lanewatch.scheme.lane import locate
 from lanewatch.scheme.receipts import history_dir, receipt_path, write_receipt
 from tests.conftest import LANEWATCH, git
 
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "receipts-and-gates.md"
 
 

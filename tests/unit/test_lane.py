@@ -31,6 +31,8 @@ from lanewatch.scheme.stamp import (
 )
 from tests.conftest import Spawn, wait_for
 
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
 RACERS = 8
 
 # A claimant in its own process. argv: lane root checkout barrier release out

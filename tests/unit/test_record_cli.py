@@ -18,6 +18,8 @@ from tests.conftest import LANEWATCH, Spawn, wait_for
 from tests.unit.attributionkit import json_lines, privileged, setpriv_prefix, sha
 from tests.unit.enginekit import start_lane
 
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
 TYPES = {"start", "state", "incident", "health", "attribution", "stop"}
 
 

@@ -23,6 +23,8 @@ from lanewatch.scheme.procid import Liveness, ProcessIdentity, liveness, start_t
 from lanewatch.scheme.stamp import OwnerState, Stamp, StampRead, read_stamp
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
 
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
 # Resets the signals a test sends to their defaults, then execs the rest of argv: the test
 # process may itself have been started with some of them ignored (nohup, a background job).
 DEFAULT_SIGNALS = textwrap.dedent(

@@ -7,9 +7,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from lanewatch.scheme.procid import ProcessIdentity
 from tests.conftest import LANEWATCH
 from tests.unit.enginekit import make_stamp, start_lane, stop_lane
+
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
 STATUS_KEYS = {"schema", "generated_at", "host", "roots", "namespaces", "incidents"}
 STATUS_KEYS |= {"open_incidents", "exit_code", "attribution"}

@@ -34,6 +34,8 @@ from tests.unit.actionkit import (
     until,
 )
 
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
 lw = actionkit.lw  # the kit's fixtures, found by pytest under these names
 scratch = actionkit.scratch
 
