@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from lanewatch.scheme.gate import check_gate
-from lanewatch.scheme.lane import Lane, scratch_dir_for
-from lanewatch.scheme.receipts import write_receipt
+from lanewatch.lanes.lane import Lane, scratch_dir_for
+from lanewatch.proof.gate import check_gate
+from lanewatch.proof.receipts import write_receipt
 
 __version__ = "0.1.0"
 

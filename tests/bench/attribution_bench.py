@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lanewatch.sources.attribution import Attribution, KernelBatch
-from lanewatch.sources.fanotify import FanEvent, FanotifyWatcher, fanotify_available
+from lanewatch.kernel.attribution import Attribution, KernelBatch
+from lanewatch.kernel.fanotify import FanEvent, FanotifyWatcher, fanotify_available
 from tests.bench.common import (
     cpu_seconds,
     emit,

@@ -23,9 +23,11 @@ import threading
 import time
 from pathlib import Path
 
-from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.procid import ProcessIdentity, boot_id, hostname
-from lanewatch.scheme.stamp import (
+from lanewatch.engine.engine import Engine
+from lanewatch.engine.worker import Worker
+from lanewatch.files.walk import floor_walk
+from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.stamp import (
     META_DIR,
     OwnerState,
     Stamp,
@@ -33,9 +35,7 @@ from lanewatch.scheme.stamp import (
     touch_heartbeat,
     write_stamp,
 )
-from lanewatch.sources.engine import Engine
-from lanewatch.sources.scanner import floor_walk
-from lanewatch.sources.worker import Worker
+from lanewatch.linux.procid import ProcessIdentity, boot_id, hostname
 
 CHECKOUT = "bench-0123456789ab"
 

@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lanewatch.engine.engine import Engine
+from lanewatch.lanes.stamp import OwnerState, read_stamp
 from lanewatch.model.views import Changes, NsState, merge_changes
-from lanewatch.scheme.stamp import OwnerState, read_stamp
-from lanewatch.sources.engine import Engine
 from tests.bench.common import cpu_seconds, emit, load_json, module_cmd, stop_process
 
 SETTLE = 30.0

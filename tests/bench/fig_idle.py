@@ -32,8 +32,8 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from lanewatch.sources.engine import Engine
-from lanewatch.sources.engine_process import EngineProcess
+from lanewatch.engine.engine import Engine
+from lanewatch.engine.process import EngineProcess
 from lanewatch.tui.app import make_app
 from tests.bench.common import (
     SCREEN,

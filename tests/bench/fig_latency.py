@@ -28,8 +28,8 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from lanewatch.sources.engine import Engine
-from lanewatch.sources.tail import FILTER
+from lanewatch.engine.engine import Engine
+from lanewatch.files.tail import FILTER
 from tests.bench.common import (
     cpu_seconds,
     emit,

@@ -11,7 +11,7 @@ start ticks), the process runs in its namespace's `tmp/` with stdout open on a f
 the prober runs it, again and again with its memo (`ProbeMemo`: what a holder's fds and
 environment were, reused while it provably did not run); the same probe without a memo (as
 a one-shot `lanewatch status` runs it) is timed too, as `probe_no_memo_ms`. Also timed: the
-/proc scan alone (`procscan.scan`) and the prober's fast probe (`full=False`: only the
+/proc scan alone (`holders.scan`) and the prober's fast probe (`full=False`: only the
 processes of live lanes), which it runs between two full probes. The other half run
 elsewhere (`/`, output to /dev/null). They stay in this process's group (so `bench.py` can
 kill the lot if this process overruns) and are killed and reaped at the end. The two
@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.procid import ProcessIdentity, boot_id, hostname, start_ticks
-from lanewatch.scheme.stamp import META_DIR, OwnerState, Stamp, read_stamp, write_stamp
-from lanewatch.sources import procscan
-from lanewatch.sources.prober import SHARED_TEMP, ProbeMemo, probe
+from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.stamp import META_DIR, OwnerState, Stamp, read_stamp, write_stamp
+from lanewatch.linux.procid import ProcessIdentity, boot_id, hostname, start_ticks
+from lanewatch.processes import holders
+from lanewatch.processes.prober import SHARED_TEMP, ProbeMemo, probe
 from tests.bench.common import CHECKOUT_ID, emit
 
 SLEEP = "300"  # bounded even if the kill below never ran
@@ -156,7 +156,7 @@ def main(argv: list[str]) -> None:
             probe(stamps, prefixes)
             cold.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            procscan.scan([p for p in prefixes if os.path.isdir(p)], with_env=True, with_tree=True)
+            holders.scan([p for p in prefixes if os.path.isdir(p)], with_env=True, with_tree=True)
             scans.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             probe(stamps, prefixes, full=False)

@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Any
 
+from lanewatch.engine.engine import Engine
 from lanewatch.model.views import Changes
-from lanewatch.sources.engine import Engine
 from tests.bench.common import emit
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"

@@ -46,8 +46,8 @@ from textual.widgets import Static  # noqa: E402
 from watchdog.events import FileSystemEvent, FileSystemEventHandler  # noqa: E402
 from watchdog.observers import Observer  # noqa: E402
 
+from lanewatch.engine.process import EngineProcess  # noqa: E402
 from lanewatch.model.views import NsState  # noqa: E402
-from lanewatch.sources.engine_process import EngineProcess  # noqa: E402
 from lanewatch.tui.app import LanewatchApp, make_app  # noqa: E402
 from lanewatch.tui.picture import View  # noqa: E402
 from lanewatch.tui.widgets.lane_table import LaneTable  # noqa: E402

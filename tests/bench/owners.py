@@ -27,17 +27,17 @@ import threading
 import time
 from pathlib import Path
 
-from lanewatch.scheme import ledger
-from lanewatch.scheme.lock import NamespaceLock
-from lanewatch.scheme.names import split_namespace_name
-from lanewatch.scheme.procid import ProcessIdentity, hostname
-from lanewatch.scheme.stamp import (
+from lanewatch.lanes import ledger
+from lanewatch.lanes.lock import NamespaceLock
+from lanewatch.lanes.names import split_namespace_name
+from lanewatch.lanes.stamp import (
     DEFAULT_HEARTBEAT,
     OwnerState,
     Stamp,
     touch_heartbeat,
     write_stamp,
 )
+from lanewatch.linux.procid import ProcessIdentity, hostname
 from tests.bench.common import load_json
 
 QUIET_INTERVAL = 3600.0  # no beat due, nothing hung, within any measurement

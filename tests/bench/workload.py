@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from lanewatch.scheme.names import namespace_name
+from lanewatch.lanes.names import namespace_name
 from tests.bench.common import (
     CHECKOUT_ID,
     LANE_PREFIX,

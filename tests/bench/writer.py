@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.stamp import META_DIR, OwnerState, read_stamp, write_stamp
+from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.stamp import META_DIR, OwnerState, read_stamp, write_stamp
 from tests.bench.common import CHECKOUT_ID, dump_json, load_json
 
 

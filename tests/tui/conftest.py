@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.scheme.lane import locate
-from lanewatch.scheme.stamp import Stamp, read_stamp
+from lanewatch.lanes.lane import locate
+from lanewatch.lanes.stamp import Stamp, read_stamp
 from tests.conftest import LANEWATCH, wait_for
 
 

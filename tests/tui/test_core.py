@@ -138,7 +138,7 @@ def test_export_escapes_untrusted_text_and_never_clobbers(tmp_path: Path) -> Non
 
 
 def test_markdown_code_fence_outlasts_backticks_in_the_stamp(tmp_path: Path) -> None:
-    from lanewatch.scheme.stamp import Stamp, write_stamp
+    from lanewatch.lanes.stamp import Stamp, write_stamp
 
     ns = tmp_path / "ns"
     (ns / ".lanewatch").mkdir(parents=True)

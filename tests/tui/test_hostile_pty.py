@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.scheme import ledger
-from lanewatch.scheme.procid import ProcessIdentity
-from lanewatch.scheme.stamp import OwnerState
-from lanewatch.sources.incidentlog import log_path
+from lanewatch.lanes import ledger
+from lanewatch.lanes.stamp import OwnerState
+from lanewatch.linux.procid import ProcessIdentity
+from lanewatch.records.incidents import log_path
 from tests import hostile
 from tests.conftest import LANEWATCH
 from tests.unit.actionkit import register_root

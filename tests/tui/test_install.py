@@ -67,11 +67,11 @@ def test_wheel_installs_in_a_fresh_venv_and_the_app_starts(
     lanes.start("wheel-lane")
     env = {**os.environ, "TERM": "xterm-256color"}
     smoke = run(
-        [str(venv / "bin" / "lanewatch"), "dash", "--smoke", "--root", str(scratch)],
+        [str(venv / "bin" / "lanewatch"), "dash", "--self-check", "--root", str(scratch)],
         cwd=tmp_path,
         env=env,
     )
-    assert "lanewatch smoke: ok lanes=1" in smoke.stdout, smoke.stdout + smoke.stderr
+    assert "lanewatch self-check: ok lanes=1" in smoke.stdout, smoke.stdout + smoke.stderr
     css = smoke.stdout.strip().rsplit("css=", 1)[1]
     assert css.startswith(str(venv)) and css.endswith("lanewatch/styles/lanewatch.tcss"), css
 
@@ -101,7 +101,7 @@ def test_bare_lanewatch_opens_the_dashboard_on_every_known_root(
     """`lanewatch` with no command builds the dashboard with `make_app` on the registered roots
     and runs it (here `run` only records the app instead of taking the terminal)."""
     from lanewatch.cli.main import cli
-    from lanewatch.scheme.roots import Registry
+    from lanewatch.lanes.roots import Registry
     from lanewatch.tui.app import LanewatchApp
 
     Registry().add(scratch)
@@ -116,10 +116,10 @@ def test_bare_lanewatch_opens_the_dashboard_on_every_known_root(
 def test_dash_smoke_on_a_root(scratch: Path, lanes: Lanes) -> None:
     lanes.start("smoked")
     result = subprocess.run(
-        [*LANEWATCH, "dash", "--smoke", "--root", str(scratch)],
+        [*LANEWATCH, "dash", "--self-check", "--root", str(scratch)],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
         timeout=120,
     )
-    assert "lanewatch smoke: ok lanes=1" in result.stdout, result.stderr
+    assert "lanewatch self-check: ok lanes=1" in result.stdout, result.stderr

@@ -57,7 +57,7 @@ async def test_follow_keeps_the_cursor_on_the_newest_writer(lanes: Lanes, scratc
 
 async def test_a_default_root_not_made_yet_is_not_a_fault(isolated_state: Path) -> None:
     """A new user's first `lanewatch`: the default root appears with the first lane."""
-    from lanewatch.scheme.roots import default_root
+    from lanewatch.lanes.roots import default_root
 
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:

@@ -15,9 +15,9 @@ import pytest
 from textual import events
 from textual.widgets import Input
 
+from lanewatch.linux.procid import hostname
 from lanewatch.model.views import NsState
-from lanewatch.scheme.procid import hostname
-from lanewatch.sources.incidentlog import IncidentLog
+from lanewatch.records.incidents import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.picture import View
 from lanewatch.tui.screens.confirm import ConfirmScreen

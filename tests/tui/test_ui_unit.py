@@ -9,8 +9,8 @@ from pathlib import Path
 
 from textual.binding import Binding
 
+from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Changes, NsState
-from lanewatch.scheme.procid import hostname
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.commands import entries
 from lanewatch.tui.picture import View

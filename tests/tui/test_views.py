@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.command import CommandPalette
 
-from lanewatch.sources.incidentlog import IncidentLog
+from lanewatch.records.incidents import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.picture import View
 from lanewatch.tui.screens.confirm import ConfirmScreen

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from lanewatch.scheme.checkout import resolve_checkout
-from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.roots import Registry, ensure_root
-from lanewatch.scheme.stamp import OwnerState, Stamp, read_stamp
-from lanewatch.sources.procscan import process_table
+from lanewatch.lanes.checkout import resolve_checkout
+from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.roots import Registry, ensure_root
+from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
+from lanewatch.processes.holders import process_table
 from tests.conftest import LANEWATCH, wait_for
 from tests.unit.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for every kit
 from tests.unit.enginekit import LaneProc as Lane  # a `lanewatch run` and its namespace

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from lanewatch.engine.engine import Engine
+from lanewatch.kernel.fanotify import fanotify_available
 from lanewatch.model.views import Evidence, Incident
-from lanewatch.sources.engine import Engine
-from lanewatch.sources.fanotify import fanotify_available
 from tests.conftest import wait_for
 from tests.unit.enginekit import Recorder, running
 

@@ -11,8 +11,8 @@ import json
 import sys
 import threading
 
+from lanewatch.engine.engine import Engine
 from lanewatch.model.views import Changes
-from lanewatch.sources.engine import Engine
 
 
 def main(argv: list[str]) -> None:

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lanewatch.engine.engine import Engine
+from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.stamp import META_DIR, OwnerState, Stamp, read_stamp, write_stamp
+from lanewatch.linux.procid import ProcessIdentity, boot_id, hostname
 from lanewatch.model.views import Changes, NamespaceView, merge_changes
-from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.procid import ProcessIdentity, boot_id, hostname
-from lanewatch.scheme.stamp import META_DIR, OwnerState, Stamp, read_stamp, write_stamp
-from lanewatch.sources.engine import Engine
 from tests.conftest import LANEWATCH, wait_for
 
 CHECKOUT = "repo-0123456789ab"
@@ -101,7 +101,7 @@ def start_lane(
 
 
 def _checkout_id(repo: Path) -> str:
-    from lanewatch.scheme.checkout import resolve_checkout
+    from lanewatch.lanes.checkout import resolve_checkout
 
     return resolve_checkout(repo).checkout_id
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from lanewatch.scheme.procid import process_state
+from lanewatch.linux.procid import process_state
 
 DEADLINE = 15.0
 PR_SET_CHILD_SUBREAPER = 36

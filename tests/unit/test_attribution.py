@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from lanewatch.sources import evidence
-from lanewatch.sources.attribution import Attribution, KernelBatch
-from lanewatch.sources.writelog import entries, history
+from lanewatch.kernel.attribution import Attribution, KernelBatch
+from lanewatch.records import evidence
+from lanewatch.records.writes import entries, history
 from tests.conftest import LANEWATCH, wait_for
 from tests.unit.attributionkit import (
     AVAILABLE,
@@ -282,7 +282,7 @@ def test_status_says_kernel_when_privileged(root: Path, tmp_path: Path) -> None:
 
 
 def test_fanotify_state_is_what_the_binding_says() -> None:
-    from lanewatch.sources.attribution import attribution_status
+    from lanewatch.kernel.attribution import attribution_status
 
     mode, hint = attribution_status()
     assert (mode == "kernel") == AVAILABLE and hint

@@ -12,11 +12,11 @@ from pathlib import Path
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kernelwrites import KernelWrite, foreign_write, unbound_write
 from lanewatch.model.views import Evidence, Incident
-from lanewatch.sources import evidence
-from lanewatch.sources.evidence import SMALL_FILE, EvidenceStore
-from lanewatch.sources.pidclock import CLK_TCK, Mark, PidClock, boottime
-from lanewatch.sources.pidlane import OwnerId, Owners, _lane, _Proc
-from lanewatch.sources.writelog import WriteLog
+from lanewatch.processes.pidclock import CLK_TCK, Mark, PidClock, boottime
+from lanewatch.processes.pidlane import OwnerId, Owners, _lane, _Proc
+from lanewatch.records import evidence
+from lanewatch.records.evidence import SMALL_FILE, EvidenceStore
+from lanewatch.records.writes import WriteLog
 from tests.conftest import wait_for
 from tests.unit.attributionkit import sha
 
@@ -226,7 +226,7 @@ def test_file_history_merges_the_tail_and_the_kernel_views_of_one_write() -> Non
 
 def test_content_section_shows_the_first_version_then_diffs(tmp_path: Path) -> None:
     from lanewatch.cli.content_diff import content_section
-    from lanewatch.sources.writelog import WriteEntry
+    from lanewatch.records.writes import WriteEntry
 
     root = tmp_path / "root"
     root.mkdir()

@@ -22,10 +22,10 @@ import pytest
 
 from lanewatch.actions.clear import clear
 from lanewatch.actions.kill import kill
+from lanewatch.engine.engine import Engine
+from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
+from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.model.views import NamespaceView, NsState
-from lanewatch.scheme.procid import ProcessIdentity
-from lanewatch.scheme.stamp import META_DIR, STAMP_FILE
-from lanewatch.sources.engine import Engine
 from lanewatch.tui.actions_adapter import ActionsAdapter, can_kill, describe_kill
 from tests.conftest import LANEWATCH
 from tests.unit import actionkit

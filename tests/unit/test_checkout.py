@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from lanewatch.errors import Unbound
-from lanewatch.scheme.checkout import (
+from lanewatch.lanes.checkout import (
     ENV_CHECKOUT,
     checkout_id_for,
     find_checkout,
     resolve_checkout,
 )
-from lanewatch.scheme.lane import Lane, locate, scratch_dir_for
-from lanewatch.scheme.names import namespace_name
+from lanewatch.lanes.lane import Lane, locate, scratch_dir_for
+from lanewatch.lanes.names import namespace_name
 from tests.conftest import LANEWATCH, git, lanewatch
 
 HOW_TO_BIND = re.compile(r"--checkout.*LANEWATCH_CHECKOUT", re.S)
@@ -212,7 +212,7 @@ def test_checkout_flag_binds_run_from_outside(repo: Path, outside: Path, root: P
 def test_nested_run_inherits_the_binding(repo: Path, outside: Path, root: Path) -> None:
     """A child of `lanewatch run` that calls the library is bound to the same checkout."""
     code = (
-        "from lanewatch.scheme.checkout import resolve_checkout; "
+        "from lanewatch.lanes.checkout import resolve_checkout; "
         "print(resolve_checkout().checkout_id)"
     )
     run = [*LANEWATCH, "run", "--checkout", str(repo), "--root", str(root)]

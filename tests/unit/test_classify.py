@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from lanewatch.engine.engine import Engine
+from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, StampStatus, parse_stamp
+from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness
 from lanewatch.model.classify import LivenessEvidence, classify
 from lanewatch.model.views import Grade, NsState
-from lanewatch.scheme.procid import Liveness, ProcessIdentity, liveness
-from lanewatch.scheme.stamp import OwnerState, Stamp, StampRead, StampStatus, parse_stamp
-from lanewatch.sources.engine import Engine
-from lanewatch.sources.prober import judge
+from lanewatch.processes.prober import judge
 from tests.conftest import wait_for
 from tests.unit.enginekit import Driver, make_stamp, start_lane, stop_lane
 

@@ -22,11 +22,11 @@ from lanewatch.actions.clear import ClearResult, clear
 from lanewatch.actions.results import ActionRefused
 from lanewatch.actions.targets import TargetError
 from lanewatch.actions.trashbox import PAYLOAD, RECORD, trash_dir
-from lanewatch.scheme import ledger
-from lanewatch.scheme.lane import Lane as SchemeLane
-from lanewatch.scheme.lock import lock_path
-from lanewatch.scheme.roots import ROOT_META
-from lanewatch.scheme.stamp import META_DIR, OwnerState, read_stamp
+from lanewatch.lanes import ledger
+from lanewatch.lanes.lane import Lane as SchemeLane
+from lanewatch.lanes.lock import lock_path
+from lanewatch.lanes.roots import ROOT_META
+from lanewatch.lanes.stamp import META_DIR, OwnerState, read_stamp
 from tests.conftest import LANEWATCH
 from tests.unit import actionkit
 from tests.unit.actionkit import (
@@ -153,7 +153,7 @@ def test_dead_owner_whose_python_fork_keeps_the_lock(lw: Procs, repo: Path, scra
     code = textwrap.dedent(
         f"""
         import os, sys, time
-        from lanewatch.scheme.lane import Lane
+        from lanewatch.lanes.lane import Lane
         lane = Lane("forked", root={str(scratch)!r}, checkout={str(repo)!r}).claim()
         if os.fork() == 0:
             print(os.getpid(), flush=True)

@@ -18,11 +18,11 @@ from lanewatch.cli import demo_cmd
 from lanewatch.cli.main import cli
 from lanewatch.demo import DemoError, DemoScenario, disk
 from lanewatch.demo.procs import DemoProcess
-from lanewatch.scheme import ledger
-from lanewatch.scheme.lock import is_lock_held
-from lanewatch.scheme.procid import Liveness, ProcessIdentity, liveness
-from lanewatch.scheme.roots import state_dir
-from lanewatch.scheme.stamp import OwnerState, StampStatus, read_stamp
+from lanewatch.lanes import ledger
+from lanewatch.lanes.lock import is_lock_held
+from lanewatch.lanes.roots import state_dir
+from lanewatch.lanes.stamp import OwnerState, StampStatus, read_stamp
+from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness
 from tests.conftest import wait_for
 
 LANEWATCH = [sys.executable, "-m", "lanewatch"]

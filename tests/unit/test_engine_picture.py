@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lanewatch.engine.engine import _Picture
 from lanewatch.model.views import Changes, SourceHealth, merge_changes
-from lanewatch.sources.engine import _Picture
 
 KEYS = st.sampled_from(["a", "b", "c", "d"])
 

@@ -15,10 +15,10 @@ from types import MappingProxyType
 
 import pytest
 
+from lanewatch.engine import wire
+from lanewatch.engine.process import EngineProcess, EngineStartError
 from lanewatch.model.views import Changes, SourceHealth
-from lanewatch.sources import wire
-from lanewatch.sources.engine_process import EngineProcess, EngineStartError
-from lanewatch.sources.writelog import history
+from lanewatch.records.writes import history
 from tests.conftest import wait_for
 from tests.unit.attributionkit import privileged
 from tests.unit.enginekit import Recorder, make_stamp
@@ -82,7 +82,7 @@ def test_the_child_ends_when_the_dashboard_dies(tmp_path: Path, root: Path) -> N
     script = textwrap.dedent(
         f"""
         import sys, time
-        from lanewatch.sources.engine_process import EngineProcess
+        from lanewatch.engine.process import EngineProcess
         engine = EngineProcess([{str(root)!r}])
         engine.start(lambda changes: None)
         print(engine.pid, flush=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.sources.fanignore import ForeignDirs
-from lanewatch.sources.fanotify import FanotifyGroup, FanotifyWatcher, fanotify_available
+from lanewatch.kernel.fanignore import ForeignDirs
+from lanewatch.kernel.fanotify import FanotifyGroup, FanotifyWatcher, fanotify_available
 from tests.unit.test_fanotify import Collector, sh_write, umount
 
 AVAILABLE, REASON = fanotify_available()

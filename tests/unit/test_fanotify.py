@@ -24,9 +24,9 @@ from typing import TypeVar
 
 import pytest
 
-from lanewatch.sources import fanevents
-from lanewatch.sources import fanotify as fan
-from lanewatch.sources.fanotify import (
+from lanewatch.kernel import fanevents
+from lanewatch.kernel import fanotify as fan
+from lanewatch.kernel.fanotify import (
     FAN_CLOSE_WRITE,
     FAN_MODIFY,
     FAN_NOFD,
@@ -239,7 +239,7 @@ def test_unavailable_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
 PROBE = textwrap.dedent(
     """
     import json, sys, tempfile
-    from lanewatch.sources import fanotify as fan
+    from lanewatch.kernel import fanotify as fan
     ok, reason = fan.fanotify_available()
     try:
         fan.FanotifyWatcher([tempfile.gettempdir()], lambda events: None).start()
@@ -266,7 +266,7 @@ def run_probe(prefix: list[str], **kwargs: object) -> dict[str, object]:
 def test_import_never_raises_and_reports_non_linux() -> None:
     # The parent packages import other parts of lanewatch (and filelock, which does check the
     # platform): load them first, then pretend, then import this module fresh.
-    code = "import sys, lanewatch.sources; sys.platform = 'win32'\n" + PROBE
+    code = "import sys, lanewatch.kernel; sys.platform = 'win32'\n" + PROBE
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
@@ -561,7 +561,7 @@ def test_permission_events_are_refused(tmp_path: Path) -> None:
 FD_EXHAUSTION = textwrap.dedent(
     """
     import json, os, resource, subprocess, sys
-    from lanewatch.sources import fanotify as fan
+    from lanewatch.kernel import fanotify as fan
     folder = os.path.realpath(sys.argv[1])
     group = fan.FanotifyGroup()
     group.mark(folder)

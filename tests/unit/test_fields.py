@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lanewatch.scheme.fields import Rejected, load_versioned, strings, take
+from lanewatch.lanes.fields import Rejected, load_versioned, strings, take
 
 NO_SCHEMA = "no schema here"
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.scheme import ledger
-from lanewatch.scheme.checkout import find_checkout
-from lanewatch.scheme.gate import EXIT_CODES, GateReason, check_gate, parse_duration
-from lanewatch.scheme.lane import locate
-from lanewatch.scheme.receipts import history_dir, receipt_path, write_receipt
+from lanewatch.lanes import ledger
+from lanewatch.lanes.checkout import find_checkout
+from lanewatch.lanes.lane import locate
+from lanewatch.proof.gate import EXIT_CODES, GateReason, check_gate, parse_duration
+from lanewatch.proof.receipts import history_dir, receipt_path, write_receipt
 from tests.conftest import LANEWATCH, git
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user

@@ -11,7 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from lanewatch.sources.writelog import LOG_FILE, OLD_FILE, WriteEntry, WriteLog, history
+from lanewatch.records.writes import LOG_FILE, OLD_FILE, WriteEntry, WriteLog, history
 from tests.conftest import LANEWATCH
 from tests.unit.attributionkit import kernel_engine, privileged, sha, wait_known
 from tests.unit.enginekit import start_lane

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lanewatch import write_receipt
-from lanewatch.githooks import MARKER, hooks_dir, install_hook, is_ours, render_hook
+from lanewatch.proof.hooks import MARKER, hooks_dir, install_hook, is_ours, render_hook
 from tests.conftest import LANEWATCH, git
 
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.scheme.inert import inert
-from lanewatch.scheme.procid import ProcessIdentity
-from lanewatch.scheme.roots import ROOT_META
-from lanewatch.scheme.stamp import OwnerState
-from lanewatch.sources.evidence import EvidenceStore
-from lanewatch.sources.incidentlog import log_path
-from lanewatch.sources.writelog import WriteEntry, WriteLog
+from lanewatch.inert import inert
+from lanewatch.lanes.roots import ROOT_META
+from lanewatch.lanes.stamp import OwnerState
+from lanewatch.linux.procid import ProcessIdentity
+from lanewatch.records.evidence import EvidenceStore
+from lanewatch.records.incidents import log_path
+from lanewatch.records.writes import WriteEntry, WriteLog
 from tests import hostile
 from tests.conftest import LANEWATCH
 from tests.unit.actionkit import register_root

@@ -11,8 +11,6 @@ import textwrap
 
 import pytest
 
-import lanewatch.scheme
-
 UI_AND_WATCHERS = ("textual", "watchdog")
 
 PROBE = textwrap.dedent(
@@ -27,13 +25,15 @@ PROBE = textwrap.dedent(
 )
 
 
+CORE = ("lanewatch.lanes", "lanewatch.proof", "lanewatch.model", "lanewatch.linux")
+
+
 def core_modules() -> list[str]:
-    names = ["lanewatch.errors", "lanewatch.scheme"]
-    names += [m.name for m in pkgutil.iter_modules(lanewatch.scheme.__path__, "lanewatch.scheme.")]
-    if importlib.util.find_spec("lanewatch.model") is not None:
-        model = importlib.import_module("lanewatch.model")
-        names.append("lanewatch.model")
-        names += [m.name for m in pkgutil.iter_modules(model.__path__, "lanewatch.model.")]
+    names = ["lanewatch.errors", "lanewatch.inert"]
+    for package in CORE:
+        names.append(package)
+        path = importlib.import_module(package).__path__
+        names += [m.name for m in pkgutil.iter_modules(path, package + ".")]
     return names
 
 
@@ -50,14 +50,14 @@ def loaded_after_importing(modules: list[str]) -> set[str]:
 
 def test_the_core_loads_neither_textual_nor_watchdog() -> None:
     modules = core_modules()
-    assert "lanewatch.scheme.lane" in modules and "lanewatch.scheme.stamp" in modules
+    assert "lanewatch.lanes.lane" in modules and "lanewatch.lanes.stamp" in modules
     loaded = loaded_after_importing(modules)
     assert not loaded & set(UI_AND_WATCHERS), sorted(loaded & set(UI_AND_WATCHERS))
 
 
 @pytest.mark.parametrize(
     "module",
-    ["lanewatch.scheme.lane", "lanewatch.scheme.stamp", "lanewatch.scheme.checkout"],
+    ["lanewatch.lanes.lane", "lanewatch.lanes.stamp", "lanewatch.lanes.checkout"],
 )
 def test_the_scheme_stays_small(module: str) -> None:
     """The scheme runs in hooks and test workers: only stdlib, filelock and platformdirs."""

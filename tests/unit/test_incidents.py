@@ -9,12 +9,12 @@ import sys
 import uuid
 from pathlib import Path
 
+from lanewatch.engine.engine import Engine, acknowledge
+from lanewatch.lanes.stamp import write_stamp
 from lanewatch.model import incidents as inc
 from lanewatch.model import writers as wr
 from lanewatch.model.views import Incident
-from lanewatch.scheme.stamp import write_stamp
-from lanewatch.sources.engine import Engine, acknowledge
-from lanewatch.sources.incidentlog import IncidentLog, log_path, read_all
+from lanewatch.records.incidents import IncidentLog, log_path, read_all
 from tests.conftest import wait_for
 from tests.unit.enginekit import make_stamp, running, start_lane, stop_lane
 
@@ -242,7 +242,7 @@ def test_takeover_seen_by_the_live_engine(
     try:
         with running([root]) as (_, rec):
             wait_for(lambda: (v := rec.view(a.namespace)) is not None and v.state.value == "live")
-            from lanewatch.scheme.procid import ProcessIdentity
+            from lanewatch.linux.procid import ProcessIdentity
 
             ident = ProcessIdentity.of(other.pid)
             hijack = a.stamp.with_changes(pid=other.pid, start_ticks=ident.start_ticks, lane="x")

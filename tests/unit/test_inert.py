@@ -9,7 +9,7 @@ import unicodedata
 
 import pytest
 
-from lanewatch.scheme.inert import InertFormatter, inert, inert_lines
+from lanewatch.inert import InertFormatter, inert, inert_lines
 from tests import hostile
 
 pytestmark = pytest.mark.unprivileged

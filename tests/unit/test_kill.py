@@ -21,11 +21,11 @@ from lanewatch.actions import kill as kill_mod
 from lanewatch.actions.assess import Seen
 from lanewatch.actions.kill import KillResult, kill
 from lanewatch.actions.results import ActionRefused
-from lanewatch.scheme import ledger
-from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.procid import ProcessIdentity, process_state
-from lanewatch.scheme.stamp import OwnerState, read_stamp
-from lanewatch.sources.procscan import read_stat
+from lanewatch.lanes import ledger
+from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.stamp import OwnerState, read_stamp
+from lanewatch.linux.procid import ProcessIdentity, process_state
+from lanewatch.processes.holders import read_stat
 from tests.conftest import LANEWATCH
 from tests.unit import actionkit
 from tests.unit.actionkit import (

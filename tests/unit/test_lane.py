@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 
 from lanewatch.errors import ClaimRefused, LanewatchError
-from lanewatch.scheme import lane as lane_module
-from lanewatch.scheme import ledger, procid
-from lanewatch.scheme.lane import Lane, locate
-from lanewatch.scheme.lock import NamespaceLock, is_lock_held, lock_path
-from lanewatch.scheme.procid import Liveness, ProcessIdentity, liveness
-from lanewatch.scheme.roots import Registry
-from lanewatch.scheme.stamp import (
+from lanewatch.lanes import lane as lane_module
+from lanewatch.lanes import ledger
+from lanewatch.lanes.lane import Lane, locate
+from lanewatch.lanes.lock import NamespaceLock, is_lock_held, lock_path
+from lanewatch.lanes.roots import Registry
+from lanewatch.lanes.stamp import (
     OwnerState,
     StampRead,
     StampStatus,
@@ -29,6 +28,8 @@ from lanewatch.scheme.stamp import (
     stamp_path,
     write_stamp,
 )
+from lanewatch.linux import procid
+from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness
 from tests.conftest import Spawn, wait_for
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -41,7 +42,7 @@ CLAIMANT = textwrap.dedent(
     import json, os, sys, time
     from pathlib import Path
     from lanewatch.errors import ClaimRefused
-    from lanewatch.scheme.lane import Lane
+    from lanewatch.lanes.lane import Lane
 
     name, root, checkout, barrier, release, out = sys.argv[1:7]
     out = Path(out)
@@ -346,7 +347,7 @@ def test_a_holder_without_a_live_stamp_is_not_misnamed(repo: Path, root: Path) -
 SCRATCH_USER = textwrap.dedent(
     """
     import os, sys, time
-    from lanewatch.scheme.lane import scratch_dir_for
+    from lanewatch.lanes.lane import scratch_dir_for
     root, checkout, ready, stop = sys.argv[1:5]
     path = scratch_dir_for("worker-3", root=root, checkout=checkout)
     assert scratch_dir_for("worker-3", root=root, checkout=checkout) == path
@@ -411,7 +412,7 @@ APPENDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from lanewatch.scheme import ledger
+    from lanewatch.lanes import ledger
     namespace, tag, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for i in range(count):
         ledger.append(namespace, "note", lane=tag, i=i, pad="x" * 3000)

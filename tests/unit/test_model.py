@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from lanewatch.lanes.stamp import OwnerState, StampRead, StampStatus
+from lanewatch.linux.procid import Liveness
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.views import Changes, NsState, merge_changes
-from lanewatch.scheme.procid import Liveness
-from lanewatch.scheme.stamp import OwnerState, StampRead, StampStatus
 from tests.unit.test_classify import BOOT, HOST, NOW, stamp
 
 KEY, ROOT = "/r/ns", "/r"

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lanewatch.errors import BadLaneName
-from lanewatch.scheme.checkout import checkout_id_for
-from lanewatch.scheme.lane import Lane
-from lanewatch.scheme.names import (
+from lanewatch.lanes.checkout import checkout_id_for
+from lanewatch.lanes.lane import Lane
+from lanewatch.lanes.names import (
     MAX_ENCODED,
     decode_lane,
     encode_lane,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lanewatch.scheme.lane import locate
+from lanewatch.lanes.lane import locate
 from tests.conftest import lanewatch
 
-PRINT_SCRATCH = "from lanewatch.scheme.lane import scratch_dir_for; print(scratch_dir_for('w'))"
+PRINT_SCRATCH = "from lanewatch.lanes.lane import scratch_dir_for; print(scratch_dir_for('w'))"
 
 
 def test_inside_its_own_run_the_lane_is_not_claimed_again(repo: Path, root: Path) -> None:

@@ -10,10 +10,11 @@ import threading
 import time
 from pathlib import Path
 
+from lanewatch.engine.worker import Worker
+from lanewatch.lanes.stamp import read_stamp
+from lanewatch.linux.procid import Liveness, ProcessIdentity, process_state
 from lanewatch.model.writers import Holding
-from lanewatch.scheme.procid import Liveness, ProcessIdentity, process_state
-from lanewatch.scheme.stamp import read_stamp
-from lanewatch.sources.prober import (
+from lanewatch.processes.prober import (
     QUIET_EVERY,
     ProbeMemo,
     Prober,
@@ -23,7 +24,6 @@ from lanewatch.sources.prober import (
     owners_of,
     probe,
 )
-from lanewatch.sources.worker import Worker
 from tests.conftest import wait_for
 from tests.unit.enginekit import make_stamp
 

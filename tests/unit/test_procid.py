@@ -7,8 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
-from lanewatch.scheme import procid
-from lanewatch.scheme.procid import Liveness, ProcessIdentity, liveness
+from lanewatch.linux import procid
+from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness
 from tests.conftest import Spawn, wait_for
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]

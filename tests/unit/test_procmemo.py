@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.sources import procscan
-from lanewatch.sources.procmemo import ProcMemo, quiet_mark
-from lanewatch.sources.procscan import Holder
+from lanewatch.processes import holders
+from lanewatch.processes.holders import Holder
+from lanewatch.processes.memo import ProcMemo, quiet_mark
 from tests.unit import prockit
 from tests.unit.prockit import DEADLINE, read_line, wait_for
 
@@ -69,8 +69,8 @@ def said(h: Holder | None) -> object:
 
 def scan_both(ns: Path, memo: ProcMemo, pid: int) -> Holder:
     """One scan with the memo and one without: they must say the same about `pid`."""
-    kept = procscan.scan([ns], memo=memo).holder(pid)
-    assert said(kept) == said(procscan.scan([ns]).holder(pid))
+    kept = holders.scan([ns], memo=memo).holder(pid)
+    assert said(kept) == said(holders.scan([ns]).holder(pid))
     assert kept is not None
     return kept
 
@@ -175,8 +175,8 @@ def test_a_running_or_threaded_process_is_never_vouched_for(procs: Procs) -> Non
 # else takes pids, and ns_last_pid says which comes next. Runs as that namespace's init.
 REUSE = r"""
 import json, os, subprocess, sys, time
-from lanewatch.sources import procscan
-from lanewatch.sources.procmemo import ProcMemo
+from lanewatch.processes import holders
+from lanewatch.processes.memo import ProcMemo
 holder, path = sys.argv[1], sys.argv[2]
 ns = os.path.dirname(path)
 
@@ -192,7 +192,7 @@ first = start("read", "first")
 trusted = False
 deadline = time.monotonic() + 30
 while not trusted and time.monotonic() < deadline:  # two scans once it sleeps in its read
-    procscan.scan([ns], memo=memo)
+    holders.scan([ns], memo=memo)
     seen = memo.previous(first.pid)
     trusted = seen is not None and seen.mark is not None
     time.sleep(0.005)
@@ -202,8 +202,8 @@ first.wait()
 with open("/proc/sys/kernel/ns_last_pid", "w") as f:
     f.write(str(pid - 1))
 second = start("write", "second")
-h = procscan.scan([ns], memo=memo).holder(second.pid)
-fresh = procscan.scan([ns]).holder(second.pid)
+h = holders.scan([ns], memo=memo).holder(second.pid)
+fresh = holders.scan([ns]).holder(second.pid)
 print(json.dumps({
     "trusted": trusted, "reused": second.pid == pid,
     "access": [p.access for p in h.paths], "lane": h.lane,
@@ -247,7 +247,7 @@ def test_a_memo_only_keeps_the_last_scans_holders(procs: Procs, ns: Path) -> Non
     assert proc.stdin is not None
     proc.stdin.close()
     proc.wait(timeout=DEADLINE)
-    procscan.scan([ns], memo=memo)
+    holders.scan([ns], memo=memo)
     assert memo.previous(proc.pid) is None
 
 
@@ -275,7 +275,7 @@ def test_processes_showing_one_fd_table_are_never_vouched_for(procs: Procs, ns: 
     memo = ProcMemo()
 
     def both_quiet() -> bool:
-        procscan.scan([ns], memo=memo)
+        holders.scan([ns], memo=memo)
         seen = [memo.previous(p) for p in (parent.pid, child)]
         return all(s is not None and s.mark is not None for s in seen)
 
@@ -284,12 +284,12 @@ def test_processes_showing_one_fd_table_are_never_vouched_for(procs: Procs, ns: 
         seen = memo.previous(pid)
         assert seen is not None and not seen.alone
         # Read afresh each time: new objects, and the same as a scan without a memo.
-        before = holder_of(procscan.scan([ns], memo=memo), pid)
+        before = holder_of(holders.scan([ns], memo=memo), pid)
         again = scan_both(ns, memo, pid)
         assert all(a is not b for a, b in zip(before.paths, again.paths, strict=True))
 
 
-def holder_of(result: procscan.ProcScan, pid: int) -> Holder:
+def holder_of(result: holders.ProcScan, pid: int) -> Holder:
     h = result.holder(pid)
     assert h is not None
     return h

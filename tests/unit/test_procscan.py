@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.scheme.procid import ProcessIdentity, process_state
-from lanewatch.sources import procscan
-from lanewatch.sources.procscan import Holder, ProcScan
+from lanewatch.linux.procid import ProcessIdentity, process_state
+from lanewatch.processes import holders as procscan
+from lanewatch.processes.holders import Holder, ProcScan
 from tests.unit import prockit
 from tests.unit.prockit import DEADLINE, read_line, wait_for
 

@@ -13,10 +13,11 @@ import pytest
 
 from lanewatch import Lane, check_gate, write_receipt
 from lanewatch.errors import ClaimRefused
-from lanewatch.scheme.gate import GateReason
-from lanewatch.scheme.gitstate import read_git_state
-from lanewatch.scheme.lane import locate
-from lanewatch.scheme.receipts import (
+from lanewatch.lanes.lane import locate
+from lanewatch.lanes.stamp import read_stamp
+from lanewatch.proof.gate import GateReason
+from lanewatch.proof.gitstate import read_git_state
+from lanewatch.proof.receipts import (
     HISTORY_KEEP,
     MAX_RECEIPT_BYTES,
     BadStep,
@@ -32,7 +33,6 @@ from lanewatch.scheme.receipts import (
     receipt_path,
     write_run,
 )
-from lanewatch.scheme.stamp import read_stamp
 from tests.conftest import LANEWATCH, git, wait_for
 
 

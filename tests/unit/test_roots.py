@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.scheme.roots import ROOT_META, Registry, default_root, ensure_root, state_dir
+from lanewatch.lanes.roots import ROOT_META, Registry, default_root, ensure_root, state_dir
 from tests.conftest import Spawn, lanewatch, wait_for
 
 WRITERS = 8
@@ -19,7 +19,7 @@ WRITERS = 8
 ADDER = textwrap.dedent(
     """
     import os, sys, time
-    from lanewatch.scheme.roots import Registry
+    from lanewatch.lanes.roots import Registry
     barrier, ready, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
     open(ready, "w").close()
     deadline = time.monotonic() + 60

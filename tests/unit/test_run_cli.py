@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.runner import FORWARDED, run_in_lane
-from lanewatch.scheme import ledger
-from lanewatch.scheme.lane import Lane, locate
-from lanewatch.scheme.lock import is_lock_held, lock_path
-from lanewatch.scheme.procid import Liveness, ProcessIdentity, liveness, start_ticks
-from lanewatch.scheme.stamp import OwnerState, Stamp, StampRead, read_stamp
+from lanewatch.lanes import ledger
+from lanewatch.lanes.lane import Lane, locate
+from lanewatch.lanes.lock import is_lock_held, lock_path
+from lanewatch.lanes.run import FORWARDED, run_in_lane
+from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, read_stamp
+from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness, start_ticks
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user

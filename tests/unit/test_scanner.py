@@ -9,11 +9,11 @@ import threading
 import time
 from pathlib import Path
 
+from lanewatch.engine.engine import Engine
+from lanewatch.engine.worker import Worker
+from lanewatch.files import walk as scanner
+from lanewatch.lanes.stamp import MAX_STAMP_BYTES, read_stamp, stamp_path
 from lanewatch.model.views import NsState
-from lanewatch.scheme.stamp import MAX_STAMP_BYTES, read_stamp, stamp_path
-from lanewatch.sources import scanner
-from lanewatch.sources.engine import Engine
-from lanewatch.sources.worker import Worker
 from tests.conftest import wait_for
 from tests.unit.enginekit import make_stamp, running
 

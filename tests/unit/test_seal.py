@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from lanewatch import check_gate, write_receipt
-from lanewatch.githooks import install_hook
-from lanewatch.scheme.gate import EXIT_CODES, GateReason
-from lanewatch.scheme.lane import locate
-from lanewatch.scheme.receipts import receipt_path
-from lanewatch.scheme.seal import KEY_BYTES, BadSealKey, key_path, load_key
+from lanewatch.lanes.lane import locate
+from lanewatch.proof.gate import EXIT_CODES, GateReason
+from lanewatch.proof.hooks import install_hook
+from lanewatch.proof.receipts import receipt_path
+from lanewatch.proof.seal import KEY_BYTES, BadSealKey, key_path, load_key
 from tests.conftest import LANEWATCH, git
 from tests.unit.test_hook import git_run
 
@@ -257,7 +257,7 @@ def test_the_gate_never_makes_a_key(repo: Path, isolated_state: Path) -> None:
 
 @pytest.mark.unprivileged
 def test_concurrent_writers_agree_on_one_key(isolated_state: Path) -> None:
-    code = "from lanewatch.scheme.seal import ensure_key; print(ensure_key().key_id)"
+    code = "from lanewatch.proof.seal import ensure_key; print(ensure_key().key_id)"
     procs = [
         subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
         for _ in range(6)

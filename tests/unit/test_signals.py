@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 from lanewatch.actions.signals import SignalResult, precheck, send_checked
-from lanewatch.scheme.procid import ProcessIdentity, process_state
-from lanewatch.sources import procscan
+from lanewatch.linux.procid import ProcessIdentity, process_state
+from lanewatch.processes import holders
 from tests.unit import prockit
 from tests.unit.prockit import DEADLINE, alive, read_line, wait_for
 
@@ -116,7 +116,7 @@ def test_real_pid_reuse_is_refused(procs: Procs) -> None:
             new = candidate
             break
         candidate.kill()
-        if procscan.read_stat(old_identity.pid) is not None:
+        if holders.read_stat(old_identity.pid) is not None:
             pytest.skip("another process took the pid")
     if new is None:
         pytest.skip("could not get the pid reused")
@@ -144,7 +144,7 @@ def test_ourselves_is_refused() -> None:
 
 
 def test_our_parents_are_refused() -> None:
-    chain = procscan.ancestors(os.getpid())
+    chain = holders.ancestors(os.getpid())
     assert chain and chain[0] == os.getppid()
     for pid in chain:
         if pid <= 1:
@@ -171,7 +171,7 @@ def test_a_thread_of_ours_is_refused() -> None:
 
 
 def test_kernel_thread_is_refused() -> None:
-    st = procscan.read_stat(2)
+    st = holders.read_stat(2)
     if st is None or not st.kernel_thread:
         pytest.skip("pid 2 is not a kernel thread here")
     assert_refused(send_checked(ProcessIdentity.of(2), 0), "kernel-thread")
@@ -227,7 +227,7 @@ def test_exited_and_reaped_is_gone(procs: Procs, use_pidfd: bool) -> None:
     identity = ProcessIdentity.of(proc.pid)
     proc.kill()
     proc.wait()
-    if procscan.read_stat(identity.pid) is not None:
+    if holders.read_stat(identity.pid) is not None:
         pytest.skip("the pid was reused at once")
     for group in (False, True):
         result = send_checked(identity, signal.SIGTERM, group=group, use_pidfd=use_pidfd)
@@ -272,7 +272,7 @@ def _group(procs: Procs, script: str) -> tuple[subprocess.Popen[bytes], list[int
     members = [int(p) for p in read_line(leader).split()]
     for pid in members:
         procs.adopt(pid)
-        assert procscan.read_stat(pid).pgid == leader.pid  # type: ignore[union-attr]
+        assert holders.read_stat(pid).pgid == leader.pid  # type: ignore[union-attr]
     return leader, members
 
 
@@ -322,7 +322,7 @@ def test_group_of_a_reaped_leader_cannot_be_verified(procs: Procs) -> None:
 OWN_GROUP = r"""
 import os, signal, subprocess, sys
 from lanewatch.actions.signals import send_checked
-from lanewatch.scheme.procid import ProcessIdentity
+from lanewatch.linux.procid import ProcessIdentity
 leader = subprocess.Popen(["sleep", "600"], process_group=0)
 try:
     os.setpgid(0, leader.pid)  # join the leader's group, as if lanewatch ran inside a lane

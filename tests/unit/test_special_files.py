@@ -29,13 +29,13 @@ from lanewatch.actions.clear import clear
 from lanewatch.actions.fsops import remove_tree
 from lanewatch.actions.mounts import mounts_inside
 from lanewatch.actions.purge import purge
-from lanewatch.scheme import ledger
-from lanewatch.scheme.fsutil import NotAFile, open_regular, read_nofollow
-from lanewatch.scheme.roots import ROOT_META, Registry
-from lanewatch.scheme.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, StampStatus, read_stamp
-from lanewatch.sources.engine import Engine
-from lanewatch.sources.incidentlog import IncidentLog
-from lanewatch.sources.writelog import WriteLog, entries
+from lanewatch.engine.engine import Engine
+from lanewatch.lanes import ledger
+from lanewatch.lanes.fsutil import NotAFile, open_regular, read_nofollow
+from lanewatch.lanes.roots import ROOT_META, Registry
+from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, StampStatus, read_stamp
+from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.writes import WriteLog, entries
 from tests.conftest import LANEWATCH, plant_special
 from tests.unit import actionkit
 from tests.unit.actionkit import released_namespace, until

@@ -13,10 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lanewatch.model.classify import classify
-from lanewatch.model.views import NsState
-from lanewatch.scheme import procid
-from lanewatch.scheme.stamp import (
+from lanewatch.files.walk import read_stamp_at
+from lanewatch.lanes.stamp import (
     MAX_STAMP_BYTES,
     SCHEMA,
     OwnerState,
@@ -29,7 +27,9 @@ from lanewatch.scheme.stamp import (
     touch_heartbeat,
     write_stamp,
 )
-from lanewatch.sources.scanner import read_stamp_at
+from lanewatch.linux import procid
+from lanewatch.model.classify import classify
+from lanewatch.model.views import NsState
 from tests.conftest import plant_special
 
 NOW = 1_800_000_000.0

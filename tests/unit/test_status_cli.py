@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.scheme.procid import ProcessIdentity
+from lanewatch.linux.procid import ProcessIdentity
 from tests.conftest import LANEWATCH
 from tests.unit.enginekit import make_stamp, start_lane, stop_lane
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from lanewatch.engine.engine import acknowledge
+from lanewatch.lanes.stamp import touch_heartbeat
 from lanewatch.model import incidents as inc
-from lanewatch.scheme.stamp import touch_heartbeat
-from lanewatch.sources.engine import acknowledge
-from lanewatch.sources.incidentlog import IncidentLog
+from lanewatch.records.incidents import IncidentLog
 from tests.conftest import wait_for
 from tests.unit.enginekit import Driver, Recorder, make_stamp, running
 
@@ -195,7 +195,7 @@ def test_a_failing_batch_is_logged_and_the_picture_recovers(
 ) -> None:
     """A bug in handling one batch must not freeze the dashboard: the engine logs it and
     rescans every root from disk. (The failure is injected: no real input makes it fail.)"""
-    from lanewatch.sources.worker import Worker
+    from lanewatch.engine.worker import Worker
 
     ns = make_stamp(root, "recovers")
     real = Worker.process
@@ -220,7 +220,7 @@ def test_writes_between_the_first_walk_and_the_watch_are_seen(
     """The first picture is counted before any watch exists (the watch setup walks the tree
     again, and the picture must not wait for it): a new file and a same-folder rewrite that
     land after the walk and before the watch must still reach the model."""
-    from lanewatch.sources.worker import Worker
+    from lanewatch.engine.worker import Worker
 
     ns = make_stamp(root, "window")
     (ns / "tmp").mkdir()

@@ -20,8 +20,8 @@ from lanewatch.actions.clear import ClearResult, clear
 from lanewatch.actions.fsops import remove_tree
 from lanewatch.actions.purge import DEFAULT_RETENTION, due, purge
 from lanewatch.actions.trash import list_trash, restore
-from lanewatch.scheme import ledger
-from lanewatch.scheme.gate import parse_duration
+from lanewatch.lanes import ledger
+from lanewatch.proof.gate import parse_duration
 from tests.conftest import LANEWATCH
 from tests.unit import actionkit
 from tests.unit.actionkit import (

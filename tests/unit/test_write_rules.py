@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from lanewatch.lanes.stamp import Stamp, read_stamp
 from lanewatch.model import writers as wr
-from lanewatch.scheme.stamp import Stamp, read_stamp
-from lanewatch.sources.prober import probe
-from lanewatch.sources.writelog import entries
+from lanewatch.processes.prober import probe
+from lanewatch.records.writes import entries
 from tests.conftest import git, wait_for
 from tests.unit.attributionkit import kernel_engine, privileged, wait_known
 from tests.unit.enginekit import LaneProc, start_lane

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.actions.targets import Target, ViewLike, resolve
+from lanewatch.lanes.stamp import Stamp, StampRead, read_stamp
+from lanewatch.linux.procid import boot_id, hostname
 from lanewatch.model.classify import LivenessEvidence, Verdict, classify
 from lanewatch.model.views import NsState
-from lanewatch.scheme.procid import boot_id, hostname
-from lanewatch.scheme.stamp import Stamp, StampRead, read_stamp
-from lanewatch.sources.prober import judge
+from lanewatch.processes.prober import judge
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from lanewatch.actions.assess import Assessment
 from lanewatch.actions.mounts import mounts_inside
+from lanewatch.linux.procid import hostname
 from lanewatch.model.views import NsState
-from lanewatch.scheme.procid import hostname
-from lanewatch.sources.procscan import HeldPath, Holder, ProcScan, Unreadable, scan
+from lanewatch.processes.holders import HeldPath, Holder, ProcScan, Unreadable, scan
 
 CLEARABLE = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
 # The one process an uninspectable reading does not block: init of our pid namespace. It runs

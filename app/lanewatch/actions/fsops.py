@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.actions.mounts import mount_id, mounts_inside
-from lanewatch.scheme.procid import PROC
+from lanewatch.linux.procid import PROC
 
 RENAME_NOREPLACE = 1
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lanewatch.scheme import ledger
-from lanewatch.scheme.fsutil import flock_within, open_regular
-from lanewatch.scheme.procid import hostname
-from lanewatch.scheme.roots import ROOT_META
-from lanewatch.scheme.stamp import META_DIR
+from lanewatch.lanes import ledger
+from lanewatch.lanes.fsutil import flock_within, open_regular
+from lanewatch.lanes.roots import ROOT_META
+from lanewatch.lanes.stamp import META_DIR
+from lanewatch.linux.procid import hostname
 
 TRASH_JOURNAL = "trash.jsonl"
 log = logging.getLogger(__name__)

@@ -37,10 +37,10 @@ from lanewatch.actions.authority import is_other_user, owner_label, why_not_kill
 from lanewatch.actions.results import checked
 from lanewatch.actions.signals import SignalResult, send_checked, signal_name
 from lanewatch.actions.targets import Target, TargetError, ViewLike
+from lanewatch.lanes.stamp import Stamp
+from lanewatch.linux.procid import Liveness, ProcessIdentity, hostname, liveness
 from lanewatch.model.views import NsState
-from lanewatch.scheme.procid import Liveness, ProcessIdentity, hostname, liveness
-from lanewatch.scheme.stamp import Stamp
-from lanewatch.sources.procscan import process_table
+from lanewatch.processes.holders import process_table
 
 Outcome = Literal["stopped", "running", "refused", "gone"]
 DEFAULT_WAIT = 5.0  # without a grace period: how long to watch for the lane to end

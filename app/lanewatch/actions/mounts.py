@@ -21,7 +21,7 @@ import re
 import stat
 from dataclasses import dataclass
 
-from lanewatch.scheme.procid import PROC
+from lanewatch.linux.procid import PROC
 
 _OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
 

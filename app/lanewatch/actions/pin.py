@@ -20,8 +20,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lanewatch.scheme.fsutil import NotAFile, open_regular
-from lanewatch.scheme.stamp import LOCK_FILE, META_DIR
+from lanewatch.lanes.fsutil import NotAFile, open_regular
+from lanewatch.lanes.stamp import LOCK_FILE, META_DIR
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

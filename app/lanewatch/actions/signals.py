@@ -42,9 +42,9 @@ from typing import Literal
 
 import psutil
 
-from lanewatch.scheme.procid import ProbeError, ProcessIdentity, boot_id, start_ticks
-from lanewatch.scheme.procid import uid_and_tgid as _uid_and_tgid
-from lanewatch.sources.procscan import ProcStat, ancestors, read_stat
+from lanewatch.linux.procid import ProbeError, ProcessIdentity, boot_id, start_ticks
+from lanewatch.linux.procid import uid_and_tgid as _uid_and_tgid
+from lanewatch.processes.holders import ProcStat, ancestors, read_stat
 
 Outcome = Literal["sent", "refused", "gone"]
 Method = Literal["pidfd", "psutil"]

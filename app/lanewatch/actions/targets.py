@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Protocol
 
 from lanewatch.errors import LanewatchError
-from lanewatch.scheme.names import split_namespace_name
-from lanewatch.scheme.roots import ROOT_META, Registry, canonical_root
+from lanewatch.lanes.names import split_namespace_name
+from lanewatch.lanes.roots import ROOT_META, Registry, canonical_root
 
 
 class TargetError(LanewatchError):

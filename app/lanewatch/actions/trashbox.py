@@ -32,8 +32,8 @@ from typing import Any
 from lanewatch.actions.journal import actor_label
 from lanewatch.actions.targets import NotFound, TargetError, known_roots
 from lanewatch.errors import LanewatchError
-from lanewatch.scheme.fsutil import ensure_real_dir, open_regular, read_nofollow_in, write_atomic
-from lanewatch.scheme.roots import ROOT_META
+from lanewatch.lanes.fsutil import ensure_real_dir, open_regular, read_nofollow_in, write_atomic
+from lanewatch.lanes.roots import ROOT_META
 
 TRASH = "trash"
 TRASH_LOCK = "trash.lock"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from lanewatch.errors import BadLaneName, ClaimRefused, LanewatchError, Unbound
-from lanewatch.scheme.inert import inert
+from lanewatch.inert import inert
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -76,7 +76,7 @@ class Duration(click.ParamType):
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        from lanewatch.scheme.gate import parse_duration
+        from lanewatch.proof.gate import parse_duration
 
         if isinstance(value, int | float):
             return float(value)

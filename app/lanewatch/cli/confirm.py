@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import click
 
 from lanewatch.cli.common import EXIT_REFUSED, fail
-from lanewatch.scheme.inert import inert
+from lanewatch.inert import inert
 
 # A lane name, path or command as plain text: a terminal escape in it is shown, never sent.
 safe = inert

@@ -15,9 +15,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lanewatch.inert import inert, inert_lines
 from lanewatch.model.views import Incident
-from lanewatch.scheme.inert import inert, inert_lines
-from lanewatch.sources import evidence, writelog
+from lanewatch.records import evidence, writes
 
 AROUND = 600.0  # seconds of history before the first and after the last observation
 MAX_PATHS = 10
@@ -44,7 +44,7 @@ def _md(text: str) -> str:
     return text.replace("\n", " ")
 
 
-def _writer(e: writelog.WriteEntry) -> str:
+def _writer(e: writes.WriteEntry) -> str:
     if not e.identified:
         return f"pid {e.pid} ({e.how})"
     who = f"lane {e.lane}" if e.lane else "no lane"
@@ -56,7 +56,7 @@ def versions(roots: Sequence[str], incident: Incident, path: str) -> list[Versio
     lo, hi = incident.first_seen - AROUND, incident.last_seen + AROUND
     found = [
         Version(e.time, e.sha256, e.size, _writer(e))
-        for e in writelog.history(roots, path)
+        for e in writes.history(roots, path)
         if e.sha256 and lo <= e.time <= hi
     ]
     known = {(v.sha256, round(v.time, 3)) for v in found}

@@ -20,13 +20,15 @@ from lanewatch.cli.common import friendly_errors
 )
 @click.option("--poll", is_flag=True, help="Poll instead of inotify (network filesystems).")
 @click.option(
+    "--self-check",
     "--smoke",
+    "self_check",
     is_flag=True,
     hidden=True,
     help="Start headless, wait for the first picture, print a summary and exit (for tests).",
 )
 @friendly_errors
-def dash_command(roots: tuple[Path, ...], poll: bool, smoke: bool) -> None:
+def dash_command(roots: tuple[Path, ...], poll: bool, self_check: bool) -> None:
     """Open the dashboard: live lanes, collisions and stale namespaces.
 
     Press ? inside for every key.
@@ -34,8 +36,8 @@ def dash_command(roots: tuple[Path, ...], poll: bool, smoke: bool) -> None:
     from lanewatch.tui.app import make_app
 
     app = make_app(list(roots) or None, poll=poll)
-    if smoke:
-        from lanewatch.tui.smoke import smoke_run
+    if self_check:
+        from lanewatch.tui.selfcheck import self_check_run
 
-        raise SystemExit(smoke_run(app))
+        raise SystemExit(self_check_run(app))
     app.run()

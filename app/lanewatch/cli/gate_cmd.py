@@ -7,8 +7,8 @@ import sys
 import click
 
 from lanewatch.cli.common import Duration, echo_json, say
-from lanewatch.scheme.gate import EXIT_CODES, check_gate
-from lanewatch.scheme.lane import ENV_LANE
+from lanewatch.lanes.lane import ENV_LANE
+from lanewatch.proof.gate import EXIT_CODES, check_gate
 
 _CODES = ", ".join(f"{code} {reason.value}" for reason, code in EXIT_CODES.items())
 

@@ -30,8 +30,8 @@ def _iso(t: float) -> str:
 @friendly_errors
 def history_command(path: str, roots: Sequence[str], as_json: bool) -> None:
     """Every recorded write of PATH: when, which lane, pid, command, size and content hash."""
-    from lanewatch.sources.engine import resolve_roots
-    from lanewatch.sources.writelog import history
+    from lanewatch.engine.engine import resolve_roots
+    from lanewatch.records.writes import history
 
     target = os.path.realpath(path)  # the kernel reports canonical paths
     paths = resolve_roots(list(roots) if roots else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from lanewatch.cli.common import EXIT_REFUSED, Duration, fail, friendly_errors, say
-from lanewatch.githooks import KINDS, HookRefused, install_hook, uninstall_hook
+from lanewatch.proof.hooks import KINDS, HookRefused, install_hook, uninstall_hook
 
 
 @click.group("hook")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from lanewatch.cli.common import echo_json, friendly_errors, say
-from lanewatch.scheme.checkout import resolve_checkout
+from lanewatch.lanes.checkout import resolve_checkout
 
 
 @click.command("id")

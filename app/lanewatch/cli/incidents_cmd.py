@@ -17,8 +17,8 @@ from rich.text import Text
 from lanewatch.cli.common import cell, echo_json, fail, friendly_errors, say
 from lanewatch.cli.content_diff import content_section
 from lanewatch.cli.status_cmd import console, incident_json
+from lanewatch.inert import inert
 from lanewatch.model.views import Incident
-from lanewatch.scheme.inert import inert
 
 
 def _iso(t: float | None) -> str:
@@ -105,8 +105,8 @@ def incidents_command(
     incident_id: str | None, roots: Sequence[str], as_json: bool, as_markdown: bool, ack: bool
 ) -> None:
     """The incident log of every known root, or INCIDENT_ID with its whole evidence timeline."""
-    from lanewatch.sources.engine import acknowledge, resolve_roots
-    from lanewatch.sources.incidentlog import read_all
+    from lanewatch.engine.engine import acknowledge, resolve_roots
+    from lanewatch.records.incidents import read_all
 
     if as_json and as_markdown:
         raise click.UsageError("--json and --markdown exclude each other")

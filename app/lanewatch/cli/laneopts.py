@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 
 import click
 
-from lanewatch.scheme.lane import DEFAULT_LANE, ENV_LANE
-from lanewatch.scheme.stamp import MAX_HEARTBEAT
+from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE
+from lanewatch.lanes.stamp import MAX_HEARTBEAT
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,7 +10,7 @@ import logging
 import click
 
 from lanewatch import __version__
-from lanewatch.scheme.inert import InertFormatter
+from lanewatch.inert import InertFormatter
 
 # name -> "module:attribute" under lanewatch.cli. Register new commands here, one line each.
 COMMANDS: dict[str, str] = {
@@ -22,7 +22,7 @@ COMMANDS: dict[str, str] = {
     "prove": "prove_cmd:prove_command",
     "gate": "gate_cmd:gate_command",
     "hook": "hook_cmd:hook_command",
-    "smoke": "smoke_cmd:smoke_command",
+    "drill": "drill_cmd:drill_command",
     "status": "status_cmd:status_command",
     "incidents": "incidents_cmd:incidents_command",
     "kill": "kill_cmd:kill_command",
@@ -35,8 +35,12 @@ COMMANDS: dict[str, str] = {
 }
 
 
+# Old names that still work but are not listed: `smoke` was the drill's first name.
+ALIASES: dict[str, str] = {"smoke": "drill"}
+
+
 def load_command(name: str) -> click.Command:
-    module_name, attribute = COMMANDS[name].split(":")
+    module_name, attribute = COMMANDS[ALIASES.get(name, name)].split(":")
     module = importlib.import_module(f"lanewatch.cli.{module_name}")
     command: click.Command = getattr(module, attribute)
     return command
@@ -47,7 +51,8 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return load_command(cmd_name) if cmd_name in COMMANDS else None
+        known = cmd_name in COMMANDS or cmd_name in ALIASES
+        return load_command(cmd_name) if known else None
 
 
 @click.group(cls=LazyGroup, invoke_without_command=True)

@@ -8,7 +8,7 @@ import click
 
 from lanewatch.cli.common import fail, friendly_errors, say
 from lanewatch.cli.laneopts import command_after_dashes, lane_options
-from lanewatch.prove import prove
+from lanewatch.proof.prove import prove
 
 
 @click.command("prove", context_settings={"ignore_unknown_options": True})

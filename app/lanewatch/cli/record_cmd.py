@@ -22,8 +22,8 @@ import click
 
 from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.status_cmd import incident_json
+from lanewatch.inert import inert
 from lanewatch.model.views import Changes, Incident, NamespaceView
-from lanewatch.scheme.inert import inert
 
 
 class Printer:
@@ -144,7 +144,7 @@ def record_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
     Incidents, evidence and write history are kept in the roots as the dashboard keeps them.
     As root (or with CAP_SYS_ADMIN) writers are attributed by the kernel.
     """
-    from lanewatch.sources.engine import Engine
+    from lanewatch.engine.engine import Engine
 
     engine = Engine(list(roots) if roots else None, poll=poll)
     printer = Printer(as_json, engine.roots)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from lanewatch.cli.common import echo_json, friendly_errors, say
-from lanewatch.scheme.roots import Registry, canonical_root, default_root, ensure_root
+from lanewatch.lanes.roots import Registry, canonical_root, default_root, ensure_root
 
 
 @click.group("roots", invoke_without_command=True)

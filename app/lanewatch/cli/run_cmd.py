@@ -8,8 +8,8 @@ import click
 
 from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.laneopts import command_after_dashes, lane_options
-from lanewatch.runner import run_in_lane
-from lanewatch.scheme.lane import Lane
+from lanewatch.lanes.lane import Lane
+from lanewatch.lanes.run import run_in_lane
 
 
 @click.command(

@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from lanewatch.cli.common import cell, echo_json, friendly_errors
+from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
-from lanewatch.scheme.procid import hostname
 
 SCHEMA = 1
 EXIT_OK = 0
@@ -214,7 +214,7 @@ def status_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
 
     Exits 0 when no collision is open, 4 when one is, 5 when none is but a root is unreadable.
     """
-    from lanewatch.sources.engine import Engine
+    from lanewatch.engine.engine import Engine
 
     changes = Engine(list(roots) if roots else None, poll=poll).snapshot()
     if as_json:

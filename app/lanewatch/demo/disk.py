@@ -22,12 +22,12 @@ from typing import Any
 from filelock import UnixFileLock
 
 from lanewatch.demo.procs import DemoError, DemoProcess, signal_group
-from lanewatch.scheme.checkout import Checkout, find_checkout
-from lanewatch.scheme.fsutil import write_atomic
-from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.procid import ProcessIdentity, hostname
-from lanewatch.scheme.roots import state_dir
-from lanewatch.scheme.stamp import META_DIR, STAMP_FILE
+from lanewatch.lanes.checkout import Checkout, find_checkout
+from lanewatch.lanes.fsutil import write_atomic
+from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.roots import state_dir
+from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
+from lanewatch.linux.procid import ProcessIdentity, hostname
 
 MARKER = ".lanewatch-demo.json"
 TMP_MARKER = ".lanewatch-demo"
@@ -194,7 +194,7 @@ def _user() -> str:
 def plant_foreign_receipt(namespace: Path, step: str, other: Checkout, lane: str) -> Path:
     """A well-formed passing receipt in `namespace/receipts/` that names another checkout.
 
-    The fields follow `scheme/receipts.py` (schema 1); the demo's checkouts have no commits, so
+    The fields follow `proof/receipts.py` (schema 1); the demo's checkouts have no commits, so
     it carries no HEAD and says why, as a real receipt would.
     """
     now = time.time()

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from lanewatch.demo.writer import Watch
-from lanewatch.scheme.procid import ProcessIdentity, hostname
-from lanewatch.scheme.stamp import read_stamp, write_stamp
+from lanewatch.lanes.stamp import read_stamp, write_stamp
+from lanewatch.linux.procid import ProcessIdentity, hostname
 
 
 def take_over(namespace: Path) -> int | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from lanewatch.errors import LanewatchError
-from lanewatch.scheme.procid import Liveness, ProcessIdentity, boot_id, liveness, start_ticks
+from lanewatch.linux.procid import Liveness, ProcessIdentity, boot_id, liveness, start_ticks
 
 T = TypeVar("T")
 

@@ -24,11 +24,11 @@ from filelock import Timeout
 from lanewatch.demo import disk
 from lanewatch.demo import writer as writer_program
 from lanewatch.demo.procs import DemoError, DemoProcess, signal_group, spawn, stop_all, wait_until
-from lanewatch.scheme.checkout import Checkout
-from lanewatch.scheme.names import namespace_name
-from lanewatch.scheme.procid import Liveness, ProcessIdentity, liveness
-from lanewatch.scheme.roots import ENV_STATE_DIR
-from lanewatch.scheme.stamp import OwnerState, read_stamp
+from lanewatch.lanes.checkout import Checkout
+from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.roots import ENV_STATE_DIR
+from lanewatch.lanes.stamp import OwnerState, read_stamp
+from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness
 
 EXIT_REFUSED = 3  # `lanewatch run`: another owner holds the lane's lock
 WRITER = [sys.executable, writer_program.__file__]  # a script: no package import, quick to start

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, StampStatus
+from lanewatch.linux.procid import Liveness
 from lanewatch.model.views import Grade, NsState
-from lanewatch.scheme.procid import Liveness
-from lanewatch.scheme.stamp import OwnerState, Stamp, StampRead, StampStatus
 
 _DEAD = {
     Liveness.DEAD: "dead",

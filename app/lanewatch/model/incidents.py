@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from lanewatch.lanes.stamp import OwnerState, Stamp
+from lanewatch.linux.procid import Liveness
 from lanewatch.model.views import Evidence, Grade, Incident, IncidentKind
-from lanewatch.scheme.procid import Liveness
-from lanewatch.scheme.stamp import OwnerState, Stamp
 
 MAX_EVIDENCE = 200  # per incident; the first is always kept
 RELEASE_EVENTS = frozenset({"released", "spawn-failed", "cleared", "killed"})

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lanewatch.lanes.stamp import META_DIR
 from lanewatch.model.incidents import Observation
 from lanewatch.model.views import Evidence, Grade, IncidentKind
-from lanewatch.scheme.stamp import META_DIR
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead
+from lanewatch.linux.procid import Liveness
 from lanewatch.model import incidents as inc
 from lanewatch.model.classify import LivenessEvidence, classify
 from lanewatch.model.views import NamespaceView, SourceHealth
-from lanewatch.scheme.procid import Liveness
-from lanewatch.scheme.stamp import OwnerState, Stamp, StampRead
 
 RATE_WINDOW = 30  # seconds of write history in a view's sparkline
 

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lanewatch.lanes.stamp import META_DIR
 from lanewatch.model.incidents import Observation
 from lanewatch.model.views import Evidence, Grade, IncidentKind
-from lanewatch.scheme.stamp import META_DIR
 
 
 @dataclass(frozen=True, slots=True)

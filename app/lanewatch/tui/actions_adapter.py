@@ -20,8 +20,8 @@ from lanewatch.actions.authority import owner_label
 from lanewatch.actions.results import Result
 from lanewatch.actions.trashbox import TrashEntry as TrashItem
 from lanewatch.errors import LanewatchError
+from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Incident, NamespaceView, NsState
-from lanewatch.scheme.procid import hostname
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import lane_label as target_label
 

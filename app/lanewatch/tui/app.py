@@ -19,9 +19,9 @@ from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from lanewatch.errors import LanewatchError
+from lanewatch.inert import inert, inert_lines
+from lanewatch.lanes.roots import Registry, canonical_root, default_root
 from lanewatch.model.views import Incident
-from lanewatch.scheme.inert import inert, inert_lines
-from lanewatch.scheme.roots import Registry, canonical_root, default_root
 from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
 from lanewatch.tui.bridge import ChangeBuffer
 from lanewatch.tui.commands import LanewatchCommands
@@ -37,8 +37,8 @@ from lanewatch.tui.screens.typeahead import TypeaheadGuard
 from lanewatch.tui.widgets.lane_table import LaneTable
 
 if TYPE_CHECKING:
-    from lanewatch.sources.engine import Engine
-    from lanewatch.sources.engine_process import EngineProcess
+    from lanewatch.engine.engine import Engine
+    from lanewatch.engine.process import EngineProcess
 
 FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
 TICK = 1.0  # ages move on once a second
@@ -273,7 +273,7 @@ def make_app(
     `clock` (wall time, for the ages shown) is for tests that freeze time.
     """
     if engine is None:
-        from lanewatch.sources.engine_process import EngineProcess
+        from lanewatch.engine.process import EngineProcess
 
         engine = EngineProcess(list(roots) if roots is not None else None, poll=poll)
     if roots is not None:

@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.text import Text
 
+from lanewatch.inert import inert
+from lanewatch.lanes.names import decode_lane
 from lanewatch.model.views import Incident, NamespaceView, NsState
-from lanewatch.scheme.inert import inert
-from lanewatch.scheme.names import decode_lane
 from lanewatch.tui import fmt
 from lanewatch.tui.picture import View
 from lanewatch.tui.widgets.lane_table import Cell, Column, duration_key, number_key

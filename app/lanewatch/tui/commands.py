@@ -12,8 +12,8 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
+from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.scheme.inert import inert
 from lanewatch.tui.actions_adapter import target_label
 from lanewatch.tui.picture import VIEW_TITLES, View
 from lanewatch.tui.screens.main import MainScreen

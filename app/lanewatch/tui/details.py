@@ -10,9 +10,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from lanewatch.scheme import ledger
-from lanewatch.scheme.ledger import LedgerLine
-from lanewatch.scheme.stamp import META_DIR, StampRead, read_stamp
+from lanewatch.lanes import ledger
+from lanewatch.lanes.ledger import LedgerLine
+from lanewatch.lanes.stamp import META_DIR, StampRead, read_stamp
 
 LEDGER_TAIL = 12
 RECENT_WRITES = 8

@@ -6,7 +6,7 @@ from typing import Protocol
 
 from rich.text import Text
 
-from lanewatch.scheme.inert import inert
+from lanewatch.inert import inert
 from lanewatch.tui.picture import View
 
 START_HINT = "lanewatch run --lane NAME -- CMD"

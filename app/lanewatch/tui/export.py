@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lanewatch.inert import inert
+from lanewatch.lanes import ledger
+from lanewatch.lanes.ledger import LedgerLine
+from lanewatch.lanes.stamp import StampRead, read_stamp
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.scheme import ledger
-from lanewatch.scheme.inert import inert
-from lanewatch.scheme.ledger import LedgerLine
-from lanewatch.scheme.stamp import StampRead, read_stamp
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import intruder_label
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.scheme.inert import inert
 from lanewatch.tui import fmt
 from lanewatch.tui.actions_adapter import (
     ActionOutcome,

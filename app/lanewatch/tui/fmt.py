@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 
-from lanewatch.scheme.inert import inert
+from lanewatch.inert import inert
 
 NONE = "–"
 

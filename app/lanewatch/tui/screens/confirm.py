@@ -17,7 +17,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from lanewatch.scheme.inert import inert
+from lanewatch.inert import inert
 from lanewatch.tui.screens.typeahead import TypeaheadGuard
 
 MAX_LISTED = 8

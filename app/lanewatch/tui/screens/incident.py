@@ -18,8 +18,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.scheme.inert import inert
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import intruder_label, untrusted
 from lanewatch.tui.export import IncidentReport, build_report, default_name

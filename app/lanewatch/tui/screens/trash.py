@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from lanewatch.scheme.inert import inert
+from lanewatch.inert import inert
 from lanewatch.tui import fmt
 from lanewatch.tui.actions_adapter import TrashItem
 from lanewatch.tui.columns import untrusted

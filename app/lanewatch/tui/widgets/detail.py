@@ -12,8 +12,8 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.scheme.inert import inert
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import STATE_STYLES, intruder_label, lane_label
 from lanewatch.tui.details import Detail

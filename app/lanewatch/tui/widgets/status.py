@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import Static
 
+from lanewatch.inert import inert
 from lanewatch.model.views import SourceHealth
-from lanewatch.scheme.inert import inert
 
 HEALTH_STYLES = {
     "polling": "yellow",

@@ -1,0 +1,1 @@
+"""The collision drill (`lanewatch drill`): lanes writing the same things in parallel on purpose."""

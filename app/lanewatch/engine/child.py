@@ -1,0 +1,123 @@
+"""The engine process: `python -m lanewatch.engine.child`, started by `EngineProcess`.
+
+It reads its settings as the first frame on stdin, runs an `Engine` on them, and sends what the
+engine delivers as frames on the stdout it was given (`wire`). Commands follow on stdin; the
+end of stdin (the dashboard closed it, or died) stops the engine and ends the process, so it
+never outlives the dashboard. Anything else written to fd 1 by accident (a stray print) goes
+to stderr instead, so it cannot corrupt the frames.
+
+Frames it sends: ("started",), ("failed", message), ("changes", Changes), ("applied", at,
+paths) when asked, ("first_picture",), ("settled",), ("answer", request, value), ("log",
+level, logger name, text). Commands: ("rescan",), ("ack", incident id, user), ("stats",
+request), ("threads", request), ("stop",).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import IO, Any
+
+from lanewatch.engine import wire
+from lanewatch.processes.ownpids import count_as_own
+
+DELIVERY_INTERVAL = 1 / 60  # the dashboard drains at most once a frame (`tui.app.FRAME`)
+
+
+class _ToParent(logging.Handler):
+    """Log records travel to the dashboard, which logs them where its own logs go."""
+
+    def __init__(self, out: wire.Writer) -> None:
+        super().__init__(logging.WARNING)
+        self._out = out
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # The dashboard may be gone: the end of stdin stops us next.
+        with contextlib.suppress(OSError, ValueError):
+            self._out.send(("log", record.levelno, record.name, self.format(record)))
+
+
+def _frames_stream() -> IO[bytes]:
+    """The stdout we were given, kept for frames; fd 1 itself now points at stderr."""
+    frames_fd = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(frames_fd, "wb", buffering=0)
+
+
+def _send_when(event: threading.Event, out: wire.Writer, message: tuple[str]) -> None:
+    def wait() -> None:
+        event.wait()
+        with contextlib.suppress(OSError, ValueError):
+            out.send(message)
+
+    threading.Thread(target=wait, name=f"lanewatch-tell-{message[0]}", daemon=True).start()
+
+
+def serve(commands: IO[bytes], out: wire.Writer) -> int:
+    from lanewatch.engine.engine import Engine
+
+    settings: Any = wire.receive(commands)
+    if not isinstance(settings, dict):
+        return 2
+    on_applied = None
+    if settings.get("report_applied"):
+
+        def on_applied(at: float, paths: Sequence[str]) -> None:
+            out.send(("applied", at, list(paths)))
+
+    for pid in settings.get("ignore_pids", ()):
+        count_as_own(pid)
+    try:
+        engine = Engine(
+            settings["roots"],
+            poll=settings.get("poll", False),
+            attribution=settings.get("attribution"),
+            on_applied=on_applied,
+            # Out of the UI's process, a delivery no longer takes the UI's share of one
+            # interpreter: changes may go out as often as the UI draws (one frame).
+            min_interval=DELIVERY_INTERVAL,
+        )
+        engine.start(lambda changes: out.send(("changes", changes)))
+    except Exception as exc:  # said to the dashboard, which shows it instead of a picture
+        out.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return 1
+    out.send(("started",))
+    _send_when(engine.first_picture, out, ("first_picture",))
+    _send_when(engine.settled, out, ("settled",))
+    try:
+        while True:
+            command = wire.receive(commands)
+            if not isinstance(command, tuple) or not command or command[0] == "stop":
+                return 0  # None: stdin ended, the dashboard is gone
+            if command[0] == "rescan":
+                engine.rescan()
+            elif command[0] == "ack":
+                engine.acknowledge(command[1])
+            elif command[0] == "stats":
+                out.send(("answer", command[1], engine.stats))
+            elif command[0] == "threads":  # for the bench's CPU by thread
+                names = {t.native_id: t.name for t in threading.enumerate()}
+                out.send(("answer", command[1], names))
+    finally:
+        engine.stop()
+
+
+def main() -> int:
+    # ^C in the terminal reaches the whole process group: the dashboard decides when we stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = wire.Writer(_frames_stream())
+    logging.basicConfig(handlers=[_ToParent(out)], level=logging.WARNING, force=True)
+    try:
+        return serve(sys.stdin.buffer, out)
+    except (wire.WireError, OSError) as exc:
+        print(f"lanewatch engine: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The worker's side of the prober: which owners it should judge, and what a `ProbeReport`
+means for the model (liveness evidence, writers of each held path, foreign and unbound
+writers). The prober itself runs on its own thread (`processes/prober.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+
+from lanewatch.engine.walkintake import NamespaceWalks
+from lanewatch.lanes.roots import state_dir
+from lanewatch.lanes.stamp import OwnerState, Stamp
+from lanewatch.model import incidents as inc
+from lanewatch.model import model as m
+from lanewatch.model import writers as wr
+from lanewatch.model.views import Changes
+from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
+
+
+class ProbeResults(NamespaceWalks):
+    def __init__(
+        self,
+        roots: Sequence[str],
+        *,
+        deliver: Callable[[Changes], None] | None = None,
+        on_applied: Callable[[float, Sequence[str]], None] | None = None,
+    ) -> None:
+        super().__init__(roots, deliver=deliver, on_applied=on_applied)
+        self.ignore = [str(state_dir())]
+        # The last answer of `local_stamps`, with the namespaces mapping it was read from.
+        self._local: tuple[object, Mapping[str, Stamp]] | None = None
+
+    def local_stamps(self) -> Mapping[str, Stamp]:
+        """Owners the prober should judge: live stamps of this host. Safe from any thread.
+
+        The same mapping object while no namespace changed (the model replaces its mapping on
+        any change), so the prober's idle rounds can tell "nothing new" by identity."""
+        namespaces = self.state.namespaces
+        last = self._local
+        if last is not None and last[0] is namespaces:
+            return last[1]
+        out = {}
+        for key, rec in namespaces.items():
+            s = rec.owner
+            if s is not None and s.state is OwnerState.LIVE and s.host == self.host:
+                out[key] = s
+        stamps = MappingProxyType(out)
+        self._local = (namespaces, stamps)
+        return stamps
+
+    def prefixes(self) -> list[str]:
+        return [*self.roots, *SHARED_TEMP]
+
+    def handle_probe(self, report: ProbeReport) -> None:
+        self.stats["probes"] += 1
+        self.stats["full_probes"] += report.full
+        self.stats["probe_ms"] += round(report.took * 1000)
+        known = self.state.namespaces
+        self.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
+        if report.holdings is None:
+            return
+        owners = wr.OwnerIndex(report.owners)
+        for h in report.holdings:
+            if h.kind == "fd" and h.access in ("write", "readwrite"):
+                found = wr.lane_of(h, owners)
+                lane = found[0].lane if found else "?"
+                self.history.note_writer(h.path, f"pid {h.pid} (lane {lane})")
+        found_obs = wr.writers(
+            report.holdings,
+            report.owners,
+            known.keys(),
+            roots=self.roots,
+            shared=SHARED_TEMP,
+            ignore=self.ignore,
+            at=report.at,
+        )
+        for obs in found_obs:
+            self.emit(m.Observed(obs, self._root_of(obs)))
+
+    def _root_of(self, obs: inc.Observation) -> str:
+        key = obs.victim or obs.intruder.get("namespace")
+        if isinstance(key, str):
+            rec = self.state.namespaces.get(key)
+            if rec is not None:
+                return rec.root
+            for root in self.roots:
+                if key.startswith(root + "/"):
+                    return root
+        return ""

@@ -1,0 +1,1 @@
+"""Watching files: the first walk of every root and the watchdog tail of changes."""

@@ -1,0 +1,1 @@
+"""Kernel attribution: fanotify names the writer of every write in the roots and shared temp."""

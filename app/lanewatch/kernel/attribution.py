@@ -1,0 +1,334 @@
+"""Kernel write attribution: who wrote each file in the roots and in shared temp.
+
+`Attribution` runs a `FanotifyWatcher` over every root and the shared temp folders, on three
+threads of its own:
+
+- the reader (`lanewatch-fanotify`), in the watcher's callback while the event descriptors are
+  open: sorts each event's path (a namespace's file, shared temp, or ours: dropped), maps the
+  pid to a lane (`sources.pidlane`, with the event's pidfd), and at a close-after-write reads
+  the file through the event's descriptor (size, sha256, and the bytes of a small file). It
+  hands plain facts to a queue and returns: no disk writes, no waiting.
+- the attribution thread (`lanewatch-attribution`): turns facts into `KernelWrite`s and
+  incidents (`sources.writefacts`, `model.kernelwrites`) and hands them to the engine
+  (`sink`). A writer gone before we read its event and not provable yet is retried for
+  `PENDING_FOR` seconds (its stamp may be on its way), then recorded as "unknown pid".
+- the keeper (`lanewatch-keeper`, `sources.keeper`): keeps small files in the root's evidence
+  store (`sources.evidence`) and each write in the root's history (`sources.writelog`).
+
+Overflow (`FAN_Q_OVERFLOW`, or an event whose file the kernel could not open for us) is handed
+on as `KernelBatch.lost`: the engine says so and rescans; nothing is attributed for the gap.
+See docs/fanotify.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from lanewatch.engine.throttle import Priority
+from lanewatch.kernel.fanignore import foreign_dirs_available
+from lanewatch.kernel.fanotify import (
+    ContentSample,
+    FanEvent,
+    FanotifyError,
+    FanotifyWatcher,
+    fanotify_available,
+)
+from lanewatch.kernel.keeper import Keeper
+from lanewatch.kernel.writefacts import Attributor, Fact, KernelBatch, Lost, Stats, is_stamp
+from lanewatch.lanes.roots import ROOT_META
+from lanewatch.lanes.stamp import META_DIR, parse_stamp
+from lanewatch.processes.pidclock import PidClock
+from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
+from lanewatch.records.evidence import SMALL_FILE
+
+__all__ = ["Attribution", "KernelBatch", "attribution_status"]
+
+log = logging.getLogger(__name__)
+
+SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+PENDING_FOR = 1.5  # seconds a gone writer is retried before it is "unknown pid"
+MAX_PENDING = 4096  # writers waiting for a retry
+MAX_PENDING_BYTES = 8 * 1024 * 1024  # of their contents
+OWNERS_EVERY = 0.5  # seconds between two refreshes of the owners from the model
+TICK = 1.0  # the attribution thread wakes at least this often (pid clock, pending, roots)
+MAX_EVENTS = 128  # per read: each event holds two descriptors (the file and a pidfd)
+READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_WRITE first
+HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
+UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
+HINT_INFERRED = (
+    "from open files and timing; for exact writers run `sudo lanewatch record` "
+    "(root or CAP_SYS_ADMIN) beside the dashboard"
+)
+
+
+def attribution_status(probe: str | None = None) -> tuple[str, str]:
+    """("kernel" | "inferred", one line) for this process, without starting anything."""
+    ok, reason = fanotify_available(probe)
+    if ok:
+        filtered, why = foreign_dirs_available(probe or tempfile.gettempdir())
+        return "kernel", HINT_KERNEL + ("" if filtered else f"; {UNFILTERED} ({why})")
+    return "inferred", f"{HINT_INFERRED} ({reason})"
+
+
+def shared_temp() -> list[str]:
+    return [p for p in SHARED_TEMP if os.path.isdir(p)]
+
+
+def _inside(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+class Attribution:
+    """Kernel attribution for `roots`; see the module docstring. `start` raises
+    FanotifyError (with a reason fit for people) where fanotify cannot be used."""
+
+    def __init__(
+        self,
+        roots: Iterable[str],
+        sink: Callable[[KernelBatch], None],
+        *,
+        owners: Callable[[], Iterable[OwnerId]] = list,
+        ignore: Sequence[str] = (),
+        shared: Sequence[str] | None = None,
+        on_attributed: Callable[[float, Sequence[str]], None] | None = None,
+    ) -> None:
+        self.roots = sorted({os.path.realpath(r) for r in roots}, key=len, reverse=True)
+        self.shared = [os.path.realpath(p) for p in (shared_temp() if shared is None else shared)]
+        self.ignore = [os.path.realpath(p) for p in ignore]
+        self._sink = sink
+        self._owners = owners
+        self._on_attributed = on_attributed
+        self.clock = PidClock()
+        self.lanes = PidLanes(self.clock, self.roots, pidfds=True)
+        self.stats = Stats()
+        self._queue: queue.SimpleQueue[list[Fact | Lost] | None] = queue.SimpleQueue()
+        self._pending: list[Fact] = []
+        self._pending_bytes = 0
+        self.attributor = Attributor(self.roots, self.stats)
+        self.priority = Priority()  # our threads step back while writers flood us
+        self._reader_joined = False
+        self.keeper = Keeper(self.roots, self.priority)
+        self._owners_at = 0.0
+        self._pending_version = -1
+        self._watcher: FanotifyWatcher | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    @property
+    def running(self) -> bool:
+        return self._watcher is not None and self._watcher.running
+
+    @property
+    def watcher(self) -> FanotifyWatcher | None:
+        return self._watcher
+
+    def filter_note(self) -> str:
+        """For the status hint: "" when busy folders outside the watched ones are ignored in
+        the kernel, else why every write on the watched filesystems still wakes us."""
+        foreign = self._watcher.foreign if self._watcher is not None else None
+        if foreign is not None and foreign.available:
+            return ""
+        why = foreign.reason if foreign is not None else "not started"
+        return f"; {UNFILTERED} ({why})"
+
+    # -- life ------------------------------------------------------------------------------
+    def start(self) -> None:
+        paths = [p for p in [*self.roots, *self.shared] if os.path.isdir(p)]
+        if not paths:
+            raise FanotifyError(2, "no root or shared temp folder exists to watch")
+        self._refresh_owners(force=True)
+        watcher = FanotifyWatcher(
+            paths,
+            self._on_events,
+            prefixes=[*self.roots, *self.shared],
+            max_events=MAX_EVENTS,
+            pidfds=True,
+            before_read=self.clock.mark,
+            read_delay=READ_DELAY,
+            name="lanewatch-fanotify",
+            ignore_foreign=True,
+        )
+        self._watcher = watcher
+        try:
+            watcher.start()
+        except BaseException:
+            self._watcher = None
+            raise
+        self.keeper.start()
+        self._thread = threading.Thread(target=self._run, name="lanewatch-attribution", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Prompt and idempotent."""
+        self._stop.set()
+        if self._watcher is not None:
+            try:
+                self._watcher.stop()
+            except TimeoutError as exc:
+                log.warning("stopping kernel attribution: %s", exc)
+        self._queue.put(None)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        if self._thread is not None:
+            self.keeper.stop()
+        self.clock.close()
+
+    # -- the reader: keep it short -------------------------------------------------------------
+    def _zone(self, path: str) -> tuple[str, str | None, str | None] | None:
+        if f"/{ROOT_META}/" in path or any(_inside(path, p) for p in self.ignore):
+            return None  # lanewatch's own data: never anyone's write
+        for root in self.roots:
+            if path.startswith(root + "/"):
+                name, sep, _rest = path[len(root) + 1 :].partition("/")
+                if not sep or name == ROOT_META:
+                    return None  # a stray file in the root, or the root's own data
+                return "ns", f"{root}/{name}", root
+        return ("shared", None, None) if any(_inside(path, p) for p in self.shared) else None
+
+    def _on_events(self, events: Sequence[FanEvent]) -> None:
+        if not self._reader_joined:
+            self._reader_joined = True
+            self.priority.join()
+        self.priority.count(len(events))
+        watcher = self._watcher
+        window = watcher.window if watcher is not None else None
+        if watcher is not None:
+            self.lanes.pidfds = watcher.reports_pidfds
+        at = time.time()
+        facts: list[Fact | Lost] = []
+        for ev in events:
+            self.stats.events += 1
+            if ev.is_overflow or ev.fd_error is not None:
+                why = "fanotify queue overflow" if ev.is_overflow else "the kernel could not "
+                why += "" if ev.is_overflow else f"open a written file for us ({ev.fd_error})"
+                facts.append(Lost(ev.note or why, at))
+                continue
+            if ev.path is None:
+                continue
+            path, deleted = ev.path, ev.path.endswith(" (deleted)")
+            if deleted:
+                path = path[: -len(" (deleted)")]
+            zone = self._zone(path)
+            if zone is None:
+                self.stats.dropped += 1
+                continue
+            writer = self.lanes.resolve(ev.pid, ev.pidfd, window)
+            if zone[0] == "shared" and writer.identified and writer.lane is None:
+                continue  # nobody's lane, in shared temp: not ours to record
+            sample = None
+            if ev.is_close_write and ev.fd >= 0:
+                try:
+                    sample = ev.read_content(prefix_limit=SMALL_FILE)
+                except OSError as exc:
+                    log.debug("reading %s through its event: %s", path, exc)
+            event = "close-write" if ev.is_close_write else "modify"
+            facts.append(
+                Fact(path, *zone, writer, event, ev.is_modify, sample, at, window, deleted)
+            )
+        if facts:
+            self._queue.put(facts)
+
+    # -- the attribution thread -----------------------------------------------------------------
+    def _run(self) -> None:
+        self.priority.join()
+        next_tick = time.monotonic()
+        while not self._stop.is_set():
+            timeout = max(0.0, next_tick - time.monotonic())
+            if self._pending:
+                timeout = min(timeout, 0.05)
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                item = []
+            if item is None:
+                break
+            if time.monotonic() >= next_tick:
+                self.clock.sample()
+                next_tick = time.monotonic() + TICK
+            try:
+                self._handle(item)
+            except Exception:  # one bad batch must not end attribution
+                log.exception("kernel attribution failed on a batch")
+
+    def _handle(self, items: list[Fact | Lost]) -> None:
+        lost = [i for i in items if isinstance(i, Lost)]
+        facts = [i for i in items if isinstance(i, Fact)]
+        if any(is_stamp(f.path) for f in facts):
+            self._stamps_seen(facts)
+        self._refresh_owners()
+        ready = self._retry_pending() + [f for f in facts if not self._park(f)]
+        if lost:
+            self.stats.lost += len(lost)
+            self._sink(KernelBatch(lost=lost[0].why, at=lost[0].at))
+        if not ready:
+            return
+        writes, observations, keeps = self.attributor.attribute(ready)
+        self._sink(KernelBatch(tuple(writes), tuple(observations), at=time.time()))
+        if self._on_attributed is not None:
+            self._on_attributed(time.time(), [f.path for f in ready])
+        self.keeper.put(keeps)  # disk last, on the keeper's thread
+
+    def _park(self, f: Fact) -> bool:
+        """Keep a not-yet-identified gone writer for a retry; True if parked. Bounded: past
+        MAX_PENDING it goes on as unknown at once, past MAX_PENDING_BYTES without its bytes."""
+        if f.writer.identified or f.writer.pid <= 0 or f.tries_until:
+            return False
+        if len(self._pending) >= MAX_PENDING:
+            return False
+        if f.sample is not None and f.sample.prefix:
+            if self._pending_bytes + len(f.sample.prefix) > MAX_PENDING_BYTES:
+                f.sample = ContentSample(f.sample.size, f.sample.sha256, b"")
+            self._pending_bytes += len(f.sample.prefix)
+        f.tries_until = time.monotonic() + PENDING_FOR
+        self._pending.append(f)
+        return True
+
+    def _retry_pending(self) -> list[Fact]:
+        """Retry the parked writers once the owners changed (a stamp may name them now);
+        past their time they go on as "unknown pid"."""
+        if not self._pending:
+            return []
+        done: list[Fact] = []
+        keep: list[Fact] = []
+        now = time.monotonic()
+        version = self.lanes.owners.version
+        retry, self._pending_version = version != self._pending_version, version
+        for f in self._pending:
+            if retry:
+                w = self.lanes.resolve_gone(f.writer.pid, f.window)
+                if w.identified:
+                    f.writer = w
+            if f.writer.identified or now >= f.tries_until:
+                done.append(f)
+                self._pending_bytes -= len(f.sample.prefix) if f.sample is not None else 0
+            else:
+                keep.append(f)
+        self._pending = keep
+        return done
+
+    def _refresh_owners(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._owners_at >= OWNERS_EVERY:
+            self._owners_at = now
+            self.lanes.set_owners(self._owners())
+
+    def _stamps_seen(self, facts: Sequence[Fact]) -> None:
+        """A stamp rewritten: learn its owner now, not when the engine gets to it."""
+        found = []
+        for f in facts:
+            if not (f.victim and f.root and f.sample is not None and f.sample.complete):
+                continue
+            if f.path.startswith(f"{f.victim}/{META_DIR}/") and is_stamp(f.path):
+                read = parse_stamp(f.sample.prefix)
+                if read.stamp is not None:
+                    found.append(owner_of(f.victim, f.root, read.stamp))
+        if found:
+            self.lanes.set_owners(found)
+
+    # -- facts to writes and incidents -------------------------------------------------------

@@ -1,0 +1,224 @@
+"""From what the fanotify reader saw to what the engine and the roots keep.
+
+`Fact` is one event as the reader saw it while its descriptors were open (path, zone, writer,
+content sample). `Attributor` turns facts into the engine's `KernelBatch` parts: file-history
+records, incident observations (`model.kernelwrites`), and `Keep` entries for the keeper (the
+evidence store and the write history). It runs on the attribution thread only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lanewatch.kernel.fanotify import ContentSample
+from lanewatch.kernel.keeper import Keep
+from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
+from lanewatch.model.filehistory import WriteRecord
+from lanewatch.model.incidents import Observation
+from lanewatch.model.kernelwrites import KernelWrite, foreign_write, unbound_write
+from lanewatch.processes.pidclock import Mark
+from lanewatch.processes.pidlane import Writer
+from lanewatch.records.writes import WriteEntry
+
+STDIO_FOR = 30.0  # seconds an owner's stdout/stderr targets are cached
+LAST_HASHES = 4096  # paths whose last content hash we remember (unchanged closes are skipped)
+EVIDENCE_PER_SECOND = 20  # new evidence items a second per incident
+
+
+@dataclass(frozen=True, slots=True)
+class KernelBatch:
+    """What the attribution thread hands the engine's worker."""
+
+    writes: tuple[tuple[str, WriteRecord], ...] = ()  # for the in-memory file history
+    observations: tuple[tuple[Observation, str], ...] = ()  # (observation, root)
+    lost: str | None = None  # events were lost: why (overflow); rescan
+    at: float = 0.0
+
+
+@dataclass(slots=True)
+class Fact:
+    """One event, as the reader saw it while its descriptors were open."""
+
+    path: str
+    zone: str  # "ns" | "shared"
+    victim: str | None  # the namespace key, for "ns"
+    root: str | None  # the victim's root, for "ns"
+    writer: Writer
+    event: str  # "close-write" | "modify"
+    modified: bool  # FAN_MODIFY was set: data was written (a bare close may be no write)
+    sample: ContentSample | None
+    at: float
+    window: Mark | None
+    deleted: bool = False
+    tries_until: float = 0.0
+
+    @property
+    def event_text(self) -> str:
+        return self.event + (" (deleted since)" if self.deleted else "")
+
+
+@dataclass(slots=True)
+class Lost:
+    why: str
+    at: float
+
+
+@dataclass
+class Stats:
+    events: int = 0
+    attributed: int = 0
+    unknown: int = 0
+    dropped: int = 0
+    lost: int = 0
+    thinned: int = 0  # writes kept out of an incident's evidence (over the budget)
+
+
+def is_stamp(path: str) -> bool:
+    """An owner stamp, or the temp file it is being written to (`write_atomic`'s name)."""
+    folder, _, name = path.rpartition("/")
+    if not folder.endswith("/" + META_DIR):
+        return False
+    return name == STAMP_FILE or (name.startswith(f".{STAMP_FILE}.") and name.endswith(".tmp"))
+
+
+def worth_keeping(path: str) -> bool:
+    """Small files worth keeping: not lock files, not ledgers (append-only diaries)."""
+    name = path.rsplit("/", 1)[-1]
+    return not (name.endswith(".lock") or name == "ledger.jsonl")
+
+
+class Attributor:
+    def __init__(self, roots: Sequence[str], stats: Stats) -> None:
+        self.roots = list(roots)
+        self.stats = stats
+        self._hashes: OrderedDict[str, str | None] = OrderedDict()
+        self._budget: dict[str, tuple[int, int]] = {}
+        self._stdio: dict[int, tuple[float, frozenset[str]]] = {}
+
+    def attribute(
+        self, facts: Sequence[Fact]
+    ) -> tuple[list[tuple[str, WriteRecord]], list[tuple[Observation, str]], list[Keep]]:
+        writes: list[tuple[str, WriteRecord]] = []
+        observations: list[tuple[Observation, str]] = []
+        keeps: list[Keep] = []
+        for f in facts:
+            w = f.writer
+            if f.zone == "shared" and w.lane is None:
+                continue  # shared temp: only lanes' writes are ours to record
+            sha = f.sample.sha256 if f.sample is not None else None
+            size = f.sample.size if f.sample is not None else None
+            if f.event == "close-write" and not self._changed(f.path, sha, f.modified):
+                continue
+            self.stats.attributed += w.identified
+            self.stats.unknown += not w.identified
+            kw = KernelWrite(
+                path=f.path,
+                time=f.at,
+                event=f.event_text,
+                size=size,
+                sha256=sha,
+                pid=w.pid,
+                start_ticks=w.start_ticks,
+                lane=w.lane if w.identified else None,
+                namespace=w.namespace if w.identified else None,
+                checkout_id=w.checkout_id,
+                checkout_path=w.checkout_path,
+                command=w.command,
+                how=w.how,
+                writer=w.label,
+                handed=f.zone == "shared" and self._handed(w, f.path),
+                git_common_dir=w.git_common_dir,
+            )
+            if f.event == "close-write":
+                writes.append((f.path, WriteRecord(f.at, size, sha, w.label)))
+                keep = _keep(f)
+                if keep is not None:
+                    keeps.append(keep)
+            if f.zone == "ns" and f.victim is not None and f.root is not None:
+                owns = w.owner and w.namespace == f.victim
+                obs = foreign_write(kw, f.victim, victim_owner=owns)
+                root = f.root
+            else:
+                obs = unbound_write(kw, self.roots)
+                root = w.root or ""
+            if obs is not None and self._within_budget(obs.id, f.at):
+                observations.append((obs, root))
+        return writes, observations, keeps
+
+    def _within_budget(self, incident_id: str, at: float) -> bool:
+        """At most EVIDENCE_PER_SECOND new evidence items a second per incident: a storm of
+        foreign writes is one incident with a sample of them (all are in the history)."""
+        sec = int(at)
+        seen_sec, count = self._budget.get(incident_id, (sec, 0))
+        if seen_sec != sec:
+            count = 0
+        if count >= EVIDENCE_PER_SECOND:
+            self.stats.thinned += 1
+            return False
+        self._budget[incident_id] = (sec, count + 1)
+        if len(self._budget) > 1024:
+            self._budget.pop(next(iter(self._budget)))
+        return True
+
+    def _changed(self, path: str, sha: str | None, modified: bool) -> bool:
+        """False for a close without a write: opened for writing, same content as before."""
+        old = self._hashes.pop(path, None)
+        self._hashes[path] = sha
+        if len(self._hashes) > LAST_HASHES:
+            self._hashes.popitem(last=False)
+        return modified or sha is None or old != sha
+
+    def _handed(self, w: Writer, path: str) -> bool:
+        """Written by the lane's `lanewatch run` itself (it writes only lanewatch's files and
+        its stdout/stderr), or into the stdout/stderr it was started with: chosen by whoever
+        started the lane, not by the lane."""
+        if w.owner_pid is None:
+            return False
+        if w.pid == w.owner_pid:
+            return True
+        now = time.monotonic()
+        cached = self._stdio.get(w.owner_pid)
+        if cached is None or now - cached[0] > STDIO_FOR:
+            links = set()
+            for fd in (1, 2):
+                try:
+                    links.add(os.readlink(f"/proc/{w.owner_pid}/fd/{fd}"))
+                except OSError:
+                    continue
+            if links or cached is None:  # gone since: keep what we saw while it lived
+                cached = (now, frozenset(links))
+                self._stdio[w.owner_pid] = cached
+            if len(self._stdio) > 256:
+                self._stdio.pop(next(iter(self._stdio)))
+        return path in cached[1]
+
+
+def _keep(f: Fact) -> Keep | None:
+    """The keeper's entry: the write for the root's history, and its bytes if worth keeping."""
+    w = f.writer
+    root = f.root if f.zone == "ns" else w.root
+    if root is None:
+        return None
+    sample = f.sample
+    small = sample is not None and sample.complete and worth_keeping(f.path)
+    entry = WriteEntry(
+        path=f.path,
+        time=f.at,
+        size=sample.size if sample else None,
+        sha256=sample.sha256 if sample else None,
+        stored=False,
+        pid=w.pid,
+        start_ticks=w.start_ticks,
+        identified=w.identified,
+        lane=w.lane,
+        namespace=w.namespace,
+        command=w.command,
+        how=w.how,
+        event=f.event_text,
+        victim=f.victim,
+    )
+    return Keep(root, entry, sample.prefix if small and sample else None)

@@ -1,0 +1,93 @@
+"""Writing inside a lane someone else claimed for us: `lanewatch prove` inside `lanewatch run`.
+
+`lanewatch run --lane L -- sh -c 'lanewatch prove tests -- pytest'` must not fail because the
+outer run holds L's lock: the outer run is the owner, and the prove works for it. The inner
+process may write into the namespace only when all of these hold:
+
+- `$LANEWATCH_NAMESPACE` names exactly that namespace (the outer run exported it);
+- the namespace's stamp is valid, live, for the same lane and checkout, on this host and boot;
+- the stamp's pid, with its kernel start ticks, is an ancestor of this process.
+
+An inherited variable alone is not enough: a process that outlived its run, or a copied
+environment, finds no live ancestor and must claim the lane itself (and is refused if another
+owner has it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from lanewatch.lanes.lane import ENV_NAMESPACE, Lane, LaneTarget
+from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
+from lanewatch.linux.procid import PROC, ProbeError, boot_id, hostname, start_ticks
+
+MAX_DEPTH = 256
+
+
+def parent_pid(pid: int) -> int | None:
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(rest[1])  # field 4
+    except (IndexError, ValueError):
+        return None
+
+
+def _is_ancestor(pid: int, ticks: int) -> bool:
+    current: int | None = os.getppid()
+    for _ in range(MAX_DEPTH):
+        if current is None or current <= 0:
+            return False
+        if current == pid:
+            try:
+                return start_ticks(pid) == ticks
+            except ProbeError:
+                return False
+        if current == 1:
+            return False
+        current = parent_pid(current)
+    return False
+
+
+def outer_owner(target: LaneTarget) -> Stamp | None:
+    """The stamp of the live ancestor that owns `target`'s namespace for us, else None."""
+    env = os.environ.get(ENV_NAMESPACE)
+    if not env or os.path.realpath(env) != os.path.realpath(target.namespace):
+        return None
+    read = read_stamp(target.namespace)
+    stamp = read.stamp
+    if stamp is None or not read.ok or stamp.state is not OwnerState.LIVE:
+        return None
+    if stamp.lane != target.lane or stamp.checkout_id != target.checkout.checkout_id:
+        return None
+    if stamp.host != hostname() or (stamp.boot_id and stamp.boot_id != boot_id()):
+        return None
+    return stamp if _is_ancestor(stamp.pid, stamp.start_ticks) else None
+
+
+@contextlib.contextmanager
+def holding(target: LaneTarget, *, command: list[str] | None = None) -> Iterator[Path]:
+    """Be entitled to write into `target`'s namespace for the `with` block.
+
+    Inside the owning `lanewatch run`, nothing is claimed; otherwise the lane is claimed for the
+    block (ClaimRefused if another owner holds it) and released after.
+    """
+    if outer_owner(target) is not None:
+        yield target.namespace
+        return
+    lane = Lane(
+        target.lane,
+        root=target.root,
+        checkout=target.checkout.root,
+        command=list(command) if command is not None else list(sys.argv),
+    )
+    with lane:
+        yield lane.namespace

@@ -1,0 +1,190 @@
+"""`lanewatch run`: supervise one command inside a claimed lane.
+
+The command runs in its own process group so a kill reaches everything it started. Signals
+sent to us are forwarded to that group while the child is un-reaped (so its pgid cannot have
+been reused); the handlers are in place before the lane is claimed, so none is lost. When we
+own the terminal, it is handed to the child's group as a shell would, so Ctrl-C and
+interactive programs behave as without us.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from types import FrameType
+from typing import Any
+
+from lanewatch.inert import inert
+from lanewatch.lanes import ledger
+from lanewatch.lanes.lane import Lane
+from lanewatch.linux.procid import start_ticks
+
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+EXIT_NOT_FOUND = 127
+EXIT_NOT_EXECUTABLE = 126
+
+
+def exit_code_of(returncode: int) -> int:
+    """Shell convention: a death by signal N exits 128+N."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+class _Forwarder:
+    """Forward the signals we receive to CMD's process group.
+
+    Installed before the claim and the spawn, so no signal can arrive in between and kill us
+    with our default action (leaving CMD running, unsupervised, in a lane marked live). A
+    signal that arrives before CMD's group exists is held and sent once it does. A signal that
+    was ignored when we started (nohup, a background job) stays ignored, by us and by CMD.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._pending: list[int] = []
+        self._pgid: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self._pgid is None:
+            self._pending.append(signum)
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        if self._pgid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._pgid, signum)
+
+    def install(self) -> None:
+        for sig in FORWARDED:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def target(self, pgid: int) -> None:
+        """CMD's group exists: send what arrived before it did."""
+        self._pgid = pgid
+        while self._pending:
+            self._send(self._pending.pop(0))
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+@contextlib.contextmanager
+def _terminal_to(pgid: int) -> Iterator[None]:
+    """Give the controlling terminal to `pgid` when we are in its foreground, then take it back."""
+    try:  # sys.stdin may be None, closed, or not a file at all (embedded, captured)
+        fd = sys.stdin.fileno() if sys.stdin is not None else -1
+        ours = fd >= 0 and os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
+    except (OSError, ValueError):
+        fd, ours = -1, False
+    if not ours:
+        yield
+        return
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(fd, pgid)
+            # The child may have read the terminal before it was handed over and stopped.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGCONT)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(fd, os.getpgrp())
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _spawn(cmd: Sequence[str], env: dict[str, str] | None) -> subprocess.Popen[bytes] | int:
+    """Start CMD as the leader of its own process group, or say why not (126/127)."""
+    try:
+        return subprocess.Popen(list(cmd), env=env, process_group=0)
+    except OSError as exc:
+        code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
+        what = "not found" if code == EXIT_NOT_FOUND else "not executable"
+        print(f"lanewatch: command {what}: {inert(cmd[0])} ({exc.strerror})", file=sys.stderr)
+        return code
+
+
+def _reap_on_the_way_out(proc: subprocess.Popen[bytes]) -> None:
+    if proc.returncode is None:  # we are dying on an exception: do not orphan a live group
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+
+
+def run_in_lane(lane: Lane, cmd: Sequence[str]) -> int:
+    """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases."""
+    forwarder = _Forwarder()
+    try:
+        forwarder.install()
+        lane.claim()
+        proc = _spawn(cmd, {**os.environ, **lane.env()})
+        if isinstance(proc, int):
+            lane.release(exit_code=proc, event="spawn-failed")
+            return proc
+        forwarder.target(proc.pid)
+        return _supervise(lane, proc, forwarder)
+    finally:
+        forwarder.restore()
+        if lane.claimed:  # an exception on the way: never leave the stamp saying live
+            lane.release(exit_code=1)
+
+
+def run_unclaimed(cmd: Sequence[str]) -> int:
+    """Run `cmd` as `run` does, but claim nothing: for a step nested in its own lane's run,
+    whose outer `lanewatch run` already owns the namespace."""
+    forwarder = _Forwarder()
+    proc: subprocess.Popen[bytes] | int | None = None
+    try:
+        forwarder.install()
+        proc = _spawn(cmd, None)
+        if isinstance(proc, int):
+            return proc
+        forwarder.target(proc.pid)
+        with _terminal_to(proc.pid):
+            return exit_code_of(proc.wait())
+    finally:
+        if isinstance(proc, subprocess.Popen):
+            _reap_on_the_way_out(proc)
+        forwarder.restore()
+
+
+def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder) -> int:
+    code = 1
+    try:
+        with _terminal_to(proc.pid):
+            try:
+                ticks = start_ticks(proc.pid)
+            except OSError:
+                ticks = None
+            lane.update_stamp(child_pid=proc.pid, child_start_ticks=ticks, pgid=proc.pid)
+            ledger.append(lane.namespace, "spawned", lane=lane.name, child_pid=proc.pid)
+            returncode = proc.wait()
+        code = exit_code_of(returncode)
+        ledger.append(
+            lane.namespace,
+            "exited",
+            lane=lane.name,
+            exit_code=code,
+            signals_forwarded=[signal.Signals(s).name for s in forwarder.received],
+        )
+    finally:
+        _reap_on_the_way_out(proc)
+        lane.release(exit_code=code)
+    return code

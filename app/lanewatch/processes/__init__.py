@@ -1,0 +1,1 @@
+"""Probing processes: who owns a namespace, who holds which path, which lane a pid belongs to."""

@@ -1,0 +1,821 @@
+"""Raw /proc scanner: which processes hold a path under given prefixes, and how.
+
+"Holding" means the kernel says a process has its working directory (`cwd`), an open file
+descriptor (`fd`, directory fds and deleted files included), and, when asked, its root (`root`,
+a chroot) or a memory mapping (`map`) under a prefix. We read `/proc` directly:
+`psutil.open_files` is slower and skips directory fds and deleted files.
+
+How races are kept out: each process is pinned by an `O_PATH` fd on `/proc/PID` before anything
+else is read, and every later read goes through that fd. If the process exits, the reads fail
+(we skip it quietly); if its pid is reused meanwhile, the pinned fd still names the dead process,
+so a new process is never credited with a dead one's files. A `Holder`'s start ticks come from
+the same pinned directory, so its identity and its paths always belong to one process.
+
+What it cannot see:
+- processes hidden from us: `/proc` mounted with `hidepid` (then `ProcScan.hidden` says so), and
+  processes outside our pid namespace;
+- a thread that unshared its cwd or fd table from its process, and the fds of a process whose
+  main thread exited while other threads run (only the thread group leader is read);
+- paths of a process in another mount namespace or chroot are printed relative to *its* root,
+  so they may not match our prefixes;
+- the environment is the one passed to `execve`: later `setenv` calls in the process do not show.
+
+Permission errors never mean "not holding": the pid lands in `unreadable` with the reason, and
+`complete` turns false.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat as stat_mod
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from lanewatch.linux.procid import PROC, ProcessIdentity, boot_id
+from lanewatch.processes.memo import FdFacts, ProcMemo, Reading, Seen, quiet_mark
+
+HoldKind = Literal["cwd", "root", "fd", "map"]
+# How an fd was opened; "path" is an O_PATH fd (neither reads nor writes). A mapping is
+# "write" only when it is shared and writable (a private writable mapping never reaches the file).
+Access = Literal["read", "write", "readwrite", "path"]
+
+LANE_VAR = "LANEWATCH_LANE"
+NAMESPACE_VAR = "LANEWATCH_NAMESPACE"
+
+_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ESRCH})
+_DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
+_DELETED = " (deleted)"
+_O_PATH: int = getattr(os, "O_PATH", 0)
+_PF_KTHREAD = 0x00200000
+_LANE_KEY = LANE_VAR.encode() + b"="
+_NAMESPACE_KEY = NAMESPACE_VAR.encode() + b"="
+
+
+@dataclass(frozen=True, slots=True)
+class HeldPath:
+    """One path a process holds under a prefix."""
+
+    path: str  # as the kernel prints it, without the " (deleted)" suffix
+    kind: HoldKind
+    prefix: str  # the caller's prefix (made absolute) that this path lies under
+    fd: int | None = None
+    access: Access | None = None  # None for cwd and root
+    deleted: bool = False
+    directory: bool = False  # a cwd, a root, or an fd open on a folder
+
+    @property
+    def writable(self) -> bool:
+        return self.access in ("write", "readwrite")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    """The fields of `/proc/PID/stat` needed for identity and process trees."""
+
+    pid: int
+    comm: str
+    state: str  # R, S, D, T (stopped), t (traced), Z (zombie), ...
+    ppid: int
+    pgid: int
+    sid: int
+    flags: int
+    start_ticks: int
+
+    @property
+    def kernel_thread(self) -> bool:
+        return bool(self.flags & _PF_KTHREAD)
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A process holding at least one path under a prefix."""
+
+    stat: ProcStat
+    boot_id: str
+    # Owner of /proc/PID: the effective uid (root for a non-dumpable, e.g. setuid, process).
+    uid: int | None
+    cmdline: tuple[str, ...]
+    paths: tuple[HeldPath, ...]
+    lane: str | None  # $LANEWATCH_LANE at exec time, when set and readable
+    namespace: str | None  # $LANEWATCH_NAMESPACE at exec time, when set and readable
+    env_readable: bool  # False: environ could not be read, or was not asked for
+
+    @property
+    def pid(self) -> int:
+        return self.stat.pid
+
+    @property
+    def start_ticks(self) -> int:
+        return self.stat.start_ticks
+
+    @property
+    def ppid(self) -> int:
+        return self.stat.ppid
+
+    @property
+    def pgid(self) -> int:
+        return self.stat.pgid
+
+    @property
+    def comm(self) -> str:
+        return self.stat.comm
+
+    @property
+    def identity(self) -> ProcessIdentity:
+        return ProcessIdentity(self.stat.pid, self.stat.start_ticks, self.boot_id)
+
+    @property
+    def writing(self) -> bool:
+        """True when an fd or a shared mapping under a prefix is open for writing."""
+        return any(p.writable for p in self.paths)
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A part of a process we could not inspect: "cannot tell", never "not holding"."""
+
+    pid: int
+    what: str  # "proc", "stat", "cwd", "root", "fd", "maps"
+    reason: str
+    uid: int | None = None  # owner of /proc/PID, so a caller can judge who that process is
+
+
+@dataclass(frozen=True, slots=True)
+class ProcScan:
+    prefixes: tuple[str, ...]
+    holders: tuple[Holder, ...]
+    unreadable: tuple[Unreadable, ...]
+    # Stat of every process seen when scanned `with_tree`, else of the holders only.
+    procs: Mapping[int, ProcStat] = field(compare=False, repr=False)
+    hidden: str | None = None  # why processes may be missing from /proc, or None
+    with_maps: bool = False
+    with_tree: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """True when every process could be inspected, so no holder can have been missed."""
+        return not self.unreadable and self.hidden is None
+
+    @property
+    def unreadable_pids(self) -> frozenset[int]:
+        return frozenset(u.pid for u in self.unreadable)
+
+    def holder(self, pid: int) -> Holder | None:
+        return next((h for h in self.holders if h.pid == pid), None)
+
+    def descendants(self, pid: int) -> set[int]:
+        """Descendants of `pid` from this scan's table (with_tree), else from a fresh one."""
+        return descendants_in(self.procs if self.with_tree else process_table(), pid)
+
+
+@dataclass(frozen=True, slots=True)
+class HoldersResult:
+    """Who holds `path`; `complete` is False when some process could not be inspected."""
+
+    path: str
+    holders: tuple[Holder, ...]
+    unreadable: tuple[Unreadable, ...]
+    hidden: str | None
+
+    @property
+    def complete(self) -> bool:
+        return not self.unreadable and self.hidden is None
+
+    @property
+    def held(self) -> bool:
+        return bool(self.holders)
+
+
+# --- public entry points ------------------------------------------------------------------------
+
+
+def scan(
+    prefixes: Sequence[str | os.PathLike[str]],
+    *,
+    with_env: bool = True,
+    with_maps: bool = False,
+    with_tree: bool = False,
+    own_fds: Collection[int] = (),
+    memo: ProcMemo | None = None,
+) -> ProcScan:
+    """Every process holding a path under any of `prefixes`.
+
+    `with_maps` also reads `/proc/PID/maps` and `/proc/PID/root` (about twice the cost: maps are
+    long). `with_tree` also records the stat (ppid, pgid, start ticks) of every process, for
+    `ProcScan.descendants` (reading every stat costs about half a bare readlink scan).
+    `own_fds` are fds of *this* process to ignore (a lock the caller holds inside the path); our
+    cwd and our other fds still count. `memo` (one per caller, kept between scans) lets a scan
+    reuse what a holder's fds and environment were while it provably did not run since
+    (`sources.procmemo`); the result is the same.
+    """
+    matcher = _Matcher(prefixes)
+    me = os.getpid()
+    ignored = frozenset((me, fd) for fd in own_fds)
+    bid = boot_id()
+    procs: dict[int, ProcStat] = {}
+    found: list[Holder] = []
+    unreadable: list[Unreadable] = []
+    if memo is not None:
+        memo.begin()
+    for pid in _pids():
+        _probe(
+            pid,
+            matcher,
+            with_env,
+            with_maps,
+            with_tree,
+            ignored,
+            bid,
+            procs,
+            found,
+            unreadable,
+            memo,
+        )
+    if memo is not None:
+        memo.end()
+    return ProcScan(
+        prefixes=matcher.prefixes,
+        holders=tuple(found),
+        unreadable=tuple(unreadable),
+        procs=MappingProxyType(procs),
+        hidden=_hidden_reason(),
+        with_maps=with_maps,
+        with_tree=with_tree,
+    )
+
+
+def holders(
+    path: str | os.PathLike[str],
+    *,
+    with_maps: bool = True,
+    with_env: bool = True,
+    own_fds: Collection[int] = (),
+) -> HoldersResult:
+    """Every process with its cwd, root, an fd or (by default) a mapping inside `path`.
+
+    For clear's check: go ahead only when `held` is False AND `complete` is True.
+    """
+    result = scan([path], with_env=with_env, with_maps=with_maps, own_fds=own_fds)
+    return HoldersResult(
+        path=result.prefixes[0],
+        holders=result.holders,
+        unreadable=result.unreadable,
+        hidden=result.hidden,
+    )
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """`/proc/PID/stat` parsed, or None when there is no such process.
+
+    Raises OSError for other errors (stat is world-readable, so that is unexpected).
+    """
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as f:
+            return _parse_stat(pid, f.read())
+    except OSError as exc:
+        if exc.errno in _GONE_ERRNOS:
+            return None
+        raise
+
+
+def process_table() -> dict[int, ProcStat]:
+    """The stat of every visible process; processes that vanish meanwhile are skipped."""
+    table: dict[int, ProcStat] = {}
+    for pid in _pids():
+        try:
+            st = read_stat(pid)
+        except OSError:
+            continue
+        if st is not None:
+            table[pid] = st
+    return table
+
+
+def ppid_map() -> dict[int, int]:
+    return {pid: st.ppid for pid, st in process_table().items()}
+
+
+def descendants(pid: int) -> set[int]:
+    """Pids of every live descendant of `pid` (not `pid` itself), from a fresh process table.
+
+    A child whose parent died is re-parented (to init or a subreaper) and leaves this tree; its
+    process group, session and $LANEWATCH_LANE still tell where it came from.
+    """
+    return descendants_in(process_table(), pid)
+
+
+def descendants_in(procs: Mapping[int, ProcStat], pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for st in procs.values():
+        children.setdefault(st.ppid, []).append(st.pid)
+    found: set[int] = set()
+    todo = list(children.get(pid, ()))
+    while todo:
+        child = todo.pop()
+        if child in found or child == pid:
+            continue  # a table read while processes come and go must not loop
+        found.add(child)
+        todo.extend(children.get(child, ()))
+    return found
+
+
+def ancestors(pid: int) -> list[int]:
+    """Parent, grandparent, ... of `pid`, nearest first, up to the top of our pid namespace."""
+    chain: list[int] = []
+    seen = {pid}
+    current = pid
+    while True:
+        try:
+            st = read_stat(current)
+        except OSError:
+            break
+        if st is None or st.ppid <= 0 or st.ppid in seen:
+            break
+        chain.append(st.ppid)
+        seen.add(st.ppid)
+        current = st.ppid
+    return chain
+
+
+# --- the probe ----------------------------------------------------------------------------------
+
+
+class _Matcher:
+    """Prefix test on kernel paths. Each prefix is kept as given (made absolute) and with
+    symlinks resolved, because the kernel always prints resolved paths."""
+
+    def __init__(self, prefixes: Iterable[str | os.PathLike[str]]) -> None:
+        given: list[str] = []
+        pairs: list[tuple[str, str, str]] = []  # (form, form + "/", caller's prefix)
+        for raw in prefixes:
+            norm = os.path.abspath(os.fspath(raw))
+            given.append(norm)
+            for form in dict.fromkeys((norm, os.path.realpath(norm))):
+                pairs.append((form, form if form.endswith("/") else form + "/", norm))
+        self.prefixes = tuple(given)
+        self.pairs = tuple(pairs)
+        self.needles = tuple({os.fsencode(p[0]) for p in pairs})
+        # One C-level test rejects most paths (/dev/null, libraries, ...) before the loop;
+        # `maybe` also admits a prefix itself printed with the kernel's " (deleted)".
+        self.slashed = tuple(p[1] for p in pairs)
+        self.exact = frozenset(p[0] for p in pairs)
+        self.exact_or_deleted = self.exact | {p[0] + _DELETED for p in pairs}
+
+    def maybe(self, raw: str) -> bool:
+        """False when neither `raw` nor `raw` without " (deleted)" can lie under a prefix."""
+        return raw.startswith(self.slashed) or raw in self.exact_or_deleted
+
+    def match(self, path: str) -> str | None:
+        if not path.startswith(self.slashed) and path not in self.exact:
+            return None
+        for form, slashed, given in self.pairs:
+            if path.startswith(slashed) or path == form:
+                return given
+        return None
+
+
+def _pids() -> list[int]:
+    try:
+        names = os.listdir(PROC)
+    except OSError:
+        return []
+    return [int(n) for n in names if n.isdigit()]
+
+
+def _why(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "error")
+    return f"{name}: {exc.strerror}" if exc.strerror else name
+
+
+def _read(name: str, dfd: int) -> bytes:
+    fd = os.open(name, os.O_RDONLY, dir_fd=dfd)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _parse_stat(pid: int, data: bytes) -> ProcStat | None:
+    # comm may hold spaces and ')': it ends at the LAST ')'.
+    close = data.rfind(b")")
+    if close < 0:
+        return None
+    rest = data[close + 2 :].split()
+    try:
+        return ProcStat(
+            pid=pid,
+            comm=data[data.find(b"(") + 1 : close].decode("utf-8", "replace"),
+            state=rest[0].decode("ascii", "replace"),
+            ppid=int(rest[1]),
+            pgid=int(rest[2]),
+            sid=int(rest[3]),
+            flags=int(rest[6]),
+            start_ticks=int(rest[19]),
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+def _dir_uid(dfd: int) -> int | None:
+    """The owner of /proc/PID: the process's uid, one fstat (root for a non-dumpable one)."""
+    try:
+        return os.fstat(dfd).st_uid
+    except OSError:
+        return None
+
+
+def _owner(dfd: int) -> tuple[int | None, bool]:
+    """(effective uid, is a zombie) of a process we could not read, from its status (readable
+    by all). Not the owner of /proc/PID: for a process that made itself non-dumpable (ssh-agent,
+    gpg-agent) that is root, whoever runs it, and a clear must not take a user's own hidden
+    process for root's. A normal user gets EACCES even for its own zombies' fd/."""
+    try:
+        status = _read("status", dfd)
+    except OSError:
+        status = b""
+    uid: int | None = None
+    zombie = False
+    for line in status.splitlines():
+        if line.startswith(b"Uid:"):
+            with contextlib.suppress(IndexError, ValueError):
+                uid = int(line.split()[2])
+        elif line.startswith(b"State:"):
+            zombie = line.split()[1:2] == [b"Z"]
+    return (uid if uid is not None else _dir_uid(dfd)), zombie
+
+
+def _candidate(matcher: _Matcher, raw: str) -> bool:
+    """Cheap test before any stat: could `raw` (maybe with " (deleted)") lie under a prefix?"""
+    if not matcher.maybe(raw):
+        return False
+    if raw.endswith(_DELETED) and matcher.match(raw[: -len(_DELETED)]) is not None:
+        return True
+    return matcher.match(raw) is not None
+
+
+def _resolve(raw: str, link: str, dfd: int) -> tuple[str, bool, bool]:
+    """(path, deleted, directory) of what `link` (cwd, root, fd/N) points to.
+
+    The kernel appends " (deleted)" to an unlinked object's path; a live file may also be
+    *named* "x (deleted)", so the suffix is dropped unless that name is the very same inode.
+    """
+    try:
+        st: os.stat_result | None = os.stat(link, dir_fd=dfd)  # follows the magic link
+    except OSError:
+        st = None  # closed or exited meanwhile
+    directory = st is not None and stat_mod.S_ISDIR(st.st_mode)
+    if not raw.endswith(_DELETED):
+        return raw, False, directory
+    if st is not None:
+        try:
+            named = os.lstat(raw)
+        except OSError:
+            named = None
+        if named is not None and (named.st_dev, named.st_ino) == (st.st_dev, st.st_ino):
+            return raw, False, directory
+    return raw[: -len(_DELETED)], True, directory
+
+
+def _probe(
+    pid: int,
+    matcher: _Matcher,
+    with_env: bool,
+    with_maps: bool,
+    with_tree: bool,
+    ignored: frozenset[tuple[int, int]],
+    bid: str,
+    procs: dict[int, ProcStat],
+    found: list[Holder],
+    unreadable: list[Unreadable],
+    memo: ProcMemo | None = None,
+) -> None:
+    try:
+        # Pin the process: reads through dfd fail rather than read the pid's next owner.
+        dfd = os.open(f"{PROC}/{pid}", _O_PATH | os.O_DIRECTORY)
+    except OSError as exc:
+        if exc.errno not in _GONE_ERRNOS:
+            unreadable.append(Unreadable(pid, "proc", _why(exc)))
+        return
+    try:
+        seen = memo.previous(pid) if memo is not None else None
+        mark = None
+        if seen is not None:
+            try:
+                mark = quiet_mark(dfd)  # before any fact below, which it vouches for
+            except OSError:
+                mark = None  # gone or unreadable: the reads below tell which
+        st: ProcStat | None = None
+        if with_tree or seen is not None:
+            st = _stat(pid, dfd, unreadable)
+            if st is None:
+                return
+            if with_tree:
+                procs[pid] = st
+        trusted = (
+            memo is not None
+            and seen is not None
+            and st is not None
+            and memo.trusted(seen, mark, st.start_ticks)
+        )
+        if not trusted:
+            seen = None  # it ran, shares its fds, or is another process: read it afresh
+        problems: list[Unreadable] = []
+        reading = Reading() if memo is not None else None
+        reuse = seen.fds if seen is not None else None
+        held = _held_paths(pid, dfd, matcher, with_maps, ignored, problems, reuse, reading)
+        if held is None:
+            return  # vanished mid-scan
+        if memo is not None and reading is not None and reading.table is not None:
+            memo.saw_table(reading.table)
+        if problems:
+            uid, zombie = _owner(dfd)
+            if not zombie:  # a zombie has closed its files and dropped its cwd: it hides nothing
+                unreadable.extend(Unreadable(u.pid, u.what, u.reason, uid) for u in problems)
+        if not held:
+            return
+        if st is None:
+            st = _stat(pid, dfd, unreadable)
+            if st is None:
+                return
+        procs[pid] = st
+        holder = _describe(st, dfd, held, with_env, bid, seen)
+        if holder is None:
+            return
+        found.append(holder)
+        if memo is not None and reading is not None:
+            memo.keep(
+                pid,
+                Seen(
+                    start_ticks=st.start_ticks,
+                    mark=mark,
+                    fds=reading.fds,
+                    table=reading.table,
+                    cmdline=holder.cmdline,
+                    lane=holder.lane,
+                    namespace=holder.namespace,
+                    env_readable=holder.env_readable,
+                ),
+            )
+    finally:
+        os.close(dfd)
+
+
+def _stat(pid: int, dfd: int, unreadable: list[Unreadable]) -> ProcStat | None:
+    try:
+        return _parse_stat(pid, _read("stat", dfd))
+    except OSError as exc:
+        if exc.errno not in _GONE_ERRNOS:
+            unreadable.append(Unreadable(pid, "stat", _why(exc), _owner(dfd)[0]))
+        return None
+
+
+def _held_paths(
+    pid: int,
+    dfd: int,
+    matcher: _Matcher,
+    with_maps: bool,
+    ignored: frozenset[tuple[int, int]],
+    problems: list[Unreadable],
+    reuse: FdFacts | None = None,
+    reading: Reading | None = None,
+) -> list[HeldPath] | None:
+    """Paths under a prefix, or None when the process vanished. `reuse`: facts of the fds of
+    a process that did not run since they were read; `reading` learns this scan's."""
+    held: list[HeldPath] = []
+    links: tuple[Literal["cwd", "root"], ...] = ("cwd", "root") if with_maps else ("cwd",)
+    for link in links:
+        try:
+            target = os.readlink(link, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.ESRCH:
+                return None
+            if exc.errno != errno.ENOENT:  # ENOENT: a zombie or exiting process has no cwd
+                problems.append(Unreadable(pid, link, _why(exc)))
+            continue
+        if not _candidate(matcher, target):
+            continue
+        target, deleted, _ = _resolve(target, link, dfd)
+        prefix = matcher.match(target)
+        if prefix is not None:
+            held.append(HeldPath(target, link, prefix, deleted=deleted, directory=True))
+
+    fds = _held_fds(pid, dfd, matcher, ignored, problems, reuse, reading)
+    if fds is None:
+        return None
+    held.extend(fds)
+    if with_maps:
+        held.extend(_mapped(pid, dfd, matcher, problems))
+    return held
+
+
+def _held_fds(
+    pid: int,
+    dfd: int,
+    matcher: _Matcher,
+    ignored: frozenset[tuple[int, int]],
+    problems: list[Unreadable],
+    reuse: FdFacts | None = None,
+    reading: Reading | None = None,
+) -> list[HeldPath] | None:
+    """Open files under a prefix, or None when the process vanished. This loop runs once per
+    fd of every process: it is the scan's cost, so it does no more than each fd needs."""
+    try:
+        # /proc/PID/fd opened through the pin: if the process died (and its pid was reused)
+        # this fails, and every name below is looked up in the pinned process's table only.
+        # Relative look-ups in it also skip walking "PID/fd/" for each fd.
+        fdd = os.open("fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno in _GONE_ERRNOS:
+            return None
+        problems.append(Unreadable(pid, "fd", _why(exc)))
+        return []
+    held: list[HeldPath] = []
+    match = matcher.match
+    try:
+        try:
+            names = os.listdir(fdd)
+        except OSError as exc:
+            if exc.errno in _GONE_ERRNOS:
+                return None
+            problems.append(Unreadable(pid, "fd", _why(exc)))
+            return []
+        slashed, exact = matcher.slashed, matcher.exact_or_deleted
+        facts = reading.fds if reading is not None else None
+        table = reading.links if reading is not None else None
+        for name in names:
+            try:
+                raw = os.readlink(name, dir_fd=fdd)
+            except OSError as exc:
+                if exc.errno in _GONE_ERRNOS:
+                    continue  # closed meanwhile, or the process exited
+                problems.append(Unreadable(pid, "fd", _why(exc)))
+                if exc.errno in _DENIED_ERRNOS:
+                    break  # every other fd would fail the same ptrace check
+                continue
+            if table is not None:
+                table.append(raw)
+            # Most fds are sockets, pipes or paths elsewhere: reject them before any stat
+            # (`matcher.maybe`, inlined: this line runs for every fd on the machine).
+            if not raw.startswith(slashed) and raw not in exact:
+                continue
+            prefix = match(raw)
+            suffixed = raw.endswith(_DELETED)
+            if prefix is None and not (suffixed and match(raw[: -len(_DELETED)]) is not None):
+                continue
+            fd = int(name)
+            if ignored and (pid, fd) in ignored:
+                continue
+            if reuse is not None and not suffixed:
+                known = reuse.get(name)
+                if known is not None and known.path == raw and known.prefix == prefix:
+                    if facts is not None:  # the same open file under the same name
+                        facts[name] = known
+                    held.append(known)
+                    continue
+            access = _fd_access(name, fdd)
+            if suffixed or access not in ("write", "readwrite"):
+                path, deleted, directory = _resolve(raw, name, fdd)
+                if path != raw or prefix is None:  # the suffix dropped (or was a name)
+                    prefix = match(path)
+                    if prefix is None:
+                        continue
+            else:
+                # open(2) refuses to open a folder for writing (EISDIR): a writable fd is
+                # never a folder, and without the suffix it is not deleted: no stat needed.
+                path, deleted, directory = raw, False, False
+            one = HeldPath(path, "fd", prefix, fd, access, deleted, directory)  # type: ignore[arg-type]
+            if facts is not None and not suffixed and access is not None:
+                facts[name] = one
+            held.append(one)
+        if reading is not None:
+            reading.table = hash((tuple(names), tuple(reading.links)))
+    finally:
+        os.close(fdd)
+    return held
+
+
+def _fd_access(link: str, dfd: int) -> Access | None:
+    # The kernel gives /proc/PID/fd/N the mode of the open file: r-x for read, -wx for write
+    # (what `ls -l /proc/PID/fd` shows). One lstat, cheaper than parsing fdinfo.
+    try:
+        mode = os.lstat(link, dir_fd=dfd).st_mode
+    except OSError:
+        return None
+    readable = bool(mode & stat_mod.S_IRUSR)
+    writable = bool(mode & stat_mod.S_IWUSR)
+    if readable and writable:
+        return "readwrite"
+    if writable:
+        return "write"
+    return "read" if readable else "path"
+
+
+def _mapped(pid: int, dfd: int, matcher: _Matcher, problems: list[Unreadable]) -> list[HeldPath]:
+    try:
+        data = _read("maps", dfd)
+    except OSError as exc:
+        if exc.errno not in _GONE_ERRNOS:
+            problems.append(Unreadable(pid, "maps", _why(exc)))
+        return []
+    if not any(needle in data for needle in matcher.needles):
+        return []  # the common case: no need to parse the lines
+    found: dict[str, HeldPath] = {}
+    for line in data.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith(b"/"):
+            continue
+        # The kernel escapes only "\n" in map paths.
+        target = os.fsdecode(parts[5].replace(b"\\012", b"\n"))
+        deleted = target.endswith(_DELETED)
+        if deleted:
+            target = target[: -len(_DELETED)]
+        prefix = matcher.match(target)
+        if prefix is None:
+            continue
+        perms = parts[1]
+        shared_write = perms[1:2] == b"w" and perms[3:4] == b"s"
+        previous = found.get(target)
+        if previous is None or (shared_write and previous.access != "write"):
+            access: Access = "write" if shared_write else "read"
+            found[target] = HeldPath(target, "map", prefix, None, access, deleted)
+    return list(found.values())
+
+
+def _describe(
+    st: ProcStat, dfd: int, held: list[HeldPath], with_env: bool, bid: str, seen: Seen | None
+) -> Holder | None:
+    """Add uid, cmdline and the lane variables; None if the process exited meanwhile. `seen`:
+    the same process, which did not run since it was last described (`sources.procmemo`)."""
+    if seen is not None and seen.env_readable == with_env:
+        return Holder(
+            stat=st,
+            boot_id=bid,
+            uid=_dir_uid(dfd),
+            cmdline=seen.cmdline,
+            paths=tuple(held),
+            lane=seen.lane,
+            namespace=seen.namespace,
+            env_readable=seen.env_readable,
+        )
+    try:
+        raw = _read("cmdline", dfd)
+    except OSError as exc:
+        if exc.errno in _GONE_ERRNOS:
+            return None
+        raw = b""
+    cmdline = tuple(os.fsdecode(a) for a in raw.split(b"\0"))
+    if cmdline and cmdline[-1] == "":
+        cmdline = cmdline[:-1]
+    lane = namespace = None
+    env_readable = False
+    if with_env:
+        try:
+            env = _read("environ", dfd)
+        except OSError as exc:
+            if exc.errno in _GONE_ERRNOS:
+                return None
+        else:
+            env_readable = True
+            for entry in env.split(b"\0"):
+                if entry.startswith(_LANE_KEY):
+                    lane = os.fsdecode(entry[len(_LANE_KEY) :])
+                elif entry.startswith(_NAMESPACE_KEY):
+                    namespace = os.fsdecode(entry[len(_NAMESPACE_KEY) :])
+    return Holder(
+        stat=st,
+        boot_id=bid,
+        uid=_dir_uid(dfd),
+        cmdline=cmdline,
+        paths=tuple(held),
+        lane=lane,
+        namespace=namespace,
+        env_readable=env_readable,
+    )
+
+
+def _hidden_reason() -> str | None:
+    """Why other users' processes may be invisible: /proc mounted with hidepid, and we are not
+    root. The last mount on /proc wins."""
+    if os.geteuid() == 0:
+        return None
+    try:
+        with open(f"{PROC}/self/mountinfo", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    reason = None
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == os.fsencode(PROC):
+            reason = None
+            for opt in fields[-1].split(b","):
+                if opt.startswith(b"hidepid=") and opt not in (b"hidepid=0", b"hidepid=off"):
+                    reason = f"{PROC} is mounted with {opt.decode()}"
+    return reason

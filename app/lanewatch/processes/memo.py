@@ -1,0 +1,129 @@
+"""What a process held at the last /proc scan, reused while the process provably did not run.
+
+Per held fd the scan needs, besides the `readlink` every fd costs, how the file was opened (an
+`lstat` of the link) and whether it is a folder (a `stat` through it). Neither can change for
+an open file; what can change is which file an fd number names, and only the process's own
+system calls change that (open, close, dup2, exec, ...). A process that did not run since the
+last scan made no system call, so its fd numbers still name the same open files: their mode
+and type are still the ones read then, and so are its command line and environment (both are
+the process's own memory). Its links are still read on every scan, since a path can change
+under it (a rename, an unlink: " (deleted)"); an fd whose link text changed is read afresh.
+
+"Did not run" comes from `/proc/PID/status`, read through the same pin as everything else:
+- a task that ran and is off the CPU now went off it either preempted (state R, never trusted)
+  or by blocking, which counts one more voluntary context switch;
+- so: state not R, the same voluntary and involuntary switch counts as when the facts were
+  read (the counts are taken *before* the facts), the same start ticks, and one thread, both
+  then and now (another thread could change the shared fd table while the one we count
+  sleeps; making a thread takes a system call of the counted one).
+A process first seen holding something is read in full twice before its facts are trusted:
+the counts read before the second reading vouch for it.
+
+Another *process* may share the fd table (`clone(CLONE_FILES)` without `CLONE_THREAD`, rare)
+and change it while ours sleeps. Sharers show the very same table (fd numbers and link
+texts), so a holder is trusted only if no other process showed its table in the scan its
+facts come from; sharing begins with a clone by a process that has the table, which is ours
+(it ran) or one that already showed the same table. Left open: a table changed between our
+reads of two sharers in one scan, then an fd reopened under the same name with another mode
+before the next: one scan reports the old mode. Memory written by a debugger (ptrace,
+process_vm_writev) does not show in a reused command line or environment.
+
+A memo belongs to one caller (the prober's thread): it is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lanewatch.processes.holders import HeldPath
+
+# fd name -> what it held (under a prefix, without " (deleted)"); reused as is, so a caller can
+# tell an unchanged holder by identity
+FdFacts = dict[str, "HeldPath"]
+
+
+@dataclass(slots=True)
+class Reading:
+    """What one scan read of a process's fd table: the facts of its held fds, and every fd's
+    link text (in the table's order) to tell a table shared with another process."""
+
+    fds: FdFacts = field(default_factory=dict)
+    links: list[str] = field(default_factory=list)
+    table: int | None = None  # hash of the fd names and `links`, once the table was read
+
+
+@dataclass(slots=True)
+class Seen:
+    """A holder as the last scan saw it."""
+
+    start_ticks: int
+    mark: bytes | None  # the switch counts read before these facts; None: not trustworthy
+    fds: FdFacts = field(default_factory=dict)
+    table: int | None = None  # fingerprint of the whole fd table (`Reading.table`)
+    alone: bool = False  # no other process showed the same table in that scan
+    cmdline: tuple[str, ...] = ()
+    lane: str | None = None
+    namespace: str | None = None
+    env_readable: bool = False
+
+
+class ProcMemo:
+    """Holders of the previous scan, by pid; a scan keeps only this scan's holders."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, Seen] = {}
+        self._now: dict[int, Seen] = {}
+        self._tables: dict[int, int] = {}  # this scan's fd tables: fingerprint -> processes
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+    def begin(self) -> None:
+        self._now = {}
+        self._tables = {}
+
+    def saw_table(self, table: int) -> None:
+        self._tables[table] = self._tables.get(table, 0) + 1
+
+    def end(self) -> None:
+        for seen in self._now.values():
+            seen.alone = seen.table is not None and self._tables.get(seen.table) == 1
+        self._last, self._now, self._tables = self._now, {}, {}
+
+    def trusted(self, seen: Seen, mark: bytes | None, start_ticks: int) -> bool:
+        """Whether `seen`'s facts still hold: the process did not run since (same switch
+        counts, read before them and now; same start ticks) and shared its table with no
+        other process."""
+        return (
+            mark is not None
+            and seen.alone
+            and mark == seen.mark
+            and start_ticks == seen.start_ticks
+        )
+
+    def previous(self, pid: int) -> Seen | None:
+        return self._last.get(pid)
+
+    def keep(self, pid: int, seen: Seen) -> None:
+        self._now[pid] = seen
+
+
+def quiet_mark(dfd: int) -> bytes | None:
+    """The context switch counts of the pinned process if it is off the CPU and has one
+    thread, else None (never trusted). Raises OSError like any read of /proc/PID."""
+    fd = os.open("status", os.O_RDONLY | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        data = os.read(fd, 16384)
+    finally:
+        os.close(fd)
+    state = data.find(b"\nState:\t")
+    threads = data.find(b"\nThreads:\t")
+    switches = data.find(b"\nvoluntary_ctxt_switches:")
+    if state < 0 or threads < 0 or switches < 0:
+        return None
+    if data[state + 8 : state + 9] == b"R" or data[threads + 10 : threads + 12] != b"1\n":
+        return None
+    return data[switches:]

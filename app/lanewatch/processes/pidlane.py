@@ -1,0 +1,478 @@
+"""Which lane a writing pid belongs to: quickly, and never by a reused pid.
+
+`PidLanes.resolve(pid, pidfd, window)` is called on the fanotify reader for each event, while
+the event's pidfd is open. The writer's lane is known, in this order, because it is
+
+1. a lane's owner process: the stamp's `pid` (`lanewatch run`) or `child_pid` (its command),
+   matched by pid *and* start ticks;
+2. bound by its environment: `$LANEWATCH_NAMESPACE` (or a unique `$LANEWATCH_LANE`) as
+   passed to `execve` (`/proc/PID/environ`);
+3. a descendant of an owner process (ancestry by ppid, each ancestor matched by pid and
+   start ticks), or a member of the owner's process group.
+
+Otherwise it is "no lane". What we read about a process is cached by (pid, start ticks), so a
+process seen again costs one read of `/proc/PID/stat`, and a reused pid (a new start time) is a
+new entry. The pidfd proves that `/proc/PID` is the writer: while it is open the pid cannot be
+reused, and after reading we check the process had not been reaped meanwhile.
+
+A writer already reaped when its event is read is credited to a process we know of (seen
+alive earlier, or named by a stamp) only when the pid allocator proves no other process can
+have held that pid since (`sources.pidclock`); otherwise it is "unknown pid". Never a guess.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from lanewatch.kernel.checkoutgit import git_common_dir
+from lanewatch.lanes.stamp import OwnerState, Stamp
+from lanewatch.processes import holders
+from lanewatch.processes.pidclock import Mark, PidClock, boottime
+
+CACHE_SIZE = 4096  # processes remembered
+RECHECK_ENV = 10.0  # seconds: re-read the environment of a process seen again after this
+OWNER_MEMORY = 600.0  # seconds an owner is remembered after its stamp stops naming it
+RECHECK_SAME = 60.0  # seconds: an unchanged list is gone through again (well inside OWNER_MEMORY)
+MAX_DEPTH = 64  # ancestors walked
+_LANE_KEY = b"LANEWATCH_LANE="
+_NS_KEY = b"LANEWATCH_NAMESPACE="
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerId:
+    """One lane's owner processes, from its stamp."""
+
+    key: str  # namespace key
+    root: str
+    lane: str
+    checkout_id: str
+    checkout_path: str
+    pid: int
+    start_ticks: int
+    child_pid: int | None = None
+    child_start_ticks: int | None = None
+    pgid: int | None = None
+    live: bool = True
+    command: tuple[str, ...] = ()  # the stamp's command
+    git_common_dir: str | None = None  # of the checkout's repository (sources.checkoutgit)
+
+    def identities(self) -> list[tuple[int, int]]:
+        out = [(self.pid, self.start_ticks)]
+        if self.child_pid and self.child_start_ticks:
+            out.append((self.child_pid, self.child_start_ticks))
+        return out
+
+
+def owner_of(key: str, root: str, s: Stamp) -> OwnerId:
+    return OwnerId(
+        key=key,
+        root=root,
+        lane=s.lane,
+        checkout_id=s.checkout_id,
+        checkout_path=s.checkout_path,
+        pid=s.pid,
+        start_ticks=s.start_ticks,
+        child_pid=s.child_pid,
+        child_start_ticks=s.child_start_ticks,
+        pgid=s.pgid,
+        live=s.state is OwnerState.LIVE,
+        command=tuple(s.command),
+        git_common_dir=git_common_dir(s.checkout_path),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Who wrote, as far as it can be known. `identified`: the process behind the pid is
+    known for sure (else `how` says why not, and there is no lane)."""
+
+    pid: int
+    start_ticks: int | None
+    identified: bool
+    lane: str | None = None
+    namespace: str | None = None  # the writer's namespace key
+    root: str | None = None  # the root of that namespace, when it is one of ours
+    checkout_id: str | None = None
+    checkout_path: str | None = None
+    command: tuple[str, ...] = ()
+    how: str = ""
+    owner_pid: int | None = None  # its lane's `lanewatch run` (for stdio handed to the lane)
+    owner: bool = False  # it is its lane's `lanewatch run` or that one's command
+    git_common_dir: str | None = None  # of its lane's checkout's repository
+
+    @property
+    def label(self) -> str:
+        cmd = " ".join(self.command)[:120]
+        if not self.identified:
+            return f"pid {self.pid} ({self.how})"
+        who = f"lane {self.lane}" if self.lane else "no lane"
+        return f"pid {self.pid} ({who}): {cmd}" if cmd else f"pid {self.pid} ({who})"
+
+
+@dataclass(slots=True)
+class _Proc:
+    pid: int
+    start_ticks: int
+    ppid: int
+    pgid: int
+    command: tuple[str, ...]
+    lane_env: str | None
+    ns_env: str | None
+    lineage: tuple[tuple[int, int], ...]  # (pid, start ticks) of parent, grandparent, ...
+    seen_at: float  # boottime of the last sighting
+    read_at: float  # boottime the environment was read
+    # What `_writer` made of it, and for which version of the owners: a process seen again
+    # while the owners are unchanged is the same writer (no lookups, no new object).
+    writer: Writer | None = None
+    writer_version: int = -1
+
+
+@dataclass
+class Owners:
+    """Every owner we know of, by identity; remembered a while after their stamp moved on."""
+
+    by_identity: dict[tuple[int, int], OwnerId] = field(default_factory=dict)
+    by_key: dict[str, OwnerId] = field(default_factory=dict)
+    last_seen: dict[tuple[int, int], float] = field(default_factory=dict)
+    version: int = 0
+    # Indexes rebuilt when the owners change: a writer is checked in O(1), not O(owners).
+    by_pid: dict[int, list[tuple[tuple[int, int], OwnerId]]] = field(default_factory=dict)
+    live_by_pgid: dict[int, list[OwnerId]] = field(default_factory=dict)
+    live_by_lane: dict[str, list[OwnerId]] = field(default_factory=dict)
+    # The list given last and when it was gone through: the same list object again (the
+    # engine's owners unchanged) is gone through only every RECHECK_SAME seconds.
+    _last: object = None
+    _full_at: float = float("-inf")
+
+    def update(self, owners: Sequence[OwnerId], now: float) -> None:
+        if owners is self._last and now - self._full_at < RECHECK_SAME:
+            return  # nothing new; their sightings are refreshed at the next full pass
+        self._last, self._full_at = owners, now
+        changed = False
+        for o in owners:
+            known = self.by_key.get(o.key)
+            if known is not o and known != o:
+                self.by_key[o.key] = o
+                changed = True
+            for ident in o.identities():
+                known = self.by_identity.get(ident)
+                if known is not o and known != o:
+                    self.by_identity[ident] = o
+                    changed = True
+                self.last_seen[ident] = now
+        for ident, t in list(self.last_seen.items()):
+            if now - t > OWNER_MEMORY:
+                del self.last_seen[ident]
+                gone = self.by_identity.pop(ident, None)
+                if gone is not None and self.by_key.get(gone.key) == gone:
+                    del self.by_key[gone.key]
+                changed = True
+        if changed:
+            self.version += 1
+            self._index()
+
+    def _index(self) -> None:
+        self.by_pid = {}
+        for ident, o in self.by_identity.items():
+            self.by_pid.setdefault(ident[0], []).append((ident, o))
+        self.live_by_pgid, self.live_by_lane = {}, {}
+        for o in self.by_key.values():  # in the order the owners came, as the scans were
+            if o.live:
+                if o.pgid is not None:
+                    self.live_by_pgid.setdefault(o.pgid, []).append(o)
+                self.live_by_lane.setdefault(o.lane, []).append(o)
+
+
+class PidLanes:
+    """The resolver. `resolve` runs on the fanotify reader; `set_owners` from any thread."""
+
+    def __init__(self, clock: PidClock, roots: Iterable[str], *, pidfds: bool) -> None:
+        self.clock = clock
+        self.roots = [r.rstrip("/") for r in roots]
+        self.pidfds = pidfds
+        self.owners = Owners()
+        self._owners_lock = threading.Lock()
+        self._lock = threading.RLock()  # the reader resolves; the attribution thread retries
+        self._procs: OrderedDict[tuple[int, int], _Proc] = OrderedDict()
+        self._by_ino: OrderedDict[tuple[int, int], _Proc] = OrderedDict()  # (pid, pidfs inode)
+        self.pidfs = _has_pidfs()
+        self._by_pid: dict[int, set[int]] = {}
+        self.stats = {"hits": 0, "reads": 0, "gone": 0, "credited": 0, "unknown": 0}
+
+    # -- owners ---------------------------------------------------------------------------
+    def set_owners(self, owners: Iterable[OwnerId]) -> None:
+        with self._owners_lock:
+            given = owners if isinstance(owners, (list, tuple)) else list(owners)
+            self.owners.update(given, boottime())
+
+    def _root_of(self, key: str) -> str | None:
+        return next((r for r in self.roots if key.startswith(r + "/")), None)
+
+    # -- resolving ------------------------------------------------------------------------
+    def resolve(self, pid: int, pidfd: int, window: Mark | None) -> Writer:
+        """The writer of an event read just now (call while its pidfd is open)."""
+        with self._lock:
+            return self._resolve(pid, pidfd, window)
+
+    def _resolve(self, pid: int, pidfd: int, window: Mark | None) -> Writer:
+        if pid <= 0:
+            return Writer(pid, None, False, how="writer outside our pid namespace")
+        if self.pidfds and pidfd < 0:
+            return self.resolve_gone(pid, window)
+        ino = _pidfs_ino(pidfd) if self.pidfs and pidfd >= 0 else None
+        if ino is not None:
+            hit = self._by_ino.get((pid, ino))
+            if hit is not None and boottime() - hit.read_at <= RECHECK_ENV:
+                # The pidfd names this very process (pidfs inodes are never reused): no /proc.
+                self.stats["hits"] += 1
+                hit.seen_at = boottime()
+                return self._writer(hit)
+        try:
+            st = holders.read_stat(pid)
+        except OSError:
+            st = None
+        if st is None:
+            return self.resolve_gone(pid, window)
+        proc = self._cached(pid, st.start_ticks)
+        if proc is None:
+            proc = self._read(pid, st)
+            if proc is None:
+                return self.resolve_gone(pid, window)
+        now = boottime()
+        if pidfd >= 0:
+            if not _still_there(pidfd):  # reaped while we read: what we read may be another's
+                return self.resolve_gone(pid, window)
+        elif not self.clock.proves(pid, proc.start_ticks, window, seen_at=now):
+            return Writer(pid, None, False, how="pid may have been reused before we read it")
+        proc.seen_at = now
+        self._remember(proc)
+        if ino is not None:
+            self._by_ino[(pid, ino)] = proc
+            self._by_ino.move_to_end((pid, ino))
+            if len(self._by_ino) > CACHE_SIZE:
+                self._by_ino.popitem(last=False)
+        return self._writer(proc)
+
+    def resolve_gone(self, pid: int, window: Mark | None) -> Writer:
+        """A writer reaped before we read its event: credited only to a process the pid
+        allocator proves was the only holder of that pid since before the write."""
+        with self._lock:
+            return self._resolve_gone(pid, window)
+
+    def _resolve_gone(self, pid: int, window: Mark | None) -> Writer:
+        self.stats["gone"] += 1
+        now = self.clock.sample()
+        found: dict[int, Writer] = {}
+        for start in list(self._by_pid.get(pid, ())):
+            proc = self._procs.get((pid, start))
+            if proc is not None and self.clock.proves(
+                pid, start, window, seen_at=proc.seen_at, now=now
+            ):
+                found[start] = self._writer(proc, gone=True)
+        with self._owners_lock:
+            owners = list(self.owners.by_pid.get(pid, ()))
+        for (p, start), o in owners:
+            if start not in found and self.clock.proves(p, start, window, now=now):
+                cmd = o.command
+                found[start] = Writer(
+                    p,
+                    start,
+                    True,
+                    o.lane,
+                    o.key,
+                    self._root_of(o.key),
+                    o.checkout_id,
+                    o.checkout_path,
+                    cmd,
+                    how=f"its lane's {'command' if p == o.child_pid else 'owner'} per the stamp;"
+                    " exited before we read the event, pid not reused since",
+                    owner_pid=o.pid,
+                    owner=True,
+                    git_common_dir=o.git_common_dir,
+                )
+        if len(found) == 1:
+            self.stats["credited"] += 1
+            return next(iter(found.values()))
+        self.stats["unknown"] += 1
+        return Writer(pid, None, False, how="exited before it could be identified: unknown pid")
+
+    # -- cache ----------------------------------------------------------------------------
+    def _cached(self, pid: int, start: int) -> _Proc | None:
+        proc = self._procs.get((pid, start))
+        if proc is None or boottime() - proc.read_at > RECHECK_ENV:
+            return None
+        self._procs.move_to_end((pid, start))
+        self.stats["hits"] += 1
+        return proc
+
+    def _remember(self, proc: _Proc) -> None:
+        key = (proc.pid, proc.start_ticks)
+        self._procs[key] = proc
+        self._procs.move_to_end(key)
+        self._by_pid.setdefault(proc.pid, set()).add(proc.start_ticks)
+        while len(self._procs) > CACHE_SIZE:
+            (old_pid, old_start), _ = self._procs.popitem(last=False)
+            starts = self._by_pid.get(old_pid)
+            if starts is not None:
+                starts.discard(old_start)
+                if not starts:
+                    del self._by_pid[old_pid]
+
+    def _read(self, pid: int, st: holders.ProcStat) -> _Proc | None:
+        self.stats["reads"] += 1
+        try:
+            env = _read_bytes(f"/proc/{pid}/environ")
+            raw = _read_bytes(f"/proc/{pid}/cmdline")
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ESRCH):
+                return None
+            env, raw = b"", b""  # a zombie, or not readable: the ancestry may still tell
+        lane = ns = None
+        for entry in env.split(b"\0"):
+            if entry.startswith(_LANE_KEY):
+                lane = os.fsdecode(entry[len(_LANE_KEY) :])
+            elif entry.startswith(_NS_KEY):
+                ns = os.fsdecode(entry[len(_NS_KEY) :]).rstrip("/")
+        command = tuple(os.fsdecode(a) for a in raw.split(b"\0") if a) or (f"[{st.comm}]",)
+        now = boottime()
+        lineage = _lineage(st)
+        return _Proc(pid, st.start_ticks, st.ppid, st.pgid, command, lane, ns, lineage, now, now)
+
+    # -- deciding -------------------------------------------------------------------------
+    def _writer(self, proc: _Proc, *, gone: bool = False) -> Writer:
+        with self._owners_lock:
+            owners = self.owners
+            if not gone and proc.writer is not None and proc.writer_version == owners.version:
+                return proc.writer
+            version = owners.version
+            found = _lane(proc, owners)
+        writer = self._make_writer(proc, found, gone)
+        if not gone:
+            proc.writer, proc.writer_version = writer, version
+        return writer
+
+    def _make_writer(
+        self,
+        proc: _Proc,
+        found: tuple[OwnerId | None, str, str, str, bool] | None,
+        gone: bool,
+    ) -> Writer:
+        suffix = "; exited before we read the event, pid not reused since" if gone else ""
+        if found is None:
+            return Writer(proc.pid, proc.start_ticks, True, command=proc.command, how="no lane")
+        o, key, lane, how, is_owner = found
+        return Writer(
+            proc.pid,
+            proc.start_ticks,
+            True,
+            lane,
+            key,
+            self._root_of(key),
+            o.checkout_id if o else None,
+            o.checkout_path if o else None,
+            proc.command,
+            how=how + suffix,
+            owner_pid=o.pid if o else None,
+            owner=is_owner,
+            git_common_dir=o.git_common_dir if o else None,
+        )
+
+
+def _lane(proc: _Proc, owners: Owners) -> tuple[OwnerId | None, str, str, str, bool] | None:
+    """(owner, namespace key, lane, how, is an owner process) or None for no lane."""
+    by_identity, by_key = owners.by_identity, owners.by_key
+    own = by_identity.get((proc.pid, proc.start_ticks))
+    if own is not None:
+        what = "command" if proc.pid == own.child_pid else "owner (lanewatch run)"
+        return own, own.key, own.lane, f"its lane's {what} per the stamp", True
+    if proc.ns_env:
+        o = by_key.get(proc.ns_env)
+        lane = o.lane if o else proc.lane_env or proc.ns_env.rsplit("/", 1)[-1]
+        return o, proc.ns_env, lane, "$LANEWATCH_NAMESPACE", False
+    for ancestor in proc.lineage:
+        o = by_identity.get(ancestor)
+        if o is not None:
+            return o, o.key, o.lane, f"descends from its lane's pid {ancestor[0]}", False
+    for o in owners.live_by_pgid.get(proc.pgid, ()):
+        return o, o.key, o.lane, f"in its lane's process group {o.pgid}", False
+    if proc.lane_env:
+        matches = owners.live_by_lane.get(proc.lane_env, [])
+        if len(matches) == 1:
+            o = matches[0]
+            return o, o.key, o.lane, "$LANEWATCH_LANE", False
+    return None
+
+
+def _lineage(st: holders.ProcStat) -> tuple[tuple[int, int], ...]:
+    chain: list[tuple[int, int]] = []
+    seen = {st.pid}
+    ppid = st.ppid
+    while ppid > 0 and ppid not in seen and len(chain) < MAX_DEPTH:
+        try:
+            parent = holders.read_stat(ppid)
+        except OSError:
+            parent = None
+        if parent is None:
+            break
+        chain.append((parent.pid, parent.start_ticks))
+        seen.add(ppid)
+        ppid = parent.ppid
+    return tuple(chain)
+
+
+def _read_bytes(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _pidfs_ino(pidfd: int) -> int | None:
+    try:
+        return os.fstat(pidfd).st_ino
+    except OSError:
+        return None
+
+
+def _has_pidfs() -> bool:
+    """pidfds on pidfs (Linux 6.9+): each process has an inode number of its own, never reused,
+    so a pidfd's inode identifies a process without reading /proc."""
+    try:
+        mine, init = os.pidfd_open(os.getpid()), os.pidfd_open(1)
+    except (OSError, AttributeError):
+        return False
+    try:
+        again = os.pidfd_open(os.getpid())
+    except OSError:
+        os.close(mine)
+        os.close(init)
+        return False
+    try:
+        a, b, c = (os.fstat(fd).st_ino for fd in (mine, init, again))
+        return a != b and a == c and sys.maxsize > 2**32
+    finally:
+        for fd in (mine, init, again):
+            os.close(fd)
+
+
+def _still_there(pidfd: int) -> bool:
+    """The process behind `pidfd` has not been reaped (a zombie still counts: its pid is
+    held). EPERM also means it exists."""
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,410 @@
+"""The process prober: liveness of local owners, and who holds which path.
+
+`judge` asks the kernel about one owner (pid + start ticks + boot id, via `scheme.procid`);
+`judge_all` asks once per owner identity (one process may own many lanes).
+`holdings` reads /proc once (`sources.procscan`) for every process with its cwd or an open file
+under the roots or shared temp, and tags it with its lane evidence: $LANEWATCH_NAMESPACE,
+$LANEWATCH_LANE and its ancestry; between two such full scans (every 60 s) the fast probe
+(`sources.lanescan`) reads only the processes of live lanes. `Prober` runs on its own thread,
+as a one-shot timer re-armed after each run (runs never overlap), and hands a `ProbeReport` to
+the worker. It keeps a `ProbeMemo` so that a full scan reads again only what can have changed
+(`sources.procmemo`), and sleeps on the owners' pidfds while nothing changes
+(`sources.procdeath`).
+With no live local owner there is nothing to attribute: the /proc scan is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lanewatch.kernel.checkoutgit import git_common_dir
+from lanewatch.lanes import lock
+from lanewatch.lanes.stamp import OwnerState, Stamp
+from lanewatch.linux import procid
+from lanewatch.linux.procid import Liveness, ProcessIdentity
+from lanewatch.model.classify import LivenessEvidence
+from lanewatch.model.writers import Holding, Owner
+from lanewatch.processes import fastprobe
+from lanewatch.processes import holders as procscan
+from lanewatch.processes.deaths import DeathWatch
+from lanewatch.processes.memo import ProcMemo
+from lanewatch.processes.ownpids import own_pids
+
+log = logging.getLogger(__name__)
+
+SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+FULL_SCAN_EVERY = 60.0  # seconds between two full /proc scans; fast probes in between
+QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s at 2 s)
+
+
+def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
+    """The kernel's verdict on a local live owner, with the uid it runs as (and its
+    command's); None for a released or remote stamp."""
+    if stamp.state is not OwnerState.LIVE or stamp.host != procid.hostname():
+        return None
+    owner = ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id)
+    alive, why = procid.liveness(owner)
+    child: Liveness | None = None
+    child_why = ""
+    child_uid = None
+    if alive is Liveness.ALIVE and stamp.child_pid and stamp.child_start_ticks:
+        command = ProcessIdentity(stamp.child_pid, stamp.child_start_ticks, stamp.boot_id)
+        child, child_why = procid.liveness(command)
+        child_uid = procid.owner_uid(command) if child in _RUNNING else None
+    held = lock.is_lock_held(Path(namespace)) if alive is Liveness.UNKNOWN else None
+    uid = procid.owner_uid(owner) if alive in _RUNNING else None
+    return LivenessEvidence(
+        stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, held, uid, child_uid
+    )
+
+
+_RUNNING = (Liveness.ALIVE, Liveness.STOPPED)  # whose uid is read: `classify.claims_mismatch`
+
+
+_UNJUDGED = object()
+
+
+def judge_all(stamps: Mapping[str, Stamp], at: float) -> dict[str, LivenessEvidence]:
+    """`judge` of every stamp that names a local live owner; the kernel is asked once per
+    owner identity (one process may own many lanes), see `judge_once`."""
+    out: dict[str, LivenessEvidence] = {}
+    known: dict[tuple[object, ...], object] = {}
+    for key, s in stamps.items():
+        ev = judge_once(key, s, at, known)
+        if ev is not None:
+            out[key] = ev
+    return out
+
+
+def judge_once(
+    key: str, s: Stamp, at: float, known: dict[tuple[object, ...], object]
+) -> LivenessEvidence | None:
+    """`judge`, asking the kernel once per owner identity among the calls that share `known`,
+    except for an owner it would not tell about (UNKNOWN: each namespace's lock is read)."""
+    who = (s.state, s.host, s.pid, s.start_ticks, s.boot_id, s.child_pid, s.child_start_ticks)
+    ev = known.get(who, _UNJUDGED)
+    if ev is _UNJUDGED or (isinstance(ev, LivenessEvidence) and ev.liveness is Liveness.UNKNOWN):
+        ev = known[who] = judge(key, s, at)
+    return ev if isinstance(ev, LivenessEvidence) else None
+
+
+def owners_of(
+    stamps: Mapping[str, Stamp], evidence: Mapping[str, LivenessEvidence] | None = None
+) -> dict[str, Owner]:
+    """Attribution targets: every local live owner, by namespace key. A stamp whose claims
+    cannot be so makes no lane members: one naming pid 1 (or 0) would make every process on
+    the machine a member, and one naming another uid's process its whole tree."""
+    host = procid.hostname()
+    out: dict[str, Owner] = {}
+    for key, s in stamps.items():
+        if s.state is not OwnerState.LIVE or s.host != host:
+            continue
+        if any(p is not None and p <= 1 for p in (s.pid, s.child_pid, s.pgid)):
+            continue
+        seen = (evidence or {}).get(key)
+        if seen is not None and seen.about(s) and seen.uid not in (None, s.uid):
+            continue
+        pids = {s.pid} | ({s.child_pid} if s.child_pid else set())
+        out[key] = Owner(
+            key,
+            s.lane,
+            s.checkout_id,
+            s.checkout_path,
+            frozenset(pids),
+            s.pgid,
+            s.pid,
+            git_common_dir(s.checkout_path),
+        )
+    return out
+
+
+def _lineage(pid: int, procs: dict[int, procscan.ProcStat | None]) -> tuple[int, ...]:
+    """`pid`, its parent, grandparent, ...; `procs` holds the stats read so far (the scan's
+    holders) and learns each ancestor's the first time it is needed."""
+    chain = [pid]
+    seen = {pid}
+    current = _stat_of(pid, procs)
+    while current is not None and current.ppid > 0 and current.ppid not in seen:
+        chain.append(current.ppid)
+        seen.add(current.ppid)
+        current = _stat_of(current.ppid, procs)
+    return tuple(chain)
+
+
+def _stat_of(pid: int, procs: dict[int, procscan.ProcStat | None]) -> procscan.ProcStat | None:
+    if pid not in procs:
+        try:
+            procs[pid] = procscan.read_stat(pid)
+        except OSError:  # not readable: the chain stops here, as at a vanished parent
+            procs[pid] = None
+    return procs[pid]
+
+
+_Who = tuple[int, str | None, str | None, tuple[int, ...], int, tuple[str, ...]]
+
+
+@dataclass(slots=True)
+class ProbeMemo:
+    """What a caller that probes again and again keeps between full probes: the scan's memo
+    (`sources.procmemo`), and each holder's `Holding`s with what they were made of, reused
+    when both are unchanged (at hundreds of held paths a probe, making them is a cost)."""
+
+    procs: ProcMemo = field(default_factory=ProcMemo)
+    made: dict[int, tuple[_Who, tuple[procscan.HeldPath, ...], list[Holding]]] = field(
+        default_factory=dict
+    )
+
+
+def holdings(
+    prefixes: Sequence[str], memo: ProbeMemo | None = None
+) -> tuple[list[Holding], str | None]:
+    """Every path under `prefixes` some other process holds; and why the list may be partial.
+    `memo`: the caller's, kept between calls; the answer is the same with or without."""
+    # Not `with_tree`: only the holders' ancestors are needed, not every process's stat.
+    real = [p for p in prefixes if os.path.isdir(p)]
+    scan = procscan.scan(real, with_env=True, memo=memo.procs if memo is not None else None)
+    procs: dict[int, procscan.ProcStat | None] = dict(scan.procs)
+    own = own_pids()
+    before = memo.made if memo is not None else {}
+    made: dict[int, tuple[_Who, tuple[procscan.HeldPath, ...], list[Holding]]] = {}
+    out: list[Holding] = []
+    for h in scan.holders:
+        if h.pid in own:
+            continue
+        who: _Who = (
+            h.start_ticks,
+            h.lane,
+            h.namespace,
+            _lineage(h.pid, procs),
+            h.stat.pgid,
+            h.cmdline,
+        )
+        last = before.get(h.pid)
+        # Unchanged paths are the very same objects (the scan's memo), so this is cheap.
+        if last is not None and last[0] == who and last[1] == h.paths:
+            mine = last[2]
+        else:
+            mine = _holdings_of(h.pid, who, h.paths)
+        made[h.pid] = (who, h.paths, mine)
+        out.extend(mine)
+    if memo is not None:
+        memo.made = made
+    partial = None
+    if not scan.complete:
+        partial = scan.hidden or f"{len(scan.unreadable_pids)} processes could not be inspected"
+    return out, partial
+
+
+def _holdings_of(pid: int, who: _Who, paths: Sequence[procscan.HeldPath]) -> list[Holding]:
+    ticks, lane, namespace, lineage, pgid, command = who
+    return [
+        Holding(
+            pid=pid,
+            start_ticks=ticks,
+            path=p.path,
+            kind=p.kind,
+            access=p.access,
+            deleted=p.deleted,
+            directory=p.directory,
+            lane_env=lane,
+            namespace_env=namespace,
+            lineage=lineage,
+            pgid=pgid,
+            command=command,
+            fd=p.fd,
+        )
+        for p in paths
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeReport:
+    at: float
+    evidence: Mapping[str, LivenessEvidence]
+    holdings: tuple[Holding, ...] | None  # None: skipped (no live local owner)
+    owners: Mapping[str, Owner] = field(default_factory=dict)
+    partial: str | None = None
+    took: float = 0.0  # seconds the probe took (wall clock)
+    full: bool = False  # every process was read, not only the live lanes'
+
+
+def probe(
+    stamps: Mapping[str, Stamp],
+    prefixes: Sequence[str],
+    *,
+    full: bool = True,
+    memo: ProbeMemo | None = None,
+) -> ProbeReport:
+    """Liveness of every local live owner, then (if any) who holds what: every process
+    (`full`), or only the processes of live lanes, found from the process tree (fast).
+    A caller that probes again and again passes its own `memo` (the same report, cheaper)."""
+    t0 = time.monotonic()
+    at = time.time()
+    evidence = judge_all(stamps, at)
+    owners = owners_of(stamps, evidence)
+    held: tuple[Holding, ...] | None = None
+    partial = None
+    if owners and full:
+        found, partial = holdings(prefixes, memo)
+        held = tuple(found)
+    elif owners:
+        procs = procscan.process_table()
+        real = [os.path.realpath(p) for p in prefixes if os.path.isdir(p)]
+        held = tuple(
+            fastprobe.holdings_of(fastprobe.lane_pids(procs, owners.values()), procs, real)
+        )
+    took = time.monotonic() - t0
+    return ProbeReport(at, evidence, held, owners, partial, took, full=held is not None and full)
+
+
+def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[int], bool]:
+    """Pids whose only possible change is their exit (running owners and children); and
+    whether that is every owner (stopped or unreadable ones are re-judged every interval)."""
+    pids: set[int] = set()
+    complete = True
+    for key, ev in report.evidence.items():
+        if ev.liveness is Liveness.ALIVE:
+            pids.add(ev.pid)
+        child = stamps[key].child_pid if key in stamps else None
+        if ev.child is Liveness.ALIVE and child:
+            pids.add(child)
+        elif ev.liveness in (Liveness.STOPPED, Liveness.UNKNOWN):
+            complete = False
+        if ev.child is Liveness.STOPPED or ev.child is Liveness.UNKNOWN:
+            complete = False
+    return pids, complete
+
+
+def _verdicts_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEvidence]) -> bool:
+    """Whether the kernel's verdict on some owner is no longer `last`'s. Run while every
+    owner is watched by a pidfd, so it is a stop (SIGSTOP, a tracer) it looks for: a pidfd
+    says nothing about that. One read of /proc/PID/stat per owner identity."""
+    fresh = judge_all(stamps, time.time())
+    if fresh.keys() != last.keys():
+        return True
+    return any(not ev.same_verdict(last[key]) for key, ev in fresh.items())
+
+
+def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
+    return frozenset(
+        (k, s.state, s.host, s.pid, s.start_ticks, s.child_pid, s.child_start_ticks)
+        for k, s in stamps.items()
+    )
+
+
+class Prober:
+    """Runs `probe` every `interval` seconds on its own thread; never two at once."""
+
+    def __init__(
+        self,
+        interval: float,
+        stamps: Callable[[], Mapping[str, Stamp]],
+        prefixes: Callable[[], Sequence[str]],
+        sink: Callable[[ProbeReport], None],
+    ) -> None:
+        self.interval = interval
+        self._stamps = stamps
+        self._prefixes = prefixes
+        self._sink = sink
+        self._stop = threading.Event()
+        self._now = threading.Event()
+        self.runs = 0  # probes
+        self.checks = 0  # quiet rounds' stop checks
+        self._active = True  # a write was applied since the last probe: keep the pace
+        self._deaths: DeathWatch | None = None
+        self._memo = ProbeMemo()  # used by this prober's thread only
+        self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poke(self) -> None:
+        """Probe as soon as possible (after the current run, if one is going)."""
+        self._now.set()
+        if self._deaths is not None:
+            self._deaths.wake()
+
+    def active(self) -> None:
+        """Something was written: the next round probes at the normal pace (who holds what
+        can change while files are written; when nothing is, holdings rarely do)."""
+        self._active = True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._now.set()
+        if self._deaths is not None:
+            self._deaths.wake()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        """A probe every `interval` while something may change: an owner came, went, was
+        rewritten, or cannot be watched (stopped, unreadable, no pidfd), a data file was
+        written, or a poke came; and a full probe every FULL_SCAN_EVERY seconds. Otherwise
+        (quiet) a death wakes the wait at once through its pidfd, and every QUIET_EVERY
+        intervals the owners are only asked whether they stopped (`_verdicts_changed`): no
+        process table, no holdings, no report unless a verdict changed."""
+        try:
+            deaths: DeathWatch | None = DeathWatch()
+        except OSError as exc:  # no eventfd/pidfd here: probe at the full pace
+            log.info("no pidfd death watch: %s", exc)
+            deaths = None
+        self._deaths = deaths
+        last: frozenset[tuple[object, ...]] | None = None
+        verdicts: Mapping[str, LivenessEvidence] = {}
+        watched = False
+        last_check = next_full = float("-inf")
+        seen: Mapping[str, Stamp] | None = None
+        ids: frozenset[tuple[object, ...]] = frozenset()
+        try:
+            while not self._stop.is_set():
+                stamps = self._stamps()
+                if stamps is not seen:  # the worker hands the same mapping while none changed
+                    seen, ids = stamps, _identities(stamps)
+                now = time.monotonic()
+                due = (
+                    not watched
+                    or self._now.is_set()
+                    or self._active
+                    or ids != last
+                    or now >= next_full
+                )
+                if not due and now - last_check >= self.interval * QUIET_EVERY - 0.05:
+                    last_check = now
+                    self.checks += 1
+                    due = _verdicts_changed(stamps, verdicts)
+                if due:
+                    self._now.clear()
+                    self._active = False
+                    full = now >= next_full
+                    if full:
+                        next_full = now + FULL_SCAN_EVERY
+                    self.runs += 1
+                    last_check, last = now, ids
+                    try:
+                        report = probe(stamps, self._prefixes(), full=full, memo=self._memo)
+                    except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
+                        log.warning("process probe failed: %s", exc)
+                        watched = False
+                    else:
+                        verdicts = report.evidence
+                        if deaths is not None:
+                            pids, complete = _watchable(report, stamps)
+                            watched = deaths.watch(pids) and complete
+                        if not self._stop.is_set():
+                            self._sink(report)
+                # The one-shot timer, re-armed only now that this run is done.
+                if deaths is None:
+                    self._now.wait(self.interval)
+                elif deaths.wait(self.interval):
+                    self._now.set()  # an owner exited (or a poke): judge now
+        finally:
+            self._deaths = None
+            if deaths is not None:
+                deaths.close()

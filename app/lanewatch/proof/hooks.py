@@ -1,0 +1,184 @@
+"""Git hooks that call the gate: written where git will run them, marked as ours.
+
+The hooks folder is the one git itself reports (`git rev-parse --git-path hooks`, run in the
+worktree): it honours `core.hooksPath`, and for a linked worktree it is the repository's common
+hooks folder, shared by every worktree. That is why the hook passes `--checkout .`: git runs a
+hook in the root of the worktree that triggered it, so each worktree is gated on its own
+receipt, whatever `$LANEWATCH_CHECKOUT` an outer run may have exported.
+
+A hook is ours when it holds `MARKER`. A foreign hook is never overwritten without `force`,
+and then a backup is kept beside it. The file is written executable in one rename, so git never
+sees a half-written or not-yet-executable hook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import stat
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lanewatch.errors import LanewatchError
+from lanewatch.lanes.checkout import resolve_checkout
+from lanewatch.lanes.fsutil import fsync_dir
+from lanewatch.proof.gate import format_duration
+from lanewatch.proof.gitstate import GitFailed, run_git
+from lanewatch.proof.receipts import encode_step
+
+MARKER = "# lanewatch-hook v1"
+KINDS = ("pre-push", "pre-commit")
+_SNIFF = 4096
+
+
+class HookRefused(LanewatchError):
+    """A hook that is not ours is in the way."""
+
+
+@dataclass(frozen=True, slots=True)
+class HookInstall:
+    path: Path
+    previous: str  # "none" | "ours" | "foreign"
+    backup: Path | None
+    outside: bool = False  # core.hooksPath points outside this repository: others share it
+
+
+def hooks_dir(checkout: str | os.PathLike[str] | None = None) -> Path:
+    """The folder git runs this checkout's hooks from."""
+    bound = resolve_checkout(checkout)
+    try:
+        out = run_git(bound.root, "rev-parse", "--git-path", "hooks")
+    except GitFailed as exc:
+        raise LanewatchError(f"cannot ask git where hooks live: {exc}") from exc
+    text = os.fsdecode(out.rstrip(b"\n"))
+    path = Path(text)
+    return path if path.is_absolute() else Path(bound.root) / path
+
+
+def is_ours(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return False
+        return MARKER.encode() in f.read(_SNIFF)
+
+
+def render_hook(
+    kind: str,
+    step: str,
+    *,
+    lane: str | None = None,
+    allow_dirty: bool = False,
+    max_age: float | None = None,
+    python: str | None = None,
+) -> str:
+    argv = [python or sys.executable, "-m", "lanewatch", "gate", step, "--checkout", "."]
+    if lane is not None:
+        argv += ["--lane", lane]
+    if allow_dirty:
+        argv.append("--allow-dirty")
+    if max_age is not None:
+        argv += ["--max-age", f"{max_age:g}s"]
+    if kind == "pre-push":
+        argv.append("--pre-push")  # git's ref lines arrive on stdin; exec passes them on
+    action = "push" if kind == "pre-push" else "commit"
+    age = f", at most {format_duration(max_age)} old" if max_age is not None else ""
+    return (
+        "#!/bin/sh\n"
+        f"{MARKER} ({kind})\n"
+        f"# Written by `lanewatch hook install {kind} --gate {shlex.quote(step)}`.\n"
+        f"# Refuses the {action} unless this worktree's receipt for {step!r} names this\n"
+        f"# checkout, passed, and matches HEAD{'' if allow_dirty else ' and the working tree'}"
+        f"{age}.\n"
+        "# `lanewatch hook uninstall` removes it; reinstalling rewrites it.\n"
+        f"exec {shlex.join(argv)}\n"
+    )
+
+
+def _write_executable(path: Path, text: str) -> None:
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o700)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode())
+            f.flush()
+            os.fchmod(f.fileno(), 0o755)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def _backup(path: Path) -> Path:
+    base = f"{path.name}.lanewatch-backup-{time.strftime('%Y%m%d-%H%M%S')}"
+    backup, n = path.with_name(base), 1
+    while os.path.lexists(backup):
+        backup, n = path.with_name(f"{base}-{n}"), n + 1
+    if path.is_symlink():
+        os.symlink(os.readlink(path), backup)
+    else:
+        shutil.copy2(path, backup, follow_symlinks=False)
+    return backup
+
+
+def install_hook(
+    kind: str,
+    step: str,
+    *,
+    checkout: str | os.PathLike[str] | None = None,
+    lane: str | None = None,
+    allow_dirty: bool = False,
+    max_age: float | None = None,
+    force: bool = False,
+) -> HookInstall:
+    """Write a `kind` hook that runs `lanewatch gate STEP`; refuse a foreign hook unless force."""
+    if kind not in KINDS:
+        raise LanewatchError(f"unknown hook {kind!r}; one of {', '.join(KINDS)}")
+    encode_step(step)
+    folder = hooks_dir(checkout)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / kind
+    previous, backup = "none", None
+    if os.path.lexists(path):
+        if is_ours(path):
+            previous = "ours"
+        elif not force:
+            raise HookRefused(
+                f"{path} exists and is not a lanewatch hook; refusing to overwrite it "
+                "(--force replaces it and keeps a backup beside it)"
+            )
+        else:
+            previous, backup = "foreign", _backup(path)
+    text = render_hook(kind, step, lane=lane, allow_dirty=allow_dirty, max_age=max_age)
+    _write_executable(path, text)
+    return HookInstall(path, previous, backup, outside=not _inside_repository(folder, checkout))
+
+
+def _inside_repository(folder: Path, checkout: str | os.PathLike[str] | None) -> bool:
+    bound = resolve_checkout(checkout)
+    real = os.path.realpath(folder)
+    homes = (bound.root, bound.common_dir, os.path.dirname(bound.common_dir))
+    return any(real == h or real.startswith(h.rstrip(os.sep) + os.sep) for h in homes)
+
+
+def uninstall_hook(kind: str, *, checkout: str | os.PathLike[str] | None = None) -> Path | None:
+    """Remove our `kind` hook; a foreign hook is left alone (HookRefused). None if none."""
+    if kind not in KINDS:
+        raise LanewatchError(f"unknown hook {kind!r}; one of {', '.join(KINDS)}")
+    path = hooks_dir(checkout) / kind
+    if not os.path.lexists(path):
+        return None
+    if not is_ours(path):
+        raise HookRefused(f"{path} is not a lanewatch hook; leaving it alone")
+    os.unlink(path)
+    return path

@@ -1,1 +1,0 @@
-"""The lane scheme: identity, names, roots, stamps, locks, ledger. Imports no UI or watcher."""
