@@ -90,6 +90,7 @@ class LanewatchApp(ActionFlows, App[None]):
         self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
         self.watch_problem: watch.Problem | None = None  # what the watchdog found, if anything
         self._problem_at = 0.0
+        self._ticked = 0.0
         self._stopped = False
         self.main = MainScreen()
 
@@ -207,10 +208,16 @@ class LanewatchApp(ActionFlows, App[None]):
     def _watch(self) -> None:
         """Once a second: is the picture current (`tui/watch.py`)? Changes stuck in the
         buffer are drained at once; a silent engine process is restarted by `EngineProcess`."""
+        now = self.monotonic()
+        late, self._ticked = now - self._ticked, now  # over 1 s: the loop itself was busy
         waiting = self.buffer.waiting_for()
         stalled = None if waiting is None or self._held() else waiting
         if stalled is not None and stalled > watch.STALL:
-            log.warning("changes waited %.1f s without a drain; draining", stalled)
+            log.warning(
+                "changes waited %.1f s without a drain (last tick %.1f s ago); draining",
+                stalled,
+                late,
+            )
             if self._drain_timer is not None:
                 self._drain_timer.cancel()
                 self._drain_timer = None
