@@ -132,12 +132,13 @@ class EngineProcess:
 
         try:
             worker = Worker(self.roots, poll=self.poll)
-            worker.load_incidents()
+            keeper = worker.keeper
+            keeper.load_incidents()
             for root in self.roots:
                 if worker.list_root(root) is not None:
-                    worker.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
-            worker.commit()
-            return worker.full_changes()
+                    keeper.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
+            keeper.commit()
+            return keeper.full_changes()
         except Exception:  # the child's picture follows anyway
             log.exception("reading the stamps before the engine started")
             return None
