@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.actions.mounts import mount_id, mounts_inside
-from lanewatch.linux.procid import PROC
+from lanewatch.lanes.fsutil import walk_files
+from lanewatch.linux.proc import chmod_fd
 
 RENAME_NOREPLACE = 1
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -80,23 +81,10 @@ def _rename_onto_fresh_dir(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str)
 def tree_size(path: Path) -> tuple[int, int]:
     """(files, bytes) under `path`, following no symlink; unreadable parts are skipped."""
     files = size = 0
-    stack = [os.fspath(path)]
-    while stack:
-        try:
-            it = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with it:
-            for entry in it:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                files += 1
-                size += st.st_size
+    with contextlib.suppress(FileNotFoundError):  # `path` gone: nothing under it
+        for _folder, _entry, st in walk_files(os.fspath(path)):
+            files += 1
+            size += st.st_size
     return files, size
 
 
@@ -253,7 +241,7 @@ def _chmod_entry(dir_fd: int, name: str, st: os.stat_result, home: _Home) -> boo
             return False
         if fst.st_mode & 0o700 == 0o700:
             return False
-        os.chmod(f"{PROC}/self/fd/{fd}", stat.S_IMODE(fst.st_mode) | 0o700)
+        chmod_fd(fd, stat.S_IMODE(fst.st_mode) | 0o700)
     except OSError:
         return False
     finally:

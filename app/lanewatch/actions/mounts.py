@@ -17,80 +17,27 @@ entry, which never follows the entry itself.
 from __future__ import annotations
 
 import os
-import re
 import stat
-from dataclasses import dataclass
 
-from lanewatch.linux.procid import PROC
+from lanewatch.linux.mountinfo import (  # re-exported: the actions' callers know them from here
+    MountEntry,
+    mount_id,
+    parse_mountinfo,
+    read_mountinfo,
+    unescape,
+)
+from lanewatch.linux.paths import is_below, is_under
 
-_OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
-
-
-@dataclass(frozen=True, slots=True)
-class MountEntry:
-    """One line of /proc/PID/mountinfo (see proc(5)), escapes decoded."""
-
-    mount_id: int
-    parent_id: int
-    device: str  # "major:minor"
-    root: str  # the folder of the filesystem mounted here: not "/" for a bind mount of a subdir
-    mount_point: str
-    options: str
-    optional: tuple[str, ...]  # shared:N, master:N, ...
-    fstype: str
-    source: str
-    super_options: str
-
-
-def unescape(field: bytes) -> str:
-    """Decode the kernel's octal escapes (space \\040, tab \\011, newline \\012, backslash
-    \\134) and then the bytes, as the filesystem encoding does."""
-    return os.fsdecode(_OCTAL_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), field))
-
-
-def parse_mountinfo(data: bytes) -> list[MountEntry]:
-    """Parse mountinfo content; malformed lines are skipped."""
-    entries: list[MountEntry] = []
-    for line in data.splitlines():
-        fields = line.split(b" ")
-        try:
-            sep = fields.index(b"-", 6)
-            entries.append(
-                MountEntry(
-                    mount_id=int(fields[0]),
-                    parent_id=int(fields[1]),
-                    device=fields[2].decode("ascii"),
-                    root=unescape(fields[3]),
-                    mount_point=unescape(fields[4]),
-                    options=unescape(fields[5]),
-                    optional=tuple(unescape(f) for f in fields[6:sep]),
-                    fstype=unescape(fields[sep + 1]),
-                    source=unescape(fields[sep + 2]),
-                    super_options=unescape(fields[sep + 3]) if len(fields) > sep + 3 else "",
-                )
-            )
-        except (ValueError, IndexError, UnicodeDecodeError):
-            continue
-    return entries
-
-
-def read_mountinfo(path: str = f"{PROC}/self/mountinfo") -> list[MountEntry]:
-    with open(path, "rb") as f:
-        return parse_mountinfo(f.read())
-
-
-def mount_id(fd: int) -> int | None:
-    """The id of the mount `fd` lies on (the `mnt_id` of /proc/self/fdinfo, as in mountinfo's
-    first field); None when the kernel does not say. Unlike st_dev it tells a bind mount of the
-    same filesystem from its parent, and unlike a path it cannot be swapped under us."""
-    try:
-        with open(f"{PROC}/self/fdinfo/{fd}", "rb") as f:
-            for line in f:
-                if line.startswith(b"mnt_id:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+__all__ = [
+    "MountEntry",
+    "is_direct_child",
+    "is_within",
+    "mount_id",
+    "mounts_inside",
+    "parse_mountinfo",
+    "read_mountinfo",
+    "unescape",
+]
 
 
 def mounts_inside(
@@ -110,16 +57,9 @@ def mounts_inside(
     for entry in entries:
         point = entry.mount_point
         for form in forms:
-            if _lexically_under(point, form, include_self):
+            if is_under(point, form) if include_self else is_below(point, form):
                 found.add(point)
     return sorted(found)
-
-
-def _lexically_under(child: str, parent: str, include_self: bool) -> bool:
-    if child == parent:
-        return include_self
-    slashed = parent if parent.endswith("/") else parent + "/"
-    return child.startswith(slashed)
 
 
 def _components_below(

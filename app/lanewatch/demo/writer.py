@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import os
 import random
 import signal
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 ENV_DEMO_OWNER = "LANEWATCH_DEMO_OWNER"
 MAX_HELD_BYTES = 256 * 1024
@@ -37,20 +39,29 @@ def die_with_parent() -> None:
         pass  # no prctl here: the parent and owner checks in Watch still end us
 
 
-def _is_alive(pid: int, ticks: int) -> bool:
-    """Whether `pid` still has start time `ticks` (as `scheme.procid`, kept stdlib-only here).
+def _linux_proc() -> ModuleType:
+    """`lanewatch.linux.proc` loaded from its file: it is stdlib only, and importing the
+    package would load the whole of lanewatch into every demo writer."""
+    name = "_lanewatch_linux_proc"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "linux" / "proc.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
-    A process we cannot read is not read as dead.
-    """
+
+def _is_alive(pid: int, ticks: int) -> bool:
+    """Whether `pid` still has start time `ticks` (as `linux.procid`). A process we cannot
+    read is not read as dead."""
+    proc = _linux_proc()
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
+        st = proc.read_stat(pid)
     except OSError:
         return True
-    rest = data[data.rfind(b")") + 2 :].split()
-    return len(rest) > 19 and rest[0] not in (b"Z", b"X") and rest[19] == str(ticks).encode()
+    return st is not None and st.state not in ("Z", "X") and st.start_ticks == ticks
 
 
 class Watch:

@@ -19,6 +19,8 @@ import os
 import threading
 import time
 
+from lanewatch.linux.proc import parse_status, read_file
+
 log = logging.getLogger(__name__)
 
 FLOOD_NICE = 19
@@ -39,13 +41,11 @@ def _can_come_back(base: int) -> bool:
     except (ImportError, AttributeError, OSError, ValueError):
         pass
     try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"CapEff:"):
-                    return bool(int(line.split()[1], 16) & (1 << CAP_SYS_NICE))
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
+        status = read_file("self", "status")
+    except OSError:
+        return False
+    cap = parse_status(status).cap_eff if status is not None else None
+    return cap is not None and bool(cap & (1 << CAP_SYS_NICE))
 
 
 def _set(tid: int, nice: int) -> bool:

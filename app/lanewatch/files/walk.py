@@ -16,12 +16,11 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lanewatch.lanes.fsutil import NotAFile, UnsafePath, open_regular, read_nofollow
+from lanewatch.lanes.fsutil import NotAFile, UnsafePath, open_regular, read_nofollow, walk_files
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import (
     LEDGER_FILE,
@@ -215,43 +214,21 @@ def walk(top: str, out: NamespaceScan) -> None:
     sizes = out.sizes
     meta = os.path.join(top, META_DIR)
     receipts = os.path.join(top, RECEIPTS)
-    stack = [top]
     newest = out.last_write or 0.0
-    while stack:
-        folder = stack.pop()
-        try:
-            it = os.scandir(folder)
-        except FileNotFoundError:
-            if folder == top:
-                raise
-            continue  # a subfolder removed mid-walk
-        except NotADirectoryError:
-            if folder == top:
-                raise FileNotFoundError(errno.ENOENT, "replaced by a file", top) from None
+    last: str | None = None
+    own = receipt = False
+    for folder, entry, st in walk_files(top, out.errors):  # runs once per file: kept tight
+        sizes[entry.path] = st.st_size
+        if folder is not last:  # a new folder: is it lanewatch's own or the receipts?
+            last, own, receipt = folder, folder == meta, folder == receipts
+        if own:  # `.lanewatch/`: not a write; note the stamp
+            if entry.name == STAMP_FILE:
+                out.stamp_mtime = st.st_mtime
             continue
-        except OSError as exc:
-            out.errors.append(f"{folder}: {exc.strerror or exc}")
-            continue
-        if folder in (meta, receipts):
-            with it:
-                newest = _walk_special(it, folder == meta, out, stack, newest)
-            continue
-        push = stack.append
-        with it:
-            for entry in it:  # the common case, kept tight: it runs once per file
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        push(entry.path)
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    out.errors.append(f"{entry.path}: {exc.strerror or exc}")
-                    continue
-                sizes[entry.path] = st.st_size
-                if st.st_mtime > newest:
-                    newest = st.st_mtime
+        if st.st_mtime > newest:
+            newest = st.st_mtime
+        if receipt and entry.name.endswith(".json"):
+            out.receipt_paths.append(entry.path)
     out.bytes = sum(sizes.values())
     out.last_write = newest or None
 
@@ -277,72 +254,24 @@ def count_namespace(key: str) -> NamespaceCount:
     meta = f"{key}/{META_DIR}"
     files = size = 0
     newest = 0.0
-    stack = [key]
-    while stack:
-        folder = stack.pop()
-        try:
-            it = os.scandir(folder)
-        except FileNotFoundError:
-            if folder == key:
-                out.vanished = True
-                return out
-            continue  # a subfolder removed mid-walk
-        except NotADirectoryError:
-            if folder == key:
-                out.vanished = True
-                return out
-            continue
-        except OSError as exc:
-            out.errors.append(f"{folder}: {exc.strerror or exc}")
-            continue
-        own = folder == meta
-        with it:
-            for entry in it:  # runs once per file: kept as tight as the floor's loop
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    out.errors.append(f"{entry.path}: {exc.strerror or exc}")
-                    continue
-                files += 1
-                size += st.st_size
-                if own:
-                    if entry.name == STAMP_FILE:
-                        out.stamp_mtime = st.st_mtime
-                elif st.st_mtime > newest:
-                    newest = st.st_mtime
+    last: str | None = None
+    own = False
+    try:
+        for folder, entry, st in walk_files(key, out.errors):
+            files += 1
+            size += st.st_size
+            if folder is not last:
+                last, own = folder, folder == meta
+            if own:
+                if entry.name == STAMP_FILE:
+                    out.stamp_mtime = st.st_mtime
+            elif st.st_mtime > newest:
+                newest = st.st_mtime
+    except FileNotFoundError:
+        out.vanished = True
+        return out
     out.files, out.bytes, out.last_write = files, size, newest or None
     return out
-
-
-def _walk_special(
-    it: Iterator[os.DirEntry[str]], own: bool, out: NamespaceScan, stack: list[str], newest: float
-) -> float:
-    """`.lanewatch/` (lanewatch's own: not a write; note the stamp) or `receipts/`."""
-    for entry in it:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-                continue
-            st = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            out.errors.append(f"{entry.path}: {exc.strerror or exc}")
-            continue
-        out.sizes[entry.path] = st.st_size
-        if own:
-            if entry.name == STAMP_FILE:
-                out.stamp_mtime = st.st_mtime
-            continue
-        newest = max(newest, st.st_mtime)
-        if entry.name.endswith(".json"):
-            out.receipt_paths.append(entry.path)
-    return newest
 
 
 def floor_walk(top: str) -> tuple[int, int]:

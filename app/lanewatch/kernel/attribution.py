@@ -43,6 +43,7 @@ from lanewatch.kernel.keeper import Keeper
 from lanewatch.kernel.writefacts import Attributor, Fact, KernelBatch, Lost, Stats, is_stamp
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, parse_stamp
+from lanewatch.linux.paths import is_under
 from lanewatch.processes.pidclock import PidClock
 from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
 from lanewatch.records.evidence import SMALL_FILE
@@ -78,10 +79,6 @@ def attribution_status(probe: str | None = None) -> tuple[str, str]:
 
 def shared_temp() -> list[str]:
     return [p for p in SHARED_TEMP if os.path.isdir(p)]
-
-
-def _inside(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
 class Attribution:
@@ -181,7 +178,7 @@ class Attribution:
 
     # -- the reader: keep it short -------------------------------------------------------------
     def _zone(self, path: str) -> tuple[str, str | None, str | None] | None:
-        if f"/{ROOT_META}/" in path or any(_inside(path, p) for p in self.ignore):
+        if f"/{ROOT_META}/" in path or any(is_under(path, p) for p in self.ignore):
             return None  # lanewatch's own data: never anyone's write
         for root in self.roots:
             if path.startswith(root + "/"):
@@ -189,7 +186,7 @@ class Attribution:
                 if not sep or name == ROOT_META:
                     return None  # a stray file in the root, or the root's own data
                 return "ns", f"{root}/{name}", root
-        return ("shared", None, None) if any(_inside(path, p) for p in self.shared) else None
+        return ("shared", None, None) if any(is_under(path, p) for p in self.shared) else None
 
     def _on_events(self, events: Sequence[FanEvent]) -> None:
         if not self._reader_joined:

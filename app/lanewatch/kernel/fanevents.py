@@ -32,6 +32,7 @@ from lanewatch.linux.fanotify_abi import (
     INFO_PIDFD,
     mask_names,
 )
+from lanewatch.linux.proc import fd_path
 from lanewatch.processes.ownpids import own_pids
 
 log = logging.getLogger(__name__)
@@ -231,13 +232,6 @@ def parse_metadata(buf: bytes) -> list[RawEvent]:
     return [RawEvent(mask, fd, pid, vers, pidfd) for mask, fd, pid, vers, pidfd in _records(buf)]
 
 
-def _fd_path(fd: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return None
-
-
 def _close_quietly(fd: int) -> None:
     try:
         os.close(fd)
@@ -267,7 +261,7 @@ def events_from_buffer(
     try:
         for i, (mask, rfd, pid, version, pidfd) in enumerate(records):
             keep = version == FANOTIFY_METADATA_VERSION and pid not in own
-            path = _fd_path(rfd) if keep and rfd >= 0 else None
+            path = fd_path(rfd) if keep and rfd >= 0 else None
             if keep and path is not None and accept is not None:
                 keep = accept(path)
             if keep:

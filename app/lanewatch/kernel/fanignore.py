@@ -55,6 +55,9 @@ from lanewatch.linux.fanotify_abi import (
     _libc,
     _require_libc,
 )
+from lanewatch.linux.mountinfo import read_mountinfo
+from lanewatch.linux.paths import is_under
+from lanewatch.linux.proc import SELF_MOUNTINFO, fd_path
 
 log = logging.getLogger(__name__)
 
@@ -84,17 +87,7 @@ MAX_FOLDERS = 4096  # folders remembered; past that we forget them all and learn
 REMARK_AFTER = 1.0  # seconds: a folder still waking us this long after its mark lost it
 _FSID = struct.Struct("=Q")
 _HANDLE = struct.Struct("=Ii")  # struct file_handle: handle_bytes, handle_type
-MOUNTINFO = "/proc/self/mountinfo"
 READY = "busy folders outside the roots are ignored in the kernel"
-
-
-def _inside(path: str, prefix: str) -> bool:
-    """`prefix` ends in "/": `path` is it or below it."""
-    return (path + "/").startswith(prefix)
-
-
-def _slash(path: str) -> str:
-    return path if path.endswith("/") else path + "/"
 
 
 def _related(path: str, prefixes: Iterable[str]) -> bool:
@@ -103,28 +96,15 @@ def _related(path: str, prefixes: Iterable[str]) -> bool:
     return any(probe.startswith(p) or p.startswith(probe) for p in prefixes)
 
 
-def _unescape(field: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as \ooo
-    if "\\" not in field:
-        return field
-    return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="replace")
-
-
 Mount = tuple[int, str, str]  # device, the folder of the filesystem it shows, mount point
 
 
 def read_mounts() -> list[Mount]:
     """Every mount in our namespace."""
     out: list[Mount] = []
-    with open(MOUNTINFO, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            fields = line.split()
-            if len(fields) < 5:
-                continue
-            major, _, minor = fields[2].partition(":")
-            with contextlib.suppress(ValueError):
-                dev = os.makedev(int(major), int(minor))
-                out.append((dev, _unescape(fields[3]), _unescape(fields[4])))
+    for entry in read_mountinfo():
+        with contextlib.suppress(ValueError):
+            out.append((entry.dev, entry.root, entry.mount_point))
     return out
 
 
@@ -196,7 +176,7 @@ class ForeignDirs:
             raise FanotifyError(err, f"no file-handle fanotify group ({os.strerror(err)})")
         self._renames = fd
         # Opened before the table is read: a mount made in between is reported by the poll.
-        self._mountinfo = os.open(MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
+        self._mountinfo = os.open(SELF_MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
         self._mount_watch.register(self._mountinfo, select.POLLPRI | select.POLLERR)
         self._mounts = read_mounts()
         counts = _counts(self._mounts)
@@ -223,7 +203,7 @@ class ForeignDirs:
                 self._mount_fds[fsid] = os.open(p, os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY)
             # The mount `p` is seen through: prefixes map to folders of the filesystem by it.
             real = os.path.realpath(p)
-            ours = [(r, m) for d, r, m in self._mounts if d == dev and _inside(real, _slash(m))]
+            ours = [(r, m) for d, r, m in self._mounts if d == dev and is_under(real, m)]
             self._watchable[dev] = max(ours, key=lambda rm: len(rm[1]), default=("/", "/"))
             if counts.get(dev, 0) == 1:  # mounted twice: no marks until it is once again
                 self._devices.add(dev)
@@ -272,7 +252,7 @@ class ForeignDirs:
         # event may have come through it); a loss found is reported at the next `handle`.
         if self._mount_watch.poll(0):
             self._pending += self._mounts_changed()
-        if any(_inside(folder, p) for p in self._prefixes()) or not self._on_ours(folder):
+        if any(is_under(folder, p) for p in self._prefixes()) or not self._on_ours(folder):
             self._folders[folder] = 0.0
             return
         libc = _libc()
@@ -374,7 +354,7 @@ class ForeignDirs:
             offset += length
         self.renames.append((old, new))
         prefixes = self._prefixes()
-        came_from_outside = old is None or not any(_inside(old, p) for p in prefixes)
+        came_from_outside = old is None or not any(is_under(old, p) for p in prefixes)
         landed_near = new is None or _related(new, prefixes)
         if came_from_outside and landed_near:
             return f"a folder moved to {new or 'a place we could not tell'} from outside the roots"
@@ -397,12 +377,10 @@ class ForeignDirs:
         if fd < 0:
             return None  # gone already: we cannot tell where it was
         try:
-            folder = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            return None
+            folder = fd_path(fd)
         finally:
             os.close(fd)
-        if folder.endswith(" (deleted)"):
+        if folder is None or folder.endswith(" (deleted)"):
             return None
         return os.path.join(folder, os.fsdecode(name))
 
@@ -430,7 +408,7 @@ class ForeignDirs:
         for dev, shown, point in added:
             if dev not in self._watchable or not _related(point, prefixes):
                 continue
-            if not any(_inside(shown, p) for p in self._fs_prefixes(dev, prefixes)):
+            if not any(is_under(shown, p) for p in self._fs_prefixes(dev, prefixes)):
                 return [f"{point} was mounted at or above a root"]
         return []
 

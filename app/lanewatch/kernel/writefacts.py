@@ -8,7 +8,6 @@ evidence store and the write history). It runs on the attribution thread only.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from lanewatch.kernel.fanotify import ContentSample
 from lanewatch.kernel.keeper import Keep
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
+from lanewatch.linux.proc import readlink
 from lanewatch.model.filehistory import WriteRecord
 from lanewatch.model.incidents import Observation
 from lanewatch.model.kernelwrites import KernelWrite, foreign_write, unbound_write
@@ -186,7 +186,7 @@ class Attributor:
             links = set()
             for fd in (1, 2):
                 try:
-                    links.add(os.readlink(f"/proc/{w.owner_pid}/fd/{fd}"))
+                    links.add(readlink(w.owner_pid, f"fd/{fd}"))
                 except OSError:
                     continue
             if links or cached is None:  # gone since: keep what we saw while it lived

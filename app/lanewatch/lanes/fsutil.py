@@ -16,6 +16,7 @@ import fcntl
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from lanewatch.errors import LanewatchError
@@ -188,3 +189,46 @@ def _read_all(fd: int, limit: int) -> tuple[bytes, os.stat_result]:
         return b"".join(chunks), st
     finally:
         os.close(fd)
+
+
+def walk_files(
+    top: str, errors: list[str] | None = None
+) -> Iterator[tuple[str, os.DirEntry[str], os.stat_result]]:
+    """(folder, entry, lstat) of every non-folder under `top`, following no symlink: one
+    `lstat` per non-folder (folders are told apart by the directory entry's type).
+
+    Raises FileNotFoundError when `top` itself is gone or is not a folder. A subfolder or file
+    removed mid-walk is skipped; any other error is added to `errors` as "path: reason" (or
+    skipped quietly when `errors` is None). Folders come depth first, their files together."""
+    stack = [top]
+    push = stack.append
+    while stack:
+        folder = stack.pop()
+        try:
+            it = os.scandir(folder)
+        except FileNotFoundError:
+            if folder == top:
+                raise
+            continue  # a subfolder removed mid-walk
+        except NotADirectoryError:
+            if folder == top:
+                raise FileNotFoundError(errno.ENOENT, "replaced by a file", top) from None
+            continue
+        except OSError as exc:
+            if errors is not None:
+                errors.append(f"{folder}: {exc.strerror or exc}")
+            continue
+        with it:
+            for entry in it:  # runs once per file: kept tight
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        push(entry.path)
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    if errors is not None:
+                        errors.append(f"{entry.path}: {exc.strerror or exc}")
+                    continue
+                yield folder, entry, st

@@ -18,6 +18,8 @@ from pathlib import Path
 from filelock import UnixFileLock
 
 from lanewatch.lanes.stamp import LOCK_FILE, META_DIR
+from lanewatch.linux.mountinfo import mount_device
+from lanewatch.linux.proc import read_locks
 
 
 def lock_path(namespace: Path) -> Path:
@@ -98,10 +100,8 @@ def is_lock_held(namespace: Path) -> bool | None:
         inode, devices = _lock_table_key(lock_path(namespace))
     except OSError:
         return None
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            table = f.read()
-    except OSError:
+    table = read_locks()
+    if table is None:
         return None
     for line in table.splitlines():
         parts = line.split()
@@ -128,25 +128,9 @@ def _lock_table_key(path: Path) -> tuple[int, set[tuple[int, int]]]:
     try:
         st = os.fstat(fd)
         devices = {(os.major(st.st_dev), os.minor(st.st_dev))}
-        mount = _mount_device(fd)
+        mount = mount_device(fd)
     finally:
         os.close(fd)
     if mount is not None:
         devices.add(mount)
     return st.st_ino, devices
-
-
-def _mount_device(fd: int) -> tuple[int, int] | None:
-    try:
-        with open(f"/proc/self/fdinfo/{fd}", encoding="ascii", errors="replace") as f:
-            info = f.read()
-        mnt_id = next(line.split()[1] for line in info.splitlines() if line.startswith("mnt_id:"))
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) > 2 and parts[0] == mnt_id:
-                    major, minor = parts[2].split(":")
-                    return int(major), int(minor)
-    except (OSError, StopIteration, IndexError, ValueError):
-        return None
-    return None

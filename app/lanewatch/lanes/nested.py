@@ -23,22 +23,18 @@ from pathlib import Path
 
 from lanewatch.lanes.lane import ENV_NAMESPACE, Lane, LaneTarget
 from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
-from lanewatch.linux.procid import PROC, ProbeError, boot_id, hostname, start_ticks
+from lanewatch.linux.proc import read_stat
+from lanewatch.linux.procid import ProbeError, boot_id, hostname, start_ticks
 
 MAX_DEPTH = 256
 
 
 def parent_pid(pid: int) -> int | None:
     try:
-        with open(f"{PROC}/{pid}/stat", "rb") as f:
-            data = f.read()
+        st = read_stat(pid)
     except OSError:
         return None
-    rest = data[data.rfind(b")") + 2 :].split()
-    try:
-        return int(rest[1])  # field 4
-    except (IndexError, ValueError):
-        return None
+    return None if st is None else st.ppid
 
 
 def _is_ancestor(pid: int, ticks: int) -> bool:

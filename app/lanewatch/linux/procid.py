@@ -12,14 +12,14 @@ import socket
 from dataclasses import dataclass
 from enum import Enum
 
-PROC = "/proc"
+from lanewatch.linux.proc import BOOT_ID, PROC, ProcStat, parse_stat, parse_status, read_file
 
 
 @functools.cache
 def boot_id() -> str:
     """The kernel's random boot id; changes on every boot."""
     try:
-        with open(f"{PROC}/sys/kernel/random/boot_id", encoding="ascii") as f:
+        with open(BOOT_ID, encoding="ascii") as f:
             return f.read().strip()
     except OSError:
         return ""
@@ -34,27 +34,24 @@ class ProbeError(Exception):
     """The process could not be inspected (permission, hidepid); it is NOT evidence of death."""
 
 
-def _stat_fields(pid: int) -> list[bytes] | None:
-    """Fields 3.. of /proc/PID/stat (state first), or None if no such process.
-
-    Raises ProbeError when the process may exist but cannot be read.
-    """
+def _read(pid: int, name: str) -> bytes | None:
+    """/proc/PID/name, or None if no such process. Raises ProbeError when the process may
+    exist but cannot be read."""
     try:
-        with open(f"{PROC}/{pid}/stat", "rb") as f:
-            data = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
+        return read_file(pid, name)
     except OSError as exc:
-        raise ProbeError(f"cannot read /proc/{pid}/stat: {exc.strerror}") from exc
-    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
-    return data[data.rfind(b")") + 2 :].split()
+        raise ProbeError(f"cannot read {PROC}/{pid}/{name}: {exc.strerror}") from exc
 
 
-def _ticks_of(pid: int, rest: list[bytes]) -> int:
-    try:
-        return int(rest[19])  # rest[0] is field 3 (state); field 22 is rest[19]
-    except (IndexError, ValueError) as exc:
-        raise ProbeError(f"unreadable /proc/{pid}/stat") from exc
+def _stat(pid: int) -> ProcStat | None:
+    """The stat of `pid`, None if no such process; ProbeError if it cannot be read."""
+    data = _read(pid, "stat")
+    if data is None:
+        return None
+    st = parse_stat(pid, data)
+    if st is None:
+        raise ProbeError(f"unreadable {PROC}/{pid}/stat")
+    return st
 
 
 def start_ticks(pid: int) -> int | None:
@@ -62,36 +59,27 @@ def start_ticks(pid: int) -> int | None:
 
     Raises ProbeError when the process may exist but cannot be read.
     """
-    rest = _stat_fields(pid)
-    return None if rest is None else _ticks_of(pid, rest)
+    st = _stat(pid)
+    return None if st is None else st.start_ticks
 
 
 def process_state(pid: int) -> str | None:
     """The one-letter state of /proc/PID/stat (R, S, T for stopped, Z, ...), or None if gone."""
-    rest = _stat_fields(pid)
-    return rest[0].decode("ascii", "replace") if rest else None
+    st = _stat(pid)
+    return None if st is None else st.state
 
 
 def uid_and_tgid(pid: int) -> tuple[int, int] | None:
     """Real uid and thread group id from /proc/PID/status (world-readable); None if gone.
 
     Raises ProbeError when the process may exist but cannot be read."""
-    uid = tgid = None
-    try:
-        with open(f"{PROC}/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Tgid:"):
-                    tgid = int(line.split()[1])
-                elif line.startswith(b"Uid:"):
-                    uid = int(line.split()[1])
-                    break  # Uid comes after Tgid
-    except (FileNotFoundError, ProcessLookupError):
+    data = _read(pid, "status")
+    if data is None:
         return None
-    except OSError as exc:
-        raise ProbeError(f"cannot read {PROC}/{pid}/status: {exc.strerror}") from exc
-    if uid is None or tgid is None:
+    status = parse_status(data)
+    if status.uid is None or status.tgid is None:
         raise ProbeError(f"no Uid or Tgid line in {PROC}/{pid}/status")
-    return uid, tgid
+    return status.uid, status.tgid
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +115,14 @@ def liveness(identity: ProcessIdentity) -> tuple[Liveness, str]:
     if identity.boot_id and boot_id() and identity.boot_id != boot_id():
         return Liveness.OTHER_BOOT, "stamp written before this boot"
     try:
-        rest = _stat_fields(identity.pid)  # one read gives both start ticks and state
-        if rest is None:
+        st = _stat(identity.pid)  # one read gives both start ticks and state
+        if st is None:
             return Liveness.DEAD, f"pid {identity.pid} does not exist"
-        if _ticks_of(identity.pid, rest) != identity.start_ticks:
+        if st.start_ticks != identity.start_ticks:
             return Liveness.REUSED, f"pid {identity.pid} now names another process"
     except ProbeError as exc:
         return Liveness.UNKNOWN, str(exc)
-    state = rest[0].decode("ascii", "replace")
+    state = st.state
     if state in ("Z", "X"):
         return Liveness.ZOMBIE, f"pid {identity.pid} exited (zombie)"
     if state in ("T", "t"):

@@ -18,14 +18,16 @@ import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 
+from lanewatch.linux.paths import under_any
+from lanewatch.linux.proc import DELETED, Pinned, ProcStat, environ_values, fd_access
 from lanewatch.model.writers import Holding, Owner
-from lanewatch.processes import holders
 from lanewatch.processes.ownpids import own_pids
 
-_O_PATH = getattr(os, "O_PATH", 0)
+_LANE_KEY = b"LANEWATCH_LANE="
+_NAMESPACE_KEY = b"LANEWATCH_NAMESPACE="
 
 
-def lane_pids(procs: Mapping[int, holders.ProcStat], owners: Iterable[Owner]) -> set[int]:
+def lane_pids(procs: Mapping[int, ProcStat], owners: Iterable[Owner]) -> set[int]:
     """Owners, their descendants and their process groups' members."""
     owners = list(owners)
     found = {pid for o in owners for pid in o.pids if pid in procs}
@@ -44,49 +46,9 @@ def lane_pids(procs: Mapping[int, holders.ProcStat], owners: Iterable[Owner]) ->
     return found
 
 
-def _inside(path: str, prefixes: Sequence[str]) -> bool:
-    return any(path == p or path.startswith(p + "/") for p in prefixes)
-
-
-def _env(dfd: int) -> tuple[str | None, str | None]:
-    try:
-        fd = os.open("environ", os.O_RDONLY, dir_fd=dfd)
-    except OSError:
-        return None, None
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    except OSError:
-        return None, None
-    finally:
-        os.close(fd)
-    lane = namespace = None
-    for entry in b"".join(chunks).split(b"\0"):
-        if entry.startswith(b"LANEWATCH_LANE="):
-            lane = os.fsdecode(entry[15:])
-        elif entry.startswith(b"LANEWATCH_NAMESPACE="):
-            namespace = os.fsdecode(entry[20:])
-    return lane, namespace
-
-
-def _access(dfd: int, fd: str) -> str | None:
-    try:
-        with open(f"fdinfo/{fd}", "rb", opener=lambda p, f: os.open(p, f, dir_fd=dfd)) as info:
-            for line in info:
-                if line.startswith(b"flags:"):
-                    flags = int(line.split()[1], 8)
-                    if _O_PATH and flags & _O_PATH:
-                        return "path"
-                    return ("read", "write", "readwrite", "readwrite")[flags & 3]
-    except (OSError, ValueError):
-        return None
-    return None
-
-
 def holdings_of(
     pids: Iterable[int],
-    procs: Mapping[int, holders.ProcStat],
+    procs: Mapping[int, ProcStat],
     prefixes: Sequence[str],
 ) -> list[Holding]:
     """What `pids` hold (cwd and fds) under `prefixes` (given as real, absolute paths)."""
@@ -98,62 +60,62 @@ def holdings_of(
         if st is None or pid in own:
             continue
         try:
-            dfd = os.open(f"/proc/{pid}", _O_PATH | os.O_DIRECTORY)
+            pinned = Pinned.open(pid)
         except OSError:
             continue
-        try:
-            out.extend(_one(pid, dfd, st, procs, prefixes))
-        finally:
-            os.close(dfd)
+        with pinned:
+            out.extend(_one(pinned, st, procs, prefixes))
     return out
 
 
 def _one(
-    pid: int,
-    dfd: int,
-    st: holders.ProcStat,
-    procs: Mapping[int, holders.ProcStat],
+    pinned: Pinned,
+    st: ProcStat,
+    procs: Mapping[int, ProcStat],
     prefixes: Sequence[str],
 ) -> list[Holding]:
+    pid = pinned.pid
     found: list[tuple[str, str, str | None, bool, int | None, bool]] = []
     try:
-        cwd = os.readlink("cwd", dir_fd=dfd)
-        if _inside(cwd, prefixes):
+        cwd = pinned.readlink("cwd")
+        if under_any(cwd, prefixes):
             found.append((cwd, "cwd", None, False, None, True))
     except OSError:
         pass
     try:
-        fds = os.listdir(f"/proc/{pid}/fd")
+        fds = pinned.fds()
     except OSError:
         fds = []
     for name in fds:
         try:
-            target = os.readlink(f"fd/{name}", dir_fd=dfd)
+            target = pinned.readlink(f"fd/{name}")
         except OSError:
             continue
-        deleted = target.endswith(" (deleted)")
+        deleted = target.endswith(DELETED)
         if deleted:
-            target = target[:-10]
-        if target.startswith("/") and _inside(target, prefixes):
+            target = target[: -len(DELETED)]
+        if target.startswith("/") and under_any(target, prefixes):
             try:
-                is_dir = stat.S_ISDIR(os.stat(f"fd/{name}", dir_fd=dfd).st_mode)
+                is_dir = stat.S_ISDIR(os.stat(f"fd/{name}", dir_fd=pinned.dfd).st_mode)
             except OSError:
                 is_dir = False
-            found.append((target, "fd", _access(dfd, name), deleted, int(name), is_dir))
+            access = fd_access(pinned.fd_flags(name))
+            found.append((target, "fd", access, deleted, int(name), is_dir))
     if not found:
         return []
     # Re-check the pinned process is the one in the table (not a reused pid).
     try:
-        with open("stat", "rb", opener=lambda p, f: os.open(p, f, dir_fd=dfd)) as f:
-            data = f.read()
-        if int(data[data.rfind(b")") + 2 :].split()[19]) != st.start_ticks:
-            return []
-    except (OSError, ValueError, IndexError):
+        now = pinned.stat()
+    except OSError:
         return []
-    lane, namespace = _env(dfd)
+    if now is None or now.start_ticks != st.start_ticks:
+        return []
     try:
-        with open("cmdline", "rb", opener=lambda p, f: os.open(p, f, dir_fd=dfd)) as f:
-            cmd = tuple(os.fsdecode(a) for a in f.read().split(b"\0") if a)
+        lane, namespace = environ_values(pinned.environ(), _LANE_KEY, _NAMESPACE_KEY)
+    except OSError:
+        lane = namespace = None
+    try:
+        cmd = tuple(a for a in pinned.cmdline() if a)
     except OSError:
         cmd = ()
     lineage = [pid]

@@ -26,7 +26,6 @@ Permission errors never mean "not holding": the pid lands in `unreadable` with t
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat as stat_mod
@@ -35,7 +34,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-from lanewatch.linux.procid import PROC, ProcessIdentity, boot_id
+from lanewatch.linux.mountinfo import hidden_reason as _hidden_reason
+from lanewatch.linux.proc import DELETED as _DELETED
+from lanewatch.linux.proc import DENIED_ERRNOS as _DENIED_ERRNOS
+from lanewatch.linux.proc import GONE_ERRNOS as _GONE_ERRNOS
+from lanewatch.linux.proc import ProcStat, open_fd_dir, parse_cmdline, pin, read_stat
+from lanewatch.linux.proc import environ_values as _environ_values
+from lanewatch.linux.proc import owner_at as _dir_uid
+from lanewatch.linux.proc import parse_status as _parse_status
+from lanewatch.linux.proc import pids as _pids
+from lanewatch.linux.proc import read_at as _read
+from lanewatch.linux.proc import stat_at as _stat_at
+from lanewatch.linux.proc import why as _why
+from lanewatch.linux.procid import ProcessIdentity, boot_id
 from lanewatch.processes.memo import FdFacts, ProcMemo, Reading, Seen, quiet_mark
 
 HoldKind = Literal["cwd", "root", "fd", "map"]
@@ -46,11 +57,6 @@ Access = Literal["read", "write", "readwrite", "path"]
 LANE_VAR = "LANEWATCH_LANE"
 NAMESPACE_VAR = "LANEWATCH_NAMESPACE"
 
-_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ESRCH})
-_DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
-_DELETED = " (deleted)"
-_O_PATH: int = getattr(os, "O_PATH", 0)
-_PF_KTHREAD = 0x00200000
 _LANE_KEY = LANE_VAR.encode() + b"="
 _NAMESPACE_KEY = NAMESPACE_VAR.encode() + b"="
 
@@ -70,24 +76,6 @@ class HeldPath:
     @property
     def writable(self) -> bool:
         return self.access in ("write", "readwrite")
-
-
-@dataclass(frozen=True, slots=True)
-class ProcStat:
-    """The fields of `/proc/PID/stat` needed for identity and process trees."""
-
-    pid: int
-    comm: str
-    state: str  # R, S, D, T (stopped), t (traced), Z (zombie), ...
-    ppid: int
-    pgid: int
-    sid: int
-    flags: int
-    start_ticks: int
-
-    @property
-    def kernel_thread(self) -> bool:
-        return bool(self.flags & _PF_KTHREAD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,20 +256,6 @@ def holders(
     )
 
 
-def read_stat(pid: int) -> ProcStat | None:
-    """`/proc/PID/stat` parsed, or None when there is no such process.
-
-    Raises OSError for other errors (stat is world-readable, so that is unexpected).
-    """
-    try:
-        with open(f"{PROC}/{pid}/stat", "rb") as f:
-            return _parse_stat(pid, f.read())
-    except OSError as exc:
-        if exc.errno in _GONE_ERRNOS:
-            return None
-        raise
-
-
 def process_table() -> dict[int, ProcStat]:
     """The stat of every visible process; processes that vanish meanwhile are skipped."""
     table: dict[int, ProcStat] = {}
@@ -378,77 +352,17 @@ class _Matcher:
         return None
 
 
-def _pids() -> list[int]:
-    try:
-        names = os.listdir(PROC)
-    except OSError:
-        return []
-    return [int(n) for n in names if n.isdigit()]
-
-
-def _why(exc: OSError) -> str:
-    name = errno.errorcode.get(exc.errno or 0, "error")
-    return f"{name}: {exc.strerror}" if exc.strerror else name
-
-
-def _read(name: str, dfd: int) -> bytes:
-    fd = os.open(name, os.O_RDONLY, dir_fd=dfd)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _parse_stat(pid: int, data: bytes) -> ProcStat | None:
-    # comm may hold spaces and ')': it ends at the LAST ')'.
-    close = data.rfind(b")")
-    if close < 0:
-        return None
-    rest = data[close + 2 :].split()
-    try:
-        return ProcStat(
-            pid=pid,
-            comm=data[data.find(b"(") + 1 : close].decode("utf-8", "replace"),
-            state=rest[0].decode("ascii", "replace"),
-            ppid=int(rest[1]),
-            pgid=int(rest[2]),
-            sid=int(rest[3]),
-            flags=int(rest[6]),
-            start_ticks=int(rest[19]),
-        )
-    except (IndexError, ValueError):
-        return None
-
-
-def _dir_uid(dfd: int) -> int | None:
-    """The owner of /proc/PID: the process's uid, one fstat (root for a non-dumpable one)."""
-    try:
-        return os.fstat(dfd).st_uid
-    except OSError:
-        return None
-
-
 def _owner(dfd: int) -> tuple[int | None, bool]:
     """(effective uid, is a zombie) of a process we could not read, from its status (readable
     by all). Not the owner of /proc/PID: for a process that made itself non-dumpable (ssh-agent,
     gpg-agent) that is root, whoever runs it, and a clear must not take a user's own hidden
     process for root's. A normal user gets EACCES even for its own zombies' fd/."""
     try:
-        status = _read("status", dfd)
+        status = _parse_status(_read(dfd, "status"))
     except OSError:
-        status = b""
-    uid: int | None = None
-    zombie = False
-    for line in status.splitlines():
-        if line.startswith(b"Uid:"):
-            with contextlib.suppress(IndexError, ValueError):
-                uid = int(line.split()[2])
-        elif line.startswith(b"State:"):
-            zombie = line.split()[1:2] == [b"Z"]
-    return (uid if uid is not None else _dir_uid(dfd)), zombie
+        return _dir_uid(dfd), False
+    uid = status.euid
+    return (uid if uid is not None else _dir_uid(dfd)), status.state == "Z"
 
 
 def _candidate(matcher: _Matcher, raw: str) -> bool:
@@ -498,7 +412,7 @@ def _probe(
 ) -> None:
     try:
         # Pin the process: reads through dfd fail rather than read the pid's next owner.
-        dfd = os.open(f"{PROC}/{pid}", _O_PATH | os.O_DIRECTORY)
+        dfd = pin(pid)
     except OSError as exc:
         if exc.errno not in _GONE_ERRNOS:
             unreadable.append(Unreadable(pid, "proc", _why(exc)))
@@ -569,7 +483,7 @@ def _probe(
 
 def _stat(pid: int, dfd: int, unreadable: list[Unreadable]) -> ProcStat | None:
     try:
-        return _parse_stat(pid, _read("stat", dfd))
+        return _stat_at(pid, dfd)
     except OSError as exc:
         if exc.errno not in _GONE_ERRNOS:
             unreadable.append(Unreadable(pid, "stat", _why(exc), _owner(dfd)[0]))
@@ -630,7 +544,7 @@ def _held_fds(
         # /proc/PID/fd opened through the pin: if the process died (and its pid was reused)
         # this fails, and every name below is looked up in the pinned process's table only.
         # Relative look-ups in it also skip walking "PID/fd/" for each fd.
-        fdd = os.open("fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+        fdd = open_fd_dir(dfd)
     except OSError as exc:
         if exc.errno in _GONE_ERRNOS:
             return None
@@ -719,7 +633,7 @@ def _fd_access(link: str, dfd: int) -> Access | None:
 
 def _mapped(pid: int, dfd: int, matcher: _Matcher, problems: list[Unreadable]) -> list[HeldPath]:
     try:
-        data = _read("maps", dfd)
+        data = _read(dfd, "maps")
     except OSError as exc:
         if exc.errno not in _GONE_ERRNOS:
             problems.append(Unreadable(pid, "maps", _why(exc)))
@@ -765,29 +679,23 @@ def _describe(
             env_readable=seen.env_readable,
         )
     try:
-        raw = _read("cmdline", dfd)
+        raw = _read(dfd, "cmdline")
     except OSError as exc:
         if exc.errno in _GONE_ERRNOS:
             return None
         raw = b""
-    cmdline = tuple(os.fsdecode(a) for a in raw.split(b"\0"))
-    if cmdline and cmdline[-1] == "":
-        cmdline = cmdline[:-1]
+    cmdline = parse_cmdline(raw)
     lane = namespace = None
     env_readable = False
     if with_env:
         try:
-            env = _read("environ", dfd)
+            env = _read(dfd, "environ")
         except OSError as exc:
             if exc.errno in _GONE_ERRNOS:
                 return None
         else:
             env_readable = True
-            for entry in env.split(b"\0"):
-                if entry.startswith(_LANE_KEY):
-                    lane = os.fsdecode(entry[len(_LANE_KEY) :])
-                elif entry.startswith(_NAMESPACE_KEY):
-                    namespace = os.fsdecode(entry[len(_NAMESPACE_KEY) :])
+            lane, namespace = _environ_values(env, _LANE_KEY, _NAMESPACE_KEY)
     return Holder(
         stat=st,
         boot_id=bid,
@@ -798,24 +706,3 @@ def _describe(
         namespace=namespace,
         env_readable=env_readable,
     )
-
-
-def _hidden_reason() -> str | None:
-    """Why other users' processes may be invisible: /proc mounted with hidepid, and we are not
-    root. The last mount on /proc wins."""
-    if os.geteuid() == 0:
-        return None
-    try:
-        with open(f"{PROC}/self/mountinfo", "rb") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    reason = None
-    for line in lines:
-        fields = line.split()
-        if len(fields) > 4 and fields[4] == os.fsencode(PROC):
-            reason = None
-            for opt in fields[-1].split(b","):
-                if opt.startswith(b"hidepid=") and opt not in (b"hidepid=0", b"hidepid=off"):
-                    reason = f"{PROC} is mounted with {opt.decode()}"
-    return reason

@@ -33,9 +33,10 @@ A memo belongs to one caller (the prober's thread): it is not thread-safe.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from lanewatch.linux.proc import read_at
 
 if TYPE_CHECKING:
     from lanewatch.processes.holders import HeldPath
@@ -114,11 +115,7 @@ class ProcMemo:
 def quiet_mark(dfd: int) -> bytes | None:
     """The context switch counts of the pinned process if it is off the CPU and has one
     thread, else None (never trusted). Raises OSError like any read of /proc/PID."""
-    fd = os.open("status", os.O_RDONLY | os.O_CLOEXEC, dir_fd=dfd)
-    try:
-        data = os.read(fd, 16384)
-    finally:
-        os.close(fd)
+    data = read_at(dfd, "status", once=16384)  # one read, as the scan is timed
     state = data.find(b"\nState:\t")
     threads = data.find(b"\nThreads:\t")
     switches = data.find(b"\nvoluntary_ctxt_switches:")

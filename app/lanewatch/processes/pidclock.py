@@ -23,14 +23,13 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from lanewatch.linux.proc import LAST_PID, PID_MAX, exists, read_int
+
 RESERVED_PIDS = 300  # the allocator wraps to here, not to 1
 LOOKAHEAD = 32  # pids after the last one whose occupancy a mark records
 MIN_INTERVAL = 0.025  # seconds between two marks; a mark asked for sooner is the last one
 KEEP_DENSE = 4096  # recent marks
 KEEP_SPARSE = 7200  # one mark a second, for processes born long ago
-_PROC = "/proc"
-_LAST_PID = "/proc/sys/kernel/ns_last_pid"
-_PID_MAX = "/proc/sys/kernel/pid_max"
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -39,27 +38,19 @@ def boottime() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-def _read_int(path: str) -> int | None:
-    try:
-        with open(path, "rb") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
 class _LastPid:
     """`ns_last_pid`, read through one descriptor kept open (a pread, not an open per read:
     the reader samples it up to 40 times a second)."""
 
     def __init__(self) -> None:
         try:
-            self._fd = os.open(_LAST_PID, os.O_RDONLY | os.O_CLOEXEC)
+            self._fd = os.open(LAST_PID, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self._fd = -1
 
     def read(self) -> int | None:
         if self._fd < 0:
-            return _read_int(_LAST_PID)
+            return read_int(LAST_PID)
         try:
             return int(os.pread(self._fd, 32, 0).strip())
         except (OSError, ValueError):
@@ -95,7 +86,7 @@ class PidClock:
     (then `proves` is always False: a gone pid stays unknown)."""
 
     def __init__(self) -> None:
-        self.pid_max = _read_int(_PID_MAX) or 0
+        self.pid_max = read_int(PID_MAX) or 0
         self._last_pid = _LastPid()
         last = self._last_pid.read()
         self.available = last is not None and self.pid_max > RESERVED_PIDS
@@ -126,8 +117,8 @@ class PidClock:
                 if first is None:
                     return None
                 ahead = [self._wrap(first + i) for i in range(1, LOOKAHEAD + 1)]
-                # os.access: no exception raised per free pid, unlike os.path.exists
-                looked = [p for p in ahead if not os.access(f"{_PROC}/{p}", os.F_OK)]
+                # an os.access: no exception raised per free pid, unlike os.path.exists
+                looked = [p for p in ahead if not exists(p)]
             last = self._last_pid.read()
             t = boottime()
             if last is None:

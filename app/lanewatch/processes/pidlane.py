@@ -22,7 +22,6 @@ have held that pid since (`sources.pidclock`); otherwise it is "unknown pid". Ne
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import sys
@@ -33,7 +32,8 @@ from dataclasses import dataclass, field
 
 from lanewatch.kernel.checkoutgit import git_common_dir
 from lanewatch.lanes.stamp import OwnerState, Stamp
-from lanewatch.processes import holders
+from lanewatch.linux.paths import is_below
+from lanewatch.linux.proc import ProcStat, environ_values, read_file, read_stat
 from lanewatch.processes.pidclock import Mark, PidClock, boottime
 
 CACHE_SIZE = 4096  # processes remembered
@@ -213,7 +213,7 @@ class PidLanes:
             self.owners.update(given, boottime())
 
     def _root_of(self, key: str) -> str | None:
-        return next((r for r in self.roots if key.startswith(r + "/")), None)
+        return next((r for r in self.roots if is_below(key, r)), None)
 
     # -- resolving ------------------------------------------------------------------------
     def resolve(self, pid: int, pidfd: int, window: Mark | None) -> Writer:
@@ -235,7 +235,7 @@ class PidLanes:
                 hit.seen_at = boottime()
                 return self._writer(hit)
         try:
-            st = holders.read_stat(pid)
+            st = read_stat(pid)
         except OSError:
             st = None
         if st is None:
@@ -325,21 +325,17 @@ class PidLanes:
                 if not starts:
                     del self._by_pid[old_pid]
 
-    def _read(self, pid: int, st: holders.ProcStat) -> _Proc | None:
+    def _read(self, pid: int, st: ProcStat) -> _Proc | None:
         self.stats["reads"] += 1
         try:
-            env = _read_bytes(f"/proc/{pid}/environ")
-            raw = _read_bytes(f"/proc/{pid}/cmdline")
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ESRCH):
-                return None
+            env = read_file(pid, "environ")
+            raw = read_file(pid, "cmdline")
+        except OSError:
             env, raw = b"", b""  # a zombie, or not readable: the ancestry may still tell
-        lane = ns = None
-        for entry in env.split(b"\0"):
-            if entry.startswith(_LANE_KEY):
-                lane = os.fsdecode(entry[len(_LANE_KEY) :])
-            elif entry.startswith(_NS_KEY):
-                ns = os.fsdecode(entry[len(_NS_KEY) :]).rstrip("/")
+        if env is None or raw is None:
+            return None  # gone
+        lane, ns = environ_values(env, _LANE_KEY, _NS_KEY)
+        ns = ns.rstrip("/") if ns is not None else None
         command = tuple(os.fsdecode(a) for a in raw.split(b"\0") if a) or (f"[{st.comm}]",)
         now = boottime()
         lineage = _lineage(st)
@@ -410,13 +406,13 @@ def _lane(proc: _Proc, owners: Owners) -> tuple[OwnerId | None, str, str, str, b
     return None
 
 
-def _lineage(st: holders.ProcStat) -> tuple[tuple[int, int], ...]:
+def _lineage(st: ProcStat) -> tuple[tuple[int, int], ...]:
     chain: list[tuple[int, int]] = []
     seen = {st.pid}
     ppid = st.ppid
     while ppid > 0 and ppid not in seen and len(chain) < MAX_DEPTH:
         try:
-            parent = holders.read_stat(ppid)
+            parent = read_stat(ppid)
         except OSError:
             parent = None
         if parent is None:
@@ -425,17 +421,6 @@ def _lineage(st: holders.ProcStat) -> tuple[tuple[int, int], ...]:
         seen.add(ppid)
         ppid = parent.ppid
     return tuple(chain)
-
-
-def _read_bytes(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _pidfs_ino(pidfd: int) -> int | None:

@@ -1,0 +1,127 @@
+"""The one parser of /proc/PID/mountinfo (see proc(5)), and the mount an fd lies on.
+
+The kernel escapes space, tab, newline and backslash in paths as three octal digits
+(\\040, \\011, \\012, \\134); every other byte is printed as is, so a mount point that is not
+UTF-8 arrives as raw bytes. `unescape` undoes the escapes on the bytes and then decodes them
+as the filesystem encoding does (`os.fsdecode`): a mount point compares equal to the same path
+from `os.readlink` or `os.listdir`, whatever its bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from lanewatch.linux.proc import PROC, SELF_MOUNTINFO, self_fdinfo_value
+
+_OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+
+@dataclass(frozen=True, slots=True)
+class MountEntry:
+    """One line of /proc/PID/mountinfo, escapes decoded."""
+
+    mount_id: int
+    parent_id: int
+    device: str  # "major:minor"
+    root: str  # the folder of the filesystem mounted here: not "/" for a bind mount of a subdir
+    mount_point: str
+    options: str
+    optional: tuple[str, ...]  # shared:N, master:N, ...
+    fstype: str
+    source: str
+    super_options: str
+
+    @property
+    def major_minor(self) -> tuple[int, int]:
+        major, _, minor = self.device.partition(":")
+        return int(major), int(minor)
+
+    @property
+    def dev(self) -> int:
+        """The device as `st_dev` spells it."""
+        return os.makedev(*self.major_minor)
+
+
+def unescape(field: bytes) -> str:
+    """Decode the kernel's octal escapes on the bytes, then the bytes as the filesystem
+    encoding does."""
+    return os.fsdecode(_OCTAL_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), field))
+
+
+def parse_mountinfo(data: bytes) -> list[MountEntry]:
+    """Parse mountinfo content; malformed lines are skipped."""
+    entries: list[MountEntry] = []
+    for line in data.splitlines():
+        fields = line.split(b" ")
+        try:
+            sep = fields.index(b"-", 6)
+            entries.append(
+                MountEntry(
+                    mount_id=int(fields[0]),
+                    parent_id=int(fields[1]),
+                    device=fields[2].decode("ascii"),
+                    root=unescape(fields[3]),
+                    mount_point=unescape(fields[4]),
+                    options=unescape(fields[5]),
+                    optional=tuple(unescape(f) for f in fields[6:sep]),
+                    fstype=unescape(fields[sep + 1]),
+                    source=unescape(fields[sep + 2]),
+                    super_options=unescape(fields[sep + 3]) if len(fields) > sep + 3 else "",
+                )
+            )
+        except (ValueError, IndexError, UnicodeDecodeError):
+            continue
+    return entries
+
+
+def read_mountinfo(path: str = SELF_MOUNTINFO) -> list[MountEntry]:
+    """Every mount in our mount namespace (or in `path`). Raises OSError."""
+    with open(path, "rb") as f:
+        return parse_mountinfo(f.read())
+
+
+def mount_id(fd: int) -> int | None:
+    """The id of the mount `fd` lies on (the `mnt_id` of /proc/self/fdinfo, as in mountinfo's
+    first field); None when the kernel does not say. Unlike st_dev it tells a bind mount of the
+    same filesystem from its parent, and unlike a path it cannot be swapped under us."""
+    return self_fdinfo_value(fd, b"mnt_id:")
+
+
+def mount_device(fd: int) -> tuple[int, int] | None:
+    """(major, minor) of the superblock of the mount `fd` lies on, or None. On btrfs this is
+    not what fstat says (that is the subvolume's device)."""
+    mnt = mount_id(fd)
+    if mnt is None:
+        return None
+    try:
+        entries = read_mountinfo()
+    except OSError:
+        return None
+    for entry in entries:
+        if entry.mount_id == mnt:
+            try:
+                return entry.major_minor
+            except ValueError:
+                return None
+    return None
+
+
+def hidden_reason() -> str | None:
+    """Why other users' processes may be invisible: /proc mounted with hidepid, and we are not
+    root. The last mount on /proc wins."""
+    if os.geteuid() == 0:
+        return None
+    try:
+        mounts = read_mountinfo()
+    except OSError:
+        return None
+    reason = None
+    for mount in mounts:
+        if mount.mount_point == PROC:
+            reason = None
+            for opt in mount.super_options.split(","):
+                if opt.startswith("hidepid=") and opt not in ("hidepid=0", "hidepid=off"):
+                    reason = f"{PROC} is mounted with {opt}"
+    return reason

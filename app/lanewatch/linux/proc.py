@@ -1,0 +1,363 @@
+"""Every read of /proc/PID (and /proc/self, /proc/sys, /proc/locks) the project makes.
+
+One errno policy for all callers: ENOENT and ESRCH mean the process is *gone* (`is_gone`),
+EACCES and EPERM mean we were *denied* (`is_denied`); a denial is never read as a death.
+One parser per file: `parse_stat` for /proc/PID/stat, `parse_status` for /proc/PID/status.
+
+A process is pinned by an `O_PATH` fd on /proc/PID (`pin`, `Pinned`) before anything else is
+read, and every later read goes through that fd: if the process exits, the reads fail; if its
+pid is reused meanwhile, the pinned fd still names the dead process. The hot path
+(`processes.holders`) keeps the bare fd and calls the `*_at` functions: no extra system call
+and no extra object per process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from dataclasses import dataclass
+
+PROC = "/proc"
+LAST_PID = f"{PROC}/sys/kernel/ns_last_pid"
+PID_MAX = f"{PROC}/sys/kernel/pid_max"
+LOCKS = f"{PROC}/locks"
+BOOT_ID = f"{PROC}/sys/kernel/random/boot_id"
+SELF_MOUNTINFO = f"{PROC}/self/mountinfo"
+
+GONE_ERRNOS = frozenset({errno.ENOENT, errno.ESRCH})
+DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
+DELETED = " (deleted)"  # what the kernel appends to the link of an unlinked object
+O_PATH: int = getattr(os, "O_PATH", 0)
+_PF_KTHREAD = 0x00200000
+
+
+# --- the errno policy ---------------------------------------------------------------------------
+
+
+def is_gone(exc: OSError) -> bool:
+    """The process (or the fd read) no longer exists: ENOENT, ESRCH."""
+    return exc.errno in GONE_ERRNOS
+
+
+def is_denied(exc: OSError) -> bool:
+    """We may not look (ptrace check, hidepid, another user): EACCES, EPERM. Never "gone"."""
+    return exc.errno in DENIED_ERRNOS
+
+
+def why(exc: OSError) -> str:
+    """A short reason for people: "EACCES: Permission denied"."""
+    name = errno.errorcode.get(exc.errno or 0, "error")
+    return f"{name}: {exc.strerror}" if exc.strerror else name
+
+
+# --- parsers ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    """The fields of `/proc/PID/stat` needed for identity and process trees."""
+
+    pid: int
+    comm: str
+    state: str  # R, S, D, T (stopped), t (traced), Z (zombie), ...
+    ppid: int
+    pgid: int
+    sid: int
+    flags: int
+    start_ticks: int  # field 22: start time in clock ticks since boot
+
+    @property
+    def kernel_thread(self) -> bool:
+        return bool(self.flags & _PF_KTHREAD)
+
+
+def parse_stat(pid: int, data: bytes) -> ProcStat | None:
+    """The one parser of /proc/PID/stat; None when `data` is malformed."""
+    # comm (field 2) may hold spaces and ')': it ends at the LAST ')'.
+    close = data.rfind(b")")
+    if close < 0:
+        return None
+    rest = data[close + 2 :].split()  # rest[0] is field 3 (state)
+    try:
+        return ProcStat(
+            pid=pid,
+            comm=data[data.find(b"(") + 1 : close].decode("utf-8", "replace"),
+            state=rest[0].decode("ascii", "replace"),
+            ppid=int(rest[1]),
+            pgid=int(rest[2]),
+            sid=int(rest[3]),
+            flags=int(rest[6]),
+            start_ticks=int(rest[19]),
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStatus:
+    """The lines of `/proc/PID/status` (readable by all) we use; None where missing."""
+
+    state: str | None  # the one-letter state
+    tgid: int | None
+    uid: int | None  # real uid
+    euid: int | None  # effective uid
+    cap_eff: int | None  # effective capabilities (a bit mask)
+
+
+def parse_status(data: bytes) -> ProcStatus:
+    """The one parser of /proc/PID/status."""
+    state = None
+    tgid = uid = euid = cap = None
+    for line in data.splitlines():
+        key, _, value = line.partition(b":")
+        with contextlib.suppress(IndexError, ValueError):
+            if key == b"State":
+                state = value.split()[0].decode("ascii", "replace")
+            elif key == b"Tgid":
+                tgid = int(value)
+            elif key == b"Uid":
+                ids = value.split()
+                uid, euid = int(ids[0]), int(ids[1])
+            elif key == b"CapEff":
+                cap = int(value, 16)
+    return ProcStatus(state, tgid, uid, euid, cap)
+
+
+def parse_cmdline(raw: bytes) -> tuple[str, ...]:
+    """/proc/PID/cmdline: NUL-separated arguments (the last one NUL-terminated)."""
+    args = tuple(os.fsdecode(a) for a in raw.split(b"\0"))
+    return args[:-1] if args and args[-1] == "" else args
+
+
+def environ_values(env: bytes, *names: bytes) -> list[str | None]:
+    """The values of the variables `names` (b"NAME=") in /proc/PID/environ content, in order;
+    None for a variable that is not set."""
+    found: list[str | None] = [None] * len(names)
+    for entry in env.split(b"\0"):
+        for i, key in enumerate(names):
+            if entry.startswith(key):
+                found[i] = os.fsdecode(entry[len(key) :])
+                break
+    return found
+
+
+# --- reads through a pinned /proc/PID -----------------------------------------------------------
+
+
+def pids() -> list[int]:
+    """Every pid visible in /proc now (threads not included)."""
+    try:
+        names = os.listdir(PROC)
+    except OSError:
+        return []
+    return [int(n) for n in names if n.isdigit()]
+
+
+def exists(pid: int) -> bool:
+    """Whether /proc/PID exists (a thread id counts). No exception per missing pid."""
+    return os.access(f"{PROC}/{pid}", os.F_OK)
+
+
+def pin(pid: int) -> int:
+    """An `O_PATH` fd on /proc/PID (the caller closes it). Raises OSError (`is_gone`, ...)."""
+    return os.open(f"{PROC}/{pid}", O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def read_at(dfd: int, name: str, once: int = 0) -> bytes:
+    """The whole of `name` (stat, status, cmdline, environ, maps, ...) under pinned `dfd`.
+    `once`: a single read of at most that many bytes (status fits in one)."""
+    fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        if once:
+            return os.read(fd, once)
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def stat_at(pid: int, dfd: int) -> ProcStat | None:
+    """The stat of pinned `dfd` (None if malformed); raises OSError."""
+    return parse_stat(pid, read_at(dfd, "stat"))
+
+
+def owner_at(dfd: int) -> int | None:
+    """The owner of /proc/PID: the process's effective uid, one fstat (root for a non-dumpable
+    process). None when it cannot be told."""
+    try:
+        return os.fstat(dfd).st_uid
+    except OSError:
+        return None
+
+
+def open_fd_dir(dfd: int) -> int:
+    """/proc/PID/fd of the pinned process, as a directory fd: names looked up in it are that
+    process's fds only (if the pid was reused, this fails). Raises OSError."""
+    return os.open("fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dfd)
+
+
+def _fdinfo_value(path: str, key: bytes, base: int, dfd: int | None = None) -> int | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dfd)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        for line in data.splitlines():
+            if line.startswith(key):
+                return int(line.split()[1], base)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def fd_flags_at(dfd: int, fd: str) -> int | None:
+    """The open flags of fd `fd` of the pinned process (fdinfo `flags:`), or None."""
+    return _fdinfo_value(f"fdinfo/{fd}", b"flags:", 8, dfd)
+
+
+def fd_access(flags: int | None) -> str | None:
+    """ "read", "write", "readwrite" or "path" (O_PATH) from fdinfo flags."""
+    if flags is None:
+        return None
+    if O_PATH and flags & O_PATH:
+        return "path"
+    return ("read", "write", "readwrite", "readwrite")[flags & 3]
+
+
+class Pinned:
+    """A process pinned by an O_PATH fd on /proc/PID; every read goes through it. Use as a
+    context manager; `Pinned.open` raises OSError (`is_gone`, `is_denied`)."""
+
+    __slots__ = ("dfd", "pid")
+
+    def __init__(self, pid: int, dfd: int) -> None:
+        self.pid = pid
+        self.dfd = dfd
+
+    @classmethod
+    def open(cls, pid: int) -> Pinned:
+        return cls(pid, pin(pid))
+
+    def close(self) -> None:
+        if self.dfd >= 0:
+            os.close(self.dfd)
+            self.dfd = -1
+
+    def __enter__(self) -> Pinned:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read(self, name: str) -> bytes:
+        return read_at(self.dfd, name)
+
+    def stat(self) -> ProcStat | None:
+        return stat_at(self.pid, self.dfd)
+
+    def status(self) -> ProcStatus:
+        return parse_status(read_at(self.dfd, "status"))
+
+    def cmdline(self) -> tuple[str, ...]:
+        return parse_cmdline(read_at(self.dfd, "cmdline"))
+
+    def environ(self) -> bytes:
+        return read_at(self.dfd, "environ")
+
+    def readlink(self, name: str) -> str:
+        """cwd, root, exe or fd/N of the pinned process."""
+        return os.readlink(name, dir_fd=self.dfd)
+
+    def fds(self) -> list[str]:
+        """The fd numbers (as names) of the pinned process."""
+        fdd = open_fd_dir(self.dfd)
+        try:
+            return os.listdir(fdd)
+        finally:
+            os.close(fdd)
+
+    def fd_flags(self, fd: str) -> int | None:
+        return fd_flags_at(self.dfd, fd)
+
+    def owner(self) -> int | None:
+        return owner_at(self.dfd)
+
+
+# --- reads by pid (unpinned: one file each) -----------------------------------------------------
+
+
+def read_file(pid: int | str, name: str) -> bytes | None:
+    """/proc/PID/name in full (PID may be "self"); None when the process is gone. Raises
+    OSError for any other error (`is_denied` tells a denial)."""
+    try:
+        fd = os.open(f"{PROC}/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        if is_gone(exc):
+            return None
+        raise
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        if is_gone(exc):
+            return None
+        raise
+    finally:
+        os.close(fd)
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """`/proc/PID/stat` parsed, or None when there is no such process (or it is malformed).
+
+    Raises OSError for other errors (stat is world-readable, so that is unexpected).
+    """
+    data = read_file(pid, "stat")
+    return None if data is None else parse_stat(pid, data)
+
+
+def readlink(pid: int | str, name: str) -> str:
+    """The link /proc/PID/name (cwd, root, fd/N), PID may be "self". Raises OSError."""
+    return os.readlink(f"{PROC}/{pid}/{name}")
+
+
+def fd_path(fd: int) -> str | None:
+    """The path our own fd `fd` names, as the kernel prints it; None if it cannot be read."""
+    try:
+        return os.readlink(f"{PROC}/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def chmod_fd(fd: int, mode: int) -> None:
+    """chmod the object our fd `fd` names, even an O_PATH fd (fchmod refuses those): through
+    its /proc/self/fd link, which names that very object. Raises OSError."""
+    os.chmod(f"{PROC}/self/fd/{fd}", mode)
+
+
+def self_fdinfo_value(fd: int, key: bytes) -> int | None:
+    """A decimal field (e.g. b"mnt_id:") of /proc/self/fdinfo/FD, or None."""
+    return _fdinfo_value(f"{PROC}/self/fdinfo/{fd}", key, 10)
+
+
+def read_int(path: str) -> int | None:
+    """An integer file under /proc/sys (pid_max, ns_last_pid), or None."""
+    try:
+        with open(path, "rb") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def read_locks() -> str | None:
+    """The kernel's table of file locks, or None when it cannot be read."""
+    try:
+        with open(LOCKS, encoding="ascii", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
