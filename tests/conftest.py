@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -23,6 +23,76 @@ import pytest
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("LANEWATCH_TIER") == "unprivileged":
         check_unprivileged_tier()
+
+
+# Which tests are fast: they start no process, drive no TUI and run no benchmark. They are
+# marked `fast` (`pytest -m fast`); every other test is marked `processes`, `tui` or `bench`
+# (pyproject.toml registers them). A module is listed here, with the tests in it that do start
+# a process; a module not listed counts as `processes`, so a new test is never wrongly fast.
+# `_fast_tests_start_no_process` holds the list to the truth: a fast test that starts one fails.
+FAST = {
+    "test_attribution_parts.py": {"test_a_real_process_that_exited_is_proven_by_its_start"},
+    "test_classify.py": {
+        "test_permission_error_reading_proc_is_never_stale",
+        "test_sigstopped_owner_is_hung_not_stale",
+        "test_stamp_from_another_host_ignores_local_pids",
+        "test_stamp_of_a_dead_pid_is_stale",
+    },
+    "test_engine_picture.py": set(),
+    "test_fields.py": set(),
+    "test_incidents.py": {
+        "test_foreign_receipt",
+        "test_foreign_writer_and_unbound_writer",
+        "test_normal_lanes_raise_no_incident",
+        "test_refused_claim_from_the_ledger",
+        "test_takeover_seen_by_the_live_engine",
+    },
+    "test_incidents_lookup.py": set(),
+    "test_inert.py": set(),
+    "test_model.py": set(),
+    "test_mounts.py": {"test_real_bind_mount_on_the_same_filesystem"},
+    "test_names.py": {"test_sanitise_alike_lanes_claim_distinct_folders"},
+    "test_scanner.py": set(),
+    "test_stamp.py": set(),
+    "test_tail.py": {
+        "test_inotify_queue_overflow_is_detected_and_rescanned",
+        "test_watch_limit_falls_back_to_polling",
+    },
+}
+TUI = {"test_lane_table.py"}  # besides everything under tests/tui/
+BENCH = {"test_bench_smoke.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path
+        name = getattr(item, "originalname", item.name)
+        if path.parent.name == "tui" or path.name in TUI:
+            item.add_marker(pytest.mark.tui)
+        elif path.name in BENCH:
+            item.add_marker(pytest.mark.bench)
+        elif path.name in FAST and name not in FAST[path.name]:
+            item.add_marker(pytest.mark.fast)
+        else:
+            item.add_marker(pytest.mark.processes)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_process(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if request.node.get_closest_marker("fast") is None:
+        return
+
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
+        raise AssertionError(
+            f"{request.node.nodeid} is marked fast but starts a process: name it in FAST "
+            "(tests/conftest.py) among the tests of its module that do"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(os, "posix_spawn", refuse)
 
 
 def check_unprivileged_tier() -> None:
@@ -105,18 +175,37 @@ def root(tmp_path: Path) -> Path:
     return path
 
 
+def _give_up(timeout: float, what: object) -> NoReturn:
+    raise AssertionError(f"condition not met within {timeout}s: {what}")
+
+
 def wait_for(
-    condition: Callable[[], object], timeout: float = 10.0, interval: float = 0.02
-) -> object:
-    """Poll `condition` until truthy or fail after `timeout` seconds."""
+    condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = ""
+) -> Any:
+    """Poll `condition` until truthy (returned) or fail after `timeout` seconds, naming `what`
+    (else the condition). The one waiting helper: never a fixed sleep in a test."""
     deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
+    while not (value := condition()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {condition}")
+            _give_up(timeout, what or condition)
         time.sleep(interval)
+    return value
+
+
+async def until(
+    pilot: Any,
+    condition: Callable[[], object],
+    timeout: float = 15.0,
+    what: str = "",
+    interval: float | None = 0.02,
+) -> None:
+    """`wait_for` for a Textual Pilot: the app runs (`pilot.pause(interval)`; None waits for
+    pending messages only) until `condition()` is truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            _give_up(timeout, what or condition)
+        await pilot.pause(interval)
 
 
 LANEWATCH = [sys.executable, "-m", "lanewatch"]

@@ -96,9 +96,12 @@ class Lanes:
     def kill9(self, lane: RealLane) -> None:
         """The owner and its CMD die without a word: the stamp still says live."""
         assert lane.ready()
-        _killpg(lane.pgid)
+        # The owner first: it leads a group of its own, apart from CMD's. Killed second, it
+        # could see CMD die and write `released` before its own SIGKILL landed, and the test
+        # would see released, not stale.
         lane.owner.kill()
         lane.owner.wait(timeout=10)
+        _killpg(lane.pgid)
 
     def cleanup(self) -> None:
         for lane in self.started:
@@ -140,7 +143,3 @@ def in_tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     return cwd
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: builds a wheel or a venv; slow-ish but in the suite")

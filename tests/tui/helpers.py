@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from textual import events
 from textual._time import get_time
@@ -12,19 +11,9 @@ from textual.pilot import Pilot
 
 from lanewatch.tui.app import LanewatchApp
 from lanewatch.tui.screens.typeahead import BURST, TypeaheadGuard
+from tests.conftest import until as until  # the one waiting helper, for Pilot tests
 
 _KEY_CHARACTERS = {"enter": "\r", "tab": "\t", "escape": "\x1b", "space": " "}
-
-
-async def until(
-    pilot: Pilot[object], condition: Callable[[], object], timeout: float = 15.0, what: str = ""
-) -> None:
-    """Let the app run until `condition()` is truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what or condition}")
-        await pilot.pause(0.02)
 
 
 def screen_text(app: object) -> str:
@@ -45,6 +34,18 @@ async def shows(pilot: Pilot[object], *texts: str, timeout: float = 15.0) -> str
         what=f"{texts} on screen",
     )
     return screen_text(app)
+
+
+async def cancelled(pilot: Pilot[object], label: str) -> None:
+    """A dialog answered no: wait for its "<label> cancelled" notice, then prove no action
+    started. The answer's callback does one or the other at once (`tui/flows.py` `_confirm`),
+    so this is the event to await instead of a fixed pause that proves nothing happened."""
+    app = pilot.app
+    notice = f"{label} cancelled"
+    await until(
+        pilot, lambda: any(n.message == notice for n in app._notifications), what=repr(notice)
+    )
+    assert not [w for w in app.workers if w.group == "actions"], "an action was started"
 
 
 def burst(pilot: Pilot[object], keys: Sequence[str]) -> None:

@@ -19,7 +19,7 @@ from lanewatch.tui.screens.trash import TrashScreen
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
-from .helpers import settle, shows, until
+from .helpers import cancelled, settle, shows, until
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
@@ -67,7 +67,7 @@ async def test_kill_cancel_then_confirm(lanes: Lanes, scratch: Path) -> None:
         text = await confirm(pilot, app, "k", "n")
         assert "Kill 1 lane?" in text and "victim" in text
         assert f"owner pid {lane.owner.pid}" in text and str(lanes.repo) in text
-        await pilot.pause(0.5)
+        await cancelled(pilot, "Kill")
         assert alive(lane) and not app.action_log
 
         await confirm(pilot, app, "k", "y")
@@ -136,7 +136,7 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
         await show(pilot, app, View.STALE, done.key)
         text = await confirm(pilot, app, "c", "n")
         assert "Clear 1 namespace?" in text and "finished" in text and "trash" in text
-        await pilot.pause(0.3)
+        await cancelled(pilot, "Clear")
         assert done.namespace.is_dir() and not app.action_log
 
         await confirm(pilot, app, "c", "y")
@@ -161,7 +161,7 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
             await pilot.press(answer)
             await until(pilot, lambda: isinstance(app.screen, MainScreen))
             if answer == "n":
-                await pilot.pause(0.3)
+                await cancelled(pilot, "Restore")
                 assert not done.namespace.exists()
         result = await outcome(pilot, app, "restore")
         assert result.ok, result.message

@@ -20,7 +20,7 @@ from lanewatch.tui.screens.prompt import PathPrompt
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
-from .helpers import screen_text, settle, shows, until
+from .helpers import cancelled, screen_text, settle, shows, until
 
 
 @dataclass
@@ -155,7 +155,7 @@ async def test_acknowledge_cancel_then_confirm(world: World) -> None:
         assert "Acknowledge 1 incident?" in text and "refused-claim" in text and "beta" in text
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
-        await pilot.pause(0.3)
+        await cancelled(pilot, "Acknowledge")
         assert app.picture.counts()[View.COLLISIONS] == 1
         iid = next(iter(app.picture.incidents))
 

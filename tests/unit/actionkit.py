@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -215,14 +215,6 @@ def python_as(
         stdin=subprocess.DEVNULL,
         cwd="/",
     )
-
-
-def until(condition: Callable[[], object], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,6 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,14 +23,6 @@ PR_SET_CHILD_SUBREAPER = 36
 def alive(pid: int) -> bool:
     """`pid` exists and has not ended (a zombie has: only its parent's reaping is left)."""
     return process_state(pid) not in (None, "Z", "X")
-
-
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 def read_line(proc: subprocess.Popen[bytes], timeout: float = DEADLINE) -> str:

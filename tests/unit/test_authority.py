@@ -27,9 +27,9 @@ from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.model.views import NamespaceView, NsState
 from lanewatch.tui.actions_adapter import ActionsAdapter, can_kill, describe_kill
-from tests.conftest import LANEWATCH
+from tests.conftest import LANEWATCH, wait_for
 from tests.unit import actionkit
-from tests.unit.actionkit import DEADLINE, NOBODY, Procs, alive, as_user, make_stamp, until
+from tests.unit.actionkit import DEADLINE, NOBODY, Procs, alive, as_user, make_stamp
 
 lw = actionkit.lw  # the kit's fixtures, found by pytest under these names
 scratch = actionkit.scratch
@@ -79,7 +79,11 @@ def roots_group(lw: Procs) -> Iterator[subprocess.Popen[bytes]]:
     """A root-owned process group started by the test (its leader is `sleep`)."""
     needs_root()
     leader = lw.start(["sleep", "600"], process_group=None, start_new_session=True)
-    until(lambda: os.readlink(f"/proc/{leader.pid}/exe").endswith("sleep"), "sleep to exec")
+    wait_for(
+        lambda: os.readlink(f"/proc/{leader.pid}/exe").endswith("sleep"),
+        DEADLINE,
+        what="sleep to exec",
+    )
     yield leader
 
 
@@ -87,8 +91,8 @@ def roots_group(lw: Procs) -> Iterator[subprocess.Popen[bytes]]:
 def nobodys_group(lw: Procs) -> subprocess.Popen[bytes]:
     """A process group of nobody's (its leader is `sleep`), started here as root."""
     theirs = lw.start([*as_user(NOBODY), "sleep", "600"])
-    until(lambda: uid_of(theirs.pid) == NOBODY and os.readlink(f"/proc/{theirs.pid}/exe")
-          .endswith("sleep"), "setpriv to exec sleep as nobody")  # fmt: skip
+    wait_for(lambda: uid_of(theirs.pid) == NOBODY and os.readlink(f"/proc/{theirs.pid}/exe")
+          .endswith("sleep"), DEADLINE, what="setpriv to exec sleep as nobody")  # fmt: skip
     return theirs
 
 

@@ -27,7 +27,7 @@ from lanewatch.lanes.lane import Lane as SchemeLane
 from lanewatch.lanes.lock import lock_path
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, OwnerState, read_stamp
-from tests.conftest import LANEWATCH
+from tests.conftest import LANEWATCH, wait_for
 from tests.unit import actionkit
 from tests.unit.actionkit import (
     DEADLINE,
@@ -38,7 +38,6 @@ from tests.unit.actionkit import (
     make_stamp,
     python_as,
     released_namespace,
-    until,
 )
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -181,7 +180,11 @@ def test_dead_owner_whose_command_keeps_its_cwd_inside(
     lane = lw.lane(repo, scratch, "cwd", ["sh", "-c", 'cd "$TMPDIR" && exec sleep 600'])
     child = lane.stamp.child_pid
     assert child is not None
-    until(lambda: os.readlink(f"/proc/{child}/cwd").startswith(str(lane.namespace)), "cd")
+    wait_for(
+        lambda: os.readlink(f"/proc/{child}/cwd").startswith(str(lane.namespace)),
+        DEADLINE,
+        what="cd",
+    )
     os.kill(lane.proc.pid, signal.SIGKILL)
     lane.proc.wait()
     result = clear("cwd", check=False)

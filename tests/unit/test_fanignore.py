@@ -8,13 +8,14 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lanewatch.kernel.fanignore import ForeignDirs
 from lanewatch.kernel.fanotify import FanotifyGroup, FanotifyWatcher, fanotify_available
+from tests.conftest import wait_for
 from tests.unit.test_fanotify import Collector, sh_write, umount
 
 AVAILABLE, REASON = fanotify_available()
@@ -22,14 +23,6 @@ pytestmark = [
     pytest.mark.privileged,
     pytest.mark.skipif(not AVAILABLE, reason=f"fanotify unavailable here: {REASON}"),
 ]
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("not seen in time")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -58,7 +51,11 @@ def group(layout: tuple[Path, Path]) -> Iterator[tuple[FanotifyGroup, ForeignDir
 def mark(fd: ForeignDirs, folder: Path) -> None:
     """Tell `fd` of writes in `folder` until it is ignored (no mark is placed while the
     filesystem is mounted twice, e.g. by another test's bind mount)."""
-    wait_for(lambda: fd.consider(str(folder / "write")) or fd.is_ignored(str(folder)))
+    wait_for(
+        lambda: fd.consider(str(folder / "write")) or fd.is_ignored(str(folder)),
+        15.0,
+        what=f"{folder} considered or ignored",
+    )
 
 
 def read_until(g: FanotifyGroup, path: Path, timeout: float = 15.0) -> list[str]:
@@ -157,7 +154,9 @@ def test_a_folder_moved_outside_the_roots_is_no_loss(
     subprocess.run(["mv", str(foreign), str(elsewhere)], check=True)
     fd = w.foreign
     assert fd is not None
-    wait_for(lambda: (str(foreign), str(elsewhere)) in list(fd.renames))
+    wait_for(
+        lambda: (str(foreign), str(elsewhere)) in list(fd.renames), 15.0, what="the rename seen"
+    )
     sh_write(root / "ns" / "later", "x")
     collector.wait(lambda: bool(collector.for_path(root / "ns" / "later")))
     assert not [e for e in collector.events if e.is_overflow]

@@ -26,7 +26,7 @@ from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.stamp import OwnerState, read_stamp
 from lanewatch.linux.procid import ProcessIdentity, process_state
 from lanewatch.processes.holders import read_stat
-from tests.conftest import LANEWATCH
+from tests.conftest import LANEWATCH, wait_for
 from tests.unit import actionkit
 from tests.unit.actionkit import (
     CHECKOUT,
@@ -38,7 +38,6 @@ from tests.unit.actionkit import (
     as_user,
     group_members,
     make_stamp,
-    until,
 )
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -79,7 +78,7 @@ def test_kill_stops_the_lanes_whole_group(lw: Procs, repo: Path, scratch: Path) 
     lane = lw.lane(repo, scratch, "busy", cmd)
     pgid = lane.stamp.pgid
     assert pgid is not None
-    until(lambda: len(group_members(pgid)) == 3, "sh and its two sleeps")
+    wait_for(lambda: len(group_members(pgid)) == 3, DEADLINE, what="sh and its two sleeps")
     result = kill("busy")
     assert result.outcome == "stopped", result.message
     assert result.method == "pidfd" and not result.escalated
@@ -136,7 +135,7 @@ def test_sigstopped_lane_gets_term_then_cont(
     os.killpg(stamp.pgid, signal.SIGSTOP)
     if stop_owner:
         os.kill(lane.proc.pid, signal.SIGSTOP)
-    until(lambda: process_state(stamp.pgid or 0) == "T", "the command to stop")
+    wait_for(lambda: process_state(stamp.pgid or 0) == "T", DEADLINE, what="the command to stop")
     result = kill("frozen")
     assert result.outcome == "stopped", result.message
     sent = [(s.signal_name, s.identity.pid) for s in result.sends if s.sent]
@@ -151,7 +150,7 @@ def test_term_ignored_then_sigkill_after_grace(lw: Procs, repo: Path, scratch: P
     lane = lw.lane(repo, scratch, "stubborn", [sys.executable, "-c", IGNORES_TERM])
     pgid = lane.stamp.pgid
     assert pgid is not None
-    until(lambda: _ignores_term(pgid), "the command to ignore SIGTERM")
+    wait_for(lambda: _ignores_term(pgid), DEADLINE, what="the command to ignore SIGTERM")
     without = kill("stubborn", wait=0.3)
     assert without.outcome == "running" and "--grace" in without.message
     assert without.ok and not without.ended, "not refused, but not what the user asked for"
@@ -179,7 +178,11 @@ def _ignores_term(pid: int) -> bool:
 def test_stale_identity_of_a_live_pid_is_never_signalled(lw: Procs, scratch: Path) -> None:
     owner = lw.start(["sleep", "600"])
     other = lw.start(["sleep", "600"])  # leads its own group, like a lane's command
-    until(lambda: read_stat(other.pid) is not None and read_stat(owner.pid) is not None, "exec")
+    wait_for(
+        lambda: read_stat(other.pid) is not None and read_stat(owner.pid) is not None,
+        DEADLINE,
+        what="exec",
+    )
     real = ProcessIdentity.of(other.pid)
     make_stamp(
         scratch,
@@ -222,9 +225,15 @@ def test_pid_reused_between_listing_and_pidfd_is_not_hit(
     def racing_open(pid: int, flags: int = 0) -> int:
         if pid == victim and not usurper:
             os.killpg(victim, signal.SIGKILL)
-            until(lambda: read_stat(victim) is None, "the runner to reap its command")
+            wait_for(
+                lambda: read_stat(victim) is None, DEADLINE, what="the runner to reap its command"
+            )
             floor = stamp.child_start_ticks + 2  # type: ignore[operator]
-            until(lambda: time.clock_gettime(time.CLOCK_BOOTTIME) * CLK_TCK > floor, "a tick")
+            wait_for(
+                lambda: time.clock_gettime(time.CLOCK_BOOTTIME) * CLK_TCK > floor,
+                DEADLINE,
+                what="a tick",
+            )
             for _ in range(50):
                 _next_pid_is(victim)
                 candidate = lw.start(["sleep", "600"])
@@ -243,7 +252,7 @@ def test_pid_reused_between_listing_and_pidfd_is_not_hit(
     assert result.outcome == "refused", result.message
     assert [s.code for s in result.sends] == ["pid-reused"]
     new = usurper[0]
-    until(lambda: read_stat(new.pid) is not None, "the usurper to run")
+    wait_for(lambda: read_stat(new.pid) is not None, DEADLINE, what="the usurper to run")
     assert new.poll() is None and alive(new.pid)
 
 
@@ -318,7 +327,11 @@ def test_never_a_group_that_holds_lanewatch(scratch: Path) -> None:
 def test_another_users_lane_only_when_root_asks(lw: Procs, scratch: Path) -> None:
     prefix = as_user(NOBODY)
     theirs = lw.start([*prefix, "sleep", "600"])
-    until(lambda: _uid(theirs.pid) == NOBODY and _exe(theirs.pid).endswith("sleep"), "exec")
+    wait_for(
+        lambda: _uid(theirs.pid) == NOBODY and _exe(theirs.pid).endswith("sleep"),
+        DEADLINE,
+        what="exec",
+    )
     _stamp_owned_by(scratch, "theirs", theirs.pid, uid=NOBODY)
     ns = scratch / namespace_name(CHECKOUT, "theirs")
     written_by_root = kill("theirs", allow_other_user=True, check=False)  # not theirs: refused

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager
 
 import pytest
@@ -19,6 +18,7 @@ from lanewatch.tui.widgets.lane_table import (
     number_key,
     sparkline,
 )
+from tests.conftest import until
 
 COLUMNS = (
     Column("name", "Lane"),
@@ -57,15 +57,6 @@ class Host(App[None]):
         )
         if isinstance(message, kinds) and all(message is not m for m in self.messages):
             self.messages.append(message)
-
-
-async def wait_for(pilot: Pilot, condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Let the app run until `condition` holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await pilot.pause()
 
 
 def screen_lines(app: App[None]) -> list[str]:
@@ -107,12 +98,12 @@ async def test_one_cell_change_rerenders_only_that_row() -> None:
         table = app.table
         table.apply(lanes(1000))
         table.sort_by("name")  # an active sort on another column must not cause a re-sort
-        await wait_for(pilot, lambda: table.line_renders > 0)
+        await until(pilot, lambda: table.line_renders > 0, 5.0, interval=None)
         await pilot.pause()
         rows_before, lines_before = table.row_renders, table.line_renders
 
         table.apply({"k5": ("lane-005", "5 kB", "99s")})
-        await wait_for(pilot, lambda: table.line_renders > lines_before)
+        await until(pilot, lambda: table.line_renders > lines_before, 5.0, interval=None)
         await pilot.pause()
 
         assert table.row_renders - rows_before == 1
@@ -122,7 +113,7 @@ async def test_one_cell_change_rerenders_only_that_row() -> None:
         # A full repaint (focus, scroll, resize) reuses every row still cached.
         rows_before, lines_before = table.row_renders, table.line_renders
         table.refresh()
-        await wait_for(pilot, lambda: table.line_renders > lines_before)
+        await until(pilot, lambda: table.line_renders > lines_before, 5.0, interval=None)
         assert table.line_renders - lines_before == SIZE[1]
         assert table.row_renders == rows_before
 
@@ -290,7 +281,7 @@ async def test_keyboard_and_mouse_navigation() -> None:
         assert table.cursor_index == 11
         await pilot.press("end")
         assert table.cursor_key == "k99"
-        await wait_for(pilot, lambda: table.scroll_offset.y == 100 - 11)
+        await until(pilot, lambda: table.scroll_offset.y == 100 - 11, 5.0, interval=None)
         await pilot.press("home", "down", "down", "up")
         assert table.cursor_key == "k1"
         await pilot.press("pagedown")
@@ -315,13 +306,13 @@ async def test_new_rows_do_not_yank_a_view_scrolled_away() -> None:
         table.focus()
         await pilot.pause()
         table.scroll_to(y=50, animate=False)
-        await wait_for(pilot, lambda: table.scroll_offset.y == 50)
+        await until(pilot, lambda: table.scroll_offset.y == 50, 5.0, interval=None)
         table.apply(lanes(1, start=200))
         await pilot.pause()
         assert table.scroll_offset.y == 50 and table.cursor_key == "k0"
         await pilot.press("down")  # the keyboard brings the cursor back into view
         assert table.cursor_key == "k1"
-        await wait_for(pilot, lambda: table.scroll_offset.y == 1)
+        await until(pilot, lambda: table.scroll_offset.y == 1, 5.0, interval=None)
 
 
 async def test_marks_are_keys_and_drop_with_their_rows() -> None:
@@ -408,13 +399,13 @@ async def test_update_cells_replaces_only_the_cells_given() -> None:
         table = app.table
         table.apply(lanes(30))
         table.sort_by("name")
-        await wait_for(pilot, lambda: table.line_renders > 0)
+        await until(pilot, lambda: table.line_renders > 0, 5.0, interval=None)
         await pilot.pause()
         rows_before, lines_before = table.row_renders, table.line_renders
 
         # The age tick: one cell of a row on screen; a key without a row is ignored.
         table.update_cells({"k3": {"age": "77s"}, "gone": {"age": "1s"}})
-        await wait_for(pilot, lambda: table.line_renders > lines_before)
+        await until(pilot, lambda: table.line_renders > lines_before, 5.0, interval=None)
         await pilot.pause()
         assert table.get_row("k3") == ("lane-003", "3 kB", "77s")
         assert not table.has_row("gone")
@@ -454,13 +445,13 @@ async def test_ages_moving_on_together_keep_a_sort_on_them_without_a_full_repain
         table.sort_by("age", reverse=True)
         order = table.visible_keys
         assert order[0] == "k29"
-        await wait_for(pilot, lambda: table.line_renders > 0)
+        await until(pilot, lambda: table.line_renders > 0, 5.0, interval=None)
         await pilot.pause()
 
         # A tick: every age one second on. The order holds; only the changed lines redraw.
         lines_before = table.line_renders
         table.update_cells({f"k{i}": {"age": f"{10 * i + 1}s"} for i in range(30)})
-        await wait_for(pilot, lambda: table.line_renders > lines_before)
+        await until(pilot, lambda: table.line_renders > lines_before, 5.0, interval=None)
         await pilot.pause()
         assert table.visible_keys == order
         assert table.line_renders - lines_before == SIZE[1] - 1  # the rows shown, no header

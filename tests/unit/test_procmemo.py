@@ -17,8 +17,9 @@ import pytest
 from lanewatch.processes import holders
 from lanewatch.processes.holders import Holder
 from lanewatch.processes.memo import ProcMemo, quiet_mark
+from tests.conftest import wait_for
 from tests.unit import prockit
-from tests.unit.prockit import DEADLINE, read_line, wait_for
+from tests.unit.prockit import DEADLINE, read_line
 
 # Holds PATH open (read or write) with $LANEWATCH_LANE as given, prints "ready FD", then
 # sleeps in a read of stdin; "reopen-write" closes the fd and opens PATH again for writing.
@@ -84,7 +85,7 @@ def until_trusted(ns: Path, memo: ProcMemo, pid: int) -> Holder:
         seen = memo.previous(pid)
         return seen is not None and seen.mark is not None
 
-    wait_for(vouched, f"the memo to vouch for pid {pid}")
+    wait_for(vouched, DEADLINE, what=f"the memo to vouch for pid {pid}")
     return found[-1]
 
 
@@ -165,7 +166,7 @@ def test_a_running_or_threaded_process_is_never_vouched_for(procs: Procs) -> Non
         finally:
             os.close(dfd)
 
-    wait_for(lambda: mark(quiet.pid) is not None, "the quiet process to sleep")
+    wait_for(lambda: mark(quiet.pid) is not None, DEADLINE, what="the quiet process to sleep")
     assert mark(threaded.pid) is None
     # A spinning process is on the CPU or waiting for it: state R, whenever we look.
     assert all(mark(spin.pid) is None for _ in range(20))
@@ -279,7 +280,7 @@ def test_processes_showing_one_fd_table_are_never_vouched_for(procs: Procs, ns: 
         seen = [memo.previous(p) for p in (parent.pid, child)]
         return all(s is not None and s.mark is not None for s in seen)
 
-    wait_for(both_quiet, "both processes to sleep")
+    wait_for(both_quiet, DEADLINE, what="both processes to sleep")
     for pid in (parent.pid, child):
         seen = memo.previous(pid)
         assert seen is not None and not seen.alone

@@ -17,8 +17,9 @@ import pytest
 from lanewatch.linux.procid import ProcessIdentity, process_state
 from lanewatch.processes import holders as procscan
 from lanewatch.processes.holders import Holder, ProcScan
+from tests.conftest import wait_for
 from tests.unit import prockit
-from tests.unit.prockit import DEADLINE, read_line, wait_for
+from tests.unit.prockit import DEADLINE, read_line
 
 # A helper process: takes hold of TARGET in the way MODE says, prints "ready [PID]" and holds it
 # until its stdin closes.
@@ -92,8 +93,12 @@ def holder_of(result: ProcScan, pid: int) -> Holder:
 
 def sleeper(procs: Procs, cwd: Path, env: dict[str, str] | None = None) -> int:
     proc = procs.start(["sleep", "600"], cwd=cwd, env=env)
-    wait_for(lambda: process_state(proc.pid) == "S", "sleep to start")
-    wait_for(lambda: os.readlink(f"/proc/{proc.pid}/exe").endswith("sleep"), "sleep to exec")
+    wait_for(lambda: process_state(proc.pid) == "S", DEADLINE, what="sleep to start")
+    wait_for(
+        lambda: os.readlink(f"/proc/{proc.pid}/exe").endswith("sleep"),
+        DEADLINE,
+        what="sleep to exec",
+    )
     return proc.pid
 
 
@@ -247,14 +252,18 @@ def test_forked_child_outlives_its_parent(procs: Procs, ns: Path, tmp_path: Path
     parent, line = procs.helper("fork", ns, cwd=tmp_path, env=env)
     child = int(line.split()[1])
     procs.adopt(child)
-    wait_for(lambda: os.readlink(f"/proc/{child}/cwd") == str(ns), "child to chdir")
+    wait_for(lambda: os.readlink(f"/proc/{child}/cwd") == str(ns), DEADLINE, what="child to chdir")
     assert child in procscan.descendants(parent.pid)
     assert procscan.ancestors(child)[:2] == [parent.pid, os.getpid()]
 
     assert parent.stdin is not None
     parent.stdin.close()  # the parent exits; the child is re-parented and keeps its cwd
     parent.wait(timeout=DEADLINE)
-    wait_for(lambda: procscan.read_stat(child).ppid != parent.pid, "child re-parented")  # type: ignore[union-attr]
+    wait_for(
+        lambda: procscan.read_stat(child).ppid != parent.pid,  # type: ignore[union-attr]
+        DEADLINE,
+        what="child re-parented",
+    )
 
     result = procscan.scan([ns], with_tree=True)
     h = holder_of(result, child)
@@ -268,13 +277,13 @@ def test_forked_child_outlives_its_parent(procs: Procs, ns: Path, tmp_path: Path
 def test_stopped_process_still_holds(procs: Procs, ns: Path) -> None:
     pid = sleeper(procs, ns)
     os.kill(pid, signal.SIGSTOP)
-    wait_for(lambda: process_state(pid) == "T", "stop")
+    wait_for(lambda: process_state(pid) == "T", DEADLINE, what="stop")
     assert holder_of(procscan.scan([ns]), pid).stat.state == "T"
 
 
 def test_zombie_holds_nothing_and_is_not_unreadable(procs: Procs, ns: Path) -> None:
     proc = procs.start(["sh", "-c", "exit 0"], cwd=ns)
-    wait_for(lambda: process_state(proc.pid) == "Z", "zombie")
+    wait_for(lambda: process_state(proc.pid) == "Z", DEADLINE, what="zombie")
     result = procscan.scan([ns], with_maps=True)
     assert result.holder(proc.pid) is None
     assert proc.pid not in result.unreadable_pids
@@ -378,7 +387,7 @@ def test_processes_vanishing_mid_scan_never_raise(ns: Path) -> None:
     for w in workers:
         w.start()
     try:
-        wait_for(lambda: spawned[0] >= 2, "churn to start")
+        wait_for(lambda: spawned[0] >= 2, DEADLINE, what="churn to start")
         for _ in range(10):
             procscan.scan([ns], with_maps=True, with_tree=True)
             procscan.holders(ns)

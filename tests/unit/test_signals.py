@@ -19,8 +19,9 @@ import pytest
 from lanewatch.actions.signals import SignalResult, precheck, send_checked
 from lanewatch.linux.procid import ProcessIdentity, process_state
 from lanewatch.processes import holders
+from tests.conftest import wait_for
 from tests.unit import prockit
-from tests.unit.prockit import DEADLINE, alive, read_line, wait_for
+from tests.unit.prockit import DEADLINE, alive, read_line
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 METHODS = [True, False]  # use_pidfd: the pidfd path and the psutil fallback
@@ -29,7 +30,9 @@ METHODS = [True, False]  # use_pidfd: the pidfd path and the psutil fallback
 class Procs(prockit.Procs):
     def sleeper(self, **kw: object) -> subprocess.Popen[bytes]:
         proc = self.start(["sleep", "600"], **kw)
-        wait_for(lambda: os.readlink(f"/proc/{proc.pid}/exe").endswith("sleep"), "exec")
+        wait_for(
+            lambda: os.readlink(f"/proc/{proc.pid}/exe").endswith("sleep"), DEADLINE, what="exec"
+        )
         return proc
 
 
@@ -106,7 +109,8 @@ def test_real_pid_reuse_is_refused(procs: Procs) -> None:
     # Start ticks count 1/CLK_TCK s: let a tick pass, or the two are indistinguishable.
     wait_for(
         lambda: time.clock_gettime(time.CLOCK_BOOTTIME) * CLK_TCK > old_identity.start_ticks + 2,
-        "a clock tick",
+        DEADLINE,
+        what="a clock tick",
     )
     new = None
     for _ in range(50):  # other processes on the machine may take the pid first
@@ -120,7 +124,7 @@ def test_real_pid_reuse_is_refused(procs: Procs) -> None:
             pytest.skip("another process took the pid")
     if new is None:
         pytest.skip("could not get the pid reused")
-    wait_for(lambda: alive(new.pid), "new process")
+    wait_for(lambda: alive(new.pid), DEADLINE, what="new process")
     assert ProcessIdentity.of(new.pid) != old_identity
     for use_pidfd in METHODS:
         result = send_checked(old_identity, signal.SIGKILL, use_pidfd=use_pidfd)
@@ -239,7 +243,7 @@ def test_zombie_is_gone(procs: Procs, use_pidfd: bool) -> None:
     proc = procs.sleeper()
     identity = ProcessIdentity.of(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
-    wait_for(lambda: process_state(proc.pid) == "Z", "zombie")
+    wait_for(lambda: process_state(proc.pid) == "Z", DEADLINE, what="zombie")
     result = send_checked(identity, signal.SIGTERM, use_pidfd=use_pidfd)
     assert (result.outcome, result.code) == ("gone", "zombie")
 
@@ -248,7 +252,7 @@ def test_stopped_process_gets_term_on_cont_and_kill_at_once(procs: Procs) -> Non
     first, second = procs.sleeper(), procs.sleeper()
     for proc in (first, second):
         os.kill(proc.pid, signal.SIGSTOP)
-        wait_for(lambda p=proc: process_state(p.pid) == "T", "stop")  # type: ignore[misc]
+        wait_for(lambda p=proc: process_state(p.pid) == "T", DEADLINE, what="stop")  # type: ignore[misc]
 
     term = send_checked(ProcessIdentity.of(first.pid), signal.SIGTERM)
     assert term.sent and term.stopped
@@ -285,7 +289,7 @@ def test_group_signal_reaches_every_member(procs: Procs, use_pidfd: bool) -> Non
     )
     assert result.sent and result.pgid == leader.pid and result.group
     assert leader.wait(timeout=DEADLINE) == -signal.SIGTERM
-    wait_for(lambda: all(exited(fd) for fd in fds), "every member to exit")
+    wait_for(lambda: all(exited(fd) for fd in fds), DEADLINE, what="every member to exit")
 
 
 def test_group_needs_the_leader(procs: Procs) -> None:
@@ -299,13 +303,13 @@ def test_group_of_an_unreaped_leader_is_still_verified(procs: Procs) -> None:
     """The owner exited but is not reaped (a zombie) while its forked child lives on: the
     zombie still pins the pgid, so the group can be signalled safely."""
     leader, (member,) = _group(procs, "sleep 600 & echo $!")
-    wait_for(lambda: process_state(leader.pid) == "Z", "leader to exit")
+    wait_for(lambda: process_state(leader.pid) == "Z", DEADLINE, what="leader to exit")
     identity = ProcessIdentity.of(leader.pid)
     assert (send_checked(identity, signal.SIGKILL).code) == "zombie"  # alone: gone
     assert alive(member)
     result = send_checked(identity, signal.SIGKILL, group=True)
     assert result.sent
-    wait_for(lambda: exited(procs.pidfds[-1]), "the orphan to die")
+    wait_for(lambda: exited(procs.pidfds[-1]), DEADLINE, what="the orphan to die")
 
 
 def test_group_of_a_reaped_leader_cannot_be_verified(procs: Procs) -> None:
@@ -316,7 +320,7 @@ def test_group_of_a_reaped_leader_cannot_be_verified(procs: Procs) -> None:
     assert (result.outcome, result.sent) == ("gone", False)
     assert alive(member)  # left for the caller to signal one by one, by identity
     assert send_checked(ProcessIdentity.of(member), signal.SIGKILL).sent
-    wait_for(lambda: exited(procs.pidfds[-1]), "the orphan to die")
+    wait_for(lambda: exited(procs.pidfds[-1]), DEADLINE, what="the orphan to die")
 
 
 OWN_GROUP = r"""

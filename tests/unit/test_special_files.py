@@ -36,9 +36,9 @@ from lanewatch.lanes.roots import ROOT_META, Registry
 from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, StampStatus, read_stamp
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.records.writes import WriteLog, entries
-from tests.conftest import LANEWATCH, plant_special
+from tests.conftest import LANEWATCH, plant_special, wait_for
 from tests.unit import actionkit
-from tests.unit.actionkit import released_namespace, until
+from tests.unit.actionkit import released_namespace
 from tests.unit.enginekit import running
 
 scratch = actionkit.scratch  # the kit's fixture, found by pytest under this name
@@ -179,7 +179,9 @@ def test_the_engine_sees_fifos_and_never_waits_on_them(scratch: Path, fifos: lis
     assert "owner.json is a FIFO, not a file" in view.reason
     with running([scratch]) as (_, rec):  # the dashboard's: watching, probing, persisting
         (ns / "tmp" / "new.txt").write_text("a write it records")  # and walks again
-        until(lambda: (v := rec.view(ns)) is not None and v.files >= 4, "the new file", HANG)
+        wait_for(
+            lambda: (v := rec.view(ns)) is not None and v.files >= 4, HANG, what="the new file"
+        )
         view = rec.view(ns)
         assert view is not None and view.stamp_status == "fifo"
 

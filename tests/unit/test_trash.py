@@ -22,7 +22,7 @@ from lanewatch.actions.purge import DEFAULT_RETENTION, due, purge
 from lanewatch.actions.trash import list_trash, restore
 from lanewatch.lanes import ledger
 from lanewatch.proof.gate import parse_duration
-from tests.conftest import LANEWATCH
+from tests.conftest import LANEWATCH, wait_for
 from tests.unit import actionkit
 from tests.unit.actionkit import (
     DEADLINE,
@@ -31,7 +31,6 @@ from tests.unit.actionkit import (
     as_user,
     python_as,
     released_namespace,
-    until,
 )
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -196,7 +195,11 @@ def test_a_purge_killed_mid_way_is_finished_by_the_next(lw: Procs, scratch: Path
         f"purge([Path({str(scratch)!r})], older_than=0)"
     )
     proc = lw.start([sys.executable, "-c", code])
-    until(lambda: trashbox.purging_dirs(scratch) or proc.poll() is not None, "the purge rename")
+    wait_for(
+        lambda: trashbox.purging_dirs(scratch) or proc.poll() is not None,
+        DEADLINE,
+        what="the purge rename",
+    )
     proc.kill()
     proc.wait()
     if not trashbox.purging_dirs(scratch):

@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from lanewatch.engine.throttle import Priority
 from lanewatch.kernel.fanignore import foreign_dirs_available
 from lanewatch.kernel.fanotify import (
     ContentSample,
@@ -40,6 +39,7 @@ from lanewatch.kernel.fanotify import (
     fanotify_available,
 )
 from lanewatch.kernel.keeper import Keeper
+from lanewatch.kernel.throttle import Priority
 from lanewatch.kernel.writefacts import Attributor, Fact, KernelBatch, Lost, Stats, is_stamp
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, parse_stamp

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lanewatch.engine.throttle import Priority
+from lanewatch.kernel.throttle import Priority
 from lanewatch.records.evidence import EvidenceStore
 from lanewatch.records.writes import WriteEntry, WriteLog
 

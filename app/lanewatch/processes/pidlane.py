@@ -30,10 +30,10 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from lanewatch.kernel.checkoutgit import git_common_dir
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux.paths import is_below
 from lanewatch.linux.proc import ProcStat, environ_values, read_file, read_stat
+from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.pidclock import Mark, PidClock, boottime
 
 CACHE_SIZE = 4096  # processes remembered
@@ -61,7 +61,7 @@ class OwnerId:
     pgid: int | None = None
     live: bool = True
     command: tuple[str, ...] = ()  # the stamp's command
-    git_common_dir: str | None = None  # of the checkout's repository (sources.checkoutgit)
+    git_common_dir: str | None = None  # of the checkout's repository (processes.checkoutgit)
 
     def identities(self) -> list[tuple[int, int]]:
         out = [(self.pid, self.start_ticks)]

@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lanewatch.kernel.checkoutgit import git_common_dir
 from lanewatch.lanes import lock
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import procid
@@ -32,6 +31,7 @@ from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.writers import Holding, Owner
 from lanewatch.processes import fastprobe
 from lanewatch.processes import holders as procscan
+from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.deaths import DeathWatch
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
