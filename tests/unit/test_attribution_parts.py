@@ -9,8 +9,10 @@ from collections import deque
 from dataclasses import replace
 from pathlib import Path
 
+from lanewatch.model.detectors.foreign_writer import foreign_write
+from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.filehistory import FileHistory
-from lanewatch.model.kernelwrites import KernelWrite, foreign_write, unbound_write
+from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.views import Evidence, Incident
 from lanewatch.processes.pidclock import CLK_TCK, Mark, PidClock, boottime
 from lanewatch.processes.pidlane import OwnerId, Owners, _lane, _Proc

@@ -13,7 +13,7 @@ from lanewatch.engine.engine import Engine, acknowledge
 from lanewatch.lanes.stamp import write_stamp
 from lanewatch.model import incidents as inc
 from lanewatch.model import writers as wr
-from lanewatch.model.views import Incident
+from lanewatch.model.views import Incident, IncidentKind
 from lanewatch.records.incidents import IncidentLog, log_path, read_all
 from tests.conftest import wait_for
 from tests.unit.enginekit import make_stamp, running, start_lane, stop_lane
@@ -53,7 +53,7 @@ def test_foreign_writer_by_environment_or_descent() -> None:
     by_descent = find([hold(f"{A}/tmp/x", lineage=(30, 21, 20, 1))])
     for found in (by_env, by_descent):
         (obs,) = found
-        assert obs.kind is inc.IncidentKind.FOREIGN_WRITER
+        assert obs.kind is IncidentKind.FOREIGN_WRITER
         assert obs.victim == A and obs.intruder["namespace"] == B
         assert obs.evidence.grade == "inferred"
     assert by_env[0].id == by_descent[0].id  # one incident per victim and intruder
@@ -91,12 +91,12 @@ def test_a_namespace_inside_an_ignored_prefix_is_still_watched() -> None:
         ignore=["/r"],
         at=1.0,
     )
-    assert [(o.kind, o.victim) for o in found] == [(inc.IncidentKind.FOREIGN_WRITER, A)]
+    assert [(o.kind, o.victim) for o in found] == [(IncidentKind.FOREIGN_WRITER, A)]
 
 
 def test_unbound_writer_rules() -> None:
     (obs,) = find([hold("/tmp/shared.json", namespace_env=A)])
-    assert obs.kind is inc.IncidentKind.UNBOUND_WRITER and obs.victim is None
+    assert obs.kind is IncidentKind.UNBOUND_WRITER and obs.victim is None
     assert not find([hold("/tmp/d", namespace_env=A, kind="cwd")])  # a cwd is not a write
     for access in ("read", "path", None):  # `sort /tmp/x/big.txt`: a reader
         assert not find([hold("/tmp/x/big.txt", namespace_env=A, access=access)])

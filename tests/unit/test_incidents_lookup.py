@@ -7,7 +7,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lanewatch.model.writers import _enclosing, _inside
+from lanewatch.model.holdings import inside as _inside
+from lanewatch.model.writers import _enclosing
 
 segment = st.sampled_from(["r", "a", "b", "ns.x", "tmp", ".lanewatch", "a b", ""])
 path = st.lists(segment, min_size=0, max_size=5).map(lambda parts: "/" + "/".join(parts))

@@ -23,10 +23,9 @@ from pathlib import Path
 from lanewatch.actions.assess import Assessment
 from lanewatch.actions.mounts import mounts_inside
 from lanewatch.linux.procid import hostname
-from lanewatch.model.views import NsState
+from lanewatch.model.views import STALE_STATES
 from lanewatch.processes.holders import HeldPath, Holder, ProcScan, Unreadable, scan
 
-CLEARABLE = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
 # The one process an uninspectable reading does not block: init of our pid namespace. It runs
 # no lane work, and sandboxes and containers often run it with privileges even root lacks
 # here (so /proc/1/cwd and /proc/1/fd/* give EACCES). Every other one refuses the clear.
@@ -38,7 +37,7 @@ MAX_LISTED = 5
 
 
 def why_not_clearable(a: Assessment) -> str | None:
-    if a.state not in CLEARABLE:
+    if a.state not in STALE_STATES:
         return f"it is {a.describe()}; only stale, orphan or released namespaces are cleared"
     stamp = a.stamp
     if stamp is not None and stamp.host != hostname():

@@ -18,6 +18,7 @@ from lanewatch.cli.common import cell, echo_json, fail, friendly_errors, say
 from lanewatch.cli.content_diff import content_section
 from lanewatch.cli.status_cmd import console, incident_json
 from lanewatch.inert import inert
+from lanewatch.model.kinds import kind_of, severity_of
 from lanewatch.model.views import Incident
 
 
@@ -40,6 +41,7 @@ def markdown(i: Incident) -> str:
         f"# Incident {_md(i.id)}",
         "",
         f"- **kind**: {_md(i.kind)}",
+        f"- **severity**: {severity_of(i.kind).value}",
         f"- **summary**: {_md(i.summary)}",
         f"- **victim**: {_md(i.victim)}",
         f"- **intruder**: {_md(', '.join(f'{k}={v}' for k, v in i.intruder.items()))}",
@@ -62,12 +64,14 @@ def markdown(i: Incident) -> str:
 
 def _list_table(incidents: Sequence[Incident], console: Console) -> None:
     table = Table(title="incidents", title_justify="left")
-    for col in ("id", "kind", "grade", "count", "first seen", "last seen", "ack", "summary"):
+    columns = ("id", "kind", "severity", "grade", "count", "first seen", "last seen", "ack")
+    for col in (*columns, "summary"):
         table.add_column(col, no_wrap=col != "summary")
     for i in incidents:
         table.add_row(
             cell(i.id),
             cell(i.kind),
+            severity_of(i.kind).value,
             cell(i.grade),
             str(i.count),
             _iso(i.first_seen),
@@ -80,6 +84,9 @@ def _list_table(incidents: Sequence[Incident], console: Console) -> None:
 
 def _one_table(i: Incident, console: Console) -> None:
     console.print(cell(f"{i.id}  {i.kind}  ({i.grade}, seen {i.count}×)", style="bold"))
+    known = kind_of(i.kind)
+    if known is not None:
+        console.print(Text(f"{known.severity.value}: {known.explanation}", style="italic"))
     console.print(cell(i.summary))
     console.print(cell(f"victim:   {i.victim or '-'}"))
     console.print(cell("intruder: " + ", ".join(f"{k}={v}" for k, v in i.intruder.items())))

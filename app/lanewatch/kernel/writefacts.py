@@ -17,9 +17,11 @@ from lanewatch.kernel.fanotify import ContentSample
 from lanewatch.kernel.keeper import Keep
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.linux.proc import readlink
+from lanewatch.model.detectors.foreign_writer import foreign_write
+from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.filehistory import WriteRecord
 from lanewatch.model.incidents import Observation
-from lanewatch.model.kernelwrites import KernelWrite, foreign_write, unbound_write
+from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.processes.pidclock import Mark
 from lanewatch.processes.pidlane import Writer
 from lanewatch.records.writes import WriteEntry

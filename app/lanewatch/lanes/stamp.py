@@ -24,7 +24,6 @@ MAX_STAMP_BYTES = 64 * 1024
 DEFAULT_HEARTBEAT = 5.0
 MAX_HEARTBEAT = 86400.0
 ENV_HEARTBEAT = "LANEWATCH_HEARTBEAT"
-OVERDUE_FACTOR = 3.0  # a heartbeat is overdue after this many missed intervals
 META_DIR = ".lanewatch"
 STAMP_FILE = "owner.json"
 LOCK_FILE = "owner.lock"
@@ -79,9 +78,6 @@ class Stamp:
         data = asdict(self)
         data["state"] = self.state.value
         return data
-
-    def overdue_after(self) -> float:
-        return self.heartbeat_interval * OVERDUE_FACTOR
 
     def with_changes(self, **changes: Any) -> Stamp:
         return replace(self, **changes)

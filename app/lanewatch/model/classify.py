@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, StampStatus
 from lanewatch.linux.procid import Liveness
+from lanewatch.model.timing import is_overdue, overdue_after
 from lanewatch.model.views import Grade, NsState
 
 _DEAD = {
@@ -100,13 +101,12 @@ def classify(
         code = "" if stamp.exit_code is None else f" (exit code {stamp.exit_code})"
         return Verdict(NsState.RELEASED, f"released by its owner{code}", Grade.KNOWN)
     beat = read.heartbeat_at or stamp.heartbeat_at
-    overdue = now - beat > stamp.overdue_after()
+    overdue = is_overdue(stamp, beat, now)
     if not is_local(stamp, host):
         if overdue:
             return Verdict(
                 NsState.STALE,
-                f"heartbeat expired on host {stamp.host} (none for over "
-                f"{stamp.overdue_after():g}s)",
+                f"heartbeat expired on host {stamp.host} (none for over {overdue_after(stamp):g}s)",
                 Grade.INFERRED,
             )
         return Verdict(NsState.LIVE, f"heartbeat fresh on host {stamp.host}", Grade.INFERRED)
@@ -187,7 +187,7 @@ def _local(stamp: Stamp, ev: LivenessEvidence, overdue: bool) -> Verdict:
     if overdue:
         return Verdict(
             NsState.HUNG,
-            f"pid {stamp.pid} alive but no heartbeat for over {stamp.overdue_after():g}s",
+            f"pid {stamp.pid} alive but no heartbeat for over {overdue_after(stamp):g}s",
             Grade.INFERRED,
         )
     return Verdict(NsState.LIVE, ev.reason, Grade.KNOWN)

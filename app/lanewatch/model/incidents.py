@@ -1,50 +1,34 @@
-"""Incidents: records, deterministic ids, merging, and the rules that detect them. Pure.
+"""Incidents: records, merging, and the rules' observations folded into them. Pure.
 
-An incident's id is a function of its kind, its victim and its intruder, so two engines that see
-the same collision name it alike and their records merge instead of duplicating. Each
-observation carries an evidence key; seeing it again (after a restart, or from a second engine)
-updates `last_seen` but does not count twice.
+An incident's id is a function of its kind, its victim and its intruder (`model/observation.py`).
+Each observation carries an evidence key; seeing it again (after a restart, or from a second
+engine) updates `last_seen` but does not count twice.
 
-The rules here take what the sources read (stamps, ledger lines, receipts) and return
-`Observation`s (who holds which path is `model/writers.py`); `merge` folds them into
-`IncidentRecord`s.
+The rules that detect incidents live one module per kind in `model/detectors/` (the registry,
+`model/kinds.py`, names them); `merge` folds their `Observation`s into `IncidentRecord`s.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from lanewatch.lanes.stamp import OwnerState, Stamp
-from lanewatch.linux.procid import Liveness
-from lanewatch.model.views import Evidence, Grade, Incident, IncidentKind
+# The detectors and the observation type, under the names the intakes have always called.
+from lanewatch.model.detectors.foreign_receipt import foreign_receipt as foreign_receipt
+from lanewatch.model.detectors.foreign_receipt import parse_receipt as parse_receipt
+from lanewatch.model.detectors.refused_claim import refused_claim as refused_claim
+from lanewatch.model.detectors.takeover import owner_key as owner_key
+from lanewatch.model.detectors.takeover import takeover as takeover
+from lanewatch.model.observation import Observation
+from lanewatch.model.observation import incident_id as incident_id
+from lanewatch.model.views import Evidence, Grade, Incident
 
 MAX_EVIDENCE = 200  # per incident; the first is always kept
+# Ledger events that end an ownership: a stamp rewritten after one is no takeover.
 RELEASE_EVENTS = frozenset({"released", "spawn-failed", "cleared", "killed"})
 SCHEMA = 1
-
-
-def incident_id(kind: str, victim: str | None, intruder_key: str) -> str:
-    digest = hashlib.sha256(f"{kind}\0{victim or ''}\0{intruder_key}".encode()).hexdigest()
-    return f"{kind}-{digest[:12]}"
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    kind: IncidentKind
-    victim: str | None
-    intruder_key: str
-    intruder: Mapping[str, Any]
-    evidence: Evidence
-    summary: str
-
-    @property
-    def id(self) -> str:
-        return incident_id(self.kind.value, self.victim, self.intruder_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,152 +218,3 @@ def merge(record: IncidentRecord | None, obs: Observation, root: str = "") -> In
         evidence=_bounded([*record.evidence, obs.evidence]),
         summary=obs.summary or record.summary,
     )
-
-
-# --- detection rules ---------------------------------------------------------------------------
-
-
-def owner_key(stamp: Stamp) -> str:
-    return f"{stamp.host}:{stamp.boot_id}:{stamp.pid}:{stamp.start_ticks}"
-
-
-def _who(stamp: Stamp) -> dict[str, Any]:
-    return {
-        "lane": stamp.lane,
-        "pid": stamp.pid,
-        "host": stamp.host,
-        "checkout_id": stamp.checkout_id,
-        "command": list(stamp.command),
-    }
-
-
-def takeover(
-    victim: str,
-    previous: Stamp | None,
-    current: Stamp,
-    *,
-    previous_alive: Liveness | None,
-    previous_released: bool,
-    previous_fresh: bool,
-    at: float,
-    sha256: str | None = None,
-    path: str | None = None,
-) -> Observation | None:
-    """A stamp rewritten by another owner while the previous one still lives.
-
-    `previous_alive` is the kernel's verdict on the previous owner taken when the new stamp was
-    seen (None for a remote owner: then `previous_fresh`, its heartbeat, is what we have).
-    `previous_released` says the ledger recorded the previous owner's release.
-    """
-    if previous is None or previous.state is not OwnerState.LIVE:
-        return None
-    if current.state is not OwnerState.LIVE or owner_key(previous) == owner_key(current):
-        return None
-    if previous_released:
-        return None
-    if previous_alive is not None:
-        if previous_alive not in (Liveness.ALIVE, Liveness.STOPPED):
-            return None
-        grade, how = Grade.KNOWN, f"pid {previous.pid} was {previous_alive.value}"
-    elif previous_fresh:
-        grade, how = Grade.INFERRED, f"its heartbeat on {previous.host} was fresh"
-    else:
-        return None
-    ev = Evidence(
-        path=path,
-        time=at,
-        size=None,
-        sha256=sha256,
-        grade=grade.value,
-        writer=f"pid {current.pid} on {current.host} (lane {current.lane})",
-        note=(
-            f"stamp of pid {previous.pid} (lane {previous.lane}) replaced by pid {current.pid} "
-            f"(lane {current.lane}) while {how}, with no release in the ledger"
-        ),
-        key=f"takeover:{owner_key(previous)}>{owner_key(current)}",
-    )
-    return Observation(
-        kind=IncidentKind.TAKEOVER,
-        victim=victim,
-        intruder_key=owner_key(current),
-        intruder={**_who(current), "previous_owner": _who(previous)},
-        evidence=ev,
-        summary=f"stamp taken over by pid {current.pid} ({current.lane}) from live pid "
-        f"{previous.pid} ({previous.lane})",
-    )
-
-
-def refused_claim(victim: str, line: Mapping[str, Any], ledger_path: str) -> Observation | None:
-    """One `claim-refused` line of the victim's ledger (written by the refused claimant)."""
-    if line.get("event") != "claim-refused":
-        return None
-    t = line.get("time")
-    if not isinstance(t, int | float):
-        return None
-    by_pid = line.get("by_pid", line.get("pid"))
-    lane = line.get("lane")
-    owner_pid = line.get("owner_pid")
-    ev = Evidence(
-        path=ledger_path,
-        time=float(t),
-        size=None,
-        sha256=None,
-        grade=Grade.KNOWN.value,
-        writer=f"pid {by_pid}",
-        note=f"claim by pid {by_pid} refused; the lock was held (owner pid {owner_pid})",
-        key=f"refused:{t}:{by_pid}",
-    )
-    return Observation(
-        kind=IncidentKind.REFUSED_CLAIM,
-        victim=victim,
-        intruder_key=f"{lane}:{by_pid}",
-        intruder={"lane": lane, "pid": by_pid},
-        evidence=ev,
-        summary=f"pid {by_pid} tried to claim lane {lane} while pid {owner_pid} owned it",
-    )
-
-
-def foreign_receipt(
-    victim: str,
-    namespace_checkout: str,
-    path: str,
-    receipt: object,
-    *,
-    mtime: float,
-    size: int,
-    sha256: str,
-) -> Observation | None:
-    """A receipt in the victim's namespace that names another checkout."""
-    if not isinstance(receipt, dict):
-        return None
-    named = receipt.get("checkout_id")
-    if not isinstance(named, str) or named == namespace_checkout:
-        return None
-    lane = receipt.get("lane") if isinstance(receipt.get("lane"), str) else None
-    pid = receipt.get("pid") if isinstance(receipt.get("pid"), int) else None
-    step = receipt.get("step") if isinstance(receipt.get("step"), str) else None
-    ev = Evidence(
-        path=path,
-        time=mtime,
-        size=size,
-        sha256=sha256,
-        grade=Grade.KNOWN.value,
-        writer=f"lane {lane}" if lane else None,
-        note=f"receipt names checkout {named}; this namespace belongs to {namespace_checkout}",
-        key=f"receipt:{path}:{sha256}",
-    )
-    return Observation(
-        kind=IncidentKind.FOREIGN_RECEIPT,
-        victim=victim,
-        intruder_key=named,
-        intruder={"checkout_id": named, "lane": lane, "pid": pid, "step": step},
-        evidence=ev,
-        summary=f"receipt {step or path} names checkout {named}",
-    )
-
-
-def parse_receipt(data: bytes) -> object:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead
+from lanewatch.lanes.stamp import Stamp, StampRead
 from lanewatch.linux.procid import Liveness
 from lanewatch.model import incidents as inc
+from lanewatch.model import timing
 from lanewatch.model.classify import LivenessEvidence, classify
+from lanewatch.model.timing import RATE_WINDOW
 from lanewatch.model.views import NamespaceView, SourceHealth
-
-RATE_WINDOW = 30  # seconds of write history in a view's sparkline
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,9 +323,8 @@ def _stamp_changed(b: _Builder, ev: StampChanged) -> None:
     previous = rec.previous
     if old is not None and new is not None and inc.owner_key(old) != inc.owner_key(new):
         previous = old
-        fresh = rec.stamp.heartbeat_at is not None and (
-            ev.at - rec.stamp.heartbeat_at <= old.overdue_after()
-        )
+        beat = rec.stamp.heartbeat_at
+        fresh = beat is not None and not timing.is_overdue(old, beat, ev.at)
         obs = inc.takeover(
             ev.key,
             old,
@@ -368,19 +367,9 @@ def write_rate(rec: NsRecord, now: float) -> tuple[int, ...]:
 
 
 def next_change(rec: NsRecord, now: float) -> float | None:
-    """When time alone may next change this record's view (a heartbeat falling overdue, the
-    sparkline moving on); None if it never will."""
-    due: float | None = None
-    owner = rec.owner
-    beat = rec.stamp.heartbeat_at
-    if owner is not None and owner.state is OwnerState.LIVE and beat is not None:
-        limit = beat + owner.overdue_after()
-        if limit >= now:
-            due = limit + 0.001
-    if rec.rate and rec.rate[-1][0] > now - RATE_WINDOW - 1:
-        tick = float(int(now) + 1)
-        due = tick if due is None else min(due, tick)
-    return due
+    """When time alone may next change this record's view (`timing.next_change`)."""
+    last = rec.rate[-1][0] if rec.rate else None
+    return timing.next_change(rec.owner, rec.stamp.heartbeat_at, last, now)
 
 
 def view_of(

@@ -21,6 +21,11 @@ class NsState(StrEnum):
     UNKNOWN = "unknown"  # could not tell (permission error, newer schema): never treated as dead
 
 
+# Nobody runs in these any more: the stale view lists them and `clear` acts on them, no other.
+# UNKNOWN ("could not tell") may be alive: it stays with the lanes and is never cleared.
+STALE_STATES = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
+
+
 class Grade(StrEnum):
     KNOWN = "known"  # the kernel or the library reported it
     INFERRED = "inferred"  # inferred from timing or from open files

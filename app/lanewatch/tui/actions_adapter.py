@@ -21,12 +21,11 @@ from lanewatch.actions.results import Result
 from lanewatch.actions.trashbox import TrashEntry as TrashItem
 from lanewatch.errors import LanewatchError
 from lanewatch.linux.procid import hostname
-from lanewatch.model.views import Incident, NamespaceView, NsState
+from lanewatch.model.views import STALE_STATES, Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import lane_label as target_label
 
 KILLABLE = frozenset({NsState.LIVE, NsState.HUNG})
-CLEARABLE = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +61,7 @@ def whose(ns: NamespaceView) -> str:
 
 
 def can_clear(ns: NamespaceView) -> bool:
-    return ns.state in CLEARABLE
+    return ns.state in STALE_STATES
 
 
 def describe_kill(ns: NamespaceView) -> str:

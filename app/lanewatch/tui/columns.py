@@ -15,6 +15,7 @@ from rich.text import Text
 
 from lanewatch.inert import inert
 from lanewatch.lanes.names import decode_lane
+from lanewatch.model.kinds import Severity, severity_of
 from lanewatch.model.views import Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
 from lanewatch.tui.picture import View
@@ -30,7 +31,9 @@ STATE_STYLES = {
     NsState.ORPHAN: "red",
     NsState.RELEASED: "dim",
 }
-KIND_STYLES = {"takeover": "bold red", "foreign-writer": "red", "unbound-writer": "yellow"}
+# An incident's kind is coloured by its severity (`model/kinds.py`); the 16 ANSI colours only,
+# so it reads the same in every terminal.
+SEVERITY_STYLES = {Severity.HIGH: "bold red", Severity.MEDIUM: "yellow", Severity.LOW: "cyan"}
 
 
 def _ago_key(cell: Cell) -> Any:
@@ -184,6 +187,12 @@ def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
     )
 
 
+def kind_cell(kind: str) -> Text:
+    """An incident's kind as typed (a record from disk may carry any string), in its severity's
+    colour."""
+    return Text(inert(kind), style=SEVERITY_STYLES[severity_of(kind)], end="")
+
+
 def intruder_label(intruder: dict[str, Any]) -> str:
     """Who wrote, for display (inert): its lane, its pid, else its command."""
     parts = []
@@ -202,7 +211,7 @@ def collisions_row(
 ) -> tuple[Cell, ...]:
     ages = age_cells(View.COLLISIONS, incident, now)
     return (
-        Text(inert(incident.kind), style=KIND_STYLES.get(incident.kind, "red"), end=""),
+        kind_cell(incident.kind),
         untrusted(victim_label(incident.victim)),
         untrusted(intruder_label(dict(incident.intruder))),
         ages["first"],

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Protocol
 
 from rich.text import Text
 
 from lanewatch.inert import inert
+from lanewatch.model.kinds import KINDS
 from lanewatch.tui.picture import View
 
 START_HINT = "lanewatch run --lane NAME -- CMD"
+
+
+def _a(label: str) -> str:
+    return ("an " if label[:1] in "aeiou" else "a ") + label
+
+
+def collisions_hint() -> str:
+    """Every kind of collision the registry knows, in one sentence, wrapped to fit 80 columns."""
+    labels = [_a(kind.label) for kind in KINDS.values()]
+    listed = ", ".join(labels[:-1]) + " or " + labels[-1] if len(labels) > 1 else labels[0]
+    sentence = f"{listed[0].upper()}{listed[1:]} shows up here, with its evidence."
+    return "\n".join(textwrap.wrap(sentence, 78)) + "\n"
 
 
 class RootsSource(Protocol):
@@ -37,10 +51,7 @@ def empty_text(
         text.append("\n\nIt appears here as soon as it claims its namespace.\n")
     elif view is View.COLLISIONS:
         text.append("No collisions.\n\n", style="bold")
-        text.append(
-            "A takeover, a refused claim, a foreign receipt or a process writing in another\n"
-            "lane's namespace (or in shared /tmp) shows up here, with its evidence.\n"
-        )
+        text.append(collisions_hint())
     else:
         text.append("Nothing stale.\n\n", style="bold")
         text.append(

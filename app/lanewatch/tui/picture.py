@@ -10,7 +10,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from lanewatch.model.views import Changes, Incident, NamespaceView, NsState, SourceHealth
+from lanewatch.model.views import (
+    STALE_STATES,
+    Changes,
+    Incident,
+    NamespaceView,
+    NsState,
+    SourceHealth,
+)
 
 
 class View(StrEnum):
@@ -24,7 +31,6 @@ VIEW_TITLES = {View.LANES: "Lanes", View.COLLISIONS: "Collisions", View.STALE: "
 # UNKNOWN ("could not tell") stays with the lanes: it may be alive, so it is never offered
 # for clearing.
 LANE_STATES = frozenset({NsState.LIVE, NsState.HUNG, NsState.UNKNOWN})
-STALE_STATES = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
 
 
 def view_of(ns: NamespaceView) -> View:

@@ -13,6 +13,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from lanewatch.model.kinds import KINDS
+from lanewatch.tui.columns import SEVERITY_STYLES
+
 INTRO = (
     "lanewatch shows every lane's scratch namespace on every known root, live.\n"
     "Start a lane with:  lanewatch run --lane NAME -- CMD"
@@ -23,6 +26,21 @@ LEGEND = (
     "cleanly, files kept) · unknown (could not tell). A trailing ? means the state was "
     "inferred (from timing or open files), not known from the kernel."
 )
+
+
+def kinds_legend() -> Table:
+    """Every kind of collision, from the registry: its name, severity and what it means."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column()
+    table.add_row("", "")
+    table.add_row(Text("Collisions", style="bold underline"), "")
+    for kind in KINDS.values():
+        table.add_row(
+            Text(kind.name.value, style=SEVERITY_STYLES[kind.severity]),
+            Text(f"{kind.severity.value}: {kind.explanation}"),
+        )
+    return table
 
 
 def key_display(keys: str) -> str:
@@ -79,3 +97,4 @@ class HelpScreen(ModalScreen[None]):
                 yield Static(Text(self.note, style="italic"), markup=False)
             yield Static(help_rows(self.groups), markup=False)
             yield Static(Text(LEGEND, style="dim"), markup=False)
+            yield Static(kinds_legend(), markup=False, id="help-kinds")

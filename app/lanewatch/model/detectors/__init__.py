@@ -1,0 +1,1 @@
+"""The incident detectors, one module per kind; `model/kinds.py` is their registry."""

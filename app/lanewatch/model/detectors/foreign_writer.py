@@ -1,0 +1,71 @@
+"""`foreign-writer`: lane B's process writing inside lane A's namespace. Pure.
+
+Two sightings of one incident: the prober's (`held`: B's process holds a path in A's namespace
+open for writing, or as its cwd: inferred) and the kernel's (`foreign_write`: fanotify reported
+B's write there: known). Both name the intruder by B's namespace, so they share one id.
+"""
+
+from __future__ import annotations
+
+from lanewatch.lanes.stamp import META_DIR
+from lanewatch.model.holdings import (
+    Holding,
+    OwnerIndex,
+    holding_evidence,
+    inside,
+    lane_of,
+    owner_json,
+    writes,
+)
+from lanewatch.model.kernelwrites import KernelWrite, write_evidence, write_intruder
+from lanewatch.model.observation import Observation
+from lanewatch.model.views import IncidentKind
+
+
+def held(h: Holding, victim: str, owners: OwnerIndex, at: float) -> Observation | None:
+    """A process of another lane holds a path in `victim` (a namespace) open for writing, as its
+    cwd, or as an open folder. Not a collision: `.lanewatch/`, a read-only file, the victim's
+    own owner, a process of no lane, the victim's own lane."""
+    if inside(h.path, f"{victim}/{META_DIR}"):
+        return None  # lanewatch's own files: stamps, locks, ledgers
+    if not (writes(h) or h.kind == "cwd" or h.directory):
+        return None  # a file held read-only (or an O_PATH fd on one) is read, not written
+    victim_owner = owners.by_key.get(victim)
+    if victim_owner is not None and h.pid in victim_owner.pids:
+        return None  # the owner itself, whatever environment it inherited
+    found = lane_of(h, owners)
+    if found is None:
+        return None  # nobody's lane: a shell or a tool outside any lane; not attributed
+    intruder, how = found
+    if intruder.key == victim:
+        return None
+    ev = holding_evidence(h, intruder.lane, how, at)
+    return Observation(
+        kind=IncidentKind.FOREIGN_WRITER,
+        victim=victim,
+        intruder_key=intruder.key,
+        intruder=owner_json(intruder, h),
+        evidence=ev,
+        summary=f"pid {h.pid} of lane {intruder.lane} holds {h.path}",
+    )
+
+
+def foreign_write(w: KernelWrite, victim: str, *, victim_owner: bool) -> Observation | None:
+    """Lane B's process wrote inside lane A's namespace (`victim`).
+
+    Not a collision: a writer with no lane, the namespace's own lane, its owner processes
+    (whatever environment they inherited), and lanewatch's own files (`.lanewatch/`: stamps
+    and ledgers have rules of their own).
+    """
+    if w.namespace is None or w.lane is None or victim_owner:
+        return None
+    if w.namespace.rstrip("/") == victim or inside(w.path, f"{victim}/{META_DIR}"):
+        return None
+    return Observation(
+        kind=IncidentKind.FOREIGN_WRITER,
+        victim=victim,
+        intruder_key=w.namespace,
+        intruder=write_intruder(w),
+        evidence=write_evidence(w, f"write by lane {w.lane}"),
+        summary=f"pid {w.pid} of lane {w.lane} wrote {w.path}",
+    )

@@ -1,0 +1,96 @@
+"""The incident kinds: one entry each, read by every place that lists or describes them. Pure.
+
+An entry names the kind (the stable string of `incidents --json`: never renamed), says it in
+plain words, ranks how bad it is, explains it in one line, and points to its detectors (the
+functions in `model/detectors/` that emit it). The dashboard's colours, its help and empty
+view, `lanewatch incidents` and the table in docs/engine.md all read this registry; a test
+checks that every kind a detector emits has an entry, and that the docs list each one.
+
+Adding a kind: a detector module in `model/detectors/`, a member of `IncidentKind`, an entry
+here, a call where the intake has the facts, a line in the demo's plan, and its tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from lanewatch.model.detectors import (
+    foreign_receipt,
+    foreign_writer,
+    refused_claim,
+    takeover,
+    unbound_writer,
+)
+from lanewatch.model.views import IncidentKind
+
+
+class Severity(StrEnum):
+    HIGH = "high"  # two lanes' work is mixed now: one lane's files are being overwritten
+    MEDIUM = "medium"  # a result may be wrong or a clash is one step away
+    LOW = "low"  # the guard held; nothing was overwritten
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    name: IncidentKind
+    label: str  # plain words, lower case: "a takeover" reads in a sentence
+    severity: Severity
+    explanation: str  # one line for people
+    detectors: tuple[Callable[..., Any], ...]  # what emits it
+
+
+_KINDS = (
+    Kind(
+        IncidentKind.TAKEOVER,
+        "takeover",
+        Severity.HIGH,
+        "Another process rewrote a live lane's stamp without the lock: two owners, one namespace.",
+        (takeover.takeover,),
+    ),
+    Kind(
+        IncidentKind.FOREIGN_WRITER,
+        "write from another lane",
+        Severity.HIGH,
+        "A process of another lane writes (or works) inside this lane's namespace.",
+        (foreign_writer.held, foreign_writer.foreign_write),
+    ),
+    Kind(
+        IncidentKind.FOREIGN_RECEIPT,
+        "foreign receipt",
+        Severity.MEDIUM,
+        "A receipt in this namespace names another checkout: a result here may not be its own.",
+        (foreign_receipt.foreign_receipt,),
+    ),
+    Kind(
+        IncidentKind.UNBOUND_WRITER,
+        "write in shared temp",
+        Severity.MEDIUM,
+        "A lane's process writes in shared temp outside every namespace, where lanes can clash.",
+        (unbound_writer.held, unbound_writer.unbound_write),
+    ),
+    Kind(
+        IncidentKind.REFUSED_CLAIM,
+        "refused claim",
+        Severity.LOW,
+        "A second claim on a lane was refused by its lock; nothing was overwritten.",
+        (refused_claim.refused_claim,),
+    ),
+)
+
+KINDS: Mapping[str, Kind] = MappingProxyType({k.name.value: k for k in _KINDS})
+
+
+def kind_of(name: str) -> Kind | None:
+    """The entry of `name`; None for a kind this version does not know (a newer engine's
+    record on a shared root): callers show its name as is."""
+    return KINDS.get(name)
+
+
+def severity_of(name: str) -> Severity:
+    """A kind's severity; an unknown kind counts as high, so it is never overlooked."""
+    entry = KINDS.get(name)
+    return entry.severity if entry is not None else Severity.HIGH
