@@ -132,8 +132,14 @@ def plant_special(path: Path, kind: str) -> None:
     elif kind == "directory":
         path.mkdir()
     elif kind == "socket":
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.bind(str(path))  # the socket file stays after the close
+        # Bound through the folder's descriptor: tmp_path can be longer than a socket path
+        # may be (108 bytes); the socket file stays after the close.
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.bind(f"/proc/self/fd/{folder}/{path.name}")
+        finally:
+            os.close(folder)
     elif kind == "device":
         if os.geteuid() != 0:
             pytest.skip("only root can make a device node")

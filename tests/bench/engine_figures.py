@@ -160,7 +160,7 @@ def main() -> None:
         def phase1() -> None:
             w = Worker([str(root)])
             w.list_root(str(root))
-            w.flush(full=True)
+            w.keeper.flush(full=True)
 
         states = timed(phase1)
 

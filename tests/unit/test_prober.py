@@ -167,15 +167,15 @@ def test_the_worker_hands_the_same_owners_until_a_namespace_changes(root: Path) 
     make_stamp(root, "a")
     w = Worker([str(root)])
     w.list_root(str(root))
-    w.commit()
-    first = w.local_stamps()
-    assert len(first) == 1 and w.local_stamps() is first
+    w.keeper.commit()
+    first = w.probes.local_stamps()
+    assert len(first) == 1 and w.probes.local_stamps() is first
     b = make_stamp(root, "b")
     w.list_root(str(root))
-    w.commit()
-    second = w.local_stamps()
+    w.keeper.commit()
+    second = w.probes.local_stamps()
     assert second is not first and set(second) == {*first, str(b)}
-    assert w.local_stamps() is second
+    assert w.probes.local_stamps() is second
 
 
 def test_listing_a_root_asks_the_kernel_once_per_owner(root: Path) -> None:
@@ -188,8 +188,8 @@ def test_listing_a_root_asks_the_kernel_once_per_owner(root: Path) -> None:
         theirs = make_stamp(root, "other", pid=ident.pid, start_ticks=ident.start_ticks)
         w = Worker([str(root)])
         w.list_root(str(root))
-        w.commit()
-        evidence = {str(ns): w.state.namespaces[str(ns)].liveness for ns in (*mine, theirs)}
+        w.keeper.commit()
+        evidence = {str(ns): w.keeper.state.namespaces[str(ns)].liveness for ns in (*mine, theirs)}
         assert all(ev is not None and ev.liveness is Liveness.ALIVE for ev in evidence.values())
         assert len({id(evidence[str(ns)]) for ns in mine}) == 1  # asked once for the three
         assert evidence[str(theirs)] is not evidence[str(mine[0])]

@@ -43,14 +43,14 @@ def test_states_come_before_sizes(root: Path) -> None:
     fill(ns, 4)
     w = Worker([str(root)])
     keys = w.list_root(str(root))
-    changes = w.flush(full=True)
+    changes = w.keeper.flush(full=True)
     assert keys == [str(ns)] and changes is not None
     v = changes.upserts[str(ns)]
     assert v.state is NsState.LIVE and v.files is None  # counted later
     w.queue_scan(keys)
     while w.scan_some():
         pass
-    later = w.flush()
+    later = w.keeper.flush()
     assert later is not None and later.upserts[str(ns)].files == 5  # 4 + the stamp
 
 
@@ -89,14 +89,14 @@ def test_namespace_vanishing_between_listing_and_walk(root: Path) -> None:
     fill(gone, 3)
     w = Worker([str(root)])
     keys = w.list_root(str(root))
-    w.commit()
+    w.keeper.commit()
     for path in sorted(gone.rglob("*"), reverse=True):
         path.unlink() if not path.is_dir() or path.is_symlink() else path.rmdir()
     gone.rmdir()
     w.queue_scan(keys or ())
     while w.scan_some():
         pass
-    assert set(w.state.namespaces) == {str(keep)}
+    assert set(w.keeper.state.namespaces) == {str(keep)}
 
 
 def test_scanning_while_namespaces_and_folders_churn(root: Path) -> None:
@@ -177,18 +177,18 @@ def test_the_first_walk_counts_and_the_second_reads_ledgers_and_receipts(root: P
     ns = _with_evidence(root)
     w = Worker([str(root)])
     keys = w.list_root(str(root)) or []
-    w.flush(full=True)
+    w.keeper.flush(full=True)
     w.queue_scan(keys, counts_only=True)
     while w.scan_some():
         pass
-    first = w.flush()
+    first = w.keeper.flush()
     assert first is not None and not first.incidents
     v = first.upserts[str(ns)]
     assert (v.files, v.bytes) == scanner.floor_walk(str(ns))
     w.queue_scan(keys)
     while w.scan_some():
         pass
-    second = w.flush()
+    second = w.keeper.flush()
     assert second is not None
     kinds = {i.kind for i in second.incidents.values()}
     assert kinds == {"refused-claim", "foreign-receipt"}
@@ -198,12 +198,12 @@ def test_a_full_walk_wins_over_a_queued_counting_one(root: Path) -> None:
     ns = _with_evidence(root)
     w = Worker([str(root)])
     keys = w.list_root(str(root)) or []
-    w.commit()
+    w.keeper.commit()
     w.queue_scan(keys, counts_only=True)
     w.queue_scan(keys)  # a rescan asked for before the bare walk ran
     while w.scan_some():
         pass
-    changes = w.flush(full=True)
+    changes = w.keeper.flush(full=True)
     assert changes is not None and len(changes.incidents) == 2
     assert changes.upserts[str(ns)].files is not None
 
@@ -225,18 +225,18 @@ def test_a_heartbeat_is_an_mtime_applied_by_the_next_tick_never_a_re_read(root: 
     os.utime(stamp, (old, old))
     w = Worker([str(root)])
     w.list_root(str(root))
-    w.flush(full=True)
-    assert w.views[str(ns)].state is NsState.HUNG
+    w.keeper.flush(full=True)
+    assert w.keeper.views[str(ns)].state is NsState.HUNG
     stamp.write_bytes(b"not json any more")  # not seen: no event is fed for it
     now = time.time()
     os.utime(stamp, (now, now))
     w.process([("a", str(root), ns.name, str(stamp), False)])
-    assert w.beats_due is not None  # waiting to be applied with the others
+    assert w.tail.beats_due is not None  # waiting to be applied with the others
     w.tick()  # a tick applies the heartbeats before judging what time made overdue
-    w.flush()
-    v = w.views[str(ns)]
+    w.keeper.flush()
+    v = w.keeper.views[str(ns)]
     assert v.state is NsState.LIVE and v.heartbeat_at == now  # the mtime, the stamp not re-read
-    assert w.beats_due is None
+    assert w.tail.beats_due is None
 
 
 def test_the_first_pictures_stamp_reader_answers_as_read_stamp(root: Path, tmp_path: Path) -> None:

@@ -229,7 +229,7 @@ def test_writes_between_the_first_walk_and_the_watch_are_seen(
     counted: list[tuple[int | None, int | None]] = []
 
     def late(self: Worker) -> None:
-        v = self.view(str(ns), time.time())
+        v = self.keeper.view(str(ns), time.time())
         counted.append((None, None) if v is None else (v.files, v.bytes))
         (ns / "tmp" / "old.txt").write_text("rewritten, longer")  # no folder mtime change
         (ns / "tmp" / "new.txt").write_text("new")

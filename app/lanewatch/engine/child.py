@@ -6,10 +6,11 @@ end of stdin (the dashboard closed it, or died) stops the engine and ends the pr
 never outlives the dashboard. Anything else written to fd 1 by accident (a stray print) goes
 to stderr instead, so it cannot corrupt the frames.
 
-Frames it sends: ("started",), ("failed", message), ("changes", Changes), ("applied", at,
-paths) when asked, ("first_picture",), ("settled",), ("answer", request, value), ("log",
-level, logger name, text). Commands: ("rescan",), ("ack", incident id, user), ("stats",
-request), ("threads", request), ("stop",).
+Frames it sends: ("alive",) once a second from the moment it has its settings (the dashboard's
+watchdog counts silence from the last frame of any kind), ("started",), ("failed", message),
+("changes", Changes), ("applied", at, paths) when asked, ("first_picture",), ("settled",),
+("answer", request, value), ("log", level, logger name, text). Commands: ("rescan",), ("ack",
+incident id, user), ("stats", request), ("threads", request), ("stop",).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from lanewatch.engine import wire
 from lanewatch.processes.ownpids import count_as_own
 
 DELIVERY_INTERVAL = 1 / 60  # the dashboard drains at most once a frame (`tui.app.FRAME`)
+KEEP_ALIVE = 1.0  # seconds between two ("alive",) frames: one tiny pickle, one wake-up
 
 
 class _ToParent(logging.Handler):
@@ -58,12 +60,35 @@ def _send_when(event: threading.Event, out: wire.Writer, message: tuple[str]) ->
     threading.Thread(target=wait, name=f"lanewatch-tell-{message[0]}", daemon=True).start()
 
 
-def serve(commands: IO[bytes], out: wire.Writer) -> int:
-    from lanewatch.engine.engine import Engine
+def _keep_alive(out: wire.Writer, done: threading.Event) -> None:
+    """An idle engine sends nothing else: without this, a stopped or wedged process and a quiet
+    one would look the same to the dashboard."""
 
+    def beat() -> None:
+        while not done.wait(KEEP_ALIVE):
+            try:
+                out.send(("alive",))
+            except (OSError, ValueError):  # the dashboard is gone: the end of stdin stops us
+                return
+
+    threading.Thread(target=beat, name="lanewatch-keep-alive", daemon=True).start()
+
+
+def serve(commands: IO[bytes], out: wire.Writer) -> int:
     settings: Any = wire.receive(commands)
     if not isinstance(settings, dict):
         return 2
+    done = threading.Event()
+    _keep_alive(out, done)
+    try:
+        return _serve(settings, commands, out)
+    finally:
+        done.set()
+
+
+def _serve(settings: dict[str, Any], commands: IO[bytes], out: wire.Writer) -> int:
+    from lanewatch.engine.engine import Engine
+
     on_applied = None
     if settings.get("report_applied"):
 

@@ -202,8 +202,8 @@ class Engine:
         self.kernel = KernelAttribution(
             self.roots,
             w.queue.put,
-            lambda: w.state.namespaces,
-            ignore=w.ignore,
+            w.keeper.namespaces,
+            ignore=w.probes.ignore,
             enabled=attribution,
         )
 
@@ -228,9 +228,10 @@ class Engine:
         if self._thread is not None:
             raise RuntimeError("the engine is already started")
         self._delivery = _Delivery(on_changes, self._min_interval)
-        self._worker.deliver = self._offer
+        self._worker.keeper.deliver = self._offer
+        probes = self._worker.probes
         self._prober = Prober(
-            self.probe_interval, self._worker.local_stamps, self._worker.prefixes, self._probed
+            self.probe_interval, probes.local_stamps, probes.prefixes, self._probed
         )
         self._thread = threading.Thread(target=self._run, name="lanewatch-engine", daemon=True)
         self._delivery.thread.start()
@@ -290,14 +291,14 @@ class Engine:
     def _run(self) -> None:
         w = self._worker
         try:
-            w.load_incidents()
+            w.keeper.load_incidents()
             keys: list[str] = []
             for root in w.roots:
                 listed = w.list_root(root)
                 if listed is not None:
                     keys.extend(listed)
-                    w.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
-            w.flush(full=True)  # the first call: every namespace with its state
+                    w.keeper.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
+            w.keeper.flush(full=True)  # the first call: every namespace with its state
             self.first_picture.set()
             # Counts first: sizes per path, ledgers and receipts wait for the second walk.
             w.queue_scan(keys, counts_only=True)
@@ -314,7 +315,7 @@ class Engine:
         setup walks every folder again; doing it here keeps it out of the first picture. The
         second walk also reads the ledgers and receipts, which the first left for it."""
         w = self._worker
-        w.flush()  # the counted picture goes out before the watch setup's walk
+        w.keeper.flush()  # the counted picture goes out before the watch setup's walk
         if self._delivery is not None:
             self._delivery.hurry()
         if not self._stop.is_set():
@@ -325,8 +326,8 @@ class Engine:
         w.start_watches()
         for root in w.roots:  # namespaces made before the watches existed
             w.list_new(root)
-        w.commit()
-        w.queue_scan(list(w.state.namespaces))
+        w.keeper.commit()
+        w.queue_scan(list(w.keeper.state.namespaces))
 
     def _loop(self) -> None:
         w = self._worker
@@ -335,10 +336,11 @@ class Engine:
         probing = False
         while not self._stop.is_set():
             scanning = w.scanning
-            wake = next_tick if w.beats_due is None else min(next_tick, w.beats_due)
+            beats_due = w.tail.beats_due
+            wake = next_tick if beats_due is None else min(next_tick, beats_due)
             # Never wait while the first walk runs or the watches are still to be set (with
             # no namespace to walk, they are set on the first turn, not a tick later).
-            busy = scanning or not w.watching
+            busy = scanning or not w.tail.watching
             timeout = 0.0 if busy else max(0.0, wake - time.monotonic())
             batch = []
             try:
@@ -357,7 +359,7 @@ class Engine:
                         self._prober.active()
                 elif scanning:
                     w.scan_some()
-                if not w.watching and not w.scanning:
+                if not w.tail.watching and not w.scanning:
                     self._watch()
                 elif not probing and not w.scanning:
                     probing = True
@@ -369,9 +371,9 @@ class Engine:
                 if mono >= next_tick:
                     w.tick()
                     next_tick = time.monotonic() + TICK
-                elif w.beats_due is not None and mono >= w.beats_due:
+                elif (beats_due := w.tail.beats_due) is not None and mono >= beats_due:
                     w.apply_beats()
-                w.flush()
+                w.keeper.flush()
             except Exception:  # a bug must not freeze the picture: say so, start over from disk
                 log.exception("the engine failed on a batch; rescanning every root")
                 w.recover()

@@ -1,54 +1,26 @@
-"""The worker's model keeping: events gathered and applied in one `apply` per batch, the views
-of what changed handed to `deliver`, and incidents persisted to each root's log.
+"""The engine's model keeper: the one owner of the model's mutable state. It holds the model,
+the events the intakes found and it has not applied yet, the views it handed out and when time
+alone next changes each, and the incidents it persisted to each root's log.
 
-The bottom layer of the engine's worker (`engine/worker.py`): the walks, the probe results
-and the tail items (`workscan.py`, `workprobe.py`, `worktail.py`) only `emit` events and
-`commit` them here.
+The intakes (`walkintake.py`, `tailintake.py`, `probeintake.py`, `kernelintake.py`) only read
+and return what they found (`intake.Found`); the worker (`worker.py`) hands it here with
+`take`, and `commit` applies everything pending in one `model.apply` (one per batch).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 
+from lanewatch.engine.intake import Found
 from lanewatch.linux import procid
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
-from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.views import Changes, NamespaceView, SourceHealth
 from lanewatch.records.incidents import IncidentLog
 
 PERSIST_LAST_SEEN = 60.0  # a last_seen-only change is written at most this often
-
-
-@dataclass(slots=True)
-class NsFiles:
-    """Sizes of every file of one namespace, for incremental counts."""
-
-    sizes: dict[str, int]
-    bytes: int
-
-    def set(self, path: str, size: int | None) -> None:
-        old = self.sizes.pop(path, None)
-        if old is not None:
-            self.bytes -= old
-        if size is not None:
-            self.sizes[path] = size
-            self.bytes += size
-
-    def drop_under(self, folder: str) -> None:
-        prefix = folder + "/"
-        for path in [p for p in self.sizes if p.startswith(prefix)]:
-            self.bytes -= self.sizes.pop(path)
-
-
-@dataclass(slots=True)
-class LedgerState:
-    offset: int = 0
-    inode: int | None = None
-    releases: dict[int, float] = field(default_factory=dict)  # pid -> latest release time
 
 
 class ModelKeeper:
@@ -58,31 +30,18 @@ class ModelKeeper:
         *,
         deliver: Callable[[Changes], None] | None = None,
         on_applied: Callable[[float, Sequence[str]], None] | None = None,
+        forget: Callable[[Iterable[str]], None] | None = None,
     ) -> None:
-        self.roots = list(dict.fromkeys(r.rstrip("/") or "/" for r in roots))
+        """`roots` as the worker normalised them. `forget(keys)` is told, in the commit that
+        removed them, which namespaces left the model (the intakes' memo drops them)."""
+        self.roots = list(roots)
         self.logs = {r: IncidentLog(r) for r in self.roots}
         self.host, self.boot_id = procid.hostname(), procid.boot_id()
         self.state = m.ModelState()
-        self.files: dict[str, NsFiles] = {}
-        self.ledgers: dict[str, LedgerState] = {}
-        self.history = FileHistory()
         self.views: dict[str, NamespaceView] = {}
         self.deliver = deliver
         self.on_applied = on_applied
-        self.stats: dict[str, int] = dict.fromkeys(
-            (
-                "batches",
-                "items",
-                "overflows",
-                "overruns",
-                "rescans",
-                "rewatches",
-                "probes",
-                "full_probes",
-                "probe_ms",
-            ),
-            0,
-        )
+        self.forget = forget
         self._delta = m.Delta()
         self._due: dict[str, float] = {}  # when time alone next changes a view
         self._persisted: dict[str, tuple[int, float | None, float, float]] = {}
@@ -90,8 +49,22 @@ class ModelKeeper:
         self._applied_paths: list[str] = []
 
     # -- applying ------------------------------------------------------------------------------
+    def namespaces(self) -> Mapping[str, m.NsRecord]:
+        """The namespaces as applied so far: what the intakes consult (read-only)."""
+        return self.state.namespaces
+
     def emit(self, *events: m.Event) -> None:
         self._events.extend(events)
+
+    def take(self, found: Found) -> None:
+        """What an intake found, applied with the next `commit`."""
+        self._events.extend(found.events)
+        self._applied_paths.extend(found.paths)
+
+    def drop_pending(self) -> None:
+        """After an unexpected error: what was half done is not applied."""
+        self._events = []
+        self._applied_paths = []
 
     def commit(self) -> None:
         if not self._events:
@@ -103,16 +76,18 @@ class ModelKeeper:
         d.removed |= delta.removed
         d.incidents |= delta.incidents
         d.health = d.health or delta.health
-        for key in delta.removed:
-            self.files.pop(key, None)
-            self.ledgers.pop(key, None)
-            self.history.forget_under(key)
+        if delta.removed and self.forget is not None:
+            self.forget(delta.removed)
         if self.on_applied is not None and self._applied_paths:
             self.on_applied(time.time(), self._applied_paths)
         self._applied_paths = []
 
     def health(self, h: SourceHealth) -> None:
         self.emit(m.HealthChanged(h))
+
+    def touch_due(self, now: float) -> None:
+        """Views that time alone changed by `now` are judged again at the next flush."""
+        self._delta.touched.update(k for k, due in self._due.items() if due <= now)
 
     # -- views ---------------------------------------------------------------------------------
     def view(self, key: str, now: float) -> NamespaceView | None:
@@ -125,7 +100,7 @@ class ModelKeeper:
         """Views for what changed since the last flush; handed to `deliver` if any."""
         self.commit()
         d, self._delta = self._delta, m.Delta()
-        self._persist(d.incidents)
+        self.persist(d.incidents)
         now = time.time()
         upserts: dict[str, NamespaceView] = {}
         keys = self.state.namespaces.keys() if full else d.touched
@@ -184,7 +159,13 @@ class ModelKeeper:
             for r in records:
                 self._persisted[r.id] = (r.count, r.ack_at, r.last_seen, time.time())
 
-    def _persist(self, ids: Iterable[str]) -> None:
+    def read_new_incidents(self, root: str) -> None:
+        """What others appended to `root`'s incident log since we last read it."""
+        records = self.logs[root].read_new()
+        if records:
+            self.emit(m.IncidentsLoaded(tuple(records)))
+
+    def persist(self, ids: Iterable[str]) -> None:
         now = time.time()
         by_root: dict[str, list[inc.IncidentRecord]] = {}
         for iid in ids:

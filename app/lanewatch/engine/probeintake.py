@@ -1,32 +1,34 @@
-"""The worker's side of the prober: which owners it should judge, and what a `ProbeReport`
+"""The engine's side of the prober: which owners it should judge, and what a `ProbeReport`
 means for the model (liveness evidence, writers of each held path, foreign and unbound
-writers). The prober itself runs on its own thread (`processes/prober.py`).
+writers), handed back as events (`intake.Found`) for the model keeper to apply. The prober
+itself runs on its own thread (`processes/prober.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from lanewatch.engine.walkintake import NamespaceWalks
+from lanewatch.engine.intake import Found, Namespaces
 from lanewatch.lanes.roots import state_dir
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model import writers as wr
-from lanewatch.model.views import Changes
+from lanewatch.model.filehistory import FileHistory
 from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
 
 
-class ProbeResults(NamespaceWalks):
+class ProbeIntake:
     def __init__(
-        self,
-        roots: Sequence[str],
-        *,
-        deliver: Callable[[Changes], None] | None = None,
-        on_applied: Callable[[float, Sequence[str]], None] | None = None,
+        self, roots: Sequence[str], *, namespaces: Namespaces, history: FileHistory, host: str
     ) -> None:
-        super().__init__(roots, deliver=deliver, on_applied=on_applied)
+        """`namespaces`: the model as applied so far (read only, from any thread); `history`:
+        where the writer of each held path is noted; `host`: this host's name."""
+        self.roots = list(roots)
+        self._namespaces = namespaces
+        self.history = history
+        self.host = host
         self.ignore = [str(state_dir())]
         # The last answer of `local_stamps`, with the namespaces mapping it was read from.
         self._local: tuple[object, Mapping[str, Stamp]] | None = None
@@ -36,7 +38,7 @@ class ProbeResults(NamespaceWalks):
 
         The same mapping object while no namespace changed (the model replaces its mapping on
         any change), so the prober's idle rounds can tell "nothing new" by identity."""
-        namespaces = self.state.namespaces
+        namespaces = self._namespaces()
         last = self._local
         if last is not None and last[0] is namespaces:
             return last[1]
@@ -52,14 +54,13 @@ class ProbeResults(NamespaceWalks):
     def prefixes(self) -> list[str]:
         return [*self.roots, *SHARED_TEMP]
 
-    def handle_probe(self, report: ProbeReport) -> None:
-        self.stats["probes"] += 1
-        self.stats["full_probes"] += report.full
-        self.stats["probe_ms"] += round(report.took * 1000)
-        known = self.state.namespaces
-        self.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
+    def probed(self, report: ProbeReport) -> Found:
+        """What `report` means for the model (the worker counts it)."""
+        out = Found()
+        known = self._namespaces()
+        out.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
         if report.holdings is None:
-            return
+            return out
         owners = wr.OwnerIndex(report.owners)
         for h in report.holdings:
             if h.kind == "fd" and h.access in ("write", "readwrite"):
@@ -76,12 +77,13 @@ class ProbeResults(NamespaceWalks):
             at=report.at,
         )
         for obs in found_obs:
-            self.emit(m.Observed(obs, self._root_of(obs)))
+            out.emit(m.Observed(obs, self._root_of(obs, known)))
+        return out
 
-    def _root_of(self, obs: inc.Observation) -> str:
+    def _root_of(self, obs: inc.Observation, known: Mapping[str, m.NsRecord]) -> str:
         key = obs.victim or obs.intruder.get("namespace")
         if isinstance(key, str):
-            rec = self.state.namespaces.get(key)
+            rec = known.get(key)
             if rec is not None:
                 return rec.root
             for root in self.roots:

@@ -13,6 +13,11 @@ and the bench. `on_changes` is called on this side's reader thread, as the in-pr
 calls it on its delivery thread. The child stops when its stdin ends, so it never outlives the
 dashboard; if it dies on its own, every root is shown degraded with the reason and the child is
 started again (with a growing pause, up to `MAX_RESTARTS` in a row without a picture).
+
+The child sends a keep-alive frame every second even when idle. `quiet_for()` says how long it
+has sent nothing (the dashboard shows that as degraded after a few seconds); after
+`silence_restart` seconds of silence (stopped, wedged) the child is killed and started again
+like one that died.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ log = logging.getLogger(__name__)
 STOP_GRACE = 10.0  # seconds the child has to stop its engine before it is killed
 MAX_RESTARTS = 5
 STDERR_LINES = 20  # the child's last lines of stderr, for the message when it dies
+SILENCE_RESTART = 30.0  # seconds without a frame (it sends one a second) before a restart
 
 
 class EngineStartError(RuntimeError):
@@ -95,6 +101,8 @@ class EngineProcess:
         self.first_picture = threading.Event()
         self.settled = threading.Event()
         self.restarts = 0
+        self.silence_restart = SILENCE_RESTART
+        self._heard = 0.0  # monotonic time of the running child's last frame (or its start)
         self.attribution: str | None = None
         self.attribution_hint = ""
 
@@ -113,6 +121,7 @@ class EngineProcess:
             target=self._read, args=(child,), name="lanewatch-engine-reader", daemon=True
         )
         self._reader.start()
+        threading.Thread(target=self._watch, name="lanewatch-engine-watch", daemon=True).start()
         self._wait_started(child)
 
     def _early_picture(self) -> Changes | None:
@@ -123,12 +132,13 @@ class EngineProcess:
 
         try:
             worker = Worker(self.roots, poll=self.poll)
-            worker.load_incidents()
+            keeper = worker.keeper
+            keeper.load_incidents()
             for root in self.roots:
                 if worker.list_root(root) is not None:
-                    worker.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
-            worker.commit()
-            return worker.full_changes()
+                    keeper.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))
+            keeper.commit()
+            return keeper.full_changes()
         except Exception:  # the child's picture follows anyway
             log.exception("reading the stamps before the engine started")
             return None
@@ -176,6 +186,32 @@ class EngineProcess:
                     return None
             return self._answers.pop(request)
 
+    def quiet_for(self) -> float | None:
+        """Seconds since the running child's last frame; None while no child runs (not
+        started, stopping, or dead and about to be restarted: its health says so)."""
+        with self._lock:
+            child, heard = self._child, self._heard
+        if child is None or self._stopping.is_set() or child.poll() is not None:
+            return None
+        return time.monotonic() - heard
+
+    def _watch(self) -> None:
+        """Kill a child that has sent nothing, not even its keep-alive, for `silence_restart`
+        seconds; the reader then restarts it as one that died, saying why. It is our own
+        unreaped child: its pid cannot have been reused."""
+        killed: subprocess.Popen[bytes] | None = None
+        while not self._stopping.wait(1.0):
+            quiet = self.quiet_for()
+            with self._lock:
+                child = self._child
+            if quiet is None or quiet < self.silence_restart or child is None or child is killed:
+                continue
+            killed = child
+            self._failure = f"the engine process sent nothing for {quiet:.0f} s"
+            log.warning("%s; killing it", self._failure)
+            with contextlib.suppress(OSError):
+                child.kill()
+
     @property
     def pid(self) -> int | None:
         """The engine process's pid while it runs (tests and the bench measure it)."""
@@ -207,6 +243,7 @@ class EngineProcess:
         }
         with self._lock:
             self._child, self._commands = child, commands
+            self._heard = time.monotonic()
         threading.Thread(
             target=self._drain_stderr,
             args=(child.stderr,),
@@ -293,6 +330,7 @@ class EngineProcess:
                 message = wire.receive(child.stdout)
                 if message is None:
                     return pictured
+                self._heard = time.monotonic()  # any frame, keep-alives included
                 pictured = self._handle(message) or pictured
         except (wire.WireError, OSError) as exc:
             self._stderr.append(str(exc))

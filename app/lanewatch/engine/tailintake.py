@@ -1,7 +1,9 @@
-"""The worker's tail items: what the watches queued (one item per event), sorted by namespace
-and deduplicated by path, then read (sizes, stamps, ledgers, receipts, new subfolders) and
-turned into events; control items (probe reports, rescans, overflows, acknowledgements,
-kernel attribution); heartbeats gathered and applied together; the watches themselves.
+"""The engine's tail: the watches (one `files.tail.RootWatch` per root) and the items they
+queue (one per event), sorted by namespace and deduplicated by path, then read (sizes, stamps,
+ledgers, receipts, new subfolders) and handed back as events (`intake.Found`) for the model
+keeper to apply; heartbeats gathered and read together; the roots' health notices after lost
+events. Control items (probe reports, rescans, acknowledgements, kernel batches) share the
+queue; the worker (`worker.py`) routes them.
 """
 
 from __future__ import annotations
@@ -10,29 +12,33 @@ import logging
 import os
 import queue
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lanewatch.engine.modelkeeper import NsFiles
-from lanewatch.engine.probeintake import ProbeResults
+from lanewatch.engine.intake import DiskMemo, Found, LedgerState, Namespaces, NsFiles
 from lanewatch.files import walk as scanner
 from lanewatch.files.tail import RootWatch
 from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR, STAMP_FILE
 from lanewatch.model import model as m
-from lanewatch.model.views import Changes, HealthStatus, SourceHealth
-
-if TYPE_CHECKING:
-    from lanewatch.kernel.attribution import KernelBatch
+from lanewatch.model.views import HealthStatus, SourceHealth
 
 log = logging.getLogger(__name__)
 
 OVERFLOW_NOTICE = 10.0  # how long "overflow-rescan" stays in a root's health
 BEAT_DELAY = 0.25  # heartbeats (stamp utimes) wait at most this long, to be applied together
 
+# The walks' readers the tail reads with (`WalkIntake`): a write is read as a walk reads it.
+SeenReader = Callable[[str, str, str, float], m.NamespaceSeen]
+StampReader = Callable[[str, m.NsRecord, float, Found], None]
+LedgerReader = Callable[[str, str, Found], LedgerState]
+ReceiptReader = Callable[[str, str, str, scanner.ReceiptRead, Found], None]
+
 
 @dataclass(slots=True)
-class _Dirty:
+class Dirty:
+    """What a batch of tail items says happened in one namespace."""
+
     paths: dict[str, str] = field(default_factory=dict)
     dirs_new: set[str] = field(default_factory=set)
     dirs_gone: set[str] = field(default_factory=set)
@@ -42,51 +48,66 @@ class _Dirty:
     ns: str = ""  # "new" | "gone" | ""
 
 
-class TailItems(ProbeResults):
+@dataclass(slots=True)
+class Arrived:
+    """A namespace the tail saw arrive: the keeper applies `seen` (and all found before it)
+    first, since the record must exist before its walk is applied; then it is walked."""
+
+    key: str
+    seen: m.NamespaceSeen
+
+
+class TailIntake:
     def __init__(
         self,
         roots: Sequence[str],
+        items: queue.SimpleQueue[Any],
         *,
-        poll: bool = False,
-        poll_interval: float = 2.0,
-        deliver: Callable[[Changes], None] | None = None,
-        on_applied: Callable[[float, Sequence[str]], None] | None = None,
+        poll: bool,
+        poll_interval: float,
+        namespaces: Namespaces,
+        memo: DiskMemo,
+        seen: SeenReader,
+        stamp_changed: StampReader,
+        catch_up_ledger: LedgerReader,
+        receipt: ReceiptReader,
     ) -> None:
-        super().__init__(roots, deliver=deliver, on_applied=on_applied)
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        """`items`: the queue every watch puts its items on; `namespaces`: the model as
+        applied so far (read only); `memo`: sizes per file and the history it keeps up to
+        date; the readers: the walks' (`WalkIntake`)."""
+        self.roots = list(roots)
+        self._namespaces = namespaces
+        self.memo = memo
+        self._seen, self._stamp = seen, stamp_changed
+        self._catch_up_ledger, self._receipt = catch_up_ledger, receipt
         self.watches = {
-            r: RootWatch(r, self.queue, poll=poll, poll_interval=poll_interval) for r in self.roots
+            r: RootWatch(r, items, poll=poll, poll_interval=poll_interval) for r in self.roots
         }
         self._notice_until: dict[str, float] = {}
-        self.watching = False  # set by start_watches; until then tick leaves the watches alone
-        self._beats: set[str] = set()  # namespaces whose stamp was touched since apply_beats
-        self.beats_due: float | None = None  # monotonic time by which to apply them
+        self.watching = False  # set by start; until then the worker's tick leaves them alone
+        self._beats: set[str] = set()  # namespaces whose stamp was touched since `beats`
+        self.beats_due: float | None = None  # monotonic time by which to read them
 
     # -- tail items ----------------------------------------------------------------------------
-    def process(self, items: list[Any]) -> None:
-        self.stats["batches"] += 1
-        self.stats["items"] += len(items)
-        dirty: dict[str, _Dirty] = {}
-        roots_to_rescan: set[str] = set()
+    def sort(self, items: list[Any]) -> tuple[dict[str, Dirty], list[tuple[Any, ...]]]:
+        """A batch split: what happened per namespace (deduplicated by path), and the control
+        items in their order."""
+        dirty: dict[str, Dirty] = {}
+        controls: list[tuple[Any, ...]] = []
         for item in items:
             op = item[0]
             if len(item) == 5 and len(op) == 1:
                 self._sort(item, dirty)
             else:
-                self._control(item, roots_to_rescan)
-        now = time.time()
-        for key, d in dirty.items():
-            self._namespace(key, d, now)
-        self.commit()
-        for root in roots_to_rescan:
-            self.rescan_root(root)
+                controls.append(item)
+        return dirty, controls
 
-    def _sort(self, item: tuple[str, str, str, str, bool], dirty: dict[str, _Dirty]) -> None:
+    def _sort(self, item: tuple[str, str, str, str, bool], dirty: dict[str, Dirty]) -> None:
         op, root, ns, path, is_dir = item
         key = f"{root}/{ns}"
         d = dirty.get(key)
         if d is None:
-            d = dirty[key] = _Dirty()
+            d = dirty[key] = Dirty()
         if path == key:
             if is_dir:
                 d.ns = "new" if op == "c" else "gone" if op == "d" else d.ns
@@ -109,82 +130,35 @@ class TailItems(ProbeResults):
             return
         d.paths[path] = op
 
-    def _control(self, item: tuple[Any, ...], rescan: set[str]) -> None:
-        op, root = item[0], item[1]
-        if op == "probe":
-            self.handle_probe(item[1])
-        elif op == "ack":
-            self.emit(m.Acknowledged(item[1], time.time(), item[2]))
-        elif op == "rescan":
-            rescan.update([root] if root else self.roots)
-        elif op == "incidents" and root in self.logs:
-            records = self.logs[root].read_new()
-            if records:
-                self.emit(m.IncidentsLoaded(tuple(records)))
-        elif op in ("overflow", "overrun") and root in self.watches:
-            self.stats[op + "s"] += 1
-            if op == "overrun":
-                self.watches[root].handler.overrun = False
-            self._notice(root, f"events were lost ({op}); rescanned at {time.strftime('%X')}")
-            rescan.add(root)
-        elif op == "limit" and root in self.watches:
-            watch = self.watches[root]
-            if watch.mode == "inotify":
-                self.health(watch.fall_back_to_polling())
-                rescan.add(root)
-        elif op == "root-gone" and root in self.watches:
-            self.check_root(root, "the root was deleted")
-        elif op == "kernel":  # writes attributed by fanotify (kernel/attribution.py)
-            self.kernel_batch(item[1], rescan)
-
-    def kernel_batch(self, batch: KernelBatch, rescan: set[str]) -> None:
-        for path, rec in batch.writes:
-            self.history.record(path, rec.time, rec.size, rec.sha256, writer=rec.writer)
-        for obs, root in batch.observations:
-            self.emit(m.Observed(obs, root))
-        if batch.lost is not None:  # nothing is attributed for the gap: rescan, and say so
-            self.stats["overflows"] += 1
-            when = time.strftime("%X", time.localtime(batch.at))
-            for root in self.roots:
-                self._notice(
-                    root, f"kernel attribution lost events ({batch.lost}); rescanned at {when}"
-                )
-            rescan.update(self.roots)
-
-    def _notice(self, root: str, detail: str) -> None:
-        self._notice_until[root] = time.monotonic() + OVERFLOW_NOTICE
-        self.health(SourceHealth(root, HealthStatus.OVERFLOW_RESCAN.value, detail))
-
-    def _namespace(self, key: str, d: _Dirty, now: float) -> None:
-        rec = self.state.namespaces.get(key)
+    def namespace(self, key: str, d: Dirty, now: float) -> Found | Arrived:
+        """What happened in one namespace, read: its events, or `Arrived` (walk it)."""
+        out = Found()
+        rec = self._namespaces().get(key)
         if d.ns or rec is None:
             if not os.path.isdir(key) or os.path.islink(key):
                 if rec is not None:
-                    self.emit(m.NamespaceGone(key))
-                return
+                    out.emit(m.NamespaceGone(key))
+                return out
             if rec is None or d.ns == "new":
                 root, _, name = key.rpartition("/")
-                self.emit(self._seen(root, name, key, now))
-                self.commit()  # the record must exist before its walk is applied
-                self._unqueue(key)
-                self.scan_namespace(key)
-                return
+                return Arrived(key, self._seen(root, name, key, now))
         assert rec is not None
         if d.ledger:
-            self.catch_up_ledger(key, rec.root)
+            self._catch_up_ledger(key, rec.root, out)
         if d.stamp:
-            self._stamp(key, rec, now)
+            self._stamp(key, rec, now, out)
         elif d.beat:
             if self.beats_due is None:
                 self.beats_due = time.monotonic() + BEAT_DELAY
             self._beats.add(key)
-        files = self.files.get(key)
+        files = self.memo.files.get(key)
+        history = self.memo.history
         writes = 0
         for folder in d.dirs_gone:
             if files is not None:
                 files.drop_under(folder)
         for folder in d.dirs_new:
-            writes += self._walk_new(key, folder, files, now)
+            writes += self._walk_new(folder, files, now, out)
         meta = f"{key}/{META_DIR}/"
         for path, op in d.paths.items():
             size: int | None = None
@@ -198,19 +172,20 @@ class TailItems(ProbeResults):
             if path.startswith(meta) or size is None:
                 continue
             writes += 1
-            self._applied_paths.append(path)
+            out.paths.append(path)
             if scanner.is_receipt(key, path):
                 r = scanner.read_receipt(path)
                 if r is not None:
-                    self._receipt(key, rec.root, rec.name, r)
+                    self._receipt(key, rec.root, rec.name, r, out)
             else:
-                self.history.record(path, now, size)
+                history.record(path, now, size)
         if files is not None and (d.paths or d.dirs_new or d.dirs_gone):
-            self.emit(m.Counted(key, len(files.sizes), files.bytes))
+            out.emit(m.Counted(key, len(files.sizes), files.bytes))
         if writes:
-            self.emit(m.Wrote(key, now, writes))
+            out.emit(m.Wrote(key, now, writes))
+        return out
 
-    def _walk_new(self, key: str, folder: str, files: NsFiles | None, now: float) -> int:
+    def _walk_new(self, folder: str, files: NsFiles | None, now: float, out: Found) -> int:
         """A new subfolder: walk it, since files may have been written before its watch."""
         found = scanner.NamespaceScan(folder)
         try:
@@ -221,53 +196,97 @@ class TailItems(ProbeResults):
             for path, size in found.sizes.items():
                 files.set(path, size)
         for path, size in found.sizes.items():
-            self.history.record(path, now, size)
-        self._applied_paths.extend(found.sizes)
+            self.memo.history.record(path, now, size)
+        out.paths.extend(found.sizes)
         return len(found.sizes)
 
-    def apply_beats(self) -> None:
-        """Heartbeats since the last call, in one `apply`: each is an mtime (one `lstat`),
-        never a re-read of the stamp. A rewrite comes as its own events (`_stamp`). At 1,000
-        lanes beating every 5 s, one batch of ~50 instead of 200 batches a second, each with
-        its own model update and delivery."""
+    # -- heartbeats ----------------------------------------------------------------------------
+    @property
+    def has_beats(self) -> bool:
+        return bool(self._beats)
+
+    def beats(self) -> Found:
+        """Heartbeats since the last call, for one `apply`: each is an mtime (one `lstat`),
+        never a re-read of the stamp. A rewrite comes as its own events (`stamp_changed`). At
+        1,000 lanes beating every 5 s, one batch of ~50 instead of 200 batches a second, each
+        with its own model update and delivery."""
         keys, self._beats, self.beats_due = self._beats, set(), None
+        out = Found()
         now = time.time()
+        namespaces = self._namespaces()
         for key in keys:
-            rec = self.state.namespaces.get(key)
+            rec = namespaces.get(key)
             if rec is None:
                 continue
             try:
                 mtime = os.lstat(f"{key}/{META_DIR}/{STAMP_FILE}").st_mtime
             except OSError:  # gone or replaced since: read it for what it is
-                self._stamp(key, rec, now)
+                self._stamp(key, rec, now, out)
                 continue
-            self.emit(m.Heartbeat(key, mtime))
-        self.commit()
+            out.emit(m.Heartbeat(key, mtime))
+        return out
+
+    # -- health notices ------------------------------------------------------------------------
+    def notice(self, root: str, detail: str) -> m.HealthChanged:
+        """`root`'s health says `detail` ("overflow-rescan") for `OVERFLOW_NOTICE` seconds."""
+        self._notice_until[root] = time.monotonic() + OVERFLOW_NOTICE
+        return m.HealthChanged(SourceHealth(root, HealthStatus.OVERFLOW_RESCAN.value, detail))
+
+    def lost(self, root: str, op: str) -> m.HealthChanged:
+        """The watch of `root` lost events (an "overflow" or "overrun" item): the notice."""
+        if op == "overrun":
+            self.watches[root].handler.overrun = False
+        return self.notice(root, f"events were lost ({op}); rescanned at {time.strftime('%X')}")
+
+    def notices_over(self, mono: float) -> list[m.Event]:
+        """Health back to what the watch is, for every notice older than `OVERFLOW_NOTICE`."""
+        out: list[m.Event] = []
+        for root, until in list(self._notice_until.items()):
+            if mono >= until:
+                del self._notice_until[root]
+                w = self.watches[root]
+                if w.mode != "off":
+                    status = HealthStatus.OK if w.mode == "inotify" else HealthStatus.POLLING
+                    out.append(m.HealthChanged(SourceHealth(root, status.value, w.detail)))
+        return out
 
     # -- watches -------------------------------------------------------------------------------
-    def check_root(self, root: str, problem: str) -> None:
-        """The watch on `root` stopped covering it: re-watch if it exists, else mark it gone."""
+    def problems(self) -> Iterator[tuple[str, str]]:
+        """Each root whose watch stopped covering it, with why (none before `start`); one at
+        a time, so each is looked at after the one before it was dealt with."""
+        for root in self.roots if self.watching else ():
+            problem = self.watches[root].problem()
+            if problem is not None:
+                yield root, problem
+
+    def rewatch(self, root: str, problem: str) -> tuple[list[m.Event], bool]:
+        """The watch on `root` stopped covering it: re-watch if it exists, else mark it gone.
+        True with the events when it is watched again (the worker rescans it)."""
         watch = self.watches[root]
         if problem != "retry":
             log.info("re-watching %s: %s", root, problem)
         exists = os.path.isdir(root)
         if not exists:
             watch.stop()
-            self.health(SourceHealth(root, HealthStatus.MISSING.value, problem))
-            self.emit(m.RootListed(root, frozenset()))
-            return
+            gone = SourceHealth(root, HealthStatus.MISSING.value, problem)
+            return [m.HealthChanged(gone), m.RootListed(root, frozenset())], False
         health = watch.start()
-        self.health(health)
-        if watch.mode != "off":
-            self.stats["rewatches"] += 1
-            self._notice_until.pop(root, None)
-            self.rescan_root(root)
+        if watch.mode == "off":
+            return [m.HealthChanged(health)], False
+        self._notice_until.pop(root, None)
+        return [m.HealthChanged(health)], True
 
-    def start_watches(self) -> None:
+    def fall_back(self, root: str) -> SourceHealth | None:
+        """inotify ran out of watches on `root`: poll it instead (None if it already polls)."""
+        watch = self.watches[root]
+        if watch.mode != "inotify":
+            return None
+        return watch.fall_back_to_polling()
+
+    def start(self) -> list[m.Event]:
         self.watching = True
-        for root in self.roots:
-            self.health(self.watches[root].start())
+        return [m.HealthChanged(self.watches[root].start()) for root in self.roots]
 
-    def stop_watches(self) -> None:
+    def stop(self) -> None:
         for watch in self.watches.values():
             watch.stop()

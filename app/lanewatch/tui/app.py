@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,10 +23,12 @@ from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
 from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.tui import watch
 from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
 from lanewatch.tui.bridge import ChangeBuffer
 from lanewatch.tui.commands import LanewatchCommands
 from lanewatch.tui.flows import ActionFlows
+from lanewatch.tui.later import call_after
 from lanewatch.tui.messages import ActionsFinished, ChangesPending, EngineFailed, ExportFinished
 from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
@@ -39,6 +42,8 @@ from lanewatch.tui.widgets.lane_table import LaneTable
 if TYPE_CHECKING:
     from lanewatch.engine.engine import Engine
     from lanewatch.engine.process import EngineProcess
+
+log = logging.getLogger(__name__)
 
 FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
 TICK = 1.0  # ages move on once a second
@@ -86,7 +91,10 @@ class LanewatchApp(App[None]):
         self._root_paths = list(root_paths)
         self.default_root = str(canonical_root(default_root()))
         self._last_drain = 0.0
-        self._drain_armed = False
+        self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
+        self.watch_problem: watch.Problem | None = None  # what the watchdog found, if anything
+        self._problem_at = 0.0
+        self._ticked = 0.0
         self._stopped = False
         self.last_key_at = float("-inf")
         self.flows = ActionFlows(
@@ -162,6 +170,8 @@ class LanewatchApp(App[None]):
         if self._stopped:
             return
         self._stopped = True
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
         self.buffer.close()
         await asyncio.to_thread(self.engine.stop)
 
@@ -181,17 +191,18 @@ class LanewatchApp(App[None]):
     # -- changes → screen ---------------------------------------------------------------------
 
     def on_changes_pending(self, message: ChangesPending) -> None:
-        if self._drain_armed:
+        if self._drain_timer is not None:
             return
         delay = self._last_drain + FRAME - self.monotonic()
         if delay <= 0:
             self.drain()
         else:
-            self._drain_armed = True
-            self.set_timer(delay, self._timed_drain, name="drain")
+            # Not `set_timer`: a one-shot Textual timer whose delay has passed by the time its
+            # task runs never fires (`later.py`), and this handle would stay set for good.
+            self._drain_timer = call_after(self, delay, self._timed_drain)
 
     def _timed_drain(self) -> None:
-        self._drain_armed = False
+        self._drain_timer = None
         self.drain()
 
     def drain(self) -> None:
@@ -227,8 +238,52 @@ class LanewatchApp(App[None]):
         return self.is_running and self.main.is_mounted and self.main.is_attached
 
     def _tick(self) -> None:
+        self._watch()
         if self.main_live() and self.screen is self.main:
             self.main.tick()
+
+    def _held(self) -> bool:
+        """Changes are meant to wait: paused, a modal open, or no main screen to show them."""
+        return not self.main_live() or self.main.paused or isinstance(self.screen, ModalScreen)
+
+    def _watch(self) -> None:
+        """Once a second: is the picture current (`tui/watch.py`)? Changes stuck in the
+        buffer are drained at once; a silent engine process is restarted by `EngineProcess`."""
+        now = self.monotonic()
+        late, self._ticked = now - self._ticked, now  # over 1 s: the loop itself was busy
+        waiting = self.buffer.waiting_for()
+        stalled = None if waiting is None or self._held() else waiting
+        if stalled is not None and stalled > watch.STALL:
+            log.warning(
+                "changes waited %.1f s without a drain (last tick %.1f s ago); draining",
+                stalled,
+                late,
+            )
+            if self._drain_timer is not None:
+                self._drain_timer.cancel()
+                self._drain_timer = None
+            self.drain()
+        quiet_for = getattr(self.engine, "quiet_for", None)  # only the engine process has it
+        quiet = quiet_for() if callable(quiet_for) else None
+        self._show_problem(watch.judge(stalled_for=stalled, quiet_for=quiet))
+
+    def _show_problem(self, problem: watch.Problem | None) -> None:
+        was = self.watch_problem
+        if problem == was:
+            return
+        now = self.monotonic()
+        if was is None and problem is not None:
+            self._problem_at = now - problem.age
+            log.warning("the picture is not current: %s", problem.text)
+        self.watch_problem = problem
+        if was is not None and (problem is None or problem.kind != was.kind):
+            said = watch.recovered(was, now - self._problem_at)
+            log.warning("%s", said)
+            self.notify(said, title="picture current again", markup=False, timeout=8)
+            if problem is not None:
+                self._problem_at = now - problem.age
+        if self.main_live():
+            self.main.update_chrome()
 
     # -- helpers for screens --------------------------------------------------------------------
 

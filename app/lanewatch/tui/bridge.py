@@ -4,6 +4,9 @@ The engine calls `on_changes` on its own thread. The bridge merges every batch i
 `Changes` under a lock and posts a single `ChangesPending` when the buffer goes from empty to
 non-empty; the UI drains the buffer at most once per frame (and not at all while paused or while
 a modal is open, so the buffer keeps merging: its size is bounded by namespaces, not events).
+Only the first batch into an empty buffer wakes the UI: a wake-up lost after that leaves the
+buffer full and the screen still, so the buffer also says how long its oldest change has
+waited (`waiting_for`), which the picture's watchdog (`tui.watch`) checks every second.
 Posting raises once the app's loop has closed: that is swallowed here, because a watchdog
 callback during shutdown must not crash the engine's thread.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 
 from lanewatch.model.views import Changes, merge_changes
@@ -23,6 +27,7 @@ class ChangeBuffer:
     def __init__(self, notify: Callable[[], object]) -> None:
         self._lock = threading.Lock()
         self._pending: Changes | None = None
+        self._since = 0.0  # monotonic time the buffer last went from empty to non-empty
         self._notify = notify
         self._closed = False
         self.batches = 0
@@ -34,6 +39,8 @@ class ChangeBuffer:
             if self._closed:
                 return
             was_empty = self._pending is None
+            if was_empty:
+                self._since = time.monotonic()
             self._pending = (
                 changes if self._pending is None else merge_changes(self._pending, changes)
             )
@@ -48,6 +55,11 @@ class ChangeBuffer:
         with self._lock:
             pending, self._pending = self._pending, None
         return pending
+
+    def waiting_for(self) -> float | None:
+        """Seconds the oldest change not yet taken has waited; None when there is none."""
+        with self._lock:
+            return None if self._pending is None else time.monotonic() - self._since
 
     @property
     def pending(self) -> bool:

@@ -8,6 +8,7 @@ app's, handed in)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -18,13 +19,13 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container, Vertical
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import columns
 from lanewatch.tui.details import Detail, load_detail
 from lanewatch.tui.empty import empty_text
+from lanewatch.tui.later import call_after
 from lanewatch.tui.messages import DetailLoaded, ViewPicked
 from lanewatch.tui.picture import Delta, Picture, Row, View
 from lanewatch.tui.screens.main_keys import KEYS, ORDER
@@ -66,10 +67,10 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         self._detail: Detail | None = None
         self._detail_key: str | None = None
         self._detail_at = 0.0
-        self._detail_timer: Timer | None = None
+        self._detail_timer: asyncio.TimerHandle | None = None
         self._detail_content: NamespaceView | None = None  # the row as of the last re-read
         self._detail_drawn_at = float("-inf")
-        self._redraw_timer: Timer | None = None
+        self._redraw_timer: asyncio.TimerHandle | None = None
         self._bindings_signature: tuple[object, ...] = ()
         self._empty_shown: dict[View, Text | None] = {}
         # Per view and row key: when one of the row's ages next shows another text.
@@ -204,6 +205,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
                 filter=table.filter_text,
                 marks=len(table.marked),
                 error=self.lw.engine_error,
+                watchdog=self.lw.watch_problem.text if self.lw.watch_problem else None,
                 note=self.lw.demo_note,
                 attribution=pic.attribution,
                 default_root=self.lw.default_root,
@@ -263,7 +265,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         if wait <= 0:
             self.show_detail(reload=True)
         elif self._redraw_timer is None:
-            self._redraw_timer = self.set_timer(wait, self._timed_redraw)
+            self._redraw_timer = call_after(self, wait, self._timed_redraw)
 
     def _timed_redraw(self) -> None:
         self._redraw_timer = None
@@ -305,7 +307,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
             self._detail_at = self.lw.monotonic()
             self._load_detail(key)
         elif self._detail_timer is None:
-            self._detail_timer = self.set_timer(wait, self._timed_detail_load)
+            self._detail_timer = call_after(self, wait, self._timed_detail_load)
 
     def _timed_detail_load(self) -> None:
         self._detail_timer = None

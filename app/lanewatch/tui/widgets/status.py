@@ -31,6 +31,8 @@ class StatusState:
     filter: str = ""
     marks: int = 0
     error: str | None = None
+    watchdog: str | None = None
+    """Why the picture is not current (`tui/watch.py`): degraded until it is again."""
     note: str | None = None
     attribution: str | None = None
     default_root: str | None = None
@@ -59,6 +61,10 @@ def status_text(state: StatusState) -> Text:
         waiting = ", changes waiting" if state.pending else ""
         text.append(f" PAUSED{waiting}: p resumes ", style="bold reverse yellow")
         text.append(" ")
+    if state.watchdog:
+        text.append("degraded: ", style="bold red")
+        text.append(state.watchdog)
+        text.append("  ")
     if state.error:
         text.append("engine error: ", style="bold red")
         text.append(inert(state.error))
@@ -115,4 +121,5 @@ class StatusLine(Static):
             self.update(status_text(state), layout=False)  # one docked line: its size is fixed
             self.set_class(state.paused, "-paused")
             degraded = bool(health_text(state.health, state.default_root)) or bool(state.error)
+            degraded = degraded or bool(state.watchdog)
             self.set_class(degraded, "-degraded")

@@ -1,0 +1,52 @@
+"""The picture's watchdog: the dashboard never goes quiet without saying so.
+
+Two ways the screen can stop being current while it still looks alive, both checked once a
+second (the app's age tick):
+
+- the UI stops applying what arrives: changes have waited in the bridge's buffer for more than
+  `STALL` seconds while nothing holds them (not paused, no modal open). Only the first batch
+  into an empty buffer wakes the UI, so one lost wake-up freezes the screen for good; the
+  watchdog drains at once and says so.
+- the engine process stops sending: no frame, not even its once-a-second keep-alive, for more
+  than `QUIET` seconds (stopped, wedged, starved). `EngineProcess` restarts a child silent for
+  longer (`SILENCE_RESTART`).
+
+Either shows as degraded in the status line, with the reason, until the next check finds the
+picture current again, which is said too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STALL = 3.0
+QUIET = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    kind: str  # "stall" or "quiet"
+    text: str
+    age: float = field(default=0.0, compare=False)  # seconds since it began
+
+
+def judge(*, stalled_for: float | None, quiet_for: float | None) -> Problem | None:
+    """What is wrong with the picture now: `stalled_for` seconds of changes not applied while
+    nothing holds them, `quiet_for` seconds without a frame from the engine process."""
+    if quiet_for is not None and quiet_for > QUIET:
+        text = f"the engine process has sent nothing for {quiet_for:.0f}s"
+        return Problem("quiet", text, quiet_for)
+    if stalled_for is not None and stalled_for > STALL:
+        return Problem(
+            "stall",
+            f"changes waited {stalled_for:.0f}s without reaching the screen: re-drained",
+            stalled_for,
+        )
+    return None
+
+
+def recovered(problem: Problem, lasted: float) -> str:
+    """What the dashboard says when the picture is current again."""
+    if problem.kind == "quiet":
+        return f"the engine process is sending again after {lasted:.0f}s; the picture is current"
+    return "the screen had stopped applying changes (a lost wake-up); it caught up by itself"

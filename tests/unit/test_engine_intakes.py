@@ -1,0 +1,69 @@
+"""The worker's parts joined by composition: an intake reads and hands back what it found, the
+model keeper alone applies it, and what the intakes remember of a namespace's disk goes with
+the namespace. Real namespaces under tmp_path; no threads, no watches."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from lanewatch.engine.tailintake import Arrived
+from lanewatch.engine.worker import Worker
+from lanewatch.model import model as m
+from tests.unit.enginekit import make_stamp
+
+
+def listed(root: Path) -> Worker:
+    w = Worker([str(root)])
+    w.list_root(str(root))
+    w.keeper.commit()
+    return w
+
+
+def test_a_walk_changes_nothing_until_the_keeper_applies_it(root: Path) -> None:
+    ns = make_stamp(root, "walked")
+    (ns / "data").write_text("12345")
+    w = listed(root)
+    before = w.keeper.state
+    w.walks.queue([str(ns)])
+    more, found = w.walks.walk_some()
+    assert not more
+    counted = [e for e in found.events if isinstance(e, m.Counted)]
+    assert [(e.key, e.files) for e in counted] == [(str(ns), 2)]  # the stamp and data
+    assert w.keeper.state is before  # read, not applied
+    w.keeper.take(found)
+    w.keeper.commit()
+    assert w.keeper.state.namespaces[str(ns)].files == 2
+
+
+def test_the_tail_hands_an_arrival_back_and_applies_nothing(root: Path) -> None:
+    w = listed(root)
+    ns = make_stamp(root, "arrived")
+    items = [("c", str(root), ns.name, str(ns), True)]
+    dirty, controls = w.tail.sort(items)
+    assert controls == []
+    before = w.keeper.state
+    got = w.tail.namespace(str(ns), dirty[str(ns)], time.time())
+    assert isinstance(got, Arrived) and got.seen.key == str(ns)
+    assert w.keeper.state is before and str(ns) not in w.keeper.state.namespaces
+    w.process(items)  # the worker applies the arrival, then its walk
+    assert w.keeper.state.namespaces[str(ns)].files == 1
+
+
+def test_a_removed_namespace_is_forgotten_by_the_intakes_memo(root: Path) -> None:
+    ns = make_stamp(root, "gone")
+    (ns / "f").write_text("x")
+    w = listed(root)
+    w.queue_scan([str(ns)])
+    while w.scan_some():
+        pass
+    (ns / "f").write_text("longer")
+    w.process([("m", str(root), ns.name, str(ns / "f"), False)])
+    assert w.memo.files[str(ns)].sizes[str(ns / "f")] == 6
+    assert [r.size for r in w.memo.history.history(str(ns / "f"))] == [6]
+    shutil.rmtree(ns)
+    w.process([("d", str(root), ns.name, str(ns), True)])
+    assert str(ns) not in w.keeper.state.namespaces
+    assert str(ns) not in w.memo.files
+    assert list(w.memo.history.history(str(ns / "f"))) == []
