@@ -22,14 +22,14 @@ from textual.worker import Worker, WorkerState
 from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
-from lanewatch.model.views import Incident
+from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import watch
 from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
 from lanewatch.tui.bridge import ChangeBuffer
 from lanewatch.tui.commands import LanewatchCommands
 from lanewatch.tui.flows import ActionFlows
 from lanewatch.tui.later import call_after
-from lanewatch.tui.messages import ChangesPending, EngineFailed
+from lanewatch.tui.messages import ActionsFinished, ChangesPending, EngineFailed, ExportFinished
 from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.help import HelpScreen
@@ -60,7 +60,7 @@ def css_path() -> Path:
     return here.parents[3] / "styles" / CSS_NAME
 
 
-class LanewatchApp(ActionFlows, App[None]):
+class LanewatchApp(App[None]):
     CSS_PATH = css_path()
     TITLE = "lanewatch"
     COMMANDS = App.COMMANDS | {LanewatchCommands}
@@ -97,7 +97,16 @@ class LanewatchApp(ActionFlows, App[None]):
         self._ticked = 0.0
         self._stopped = False
         self.last_key_at = float("-inf")
-        self.main = MainScreen()
+        self.flows = ActionFlows(
+            self.adapter,
+            self.picture,
+            push_screen=self.push_screen,
+            notify=self.notify,
+            run_worker=self.run_worker,
+            post=lambda message: self.post_from_thread(self, message),
+            clock=clock,
+        )
+        self.main = MainScreen(self.picture, self.flows)
 
     def notify(
         self,
@@ -311,7 +320,22 @@ class LanewatchApp(ActionFlows, App[None]):
         self.push_screen(IncidentScreen(incident, victim))
 
     def open_trash(self) -> None:
-        self.push_screen(TrashScreen(self.root_paths()), self.confirm_restore)
+        self.push_screen(TrashScreen(self.root_paths()), self.flows.confirm_restore)
+
+    def confirm_kill(self, targets: Sequence[NamespaceView]) -> None:
+        """The kill dialog, as the main screen's `k` opens it (tests open it from here)."""
+        self.flows.confirm_kill(targets)
+
+    # -- what the flows' workers post back ------------------------------------------------------
+
+    def on_actions_finished(self, message: ActionsFinished) -> None:
+        self.action_log.extend(message.outcomes)
+        self.flows.tell_outcomes(message.outcomes)
+
+    def on_export_finished(self, message: ExportFinished) -> None:
+        path = self.flows.tell_export(message)
+        if path is not None:
+            self.last_export = path
 
 
 def make_app(

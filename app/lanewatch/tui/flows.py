@@ -1,7 +1,10 @@
-"""Action flows shared by every screen: confirm, then run through the adapter in a worker.
+"""Action flows shared by every screen: confirm, then run through the adapter in a worker; write
+an incident's export in a worker.
 
 The rows handed in are the ones the user saw when they pressed the key (frozen engine views);
 the confirmation names them, and the actions module re-verifies each at the moment of acting.
+The app owns one `ActionFlows` (`LanewatchApp.flows`); the workers post `ActionsFinished` and
+`ExportFinished` to it, and its handlers hand them back here to be told.
 """
 
 from __future__ import annotations
@@ -9,15 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
+from textual.message import Message
 
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import fmt
 from lanewatch.tui.actions_adapter import (
     ActionOutcome,
+    ActionsAdapter,
     TrashItem,
     describe_clear,
     describe_kill,
@@ -27,10 +32,8 @@ from lanewatch.tui.actions_adapter import (
 from lanewatch.tui.columns import intruder_label
 from lanewatch.tui.export import IncidentReport, build_report, write_report
 from lanewatch.tui.messages import ActionsFinished, ExportFinished
+from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
-
-if TYPE_CHECKING:
-    from lanewatch.tui.app import LanewatchApp
 
 
 def _ns_line(ns: NamespaceView) -> Text:
@@ -55,9 +58,33 @@ def _incident_line(incident: Incident, victim: str) -> Text:
 
 
 class ActionFlows:
-    """Mixed into `LanewatchApp`."""
+    """Confirmations, action workers and export workers, for every screen.
 
-    def confirm_kill(self: LanewatchApp, targets: Sequence[NamespaceView]) -> None:
+    Built by the app with what the flows use: the actions adapter, the picture (to name an
+    incident's victim), the app's `push_screen`, `notify` and `run_worker`, `post` (a message
+    to the app, from any thread) and the wall clock.
+    """
+
+    def __init__(
+        self,
+        adapter: ActionsAdapter,
+        picture: Picture,
+        *,
+        push_screen: Callable[..., object],
+        notify: Callable[..., None],
+        run_worker: Callable[..., object],
+        post: Callable[[Message], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.adapter = adapter
+        self.picture = picture
+        self.push_screen = push_screen
+        self.notify = notify
+        self.run_worker = run_worker
+        self.post = post
+        self.clock = clock
+
+    def confirm_kill(self, targets: Sequence[NamespaceView]) -> None:
         if not targets:
             return
         what = (
@@ -81,7 +108,7 @@ class ActionFlows:
             targets,
         )
 
-    def confirm_clear(self: LanewatchApp, targets: Sequence[NamespaceView]) -> None:
+    def confirm_clear(self, targets: Sequence[NamespaceView]) -> None:
         if not targets:
             return
         size = sum(ns.bytes or 0 for ns in targets)
@@ -101,7 +128,7 @@ class ActionFlows:
             targets,
         )
 
-    def confirm_acknowledge(self: LanewatchApp, targets: Sequence[Incident]) -> None:
+    def confirm_acknowledge(self, targets: Sequence[Incident]) -> None:
         if not targets:
             return
         lines = [_incident_line(i, self.picture.lane_of(i.victim) or "?") for i in targets]
@@ -116,7 +143,7 @@ class ActionFlows:
             targets,
         )
 
-    def confirm_restore(self: LanewatchApp, item: TrashItem | None) -> None:
+    def confirm_restore(self, item: TrashItem | None) -> None:
         if item is None:
             return
         line = Text(inert(item.lane or item.name), style="bold")
@@ -133,7 +160,7 @@ class ActionFlows:
         )
 
     def _confirm(
-        self: LanewatchApp,
+        self,
         title: str,
         lines: list[Text],
         what: str,
@@ -153,7 +180,7 @@ class ActionFlows:
         self.push_screen(ConfirmScreen(title, lines, what, verb_label), answered)
 
     def run_actions(
-        self: LanewatchApp,
+        self,
         verb: str,
         func: Callable[[Any], ActionOutcome],
         targets: Sequence[Any],
@@ -167,17 +194,17 @@ class ActionFlows:
         )
 
     def _act(
-        self: LanewatchApp,
+        self,
         verb: str,
         func: Callable[[Any], ActionOutcome],
         targets: tuple[Any, ...],
     ) -> None:
         outcomes = tuple(func(target) for target in targets)
-        self.post_from_thread(self, ActionsFinished(verb, outcomes))
+        self.post(ActionsFinished(verb, outcomes))
 
-    def on_actions_finished(self: LanewatchApp, message: ActionsFinished) -> None:
-        self.action_log.extend(message.outcomes)
-        for outcome in message.outcomes:
+    def tell_outcomes(self, outcomes: Sequence[ActionOutcome]) -> None:
+        """A toast per outcome (`ActionsFinished`, back on the UI thread)."""
+        for outcome in outcomes:
             self.notify(
                 outcome.message,
                 title=f"{outcome.verb}: {outcome.target}",
@@ -188,21 +215,17 @@ class ActionFlows:
 
     # -- incidents ---------------------------------------------------------------------------
 
-    def export_incident(
-        self: LanewatchApp, incident: Incident, kind: str, target: Path | None = None
-    ) -> None:
+    def export_incident(self, incident: Incident, kind: str, target: Path | None = None) -> None:
         """Build the incident's report and write it (both off the UI thread)."""
         victim = self.picture.namespaces.get(incident.victim or "")
         now = self.clock()
         self._export(lambda: build_report(incident, victim, now), kind, target)
 
-    def write_export(
-        self: LanewatchApp, report: IncidentReport, kind: str, target: Path | None = None
-    ) -> None:
+    def write_export(self, report: IncidentReport, kind: str, target: Path | None = None) -> None:
         self._export(lambda: report, kind, target)
 
     def _export(
-        self: LanewatchApp,
+        self,
         report: Callable[[], IncidentReport],
         kind: str,
         target: Path | None,
@@ -211,9 +234,9 @@ class ActionFlows:
             try:
                 path = write_report(report(), kind, target)
             except OSError as exc:
-                self.post_from_thread(self, ExportFinished(str(target or Path.cwd()), str(exc)))
+                self.post(ExportFinished(str(target or Path.cwd()), str(exc)))
                 return
-            self.post_from_thread(self, ExportFinished(str(path)))
+            self.post(ExportFinished(str(path)))
 
         self.run_worker(
             work,
@@ -223,9 +246,10 @@ class ActionFlows:
             exit_on_error=False,
         )
 
-    def on_export_finished(self: LanewatchApp, message: ExportFinished) -> None:
+    def tell_export(self, message: ExportFinished) -> Path | None:
+        """Say how an export went (back on the UI thread); the file written, if one was."""
         if message.error:
             self.notify(f"Export failed: {message.error}", severity="error", markup=False)
-        else:
-            self.last_export = Path(message.path)
-            self.notify(f"Wrote {message.path}", title="Exported", markup=False)
+            return None
+        self.notify(f"Wrote {message.path}", title="Exported", markup=False)
+        return Path(message.path)

@@ -185,7 +185,7 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
     def action_export(self, kind: str, target: str | None = None) -> None:
         if self.report is None:
             return
-        self.lw.write_export(self.report, kind, Path(target).expanduser() if target else None)
+        self.lw.flows.write_export(self.report, kind, Path(target).expanduser() if target else None)
 
     def action_export_as(self) -> None:
         if self.report is None:
@@ -211,4 +211,4 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         )
 
     def action_acknowledge(self) -> None:
-        self.lw.confirm_acknowledge([self.incident])
+        self.lw.flows.confirm_acknowledge([self.incident])

@@ -1,5 +1,10 @@
 """The main screen: Lanes, Collisions and Stale a key apart, a detail pane, a filter, a status
-line. Rows change by key only (never clear-and-refill); the cursor and marks follow keys."""
+line. Rows change by key only (never clear-and-refill); the cursor and marks follow keys.
+
+Its keys are `main_keys.KEYS`; Textual dispatches their actions to the screen, and each
+`action_*` here hands on to a plain object the screen owns: what the keys act on (`Selection`),
+the filter and the sort (`table_controls`), and the confirm-then-act flows (`ActionFlows`, the
+app's, handed in)."""
 
 from __future__ import annotations
 
@@ -22,8 +27,10 @@ from lanewatch.tui.details import Detail, load_detail
 from lanewatch.tui.empty import empty_text
 from lanewatch.tui.later import call_after
 from lanewatch.tui.messages import DetailLoaded, ViewPicked
-from lanewatch.tui.picture import Delta, Row, View
-from lanewatch.tui.screens.main_keys import KEYS, ORDER, MainKeys
+from lanewatch.tui.picture import Delta, Picture, Row, View
+from lanewatch.tui.screens.main_keys import KEYS, ORDER
+from lanewatch.tui.screens.selection import Selection
+from lanewatch.tui.screens.table_controls import FilterControl, SortControl
 from lanewatch.tui.screens.typeahead import TypeaheadGuard
 from lanewatch.tui.widgets.detail import DetailPane, incident_renderable, namespace_renderable
 from lanewatch.tui.widgets.lane_table import Cell, LaneTable
@@ -32,6 +39,7 @@ from lanewatch.tui.widgets.viewbar import ViewBar
 
 if TYPE_CHECKING:
     from lanewatch.tui.app import LanewatchApp
+    from lanewatch.tui.flows import ActionFlows
 
 DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
 DETAIL_REDRAW = 0.5  # while the selected row keeps changing, its pane redraws at most this often
@@ -40,15 +48,19 @@ GATED_ACTIONS = ("kill", "clear", "acknowledge", "open", "export", "unmark", "so
 GATED_ACTIONS += ("pause", "resume", "follow", "unfollow")
 
 
-class MainScreen(TypeaheadGuard, MainKeys, Screen[None]):
+class MainScreen(TypeaheadGuard, Screen[None]):
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (200, "-wide")]
     BINDINGS: ClassVar[list[BindingType]] = KEYS
     GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset(
         ("kill", "clear", "acknowledge", "export")
     )
 
-    def __init__(self) -> None:
+    def __init__(self, picture: Picture, flows: ActionFlows) -> None:
         super().__init__()
+        self.flows = flows
+        self.selection = Selection(picture, self.table, lambda: self.view)
+        self.filtering = FilterControl(self, self.table)
+        self.sorting = SortControl(self.table)
         self.view = View.LANES
         self.paused = False
         self.follow = False
@@ -243,8 +255,7 @@ class MainScreen(TypeaheadGuard, MainKeys, Screen[None]):
         self.update_chrome()
 
     def selected_row(self) -> Row | None:
-        key = self.table().cursor_key
-        return None if key is None else self.lw.picture.row(self.view, str(key))
+        return self.selection.row()
 
     def _detail_changed(self) -> None:
         """The selected row changed: redraw its pane now, or within DETAIL_REDRAW of the last
@@ -331,14 +342,12 @@ class MainScreen(TypeaheadGuard, MainKeys, Screen[None]):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.table().set_filter(event.value)
+        self.filtering.changed(event.value)
         self.update_chrome()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
-        filter_input = self.query_one("#filter", Input)
-        filter_input.display = bool(event.value)
-        self.table().focus()
+        self.filtering.submitted(event.value)
 
     @on(LaneTable.RowSelected)
     def _selected(self, event: LaneTable.RowSelected) -> None:
@@ -349,3 +358,135 @@ class MainScreen(TypeaheadGuard, MainKeys, Screen[None]):
         self.lw.drain()
         self.tick()
         self.show_detail(reload=True)
+
+    # ------------------------------------------------------------ keys
+
+    def targets(self) -> list[Row]:
+        """The marked rows of this view (as shown now), else the cursor row."""
+        return self.selection.targets()
+
+    def selected_incident(self) -> Incident | None:
+        return self.selection.incident()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """False hides a key that never applies in this view; None greys one that does not
+        apply to the selection now (the footer tells the truth)."""
+        if action == "kill":
+            if self.view is not View.LANES:
+                return False
+            return True if self.selection.killable() else None
+        if action == "clear":
+            if self.view is not View.STALE:
+                return False
+            return True if self.selection.clearable() else None
+        if action == "acknowledge":
+            if self.view is not View.COLLISIONS:
+                return False
+            return True if self.selection.unacknowledged() else None
+        if action in ("open", "export"):
+            return True if self.selection.incident() is not None else None
+        if action == "unmark":
+            return True if self.table().marked else None
+        if action == "sort":
+            return True if self.table().row_count else None
+        if action in ("pause", "resume"):
+            return self.paused == (action == "resume")
+        if action in ("follow", "unfollow"):
+            return self.follow == (action == "unfollow")
+        return True
+
+    def switch_to(self, view: View) -> None:
+        if view is self.view:
+            return
+        self.view = view
+        self.mark_changed()
+        self.query_one(ContentSwitcher).current = view.value
+        self.tick()
+        self.filtering.show_table_filter()
+        self.table().focus()
+        self.show_detail(reload=True)
+        self.update_chrome()
+
+    def action_help(self) -> None:
+        self.lw.show_help()
+
+    def action_view(self, name: str) -> None:
+        self.switch_to(View(name))
+
+    def action_cycle(self, step: int) -> None:
+        self.switch_to(ORDER[(ORDER.index(self.view) + step) % len(ORDER)])
+
+    def action_filter(self) -> None:
+        self.filtering.open()
+
+    def action_escape(self) -> None:
+        if not self.filtering.clear() and self.table().marked:
+            self.table().clear_marks()
+        self.update_chrome()
+
+    def action_sort(self, step: int) -> None:
+        self.sorting.step(step)
+
+    def action_invert_sort(self) -> None:
+        self.sorting.invert()
+
+    def action_sort_column(self, column: str) -> None:
+        self.sorting.by(column)
+
+    def action_follow(self) -> None:
+        self.follow = not self.follow
+        if self.follow:
+            self._follow()
+        self.update_chrome()
+
+    def action_unfollow(self) -> None:
+        self.action_follow()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if not self.paused:
+            self.lw.drain()
+            self.tick()
+        self.update_chrome()
+
+    def action_resume(self) -> None:
+        self.action_pause()
+
+    def action_unmark(self) -> None:
+        self.table().clear_marks()
+
+    def action_toggle_detail(self) -> None:
+        pane = self.query_one(DetailPane)
+        pane.display = not pane.display
+
+    def action_detail_scroll(self, direction: int) -> None:
+        pane = self.query_one(DetailPane)
+        if direction < 0:
+            pane.scroll_page_up(animate=False)
+        else:
+            pane.scroll_page_down(animate=False)
+
+    def action_rescan(self) -> None:
+        self.lw.rescan()
+
+    def action_kill(self) -> None:
+        self.flows.confirm_kill(self.selection.killable())
+
+    def action_clear(self) -> None:
+        self.flows.confirm_clear(self.selection.clearable())
+
+    def action_acknowledge(self) -> None:
+        self.flows.confirm_acknowledge(self.selection.unacknowledged())
+
+    def action_open(self) -> None:
+        incident = self.selection.incident()
+        if incident is not None:
+            self.lw.open_incident(incident)
+
+    def action_export(self, kind: str, target: Path | None = None) -> None:
+        incident = self.selection.incident()
+        if incident is not None:
+            self.flows.export_incident(incident, kind, target)
+
+    def action_trash(self) -> None:
+        self.lw.open_trash()

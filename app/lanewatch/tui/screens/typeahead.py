@@ -8,7 +8,7 @@ busy) every key is forwarded before the first one has acted: `k` opens the kill 
 `y` typed with it, still bubbling through the main screen, answers it.
 
 So `/` is a priority binding (run as the app dequeues it) that focuses the filter at once
-(`MainKeys.action_filter`): the keys behind it are forwarded to the filter. And the dates of
+(`FilterControl.open`): the keys behind it are forwarded to the filter. And the dates of
 keys are checked (`Key.time`, stamped when the driver read the key):
 - the app, as a key reaches its bindings (`LanewatchApp.on_key`),
   asks the screen active then (`refuses`): a key that would run one of the screen's
@@ -20,6 +20,13 @@ The decision waits until the key reaches the app because an earlier key of the s
 still change what a key means (`2` switches view; only then does `a` acknowledge).
 Textual calls the handlers of every class in a screen's MRO, so those below run alongside the
 screen's own `on_screen_resume`; the mixin must come before `Screen` in the bases.
+
+Why a mixin and not an object the screen owns: what it adds is hooks on the screen itself. It
+listens to the screen's own events (`ScreenResume`, `DescendantFocus`, a `Key` bubbling through
+it), which Textual delivers only to handlers on the screen's class, reads the screen's
+`active_bindings`, and the app asks whichever screen is on top (`isinstance(screen,
+TypeaheadGuard)`). An owned object would need each of five screens to forward three handlers to
+it and the app to reach through every screen; the state it keeps is one timestamp.
 """
 
 from __future__ import annotations

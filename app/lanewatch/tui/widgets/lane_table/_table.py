@@ -8,18 +8,14 @@ changed something that affects it; the cursor and the marks follow row keys, nev
 
 from __future__ import annotations
 
-import math
 import operator
-import re
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from rich.cells import cell_len, set_cell_size
-from rich.console import Console
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
@@ -29,184 +25,12 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-RowKey = Hashable
-Cell = str | Text
-Justify = Literal["left", "center", "right"]
-SortKey = Callable[[Cell], Any]
+from lanewatch.tui.widgets.lane_table._cells import cell_memo_key, cell_segments, measure
+from lanewatch.tui.widgets.lane_table._column import Cell, Column, RowKey, plain
+from lanewatch.tui.widgets.lane_table._sort_keys import text_key
 
-# Untrusted strings (paths, commands) may carry control characters: a raw ESC would reach the
-# terminal, and a newline would break the one-line layout. Each maps to one visible cell, so the
-# spans of a `Text` stay valid after the swap.
-_CONTROL = {c: "\ufffd" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
-_CONTROL.update({ord("\t"): " ", ord("\n"): " ", ord("\r"): " "})
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SORT_MARKS = {False: " ▲", True: " ▼"}
 _SORT_MARK_WIDTH = 2
-
-
-def plain(cell: Cell) -> str:
-    """The text of a cell, without styles."""
-    return cell.plain if isinstance(cell, Text) else cell
-
-
-def text_key(cell: Cell) -> str:
-    """Default sort key: case-insensitive text."""
-    return plain(cell).casefold()
-
-
-_NUMBER_RE = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+))\s*([A-Za-z]*)")
-_MULTIPLIERS = {
-    "": 1.0,
-    "b": 1.0,
-    "k": 1e3,
-    "kb": 1e3,
-    "m": 1e6,
-    "mb": 1e6,
-    "g": 1e9,
-    "gb": 1e9,
-    "t": 1e12,
-    "tb": 1e12,
-    "p": 1e15,
-    "pb": 1e15,
-    "kib": 2.0**10,
-    "mib": 2.0**20,
-    "gib": 2.0**30,
-    "tib": 2.0**40,
-    "pib": 2.0**50,
-}
-
-
-def number_key(cell: Cell) -> tuple[int, float | str]:
-    """Sort key for numbers and sizes: `12`, `-3.5`, `1.2 kB`, `3 MiB`, `4G`.
-
-    Cells that are not numbers (`-`, empty) sort after all numbers, by text.
-    """
-    text = plain(cell)
-    match = _NUMBER_RE.match(text.replace(",", ""))
-    if match is None:
-        return (1, text.casefold())
-    # An unknown unit ("12 files") counts as a plain number.
-    multiplier = _MULTIPLIERS.get(match.group(2).lower(), 1.0)
-    return (0, float(match.group(1)) * multiplier)
-
-
-_DURATION_UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0}
-_DURATION_UNITS.update({"h": 3600.0, "d": 86400.0, "w": 604800.0})
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(µs|us|ms|min|s|m|h|d|w)(?![a-z])")
-_CLOCK_RE = re.compile(r"^\s*(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)\s*$")
-
-
-def duration_key(cell: Cell) -> tuple[int, float | str]:
-    """Sort key for durations: `850ms`, `3.5s`, `2m 10s`, `1h2m`, `5 min`, `3d`, `01:02:03`.
-
-    A bare number counts as seconds. Cells that are not durations sort after all durations.
-    """
-    text = plain(cell).strip()
-    clock = _CLOCK_RE.match(text)
-    if clock is not None:
-        hours, minutes, seconds = clock.groups()
-        return (0, int(hours or 0) * 3600.0 + int(minutes) * 60.0 + float(seconds))
-    parts = _DURATION_RE.findall(text)
-    if parts and not _DURATION_RE.sub("", text).strip():
-        return (0, sum(float(value) * _DURATION_UNITS[unit] for value, unit in parts))
-    try:
-        return (0, float(text))
-    except ValueError:
-        return (1, text.casefold())
-
-
-_SPARK_LEVELS = " ▁▂▃▄▅▆▇█"
-
-
-def sparkline(
-    values: Iterable[float],
-    width: int | None = None,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-) -> str:
-    """A one-line sparkline of `values` in block characters, newest last.
-
-    Args:
-        values: The samples, oldest first.
-        width: Keep only the newest `width` samples, left-padded with spaces to `width`.
-        low: The value drawn as empty (default: 0, or the minimum if a value is negative).
-        high: The value drawn as a full block (default: the maximum).
-
-    Returns:
-        A plain string; a value at or below `low` (or NaN) is a space, so idle shows as blank.
-    """
-    samples = [float(v) for v in values]
-    if width is not None:
-        samples = samples[-width:] if width > 0 else []
-    finite = [v for v in samples if not math.isnan(v)]
-    if low is None:
-        low = min(0.0, *finite) if finite else 0.0
-    if high is None:
-        high = max(finite, default=low)
-    span = high - low
-    top = len(_SPARK_LEVELS) - 1
-    chars = []
-    for value in samples:
-        if math.isnan(value) or value <= low:
-            chars.append(" ")
-        elif span <= 0 or value >= high:
-            chars.append(_SPARK_LEVELS[top])
-        else:
-            # Anything above `low` gets at least the lowest bar, so a trickle is visible.
-            chars.append(_SPARK_LEVELS[max(1, round((value - low) / span * top))])
-    line = "".join(chars)
-    return line.rjust(width) if width is not None else line
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """A column of a `LaneTable`.
-
-    Attributes:
-        key: Identifies the column (for sorting and filtering).
-        label: The header text (shown as plain text).
-        width: A fixed width in cells, or None to fit the content.
-        min_width: With auto width, never narrower than this.
-        max_width: With auto width, never wider than this (longer cells end in "…").
-        justify: Alignment of the cells and the label.
-        sort_key: Maps a cell to a sort key; `text_key` if None. See `number_key`, `duration_key`.
-    """
-
-    key: str
-    label: str
-    width: int | None = None
-    min_width: int = 0
-    max_width: int | None = None
-    justify: Justify = "left"
-    sort_key: SortKey | None = None
-
-
-def _sanitize(text: str) -> str:
-    if text.isprintable() or not _CONTROL_RE.search(text):
-        return text
-    return text.translate(_CONTROL)
-
-
-def _measure(cell: Cell) -> int:
-    text = cell.plain if isinstance(cell, Text) else cell
-    # Most cells are printable ASCII, one cell per character: skip Rich's width tables.
-    if text.isascii() and text.isprintable():
-        return len(text)
-    return cell_len(_sanitize(text))
-
-
-def _fit(text: str, width: int, justify: Justify) -> str:
-    """Truncate (with an ellipsis) or pad plain text to exactly `width` cells."""
-    length = len(text) if text.isascii() else cell_len(text)
-    if length > width:
-        return set_cell_size(text, width - 1) + "…" if width > 0 else ""
-    gap = width - length
-    if justify == "right":
-        return " " * gap + text
-    if justify == "center":
-        return " " * (gap // 2) + text + " " * (gap - gap // 2)
-    return text + " " * gap
 
 
 def _nearest(keys: list[RowKey], key: RowKey, accept: Callable[[RowKey], bool]) -> RowKey | None:
@@ -222,29 +46,6 @@ def _nearest(keys: list[RowKey], key: RowKey, accept: Callable[[RowKey], bool]) 
         if accept(candidate):
             return candidate
     return None
-
-
-def _cell_segments(
-    cell: Cell, width: int, justify: Justify, pad: str, console: Console
-) -> list[Segment]:
-    if not isinstance(cell, Text):
-        # Plain strings are never parsed as markup: one unstyled segment, padding included.
-        return [Segment(pad + _fit(_sanitize(cell), width, justify) + pad)]
-    text = cell.copy()
-    if _CONTROL_RE.search(text.plain):
-        text.plain = text.plain.translate(_CONTROL)
-    text.overflow = "ellipsis"
-    text.no_wrap = True
-    text.end = ""
-    text.align(justify, width)
-    return [Segment(pad), *text.render(console), Segment(pad)]
-
-
-def _cell_memo_key(cell: Cell, width: int, justify: Justify) -> tuple[object, ...]:
-    """What a cell's segments depend on (the pad and console are the table's own)."""
-    if isinstance(cell, Text):
-        return (cell.plain, str(cell.style), tuple(cell.spans), width, justify)
-    return (cell, width, justify)
 
 
 @dataclass(slots=True)
@@ -528,7 +329,7 @@ class LaneTable(ScrollView, can_focus=True):
         old_widths = self._cell_widths.get(key) if old is not None else None
         widths = list(old_widths) if old_widths is not None else [0] * len(row)
         for i in changed if old_widths is not None else range(len(row)):
-            width = widths[i] = _measure(row[i])
+            width = widths[i] = measure(row[i])
             if width > content_max[i]:
                 content_max[i] = width
                 batch.grown = True
@@ -882,10 +683,10 @@ class LaneTable(ScrollView, can_focus=True):
     def _cell_part(self, index: int, cell: Cell) -> list[Segment]:
         """The segments of one cell at its column's width (shared between rows)."""
         column, width = self.columns[index], self._widths[index]
-        memo = _cell_memo_key(cell, width, column.justify)
+        memo = cell_memo_key(cell, width, column.justify)
         rendered = self._cells.get(memo)
         if rendered is None:
-            rendered = _cell_segments(cell, width, column.justify, self._pad, self.app.console)
+            rendered = cell_segments(cell, width, column.justify, self._pad, self.app.console)
             self._cells.set(memo, rendered)
         return rendered
 
@@ -896,9 +697,7 @@ class LaneTable(ScrollView, can_focus=True):
                 label = column.label
                 if column.key == self._sort_column:
                     label += _SORT_MARKS[self._sort_reverse]
-                segments += _cell_segments(
-                    label, width, column.justify, self._pad, self.app.console
-                )
+                segments += cell_segments(label, width, column.justify, self._pad, self.app.console)
             self._header = Strip(segments, self._total_width)
         return self._header
 

@@ -1,0 +1,65 @@
+"""What the main screen's keys act on: the marked rows of the shown view, else the cursor row,
+as the picture holds them now (frozen views: what the user saw when they pressed the key)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.tui.actions_adapter import can_clear, can_kill
+from lanewatch.tui.picture import Picture, Row, View
+from lanewatch.tui.widgets.lane_table import LaneTable
+
+
+class Selection:
+    """Rows picked on the shown table. Built with the picture and two getters of the screen's:
+    the shown view's table and the shown view (both change as the user switches views)."""
+
+    def __init__(
+        self, picture: Picture, table: Callable[[], LaneTable], view: Callable[[], View]
+    ) -> None:
+        self.picture = picture
+        self.table = table
+        self.view = view
+
+    def row(self) -> Row | None:
+        """The cursor row."""
+        key = self.table().cursor_key
+        return None if key is None else self.picture.row(self.view(), str(key))
+
+    def targets(self) -> list[Row]:
+        """The marked rows of this view (as shown now), else the cursor row."""
+        table = self.table()
+        marked = table.marked
+        if marked:
+            keys = [k for k in table.visible_keys if k in marked]
+        else:
+            keys = [] if table.cursor_key is None else [table.cursor_key]
+        view = self.view()
+        rows = (self.picture.row(view, str(k)) for k in keys)
+        return [row for row in rows if row is not None]
+
+    def namespaces(self) -> list[NamespaceView]:
+        return [row for row in self.targets() if isinstance(row, NamespaceView)]
+
+    def incidents(self) -> list[Incident]:
+        return [row for row in self.targets() if isinstance(row, Incident)]
+
+    def killable(self) -> list[NamespaceView]:
+        return [ns for ns in self.namespaces() if can_kill(ns)]
+
+    def clearable(self) -> list[NamespaceView]:
+        return [ns for ns in self.namespaces() if can_clear(ns)]
+
+    def unacknowledged(self) -> list[Incident]:
+        return [i for i in self.incidents() if not i.acknowledged]
+
+    def incident(self) -> Incident | None:
+        """The cursor's incident, or the latest incident of the cursor's namespace."""
+        row = self.row()
+        if isinstance(row, Incident):
+            return row
+        if isinstance(row, NamespaceView):
+            incidents = self.picture.incidents_of(row.key)
+            return incidents[-1] if incidents else None
+        return None
