@@ -23,6 +23,7 @@ from lanewatch.lanes import ledger
 from lanewatch.lanes.stamp import OwnerState
 from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.records.incidents import log_path
+from lanewatch.tui.screens.typeahead import GUARD
 from tests import hostile
 from tests.conftest import LANEWATCH
 from tests.unit.actionkit import register_root
@@ -72,6 +73,14 @@ class Terminal:
                 tail = bytes(self.out[-3000:])
                 raise AssertionError(f"{text!r} not shown within {WAIT}s; last output: {tail!r}")
         return found + len(needle)
+
+    def act(self, key: str, expect: str) -> int:
+        """Press an action key once the type-ahead guard of the screen now shown has passed,
+        and wait for `expect`. The guard counts from when the app changed screen or focus,
+        which is before we saw its drawing: waiting out the guard (with a margin for a focus
+        move just after) from now is the condition itself, not a guess at the app's speed."""
+        time.sleep(GUARD + 0.3)
+        return self.shows(expect, self.press(key))
 
     def press(self, keys: str) -> int:
         """Type `keys`; returns the output offset before they take effect."""
@@ -178,17 +187,17 @@ def test_the_dashboard_never_writes_a_hostile_sequence_to_the_terminal(
         term.shows("g\\xff\\x9bBYTE.txt")  # an undecodable one, as its bytes
         term.shows("claim\\x1b]0;OWNED")  # the ledger
         # A confirmation names the owner and its checkout: cancel it.
-        at = term.shows("user\\x1b]0;OWNED", term.press("k"))
+        at = term.act("k", "user\\x1b]0;OWNED")
         term.shows("Kill cancelled", term.press("n"))
         # Collisions: the incident, its timeline (evidence, ledger, stamp), both exports.
         at = term.shows("takeover\\x1b]0;OWNED", term.press("2"))
         at = term.shows("Victim's owner stamp", term.press("\r"))
         term.shows("note \\x1b[2JWIPED\\nFAKEROW", at)
         # The toasts name the folder, `cwd\x1b]0;OWNED\x07`, folded over lines at any point.
-        term.shows("Wrote", term.press("e"))
-        term.shows("Wrote", term.press("E"))
+        term.act("e", "inc-1.md")  # "Wrote …" toasts stay up: wait for this one's file
+        term.act("E", "inc-1.json")
         # "Export as…" offers a file name; not in this folder's raw name (an input shows it raw).
-        term.shows("lanewatch-incident-inc-1.md", term.press("s"))
+        term.act("s", "A file (.md or .json) or a folder")
         term.shows("Victim's owner stamp", term.press("\x1b"))
         back()
         # Stale: the released lanes. Trash: the cleared one.
