@@ -14,7 +14,7 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,9 @@ WAIT = 30.0  # seconds for one thing to appear on the screen
 # `clear` inspects every process: a normal user is refused (EACCES on root's), so only root
 # fills the trash; the rest of the test runs for anyone.
 AS_ROOT = os.geteuid() == 0
+
+
+EXPORT = "lanewatch-incident-inc-1"  # the timeline's export files, without suffix
 
 
 class Terminal:
@@ -74,13 +77,20 @@ class Terminal:
                 raise AssertionError(f"{text!r} not shown within {WAIT}s; last output: {tail!r}")
         return found + len(needle)
 
-    def act(self, key: str, expect: str) -> int:
-        """Press an action key once the type-ahead guard of the screen now shown has passed,
-        and wait for `expect`. The guard counts from when the app changed screen or focus,
-        which is before we saw its drawing: waiting out the guard (with a margin for a focus
-        move just after) from now is the condition itself, not a guess at the app's speed."""
+    def act(self, key: str) -> int:
+        """Press an action key once the type-ahead guard of the screen now shown has passed.
+        The guard counts from when the app changed screen or focus, which is before we saw its
+        drawing: waiting out the guard (with a margin for a focus move just after) from now is
+        the condition itself, not a guess at the app's speed."""
         time.sleep(GUARD + 0.3)
-        return self.shows(expect, self.press(key))
+        return self.press(key)
+
+    def until(self, condition: Callable[[], bool], what: str) -> None:
+        """Wait for `condition`, reading the pty meanwhile (a full pty would stall the app)."""
+        deadline = time.monotonic() + WAIT
+        while not condition():
+            if time.monotonic() > deadline or not self._read(0.1):
+                raise AssertionError(f"{what} not within {WAIT}s; last: {bytes(self.out[-500:])!r}")
 
     def press(self, keys: str) -> int:
         """Type `keys`; returns the output offset before they take effect."""
@@ -187,17 +197,20 @@ def test_the_dashboard_never_writes_a_hostile_sequence_to_the_terminal(
         term.shows("g\\xff\\x9bBYTE.txt")  # an undecodable one, as its bytes
         term.shows("claim\\x1b]0;OWNED")  # the ledger
         # A confirmation names the owner and its checkout: cancel it.
-        at = term.act("k", "user\\x1b]0;OWNED")
+        at = term.shows("user\\x1b]0;OWNED", term.act("k"))
         term.shows("Kill cancelled", term.press("n"))
         # Collisions: the incident, its timeline (evidence, ledger, stamp), both exports.
         at = term.shows("takeover\\x1b]0;OWNED", term.press("2"))
         at = term.shows("Victim's owner stamp", term.press("\r"))
         term.shows("note \\x1b[2JWIPED\\nFAKEROW", at)
         # The toasts name the folder, `cwd\x1b]0;OWNED\x07`, folded over lines at any point.
-        term.act("e", "inc-1.md")  # "Wrote …" toasts stay up: wait for this one's file
-        term.act("E", "inc-1.json")
+        # Each export is awaited on disk: a toast folds the long path at any point.
+        term.act("e")
+        term.until(lambda: (cwd / f"{EXPORT}.md").exists(), "the Markdown export")
+        term.act("E")
+        term.until(lambda: (cwd / f"{EXPORT}.json").exists(), "the JSON export")
         # "Export as…" offers a file name; not in this folder's raw name (an input shows it raw).
-        term.act("s", "A file (.md or .json) or a folder")
+        term.shows("A file (.md or .json) or a folder", term.act("s"))
         term.shows("Victim's owner stamp", term.press("\x1b"))
         back()
         # Stale: the released lanes. Trash: the cleared one.
