@@ -196,7 +196,7 @@ def render(changes: Changes, console: Console) -> None:
         style = "red" if h.status in _BAD_HEALTH else "dim"
         console.print(cell(f"root {h.root}: {h.status} ({h.detail})", style=style))
     if changes.attribution:
-        line = f"attribution: {changes.attribution} ({changes.attribution_hint})"
+        line = f"attribution: {changes.attribution}: {changes.attribution_hint}"
         console.print(cell(line, style="dim"))
 
 

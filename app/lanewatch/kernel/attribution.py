@@ -63,18 +63,25 @@ READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_W
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
 UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
 HINT_INFERRED = (
-    "from open files and timing; for exact writers run `sudo lanewatch record` "
-    "(root or CAP_SYS_ADMIN) beside the dashboard"
+    "writers are judged from the files processes hold open, so a short write can be missed"
 )
+NEEDS_PRIVILEGE = "needs root or CAP_SYS_ADMIN"  # how fanabi words EPERM
 
 
 def attribution_status(probe: str | None = None) -> tuple[str, str]:
-    """("kernel" | "inferred", one line) for this process, without starting anything."""
+    """("kernel" | "inferred", one sentence) for this process, without starting anything."""
     ok, reason = fanotify_available(probe)
     if ok:
         filtered, why = foreign_dirs_available(probe or tempfile.gettempdir())
         return "kernel", HINT_KERNEL + ("" if filtered else f"; {UNFILTERED} ({why})")
-    return "inferred", f"{HINT_INFERRED} ({reason})"
+    if reason.startswith(NEEDS_PRIVILEGE):
+        how = (
+            "for the exact writer of every write, run `sudo lanewatch record` beside the "
+            "dashboard (fanotify needs root or CAP_SYS_ADMIN)"
+        )
+    else:
+        how = f"kernel attribution is not available here: {reason}"
+    return "inferred", f"{HINT_INFERRED}; {how}"
 
 
 def shared_temp() -> list[str]:

@@ -122,7 +122,7 @@ class FanotifyError(OSError):
 
 def _reason(err: int, what: str) -> str:
     if err == errno.EPERM:
-        return "needs root or CAP_SYS_ADMIN (run lanewatch as root for kernel attribution)"
+        return "needs root or CAP_SYS_ADMIN"
     if err == errno.ENOSYS:
         return "this kernel has no fanotify (CONFIG_FANOTIFY is off)"
     if err == errno.EMFILE:

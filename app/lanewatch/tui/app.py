@@ -91,6 +91,7 @@ class LanewatchApp(App[None]):
         self._root_paths = list(root_paths)
         self.default_root = str(canonical_root(default_root()))
         self._last_drain = 0.0
+        self._attribution_told = False
         self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
         self.watch_problem: watch.Problem | None = None  # what the watchdog found, if anything
         self._problem_at = 0.0
@@ -219,10 +220,11 @@ class LanewatchApp(App[None]):
         self._last_drain = self.monotonic()
         if changes is None:
             return
-        told = self.picture.attribution
         main.apply_delta(self.picture.apply(changes))
-        if told is None and self.picture.attribution == "inferred":
-            # Once: how writers are known, and how to know them exactly.
+        if not self._attribution_told and self.picture.attribution == "inferred":
+            # Once in the app's life (not once per picture or engine restart): how writers are
+            # known, and how to know them exactly. The status line keeps saying the mode.
+            self._attribution_told = True
             self.notify(
                 self.picture.attribution_hint or "writers are inferred from open files and timing",
                 title="attribution: inferred",
