@@ -65,7 +65,7 @@ UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel igno
 HINT_INFERRED = (
     "writers are judged from the files processes hold open, so a short write can be missed"
 )
-NEEDS_PRIVILEGE = "needs root or CAP_SYS_ADMIN"  # how fanabi words EPERM
+NEEDS_PRIVILEGE = "needs root or CAP_SYS_ADMIN"  # how linux/fanotify_abi.py words EPERM
 
 
 def attribution_status(probe: str | None = None) -> tuple[str, str]:
