@@ -92,6 +92,7 @@ class LanewatchApp(App[None]):
         self.default_root = str(canonical_root(default_root()))
         self._last_drain = 0.0
         self._attribution_told = False
+        self._terminal: int | None = None  # stdin, watched for a hang-up once mounted
         self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
         self.watch_problem: watch.Problem | None = None  # what the watchdog found, if anything
         self._problem_at = 0.0
@@ -131,6 +132,7 @@ class LanewatchApp(App[None]):
     # -- lifecycle ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        self._terminal = watch.terminal_fd(self.is_headless)
         self.push_screen(self.main)
         self.set_interval(TICK, self._tick, name="ages")
         self.run_worker(
@@ -265,6 +267,11 @@ class LanewatchApp(App[None]):
                 self._drain_timer.cancel()
                 self._drain_timer = None
             self.drain()
+        if self._terminal is not None and watch.terminal_gone(self._terminal):
+            log.warning("the terminal hung up; the dashboard ends")
+            self._terminal = None
+            self.exit(return_code=129)  # 128 + SIGHUP, as if the hang-up had reached us
+            return
         quiet_for = getattr(self.engine, "quiet_for", None)  # only the engine process has it
         quiet = quiet_for() if callable(quiet_for) else None
         self._show_problem(watch.judge(stalled_for=stalled, quiet_for=quiet))

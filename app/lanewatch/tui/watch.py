@@ -13,10 +13,16 @@ second (the app's age tick):
 
 Either shows as degraded in the status line, with the reason, until the next check finds the
 picture current again, which is said too.
+
+A third check ends the dashboard: its terminal hung up (the window closed, ssh dropped without a
+SIGHUP reaching us). Textual's input thread then spins on the terminal's end of file at 100 % of
+a core for ever (Textual PR #6690), and a dashboard nobody can see has nothing left to do.
 """
 
 from __future__ import annotations
 
+import os
+import select
 from dataclasses import dataclass, field
 
 STALL = 3.0
@@ -50,3 +56,26 @@ def recovered(problem: Problem, lasted: float) -> str:
     if problem.kind == "quiet":
         return f"the engine process is sending again after {lasted:.0f}s; the picture is current"
     return "the screen had stopped applying changes (a lost wake-up); it caught up by itself"
+
+
+def terminal_gone(fd: int) -> bool:
+    """The terminal on `fd` hung up or is no longer open: one `poll`, no read (a read would
+    take a key from Textual's input thread)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    try:
+        events = poller.poll(0)
+    except OSError:
+        return True
+    return any(mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, mask in events)
+
+
+def terminal_fd(headless: bool) -> int | None:
+    """The descriptor to watch for a hang-up: standard input when it is a terminal and the app
+    draws on one (not under `run_test`, not with stdin redirected)."""
+    if headless:
+        return None
+    try:
+        return 0 if os.isatty(0) else None
+    except OSError:
+        return None
