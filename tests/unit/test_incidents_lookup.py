@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lanewatch.model.holdings import inside as _inside
+from lanewatch.linux.paths import is_under as _inside
 from lanewatch.model.writers import _enclosing
 
 segment = st.sampled_from(["r", "a", "b", "ns.x", "tmp", ".lanewatch", "a b", ""])

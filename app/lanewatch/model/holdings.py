@@ -52,10 +52,6 @@ class Owner:
     git_common_dir: str | None = None
 
 
-def inside(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
-
-
 def writes(h: Holding) -> bool:
     """Whether the holding is a write: an fd open for writing or a shared writable mapping.
     An fd whose access could not be read (closed meanwhile) is no evidence of a write."""

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from lanewatch.linux.paths import is_under
 from lanewatch.model.detectors import foreign_writer, unbound_writer
 
 # Re-exported: the prober and the tests have always found these here.
 from lanewatch.model.holdings import Holding as Holding
 from lanewatch.model.holdings import Owner as Owner
-from lanewatch.model.holdings import OwnerIndex, inside
+from lanewatch.model.holdings import OwnerIndex
 from lanewatch.model.holdings import lane_of as lane_of
 from lanewatch.model.holdings import writes as writes
 from lanewatch.model.observation import Observation
@@ -72,11 +73,11 @@ def writers(
         if victim is not None:
             # Checked before `ignore`: the default root lives inside the ignored state dir.
             obs = foreign_writer.held(h, victim, by_owner, at)
-        elif any(inside(h.path, p) for p in ignore):
+        elif any(is_under(h.path, p) for p in ignore):
             continue  # lanewatch's own state (roots registry, bookkeeping): nobody's write
-        elif any(inside(h.path, r) for r in roots):
+        elif any(is_under(h.path, r) for r in roots):
             continue  # the root's own data (.lanewatch-root) or a stray file: not a lane's
-        elif any(inside(h.path, s) for s in shared):
+        elif any(is_under(h.path, s) for s in shared):
             if h.pid in owner_pids and h.fd in (0, 1, 2):
                 continue  # the owner's own stdio: chosen by whoever started it
             if h.path in handed and h.pid not in owner_pids:

@@ -8,17 +8,16 @@ B's write there: known). Both name the intruder by B's namespace, so they share 
 from __future__ import annotations
 
 from lanewatch.lanes.stamp import META_DIR
+from lanewatch.linux.paths import is_under
 from lanewatch.model.holdings import (
     Holding,
     OwnerIndex,
-    holding_evidence,
-    inside,
     lane_of,
-    owner_json,
     writes,
 )
-from lanewatch.model.kernelwrites import KernelWrite, write_evidence, write_intruder
+from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.observation import Observation
+from lanewatch.model.sightings import from_holding, from_write
 from lanewatch.model.views import IncidentKind
 
 
@@ -26,7 +25,7 @@ def held(h: Holding, victim: str, owners: OwnerIndex, at: float) -> Observation 
     """A process of another lane holds a path in `victim` (a namespace) open for writing, as its
     cwd, or as an open folder. Not a collision: `.lanewatch/`, a read-only file, the victim's
     own owner, a process of no lane, the victim's own lane."""
-    if inside(h.path, f"{victim}/{META_DIR}"):
+    if is_under(h.path, f"{victim}/{META_DIR}"):
         return None  # lanewatch's own files: stamps, locks, ledgers
     if not (writes(h) or h.kind == "cwd" or h.directory):
         return None  # a file held read-only (or an O_PATH fd on one) is read, not written
@@ -39,15 +38,8 @@ def held(h: Holding, victim: str, owners: OwnerIndex, at: float) -> Observation 
     intruder, how = found
     if intruder.key == victim:
         return None
-    ev = holding_evidence(h, intruder.lane, how, at)
-    return Observation(
-        kind=IncidentKind.FOREIGN_WRITER,
-        victim=victim,
-        intruder_key=intruder.key,
-        intruder=owner_json(intruder, h),
-        evidence=ev,
-        summary=f"pid {h.pid} of lane {intruder.lane} holds {h.path}",
-    )
+    summary = f"pid {h.pid} of lane {intruder.lane} holds {h.path}"
+    return from_holding(IncidentKind.FOREIGN_WRITER, victim, intruder, h, how, at, summary)
 
 
 def foreign_write(w: KernelWrite, victim: str, *, victim_owner: bool) -> Observation | None:
@@ -59,13 +51,7 @@ def foreign_write(w: KernelWrite, victim: str, *, victim_owner: bool) -> Observa
     """
     if w.namespace is None or w.lane is None or victim_owner:
         return None
-    if w.namespace.rstrip("/") == victim or inside(w.path, f"{victim}/{META_DIR}"):
+    if w.namespace.rstrip("/") == victim or is_under(w.path, f"{victim}/{META_DIR}"):
         return None
-    return Observation(
-        kind=IncidentKind.FOREIGN_WRITER,
-        victim=victim,
-        intruder_key=w.namespace,
-        intruder=write_intruder(w),
-        evidence=write_evidence(w, f"write by lane {w.lane}"),
-        summary=f"pid {w.pid} of lane {w.lane} wrote {w.path}",
-    )
+    summary = f"pid {w.pid} of lane {w.lane} wrote {w.path}"
+    return from_write(IncidentKind.FOREIGN_WRITER, victim, w, f"write by lane {w.lane}", summary)

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lanewatch.linux.paths import is_under
 from lanewatch.model.holdings import (
     Holding,
     OwnerIndex,
-    holding_evidence,
-    inside,
     lane_of,
-    owner_json,
     writes,
 )
-from lanewatch.model.kernelwrites import KernelWrite, write_evidence, write_intruder
+from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.observation import Observation
+from lanewatch.model.sightings import from_holding, from_write
 from lanewatch.model.views import IncidentKind
 
 
@@ -32,21 +31,14 @@ def held(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Obs
     if found is None:
         return None
     owner, how = found
-    if not any(inside(owner.key, r) for r in roots):
+    if not any(is_under(owner.key, r) for r in roots):
         return None  # a lane of a root we do not watch: its own dashboard reports it
-    if owner.checkout_path and inside(h.path, owner.checkout_path):
+    if owner.checkout_path and is_under(h.path, owner.checkout_path):
         return None
-    if owner.git_common_dir and inside(h.path, owner.git_common_dir):
+    if owner.git_common_dir and is_under(h.path, owner.git_common_dir):
         return None  # its checkout's own repository (git commit, gc in a linked worktree)
-    ev = holding_evidence(h, owner.lane, how, at)
-    return Observation(
-        kind=IncidentKind.UNBOUND_WRITER,
-        victim=None,
-        intruder_key=owner.key,
-        intruder=owner_json(owner, h),
-        evidence=ev,
-        summary=f"pid {h.pid} of lane {owner.lane} holds {h.path} outside its namespace",
-    )
+    summary = f"pid {h.pid} of lane {owner.lane} holds {h.path} outside its namespace"
+    return from_holding(IncidentKind.UNBOUND_WRITER, None, owner, h, how, at, summary)
 
 
 def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
@@ -59,17 +51,12 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
     """
     if w.namespace is None or w.lane is None or w.handed:
         return None
-    if not any(inside(w.namespace, r) for r in roots) or inside(w.path, w.namespace):
+    if not any(is_under(w.namespace, r) for r in roots) or is_under(w.path, w.namespace):
         return None
-    if w.checkout_path and inside(w.path, w.checkout_path):
+    if w.checkout_path and is_under(w.path, w.checkout_path):
         return None
-    if w.git_common_dir and inside(w.path, w.git_common_dir):
+    if w.git_common_dir and is_under(w.path, w.git_common_dir):
         return None
-    return Observation(
-        kind=IncidentKind.UNBOUND_WRITER,
-        victim=None,
-        intruder_key=w.namespace,
-        intruder=write_intruder(w),
-        evidence=write_evidence(w, f"write by lane {w.lane} outside its namespace"),
-        summary=f"pid {w.pid} of lane {w.lane} wrote {w.path} outside its namespace",
-    )
+    what = f"write by lane {w.lane} outside its namespace"
+    summary = f"pid {w.pid} of lane {w.lane} wrote {w.path} outside its namespace"
+    return from_write(IncidentKind.UNBOUND_WRITER, None, w, what, summary)
