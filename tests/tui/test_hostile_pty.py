@@ -197,7 +197,9 @@ def test_the_dashboard_never_writes_a_hostile_sequence_to_the_terminal(
         term.shows("g\\xff\\x9bBYTE.txt")  # an undecodable one, as its bytes
         term.shows("claim\\x1b]0;OWNED")  # the ledger
         # A confirmation names the owner and its checkout: cancel it.
-        at = term.shows("user\\x1b]0;OWNED", term.act("k"))
+        at = term.act("k")
+        term.shows("Cancel [n]", at)  # the dialog is up (the detail pane shows the user too)
+        term.shows("user\\x1b]0;OWNED", at)
         term.shows("Kill cancelled", term.press("n"))
         # Collisions: the incident, its timeline (evidence, ledger, stamp), both exports.
         at = term.shows("takeover\\x1b]0;OWNED", term.press("2"))
