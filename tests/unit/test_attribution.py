@@ -243,11 +243,17 @@ def test_no_descriptor_leaks_under_load(tmp_path: Path) -> None:
     try:
         writer = subprocess.run([sys.executable, "-c", FLOOD, str(ns), "1000"], timeout=120)
         assert writer.returncode == 0
-        wait_for(lambda: sum(len(b.writes) for b in batches) >= 1000, 30)
+        # A filesystem mark also sees other tests' writes on this filesystem: a concurrent flood
+        # (the overflow test above, on another xdist worker) can overflow our queue too. That
+        # loss is reported, with its reason, and is then the honest answer for the gap.
+        wait_for(lambda: sum(len(b.writes) for b in batches) >= 1000 or attr.stats.lost, 30)
     finally:
         attr.stop()
     assert fds() == before
-    assert attr.stats.lost == 0 and attr.stats.events >= 1000
+    losses = [b.lost for b in batches if b.lost]
+    assert len(losses) == attr.stats.lost and all(losses)
+    if not losses:
+        assert attr.stats.events >= 1000
     assert all(w.writer and w.sha256 == sha(b"x") for b in batches for _, w in b.writes)
 
 
