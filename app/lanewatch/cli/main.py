@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "purge": "trash_cmd:purge_command",
     "record": "record_cmd:record_command",
     "history": "history_cmd:history_command",
+    "service": "service_cmd:service_command",
 }
 
 

@@ -5,16 +5,28 @@ incidents, evidence and write history in the roots exactly as the dashboard does
 change of a namespace, each new or grown incident, each change of a root's health and of the
 attribution is printed as it is delivered: a JSON object a line with `--json` (`type` is
 "start", "state", "incident", "health", "attribution" or "stop"), else a short line of text.
+
+`--service` is the always-on watcher (`lanewatch service install`, docs/service.md): it also
+keeps a heartbeat in its state folder (`records/service.py`) so `status` and the dashboard can
+tell that something watches, and refuses to start beside another live service of the same
+folder. `--system` (root) watches every user's registered roots, with kernel attribution, and
+keeps its beat in the system's state folder; what it records in a user's root is the user's
+(`records/ownership.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -23,7 +35,10 @@ import click
 from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.status_cmd import incident_json
 from lanewatch.inert import inert
+from lanewatch.lanes.roots import state_dir
 from lanewatch.model.views import Changes, Incident, NamespaceView
+
+log = logging.getLogger(__name__)
 
 
 class Printer:
@@ -120,6 +135,24 @@ class Printer:
             self.closed = True
 
 
+def _beat(path: Path, beat: Any, attribution: str | None, alive: bool) -> Any:
+    """Keep the service's beat fresh while its engine runs; say its attribution once known.
+    A beat that cannot be written is logged, never fatal: the recording goes on."""
+    from lanewatch.records import service as svc
+
+    if not alive:  # a dead engine must not look like a watching service
+        return beat
+    try:
+        if attribution and attribution != beat.attribution:
+            beat = replace(beat, attribution=attribution)
+            svc.write_beat(path.parent, beat)
+        else:
+            svc.touch(path)
+    except OSError as exc:
+        log.warning("cannot keep the service's heartbeat %s: %s", path, exc)
+    return beat
+
+
 def _text(f: dict[str, Any]) -> str:
     if "summary" in f:
         return f"{f['kind']} [{f['grade']}] x{f['count']}: {f['summary']} ({f['id']})"
@@ -137,16 +170,43 @@ def _text(f: dict[str, Any]) -> str:
 @click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 @click.option("--poll", is_flag=True, help="Poll the roots (network filesystems).")
+@click.option(
+    "--service",
+    is_flag=True,
+    help="Run as the always-on service: keep a heartbeat that `status` reads (docs/service.md).",
+)
+@click.option(
+    "--system",
+    is_flag=True,
+    help="With --service, as root: watch every user's registered roots.",
+)
 @friendly_errors
-def record_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
+def record_command(
+    roots: Sequence[str], as_json: bool, poll: bool, service: bool, system: bool
+) -> None:
     """Run the engine without a screen and print each change until SIGINT or SIGTERM.
 
     Incidents, evidence and write history are kept in the roots as the dashboard keeps them.
     As root (or with CAP_SYS_ADMIN) writers are attributed by the kernel.
     """
     from lanewatch.engine.engine import Engine
+    from lanewatch.records import service as svc
 
-    engine = Engine(list(roots) if roots else None, poll=poll)
+    if system and (not service or os.geteuid() != 0):
+        raise click.UsageError(
+            "--system is for root's service: `sudo lanewatch record --service --system`"
+        )
+    beat_dir = (svc.system_state_dir() if system else state_dir()) if service else None
+    if beat_dir is not None:
+        running = svc.judge(beat_dir)
+        if running is not None and running.watching:
+            raise click.ClickException(
+                f"a service already watches ({running.reason}; {running.path}): one is enough"
+            )
+    chosen = list(roots) if roots else None
+    if system and chosen is None:
+        chosen = [root for _, root in svc.users_roots()]
+    engine = Engine(chosen, poll=poll)
     printer = Printer(as_json, engine.roots)
     stop = threading.Event()
     received: list[str] = []
@@ -156,14 +216,32 @@ def record_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
         stop.set()
 
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # HUP: its terminal went away
+    if service:  # a service outlives the terminal that started it (`nohup … &`)
+        stops = (signal.SIGINT, signal.SIGTERM)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     previous = {s: signal.signal(s, on_signal) for s in stops}
+    beat = None
+    if service:
+        beat = replace(
+            svc.Beat.mine("system" if system else "user", engine.roots),
+            attribution=engine.attribution,
+        )
+    beat_path = None
     try:
         engine.start(printer)
+        if beat_dir is not None and beat is not None:
+            beat_path = svc.write_beat(beat_dir, beat)
+        next_beat = time.monotonic() + svc.BEAT_EVERY
         while not stop.wait(0.5) and not printer.closed:
-            pass
+            if beat_path is not None and beat is not None and time.monotonic() >= next_beat:
+                next_beat = time.monotonic() + svc.BEAT_EVERY
+                beat = _beat(beat_path, beat, printer.attribution, engine.alive())
     finally:
         engine.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if beat_path is not None and beat is not None:
+            with contextlib.suppress(OSError):
+                svc.write_beat(beat_path.parent, svc.stopped(beat))
     with printer._lock:
         printer.emit("stop", signal=received[0] if received else None)

@@ -123,7 +123,17 @@ def status_json(changes: Changes) -> dict[str, Any]:
         "open_incidents": sum(not i.acknowledged for i in incidents),
         "exit_code": exit_code(changes),
         "attribution": {"mode": changes.attribution, "hint": changes.attribution_hint},
+        "service": service_json(),
     }
+
+
+def service_json() -> dict[str, Any]:
+    """Whether an always-on recorder watches (docs/service.md): its incidents are already in
+    the roots' records, which this picture read."""
+    from lanewatch.records.service import services
+
+    states = services()
+    return {"watching": any(s.watching for s in states), "services": [s.to_json() for s in states]}
 
 
 def _ago(t: float | None, now: float) -> str:
@@ -197,6 +207,11 @@ def render(changes: Changes, console: Console) -> None:
         console.print(cell(f"root {h.root}: {h.status} ({h.detail})", style=style))
     if changes.attribution:
         line = f"attribution: {changes.attribution}: {changes.attribution_hint}"
+        console.print(cell(line, style="dim"))
+    from lanewatch.cli.service_cmd import describe
+    from lanewatch.records.service import services
+
+    for line in describe(services()):
         console.print(cell(line, style="dim"))
 
 
