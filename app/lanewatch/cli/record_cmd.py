@@ -4,14 +4,16 @@ For CI jobs, servers, and a privileged recorder beside an unprivileged dashboard
 incidents, evidence and write history in the roots exactly as the dashboard does. Each state
 change of a namespace, each new or grown incident, each change of a root's health and of the
 attribution is printed as it is delivered: a JSON object a line with `--json` (`type` is
-"start", "state", "incident", "health", "attribution" or "stop"), else a short line of text.
+"start", "state", "incident", "health", "attribution", "roots" or "stop"), else a short line
+of text.
 
 `--service` is the always-on watcher (`lanewatch service install`, docs/service.md): it also
 keeps a heartbeat in its state folder (`records/service.py`) so `status` and the dashboard can
-tell that something watches, and refuses to start beside another live service of the same
-folder. `--system` (root) watches every user's registered roots, with kernel attribution, and
-keeps its beat in the system's state folder; what it records in a user's root is the user's
-(`records/ownership.py`).
+tell that something watches, follows the registry (a root registered later is watched
+within ROOTS_EVERY seconds: "roots" line), ignores SIGHUP, and refuses to start beside
+another live service of the same folder. `--system` (root) watches every user's registered
+roots, with kernel attribution, and keeps its beat in the system's state folder; what it
+records in a user's root is the user's (`records/ownership.py`).
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ import click
 
 from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.status_cmd import incident_json
+from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert
 from lanewatch.lanes.roots import state_dir
 from lanewatch.model.views import Changes, Incident, NamespaceView
 
 log = logging.getLogger(__name__)
+ROOTS_EVERY = 10.0  # seconds between two looks at the registry (a service: new roots)
 
 
 class Printer:
@@ -135,6 +139,19 @@ class Printer:
             self.closed = True
 
 
+def _wanted_roots(system: bool) -> list[str] | None:
+    """The roots a service should watch now: the user's registry (root's `--system`: every
+    user's); None when the registry cannot be read (keep watching what we watch)."""
+    from lanewatch.engine.engine import resolve_roots
+    from lanewatch.records import service as svc
+
+    try:
+        return resolve_roots([r for _, r in svc.users_roots()] if system else None)
+    except (LanewatchError, OSError) as exc:
+        log.warning("cannot read the registered roots: %s", exc)
+        return None
+
+
 def _beat(path: Path, beat: Any, attribution: str | None, alive: bool) -> Any:
     """Keep the service's beat fresh while its engine runs; say its attribution once known.
     A beat that cannot be written is logged, never fatal: the recording goes on."""
@@ -203,10 +220,10 @@ def record_command(
             raise click.ClickException(
                 f"a service already watches ({running.reason}; {running.path}): one is enough"
             )
-    chosen = list(roots) if roots else None
-    if system and chosen is None:
-        chosen = [root for _, root in svc.users_roots()]
-    engine = Engine(chosen, poll=poll)
+    follow = service and not roots  # a service follows the registry: new roots are watched
+    engine = Engine(
+        _wanted_roots(system) if system and not roots else (list(roots) or None), poll=poll
+    )
     printer = Printer(as_json, engine.roots)
     stop = threading.Event()
     received: list[str] = []
@@ -232,9 +249,24 @@ def record_command(
         if beat_dir is not None and beat is not None:
             beat_path = svc.write_beat(beat_dir, beat)
         next_beat = time.monotonic() + svc.BEAT_EVERY
+        next_roots = time.monotonic() + ROOTS_EVERY
         while not stop.wait(0.5) and not printer.closed:
-            if beat_path is not None and beat is not None and time.monotonic() >= next_beat:
-                next_beat = time.monotonic() + svc.BEAT_EVERY
+            now = time.monotonic()
+            if follow and now >= next_roots:
+                next_roots = now + ROOTS_EVERY
+                wanted = _wanted_roots(system)
+                if wanted is not None and wanted != engine.roots:
+                    engine.stop()
+                    engine = Engine(wanted, poll=poll)
+                    with printer._lock:
+                        printer.roots = list(engine.roots)
+                        printer.emit("roots", roots=printer.roots)
+                    engine.start(printer)
+                    if beat_path is not None and beat is not None:
+                        beat = replace(beat, roots=tuple(engine.roots))
+                        svc.write_beat(beat_path.parent, beat)
+            if beat_path is not None and beat is not None and now >= next_beat:
+                next_beat = now + svc.BEAT_EVERY
                 beat = _beat(beat_path, beat, printer.attribution, engine.alive())
     finally:
         engine.stop()
