@@ -134,27 +134,6 @@ def _stop_manual(system: bool) -> None:
         time.sleep(0.1)
 
 
-def _status_line(state: svc.ServiceState) -> str:
-    b = state.beat
-    verdict = "watching" if state.watching else "not watching"
-    if b is None:
-        return f"service: {verdict} ({state.reason})"
-    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(b.started_at))
-    roots = f"{len(b.roots)} root{'s' if len(b.roots) != 1 else ''}"
-    how = f"attribution {b.attribution}" if b.attribution else "attribution not yet known"
-    return f"service: {verdict}: {state.reason} ({b.mode} service since {since}, {roots}, {how})"
-
-
-def describe(states: list[svc.ServiceState]) -> list[str]:
-    """The lines `status` and `service status` print about services."""
-    if not states:
-        return [
-            "service: none: nothing records while no dashboard runs "
-            "(`lanewatch service install`, docs/service.md)"
-        ]
-    return [_status_line(s) for s in states]
-
-
 @service_command.command("status")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @friendly_errors
@@ -177,7 +156,7 @@ def status_command(as_json: bool) -> None:
             }
         )
     else:
-        for line in describe(states):
+        for line in svc.describe(states):
             say(line)
         for scope, unit in units.items():
             if unit["installed"]:

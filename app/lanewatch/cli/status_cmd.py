@@ -208,8 +208,7 @@ def render(changes: Changes, console: Console) -> None:
     if changes.attribution:
         line = f"attribution: {changes.attribution}: {changes.attribution_hint}"
         console.print(cell(line, style="dim"))
-    from lanewatch.cli.service_cmd import describe
-    from lanewatch.records.service import services
+    from lanewatch.records.service import describe, services
 
     for line in describe(services()):
         console.print(cell(line, style="dim"))

@@ -63,7 +63,8 @@ READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_W
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
 UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
 HINT_INFERRED = (
-    "writers are judged from the files processes hold open, so a short write can be missed"
+    "writers are judged from the files and folders lane processes hold when a write is seen, "
+    "so a write that opens and closes at once can be missed"
 )
 NEEDS_PRIVILEGE = "needs root or CAP_SYS_ADMIN"  # how linux/fanotify_abi.py words EPERM
 

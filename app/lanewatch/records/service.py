@@ -192,6 +192,27 @@ def services() -> list[ServiceState]:
     return out
 
 
+def _status_line(state: ServiceState) -> str:
+    b = state.beat
+    verdict = "watching" if state.watching else "not watching"
+    if b is None:
+        return f"service: {verdict} ({state.reason})"
+    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(b.started_at))
+    roots = f"{len(b.roots)} root{'s' if len(b.roots) != 1 else ''}"
+    how = f"attribution {b.attribution}" if b.attribution else "attribution not yet known"
+    return f"service: {verdict}: {state.reason} ({b.mode} service since {since}, {roots}, {how})"
+
+
+def describe(states: list[ServiceState]) -> list[str]:
+    """The lines `status` and `service status` print about services."""
+    if not states:
+        return [
+            "service: none: nothing records while no dashboard runs "
+            "(`lanewatch service install`, docs/service.md)"
+        ]
+    return [_status_line(s) for s in states]
+
+
 def stopped(beat: Beat) -> Beat:
     return replace(beat, stopped_at=time.time())
 
