@@ -16,7 +16,7 @@ from tests.unit.enginekit import make_stamp, start_lane, stop_lane
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
 STATUS_KEYS = {"schema", "generated_at", "host", "roots", "namespaces", "incidents"}
-STATUS_KEYS |= {"open_incidents", "exit_code", "attribution"}
+STATUS_KEYS |= {"open_incidents", "exit_code", "attribution", "service"}
 NAMESPACE_KEYS = {
     "key", "root", "name", "lane", "checkout_id", "checkout_path", "host", "pid", "user",
     "command", "state", "reason", "grade", "stamp_status", "started_at", "age", "heartbeat_at",
