@@ -360,7 +360,10 @@ class Engine:
                 if batch:
                     w.process(batch)
                     if self._prober is not None and _writes(batch):
-                        self._prober.written()
+                        if self.kernel.mode == "kernel":  # writers are known: keep the pace
+                            self._prober.active()
+                        else:  # inferred: look at once, while the writer may hold it
+                            self._prober.written()
                 elif scanning:
                     w.scan_some()
                 if not w.tail.watching and not w.scanning:
