@@ -174,9 +174,7 @@ def test_inside_lanewatch_run_the_run_owns_the_lane_and_workers_take_their_own(
     )
 
 
-def test_outside_a_checkout_it_fails_closed_before_any_test(
-    spawn: Spawn, tmp_path: Path
-) -> None:
+def test_outside_a_checkout_it_fails_closed_before_any_test(spawn: Spawn, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     handshake, log = tmp_path / "handshake", tmp_path / "inner.log"
@@ -213,3 +211,14 @@ def test_a_basetemp_outside_the_lane_is_refused(spawn: Spawn, repo: Path, tmp_pa
     assert not elsewhere.exists()
     stamp = read_stamp(locate("pytest", checkout=repo).namespace).stamp
     assert stamp.state is OwnerState.RELEASED  # claimed, then let go at once
+
+
+def test_the_plugin_loaded_unasked_costs_one_small_module() -> None:
+    """pytest loads the entry point in every session where lanewatch is installed."""
+    code = (
+        "import sys, lanewatch.pytest_plugin\n"
+        "heavy = ('lanewatch.', 'textual', 'watchdog', 'filelock', 'psutil', 'rich')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['lanewatch.pytest_plugin']"

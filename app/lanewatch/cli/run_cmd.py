@@ -67,7 +67,14 @@ def run_command(
         return taken
 
     def waiting(interrupted: Interrupted) -> Lane:
-        return claim_waiting(owner, None if wait is None or math.isinf(wait) else wait, interrupted)
+        limit = None if wait is None or math.isinf(wait) else wait
+        until = "" if limit is None else f" up to {limit:g}s"
+        return claim_waiting(
+            owner,
+            limit,
+            interrupted,
+            lambda: say(f"lanewatch: lane {lane!r} is busy; waiting for it{until}", err=True),
+        )
 
     owner = make(lane)
     claim = next_free if lane_auto else waiting if wait is not None else None

@@ -57,11 +57,18 @@ def claim_next_free(make: Callable[[str], Lane], lane: str) -> Lane:
     raise ClaimRefused(f"lanes {lane!r} to '{lane}-{AUTO_LIMIT}' are all owned by live processes")
 
 
-def claim_waiting(lane: Lane, timeout: float | None, interrupted: Interrupted) -> Lane:
+def claim_waiting(
+    lane: Lane,
+    timeout: float | None,
+    interrupted: Interrupted,
+    waiting: Callable[[], None] | None = None,
+) -> Lane:
     """Claim `lane`, waiting up to `timeout` seconds (None: for ever) while another owner holds
-    it. At the deadline, one last claim is refused as without waiting (ClaimRefused, naming the
-    owner). Raises WaitInterrupted when a signal arrives meanwhile."""
+    it; `waiting` is called once, when the wait begins. At the deadline, one last claim is
+    refused as without waiting (ClaimRefused, naming the owner). Raises WaitInterrupted when a
+    signal arrives meanwhile."""
     deadline = None if timeout is None else time.monotonic() + timeout
+    told = False
     while True:
         signum = interrupted()
         if signum is not None:
@@ -73,4 +80,7 @@ def claim_waiting(lane: Lane, timeout: float | None, interrupted: Interrupted) -
             except ClaimRefused:
                 if late:
                     raise
+        if waiting is not None and not told:
+            waiting()
+            told = True
         time.sleep(POLL)
