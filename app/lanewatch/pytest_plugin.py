@@ -15,7 +15,7 @@ Asked for, in each process that runs tests:
   drops the basetemp xdist handed it (under the main process's) for one in its own lane;
 - unbound (no git checkout here), a lane another live process owns, or a --basetemp outside
   the lane: pytest stops with a usage error before any test runs. Never a shared /tmp.
-- the lane is released when the process ends its session (exit code: pytest's).
+- the lane is released when the process's session ends (exit code: pytest's).
 
 `<lane>` is --lanewatch-lane, else the ini `lanewatch_lane`, else $LANEWATCH_LANE, else
 "pytest". Two runs at once in one checkout need two lanes: `--lanewatch-lane`, or
@@ -185,8 +185,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker sends workeroutput home
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker tells the main process it is done
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every test and fixture has finished: release the lane now. A worker must not wait for
+    its unconfigure: once it reports home, xdist tears it down, and a worker still busy 5
+    seconds later is interrupted, which would leave its stamp saying live."""
     config = session.config
     held = config.stash.get(_HELD, None)
     if held is None:
@@ -199,6 +202,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "namespace": str(held.namespace),
             "basetemp": _basetemp(config),
         }
+    _release(held)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -235,6 +239,10 @@ def _undo(held: _Held) -> None:
             os.environ[key] = value
     held.saved_env.clear()
     tempfile.tempdir = held.saved_tempdir
+    _release(held)
+
+
+def _release(held: _Held) -> None:
     if held.claimed is not None:
         held.claimed.release(exit_code=held.exit_code)
         held.claimed = None
