@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 NAME = "lanewatch"
 DEFAULT_BASE = "pytest"
-_TEMP_VARS = ("TMPDIR", "TMP", "TEMP")
 
 
 @dataclass
@@ -104,16 +103,24 @@ def pytest_configure(config: pytest.Config) -> None:
     from lanewatch.errors import LanewatchError
     from lanewatch.lanes.lane import Lane, locate
     from lanewatch.lanes.nested import outer_owner
+    from lanewatch.linux.paths import is_under
 
     worker = _worker_id(config)
     base = _base_lane(config)
     name = f"{base}-{worker}" if worker else base
     try:
         target = locate(name)
+        given = None if worker else config.option.basetemp  # a worker's is xdist's: dropped
+        if given and not is_under(os.path.realpath(given), os.path.realpath(target.namespace)):
+            raise LanewatchError(
+                f"--basetemp {given} is outside lane {name!r} ({target.namespace}); "
+                "drop it or point it inside"
+            )
         outer = None if worker else outer_owner(target)
         claimed = None
         if outer is None:
-            claimed = Lane(name, command=list(sys.argv)).claim()
+            where = {"root": target.root, "checkout": target.checkout.root}
+            claimed = Lane(name, command=list(sys.argv), **where).claim()
     except LanewatchError as exc:
         raise pytest.UsageError(
             f"lanewatch: {exc} (pytest -p lanewatch runs tests in lanes)"
@@ -125,7 +132,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     held = _Held(name, target.namespace, owner, claimed)
     config.stash[_HELD] = held
-    env = claimed.env() if claimed is not None else _nested_env(target)
+    # Nested: the same variables the run around us exported, from a Lane we never claim.
+    env = (claimed or Lane(name, root=target.root, checkout=target.checkout.root)).env()
     for key, value in env.items():
         held.saved_env[key] = os.environ.get(key)
         os.environ[key] = value
@@ -133,30 +141,6 @@ def pytest_configure(config: pytest.Config) -> None:
     tempfile.tempdir = env["TMPDIR"]
     if worker:
         config.option.basetemp = None  # xdist's popen-gwN, under the main process's lane
-    elif config.option.basetemp and not _inside(config.option.basetemp, target.namespace):
-        _undo(held)
-        raise pytest.UsageError(
-            f"lanewatch: --basetemp {config.option.basetemp} is outside lane {name!r} "
-            f"({target.namespace}); drop it or point it inside"
-        )
-
-
-def _nested_env(target: Any) -> dict[str, str]:
-    """The variables of a lane owned by the run around us (the same as it exported)."""
-    tmp = str(target.namespace / "tmp")
-    return {
-        **dict.fromkeys(_TEMP_VARS, tmp),
-        "LANEWATCH_LANE": target.lane,
-        "LANEWATCH_NAMESPACE": str(target.namespace),
-        "LANEWATCH_CHECKOUT": target.checkout.root,
-        "LANEWATCH_ROOT": str(target.root),
-    }
-
-
-def _inside(path: str | os.PathLike[str], folder: Path) -> bool:
-    real = os.path.realpath(path)
-    top = os.path.realpath(folder)
-    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def _basetemp(config: pytest.Config) -> str:
