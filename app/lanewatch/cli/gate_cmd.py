@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -10,6 +11,7 @@ from lanewatch.cli.common import Duration, echo_json, say
 from lanewatch.lanes.lane import ENV_LANE
 from lanewatch.proof.gate import EXIT_CODES, check_gate
 
+PRE_COMMIT_TO_REF = "PRE_COMMIT_TO_REF"
 _CODES = ", ".join(f"{code} {reason.value}" for reason, code in EXIT_CODES.items())
 
 
@@ -21,6 +23,16 @@ def _pushed_commits(text: str) -> list[str]:
         if len(parts) >= 2:
             commits.append(parts[1])
     return commits
+
+
+def _push_range() -> list[str]:
+    """What is being pushed: git's lines on stdin, else (pre-commit's pre-push stage, which
+    reads git's lines itself and passes the hook an empty stdin) $PRE_COMMIT_TO_REF, the local
+    commit pre-commit runs the push's hooks for. Neither: only HEAD is checked."""
+    pushed = _pushed_commits(sys.stdin.read())
+    if not pushed and os.environ.get(PRE_COMMIT_TO_REF):
+        pushed = [os.environ[PRE_COMMIT_TO_REF]]
+    return pushed
 
 
 @click.command(
@@ -50,7 +62,8 @@ checkout's namespace. One line says why; the exit code says which reason:
     "--pre-push",
     "pre_push",
     is_flag=True,
-    help="Read git's pre-push lines on stdin; every pushed commit must be the proven HEAD.",
+    help="Read git's pre-push lines on stdin (else pre-commit's $PRE_COMMIT_TO_REF); every "
+    "pushed commit must be the proven HEAD.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def gate_command(
@@ -63,7 +76,7 @@ def gate_command(
     pre_push: bool,
     as_json: bool,
 ) -> None:
-    pushed = _pushed_commits(sys.stdin.read()) if pre_push else None
+    pushed = _push_range() if pre_push else None
     result = check_gate(
         step,
         lane=lane,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
 
-from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.common import friendly_errors, say
 from lanewatch.cli.laneopts import command_after_dashes, lane_options
 from lanewatch.lanes.lane import Lane
+from lanewatch.lanes.pick import Interrupted, claim_next_free, claim_waiting
 from lanewatch.lanes.run import run_in_lane
 
 
@@ -16,10 +18,32 @@ from lanewatch.lanes.run import run_in_lane
     "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
 @lane_options
+@click.option(
+    "--lane-auto",
+    "lane_auto",
+    is_flag=True,
+    help="When the lane is busy, take the next free one (LANE-2, LANE-3, …) instead of exit 3.",
+)
+@click.option(
+    "--wait",
+    "wait",
+    type=click.FloatRange(min=0),
+    is_flag=False,
+    flag_value=math.inf,
+    default=None,
+    metavar="[SECONDS]",
+    help="When the lane is busy, wait for it (for ever, or up to SECONDS; then exit 3).",
+)
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @friendly_errors
 def run_command(
-    lane: str, root: str | None, checkout: str | None, heartbeat: float | None, cmd: tuple[str, ...]
+    lane: str,
+    root: str | None,
+    checkout: str | None,
+    heartbeat: float | None,
+    lane_auto: bool,
+    wait: float | None,
+    cmd: tuple[str, ...],
 ) -> None:
     """Claim the lane's namespace and run CMD in it.
 
@@ -27,8 +51,31 @@ def run_command(
     LANEWATCH_CHECKOUT and LANEWATCH_ROOT are exported. Exits with CMD's exit code
     (128+N when it died of signal N), 2 when unbound or on a usage error (a lane name that
     cannot be one: empty, or over 150 characters once encoded), 3 when another owner holds the
-    lane.
+    lane (after --wait SECONDS, or when all of --lane-auto's lanes are busy).
     """
     argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
-    owner = Lane(lane, root=root, checkout=checkout, heartbeat=heartbeat, command=argv)
-    sys.exit(run_in_lane(owner, argv))
+    if lane_auto and wait is not None:
+        raise click.UsageError("--lane-auto and --wait exclude each other: take another, or wait")
+
+    def make(name: str) -> Lane:
+        return Lane(name, root=root, checkout=checkout, heartbeat=heartbeat, command=argv)
+
+    def next_free(_interrupted: Interrupted) -> Lane:
+        taken = claim_next_free(make, lane)
+        if taken.name != lane:
+            say(f"lanewatch: lane {lane!r} is busy; running in lane {taken.name!r}", err=True)
+        return taken
+
+    def waiting(interrupted: Interrupted) -> Lane:
+        limit = None if wait is None or math.isinf(wait) else wait
+        until = "" if limit is None else f" up to {limit:g}s"
+        return claim_waiting(
+            owner,
+            limit,
+            interrupted,
+            lambda: say(f"lanewatch: lane {lane!r} is busy; waiting for it{until}", err=True),
+        )
+
+    owner = make(lane)
+    claim = next_free if lane_auto else waiting if wait is not None else None
+    sys.exit(run_in_lane(owner, argv, claim=claim))

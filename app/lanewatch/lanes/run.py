@@ -14,13 +14,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
 
 from lanewatch.inert import inert
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
+from lanewatch.lanes.pick import Interrupted, WaitInterrupted
 from lanewatch.linux.procid import start_ticks
 
 FORWARDED = (
@@ -66,6 +67,10 @@ class _Forwarder:
         if self._pgid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._pgid, signum)
+
+    def first(self) -> int | None:
+        """The first signal received so far, if any."""
+        return self.received[0] if self.received else None
 
     def install(self) -> None:
         for sig in FORWARDED:
@@ -128,12 +133,24 @@ def _reap_on_the_way_out(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def run_in_lane(lane: Lane, cmd: Sequence[str]) -> int:
-    """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases."""
+def run_in_lane(
+    lane: Lane, cmd: Sequence[str], claim: Callable[[Interrupted], Lane] | None = None
+) -> int:
+    """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases.
+
+    `claim`, if given, claims instead of `lane.claim()` and returns the lane it claimed (a wait,
+    or the next free lane: lanes.pick); a signal that arrives while it waits ends the wait, and
+    we exit 128+N as if it had killed CMD."""
     forwarder = _Forwarder()
     try:
         forwarder.install()
-        lane.claim()
+        if claim is None:
+            lane.claim()
+        else:
+            try:
+                lane = claim(forwarder.first)
+            except WaitInterrupted as exc:
+                return 128 + exc.signum
         proc = _spawn(cmd, {**os.environ, **lane.env()})
         if isinstance(proc, int):
             lane.release(exit_code=proc, event="spawn-failed")

@@ -57,6 +57,7 @@ from lanewatch.proof.seal import BadSealKey, load_key, seal_problem
 FUTURE_SKEW = 5.0  # seconds a receipt may be dated ahead of our clock before it is refused
 _ZERO_SHA = re.compile(r"0+")
 _OBJECT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_REF_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./@{}~^-]*")  # HEAD, main, origin/main, HEAD~1
 
 
 class GateReason(StrEnum):
@@ -329,8 +330,9 @@ def check_gate(
 
 
 def _peel(worktree: str, object_id: str) -> str | None:
-    """The commit an object id (an annotated tag's, say) points at; None if it is none."""
-    if not _OBJECT_RE.fullmatch(object_id):
+    """The commit an object id (an annotated tag's, say) or a ref name (`pre-commit run
+    --to-ref main`) points at; None if it is none. Never an option: nothing starting with '-'."""
+    if not (_OBJECT_RE.fullmatch(object_id) or _REF_RE.fullmatch(object_id)):
         return None
     try:
         out = run_git(worktree, "rev-parse", "--verify", "--quiet", f"{object_id}^{{commit}}")
