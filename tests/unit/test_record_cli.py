@@ -53,7 +53,7 @@ def test_record_prints_json_lines_and_stops_on_a_signal(
     lines: list[dict[str, Any]] = []
     reader = json_lines(proc, lines)
     start = first(lines, type="start")
-    assert start["roots"] == [str(root.resolve())] and start["attribution"] in (
+    assert start["roots"] == [str(root.resolve())] and start["attribution"]["mode"] in (
         "kernel",
         "inferred",
     )
@@ -74,7 +74,7 @@ def test_record_prints_a_known_foreign_write_as_it_happens(
     proc = record(spawn, root, tmp_path)
     lines: list[dict[str, Any]] = []
     json_lines(proc, lines)
-    assert first(lines, type="start")["attribution"] == "kernel"
+    assert first(lines, type="start")["attribution"]["mode"] == "kernel"
     a = start_lane(procs, repo, root, "A")
     target = a.namespace / "tmp" / "out.json"
     start_lane(
@@ -100,6 +100,6 @@ def test_record_without_cap_sys_admin_says_inferred(
     lines: list[dict[str, Any]] = []
     json_lines(proc, lines)
     start = first(lines, type="start")
-    assert start["attribution"] == "inferred" and "CAP_SYS_ADMIN" in start["hint"]
+    assert start["attribution"]["mode"] == "inferred" and "CAP_SYS_ADMIN" in start["hint"]
     proc.terminate()
     assert proc.wait(timeout=30) == 0

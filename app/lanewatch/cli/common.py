@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from lanewatch.errors import BadLaneName, ClaimRefused, LanewatchError, Unbound
+from lanewatch.cli.exits import Exit
+from lanewatch.errors import (
+    BadLaneName,
+    BadTarget,
+    ClaimRefused,
+    LanewatchError,
+    Missing,
+    Unbound,
+    Unsupported,
+)
 from lanewatch.inert import inert
 
 if TYPE_CHECKING:
@@ -19,10 +28,11 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_ERROR = 1
-EXIT_UNBOUND = 2
-EXIT_USAGE = 2  # what click gives a usage error: a lane name that cannot be one is the same
-EXIT_REFUSED = 3
+# The names commands used before cli/exits.py; the numbers are the table's (docs/exit-codes.md).
+EXIT_ERROR = Exit.FAILED
+EXIT_UNBOUND = Exit.UNBOUND
+EXIT_USAGE = Exit.USAGE  # what click gives a usage error: a lane name that cannot be one too
+EXIT_REFUSED = Exit.REFUSED
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
@@ -50,11 +60,15 @@ def friendly_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except Unbound as exc:
-            fail(str(exc), EXIT_UNBOUND)
-        except BadLaneName as exc:
-            fail(str(exc), EXIT_USAGE)
+            fail(str(exc), Exit.UNBOUND)
+        except Unsupported as exc:
+            fail(str(exc), Exit.UNSUPPORTED)
+        except Missing as exc:  # before BadTarget: actions' NotFound is both
+            fail(str(exc), Exit.NOT_FOUND)
+        except (BadLaneName, BadTarget) as exc:
+            fail(str(exc), Exit.USAGE)
         except ClaimRefused as exc:
-            fail(str(exc), EXIT_REFUSED)
+            fail(str(exc), Exit.REFUSED)
         except LanewatchError as exc:
             fail(str(exc), EXIT_ERROR)
         except OSError as exc:  # a root on a read-only disk, a path through a file, ...

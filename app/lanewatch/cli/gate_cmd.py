@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from lanewatch.cli.common import Duration, echo_json, say
+from lanewatch.cli.common import Duration, say
+from lanewatch.cli.reports import report
 from lanewatch.lanes.lane import ENV_LANE
 from lanewatch.proof.gate import EXIT_CODES, check_gate
 
@@ -74,7 +75,7 @@ def gate_command(
         pushed=pushed,
     )
     if as_json:
-        echo_json(result.to_json())
+        report("gate", result.to_json())
     elif result.ok:
         say(f"lanewatch gate: pass: {result.message}")
     else:

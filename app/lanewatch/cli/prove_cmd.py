@@ -7,8 +7,10 @@ import sys
 import click
 
 from lanewatch.cli.common import fail, friendly_errors, say
+from lanewatch.cli.exits import Exit
 from lanewatch.cli.laneopts import command_after_dashes, lane_options
 from lanewatch.proof.prove import prove
+from lanewatch.proof.seal import BadSealKey
 
 
 @click.command("prove", context_settings={"ignore_unknown_options": True})
@@ -35,18 +37,20 @@ def prove_command(
     `lanewatch gate STEP` reads it. Inside a `lanewatch run` of the same lane, the receipt goes
     into that run's namespace instead of claiming the lane again.
 
-    Exits with CMD's exit code (128+N when it died of signal N), 2 when unbound or on a usage
-    error (a bad lane name), 3 when another owner holds the lane, 1 when the receipt could not
-    be written or this user's seal key cannot be trusted (then CMD does not run).
+    Exits with CMD's exit code (128+N when it died of signal N), 2 on a usage error (a bad lane
+    or step name), 3 when another owner holds the lane, 6 when unbound, 125 when the receipt
+    could not be written or this user's seal key cannot be trusted (then CMD does not run).
     """
     argv = command_after_dashes(cmd, "lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
     try:
         result = prove(step, argv, lane=lane, root=root, checkout=checkout, heartbeat=heartbeat)
+    except BadSealKey as exc:  # CMD did not run: 1 would read as CMD's own failure
+        fail(str(exc), Exit.RUN_FAILED)
     except OSError as exc:
-        fail(f"could not write the receipt of {step!r}: {exc}")
+        fail(f"could not write the receipt of {step!r}: {exc}", Exit.RUN_FAILED)
     receipt = result.receipt
     if receipt is None or result.path is None:
-        fail(f"{step!r} exited {result.exit_code} but no receipt was written", 1)
+        fail(f"{step!r} exited {result.exit_code} but no receipt was written", Exit.RUN_FAILED)
     if not quiet:
         where = " (inside the outer run's lane)" if result.nested else ""
         state = (

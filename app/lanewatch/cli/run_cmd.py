@@ -25,9 +25,9 @@ def run_command(
 
     TMPDIR/TMP/TEMP point inside the namespace; LANEWATCH_LANE, LANEWATCH_NAMESPACE,
     LANEWATCH_CHECKOUT and LANEWATCH_ROOT are exported. Exits with CMD's exit code
-    (128+N when it died of signal N), 2 when unbound or on a usage error (a lane name that
-    cannot be one: empty, or over 150 characters once encoded), 3 when another owner holds the
-    lane.
+    (128+N when it died of signal N), 2 on a usage error (a lane name that cannot be one:
+    empty, or over 150 characters once encoded), 3 when another owner holds the lane, 6 when
+    unbound (docs/exit-codes.md).
     """
     argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
     owner = Lane(lane, root=root, checkout=checkout, heartbeat=heartbeat, command=argv)
