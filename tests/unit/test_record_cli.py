@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import LANEWATCH, Spawn, wait_for
 from tests.unit.attributionkit import json_lines, privileged, setpriv_prefix, sha
+from tests.unit.contractkit import valid
 from tests.unit.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -65,6 +66,8 @@ def test_record_prints_json_lines_and_stops_on_a_signal(
     reader.join(timeout=10)
     assert lines[-1] == {**lines[-1], "type": "stop", "signal": sig.name}
     assert all(x["type"] in TYPES and isinstance(x["at"], float) for x in lines)
+    for line in lines:  # every line is a `lanewatch.record/1` object (the shipped schema)
+        valid("record", line)
 
 
 @privileged

@@ -52,9 +52,7 @@ def cell(value: object, style: str = "") -> Text:
     return Text(inert(value), style=style)
 
 
-def friendly_errors(func: F) -> F:
-    """Turn our own refusals into one line on stderr and a documented exit code."""
-
+def _friendly(func: F, failed: int) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -70,12 +68,22 @@ def friendly_errors(func: F) -> F:
         except ClaimRefused as exc:
             fail(str(exc), Exit.REFUSED)
         except LanewatchError as exc:
-            fail(str(exc), EXIT_ERROR)
+            fail(str(exc), failed)
         except OSError as exc:  # a root on a read-only disk, a path through a file, ...
             where = f": {exc.filename}" if exc.filename else ""
-            fail(f"{exc.strerror or exc}{where}", EXIT_ERROR)
+            fail(f"{exc.strerror or exc}{where}", failed)
 
     return wrapper  # type: ignore[return-value]
+
+
+def friendly_errors(func: F) -> F:
+    """Turn our own refusals into one line on stderr and a documented exit code (cli/exits.py)."""
+    return _friendly(func, Exit.FAILED)
+
+
+def friendly_errors_around_cmd(func: F) -> F:
+    """The same, for `run` and `prove`: a failure of lanewatch's own is 125, never CMD's 1."""
+    return _friendly(func, Exit.RUN_FAILED)
 
 
 def echo_json(data: Any) -> None:

@@ -23,7 +23,7 @@ class Exit(IntEnum):
     NOT_FOUND = 8  # no such namespace, lane, trash id, incident or recorded write
     UNSUPPORTED = 9  # this system lacks what the command needs (/proc, inotify: Linux)
     # 10-19: the gate's refusals, one code each (proof/gate.py EXIT_CODES)
-    RUN_FAILED = 125  # run/prove: lanewatch failed around CMD (no receipt written, seal key)
+    RUN_FAILED = 125  # run/prove: lanewatch failed around CMD (a root, the receipt, the seal key)
     # 126 / 127: CMD not executable / not found; 128+N: CMD died of signal N (run, prove)
 
 
@@ -44,6 +44,6 @@ MEANING: dict[Exit, str] = {
     Exit.NOT_FOUND: "not found: no such namespace, lane, trash id, incident or recorded write",
     Exit.UNSUPPORTED: "unsupported here: this system lacks what the command needs "
     "(/proc or inotify: Linux)",
-    Exit.RUN_FAILED: "`run`/`prove`: lanewatch failed around CMD (the receipt could not be "
-    "written, the seal key cannot be trusted)",
+    Exit.RUN_FAILED: "`run`/`prove`: lanewatch failed around CMD (a root it cannot use, the "
+    "receipt could not be written, the seal key cannot be trusted); never CMD's own 1",
 }

@@ -6,11 +6,10 @@ import sys
 
 import click
 
-from lanewatch.cli.common import fail, friendly_errors, say
+from lanewatch.cli.common import fail, friendly_errors_around_cmd, say
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.laneopts import command_after_dashes, lane_options
 from lanewatch.proof.prove import prove
-from lanewatch.proof.seal import BadSealKey
 
 
 @click.command("prove", context_settings={"ignore_unknown_options": True})
@@ -18,7 +17,7 @@ from lanewatch.proof.seal import BadSealKey
 @lane_options
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the receipt line on stderr.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@friendly_errors
+@friendly_errors_around_cmd
 def prove_command(
     step: str,
     lane: str,
@@ -44,8 +43,6 @@ def prove_command(
     argv = command_after_dashes(cmd, "lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
     try:
         result = prove(step, argv, lane=lane, root=root, checkout=checkout, heartbeat=heartbeat)
-    except BadSealKey as exc:  # CMD did not run: 1 would read as CMD's own failure
-        fail(str(exc), Exit.RUN_FAILED)
     except OSError as exc:
         fail(f"could not write the receipt of {step!r}: {exc}", Exit.RUN_FAILED)
     receipt = result.receipt

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.common import friendly_errors_around_cmd
 from lanewatch.cli.laneopts import command_after_dashes, lane_options
 from lanewatch.lanes.lane import Lane
 from lanewatch.lanes.run import run_in_lane
@@ -17,7 +17,7 @@ from lanewatch.lanes.run import run_in_lane
 )
 @lane_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@friendly_errors
+@friendly_errors_around_cmd
 def run_command(
     lane: str, root: str | None, checkout: str | None, heartbeat: float | None, cmd: tuple[str, ...]
 ) -> None:
