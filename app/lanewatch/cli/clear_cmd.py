@@ -18,6 +18,7 @@ from lanewatch.actions.clear import ClearResult, clear_target, stale_targets
 from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import NotFound, Target, TargetError, known_roots, resolve
 from lanewatch.actions.trashbox import list_all
+from lanewatch.cli import completers
 from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.confirm import confirm, safe
 from lanewatch.cli.exits import Exit
@@ -25,7 +26,7 @@ from lanewatch.cli.reports import report
 
 
 @click.command("clear")
-@click.argument("targets", nargs=-1)
+@click.argument("targets", nargs=-1, shell_complete=completers.targets)
 @click.option("--stale", is_flag=True, help="Also every stale namespace of the known roots.")
 @click.option("--yes", is_flag=True, help="Do not ask (needed without a terminal).")
 @click.option("--dry-run", is_flag=True, help="Run every check, move nothing.")

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from lanewatch.cli import completers
 from lanewatch.cli.common import Duration, say
 from lanewatch.cli.reports import report
 from lanewatch.lanes.lane import ENV_LANE
@@ -37,7 +38,11 @@ checkout's namespace. One line says why; the exit code says which reason:
 )
 @click.argument("step")
 @click.option(
-    "--lane", "lane", envvar=ENV_LANE, help=f"Lane (default: ${ENV_LANE}, else 'default')."
+    "--lane",
+    "lane",
+    envvar=ENV_LANE,
+    help=f"Lane (default: ${ENV_LANE}, else 'default').",
+    shell_complete=completers.lanes,
 )
 @click.option(
     "--root",

@@ -19,6 +19,7 @@ from lanewatch.actions.assess import Assessment, Seen, assess
 from lanewatch.actions.authority import is_other_user, owner_label
 from lanewatch.actions.kill import DEFAULT_WAIT, KillResult, kill
 from lanewatch.actions.targets import resolve
+from lanewatch.cli import completers
 from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.confirm import confirm, safe
 from lanewatch.cli.exits import Exit
@@ -29,7 +30,7 @@ SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
 
 
 @click.command("kill")
-@click.argument("target")
+@click.argument("target", shell_complete=completers.targets)
 @click.option(
     "--signal",
     "sig_name",

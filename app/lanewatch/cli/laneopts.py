@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
+from lanewatch.cli import completers
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE
 from lanewatch.lanes.stamp import MAX_HEARTBEAT
 
@@ -24,6 +25,7 @@ def lane_options(func: F) -> F:
                 default=DEFAULT_LANE,
                 show_default=True,
                 help=f"Lane name (default: ${ENV_LANE}, else '{DEFAULT_LANE}').",
+                shell_complete=completers.lanes,
             ),
             click.option(
                 "--root",

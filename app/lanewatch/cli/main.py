@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "purge": "trash_cmd:purge_command",
     "record": "record_cmd:record_command",
     "history": "history_cmd:history_command",
+    "completion": "completion_cmd:completion_command",
 }
 
 

@@ -23,6 +23,7 @@ from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trash import find, restore
 from lanewatch.actions.trashbox import TrashEntry, list_all, purging_dirs
+from lanewatch.cli import completers
 from lanewatch.cli.common import Duration, friendly_errors
 from lanewatch.cli.confirm import confirm, safe
 from lanewatch.cli.exits import Exit
@@ -61,7 +62,7 @@ def trash_command(as_json: bool) -> None:
 
 
 @click.command("restore")
-@click.argument("trash_id")
+@click.argument("trash_id", shell_complete=completers.trash_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @friendly_errors
 def restore_command(trash_id: str, as_json: bool) -> None:
