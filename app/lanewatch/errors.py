@@ -23,6 +23,10 @@ class ClaimRefused(LanewatchError):
         self.owner = owner
 
 
+class BadValue(LanewatchError):
+    """An option's value that cannot be one (a heartbeat of NaN): a usage error."""
+
+
 class BadTarget(LanewatchError):
     """A TARGET that cannot name one namespace: several match, or it is not inside a root."""
 

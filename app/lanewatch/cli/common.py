@@ -15,6 +15,7 @@ from lanewatch.cli.exits import Exit
 from lanewatch.errors import (
     BadLaneName,
     BadTarget,
+    BadValue,
     ClaimRefused,
     LanewatchError,
     Missing,
@@ -63,7 +64,7 @@ def _friendly(func: F, failed: int) -> F:
             fail(str(exc), Exit.UNSUPPORTED)
         except Missing as exc:  # before BadTarget: actions' NotFound is both
             fail(str(exc), Exit.NOT_FOUND)
-        except (BadLaneName, BadTarget) as exc:
+        except (BadLaneName, BadTarget, BadValue) as exc:
             fail(str(exc), Exit.USAGE)
         except ClaimRefused as exc:
             fail(str(exc), Exit.REFUSED)
