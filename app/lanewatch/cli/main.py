@@ -97,7 +97,8 @@ class LazyGroup(click.Group):
         name, command, rest = super().resolve_command(ctx, args)
         # Before the command runs (its module is loaded, nothing of it ran): not for help or
         # shell completion, which work anywhere.
-        if name and not ctx.resilient_parsing and not _HELP.intersection(rest):
+        own = rest[: rest.index("--")] if "--" in rest else rest  # not CMD's own `-h`
+        if name and not ctx.resilient_parsing and not _HELP.intersection(own):
             check_platform(name)
         return name, command, rest
 
