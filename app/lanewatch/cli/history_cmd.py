@@ -18,6 +18,7 @@ from rich.table import Table
 from lanewatch.cli.common import cell, fail, friendly_errors
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.cli.status_cmd import console
 
 
@@ -27,7 +28,7 @@ def _iso(t: float) -> str:
 
 @click.command("history")
 @click.argument("path", type=click.Path())
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly_errors
 def history_command(path: str, roots: Sequence[str], as_json: bool) -> None:

@@ -18,6 +18,7 @@ from lanewatch.cli.common import cell, fail, friendly_errors, say
 from lanewatch.cli.content_diff import content_section
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.cli.status_cmd import console, incident_json
 from lanewatch.inert import inert
 from lanewatch.model.kinds import kind_of, severity_of
@@ -105,7 +106,7 @@ def _one_table(i: Incident, console: Console) -> None:
 
 @click.command("incidents")
 @click.argument("incident_id", required=False)
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the evidence).")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown for a postmortem.")
 @click.option("--ack", "ack", is_flag=True, help="Acknowledge INCIDENT_ID.")

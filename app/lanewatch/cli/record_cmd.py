@@ -22,6 +22,7 @@ import click
 
 from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.reports import schema_id
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.cli.status_cmd import incident_json
 from lanewatch.inert import inert
 from lanewatch.model.views import Changes, Incident, NamespaceView
@@ -141,7 +142,7 @@ def _text(f: dict[str, Any]) -> str:
 
 
 @click.command("record")
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 @click.option("--poll", is_flag=True, help="Poll the roots (network filesystems).")
 @friendly_errors

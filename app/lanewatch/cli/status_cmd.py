@@ -18,6 +18,7 @@ from rich.text import Text
 from lanewatch.cli.common import cell, echo_json, friendly_errors
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import schema_id
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
 
@@ -205,7 +206,7 @@ def render(changes: Changes, console: Console) -> None:
 
 
 @click.command("status")
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (docs/engine.md).")
 @click.option(
     "--poll",
