@@ -7,7 +7,10 @@ import sys
 
 import click
 
-from lanewatch.cli.common import Duration, echo_json, say
+from lanewatch.cli import completers
+from lanewatch.cli.common import Duration, say
+from lanewatch.cli.reports import report
+from lanewatch.cli.rootopts import lane_root
 from lanewatch.lanes.lane import ENV_LANE
 from lanewatch.proof.gate import EXIT_CODES, check_gate
 
@@ -48,13 +51,13 @@ checkout's namespace. One line says why; the exit code says which reason:
 )
 @click.argument("step")
 @click.option(
-    "--lane", "lane", envvar=ENV_LANE, help=f"Lane (default: ${ENV_LANE}, else 'default')."
+    "--lane",
+    "lane",
+    envvar=ENV_LANE,
+    help=f"Lane (default: ${ENV_LANE}, else 'default').",
+    shell_complete=completers.lanes,
 )
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False),
-    help="Scratch root (default: $LANEWATCH_ROOT or the state dir).",
-)
+@lane_root
 @click.option("--checkout", type=click.Path(), help="Bind to this checkout instead of cwd.")
 @click.option("--allow-dirty", is_flag=True, help="Do not compare the working tree's dirt.")
 @click.option("--max-age", type=Duration(), help="Refuse receipts older than this (90s, 10m, 2h).")
@@ -87,7 +90,7 @@ def gate_command(
         pushed=pushed,
     )
     if as_json:
-        echo_json(result.to_json())
+        report("gate", result.to_json())
     elif result.ok:
         say(f"lanewatch gate: pass: {result.message}")
     else:

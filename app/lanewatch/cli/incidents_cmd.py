@@ -1,7 +1,7 @@
 """`lanewatch incidents`: the incident log of every root, or one incident's whole timeline.
 
 Reads `<root>/.lanewatch-root/incidents.jsonl` (what every engine and `status` recorded); it
-does not scan. `--ack ID` records an acknowledgement. Exit codes: 0, or 1 for an unknown ID.
+does not scan. `--ack ID` records an acknowledgement. Exit codes: 0, or 8 for an unknown ID.
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lanewatch.cli.common import cell, echo_json, fail, friendly_errors, say
+from lanewatch.cli.common import cell, fail, friendly_errors, say
 from lanewatch.cli.content_diff import content_section
+from lanewatch.cli.exits import Exit
+from lanewatch.cli.reports import report
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.cli.status_cmd import console, incident_json
 from lanewatch.inert import inert
 from lanewatch.model.kinds import kind_of, severity_of
@@ -103,7 +106,7 @@ def _one_table(i: Incident, console: Console) -> None:
 
 @click.command("incidents")
 @click.argument("incident_id", required=False)
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the evidence).")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown for a postmortem.")
 @click.option("--ack", "ack", is_flag=True, help="Acknowledge INCIDENT_ID.")
@@ -122,7 +125,7 @@ def incidents_command(
         if not incident_id:
             raise click.UsageError("--ack needs an INCIDENT_ID")
         if not acknowledge(paths, incident_id):
-            fail(f"no incident {incident_id!r} in {', '.join(paths)}")
+            fail(f"no incident {incident_id!r} in {', '.join(paths)}", Exit.NOT_FOUND)
         say(f"acknowledged: {incident_id}")
         return
     records = read_all(paths)
@@ -130,16 +133,17 @@ def incidents_command(
     if incident_id:
         one = next((i for i in incidents if i.id == incident_id), None)
         if one is None:
-            fail(f"no incident {incident_id!r} in {', '.join(paths)}")
+            fail(f"no incident {incident_id!r} in {', '.join(paths)}", Exit.NOT_FOUND)
         if as_json:
-            echo_json(incident_json(one, evidence=True))
+            report("incident", incident_json(one, evidence=True))
         elif as_markdown:
             click.echo(markdown(one) + content_section(paths, one), nl=False)
         else:
             _one_table(one, console())
         return
     if as_json:
-        echo_json([incident_json(i, evidence=True) for i in incidents])
+        incidents_json = [incident_json(i, evidence=True) for i in incidents]
+        report("incidents", {"roots": paths, "incidents": incidents_json})
     elif as_markdown:
         click.echo("\n".join(markdown(i) + content_section(paths, i) for i in incidents), nl=False)
     else:

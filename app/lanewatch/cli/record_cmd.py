@@ -35,6 +35,8 @@ from typing import Any
 import click
 
 from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.reports import schema_id
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.cli.status_cmd import incident_json
 from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert
@@ -71,14 +73,20 @@ class Printer:
             self.emit(
                 "start",
                 roots=self.roots,
-                attribution=changes.attribution,
+                # {mode, hint} as in status --json; the top-level `hint` is 0.1's, kept for 0.2
+                attribution={"mode": changes.attribution, "hint": changes.attribution_hint},
                 hint=changes.attribution_hint,
                 namespaces=len(changes.upserts),
                 incidents=len(changes.incidents),
             )
         elif changes.attribution and changes.attribution != self.attribution:
             self.attribution = changes.attribution
-            self.emit("attribution", mode=changes.attribution, hint=changes.attribution_hint)
+            self.emit(
+                "attribution",
+                attribution={"mode": changes.attribution, "hint": changes.attribution_hint},
+                mode=changes.attribution,  # 0.1's keys, kept for 0.2
+                hint=changes.attribution_hint,
+            )
         for h in changes.health:
             if self.health.get(h.root) != (h.status, h.detail):
                 self.health[h.root] = (h.status, h.detail)
@@ -127,7 +135,7 @@ class Printer:
     def emit(self, line_type: str, /, **fields: Any) -> None:
         at = time.time()
         if self.as_json:
-            out = {"type": line_type, "at": at, **fields}
+            out = {"schema": schema_id("record"), "type": line_type, "at": at, **fields}
             line = json.dumps(out, sort_keys=True, default=str)
         else:
             when = time.strftime("%H:%M:%S", time.localtime(at))
@@ -179,12 +187,12 @@ def _text(f: dict[str, Any]) -> str:
     if "status" in f:
         return f"{f['root']}: {f['status']} ({f['detail']})"
     if "hint" in f:
-        return f"attribution {f.get('attribution') or f.get('mode')}: {f['hint']}"
+        return f"attribution {f['attribution']['mode']}: {f['hint']}"
     return " ".join(f"{k}={v}" for k, v in f.items())
 
 
 @click.command("record")
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 @click.option("--poll", is_flag=True, help="Poll the roots (network filesystems).")
 @click.option(

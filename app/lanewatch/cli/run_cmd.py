@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from lanewatch.cli.common import friendly_errors, say
+from lanewatch.cli.common import friendly_errors_around_cmd, say
 from lanewatch.cli.laneopts import command_after_dashes, lane_options
 from lanewatch.lanes.lane import Lane
 from lanewatch.lanes.pick import Interrupted, claim_next_free, claim_waiting
@@ -35,7 +35,7 @@ from lanewatch.lanes.run import run_in_lane
     help="When the lane is busy, wait for it (for ever, or up to SECONDS; then exit 3).",
 )
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@friendly_errors
+@friendly_errors_around_cmd
 def run_command(
     lane: str,
     root: str | None,
@@ -49,9 +49,10 @@ def run_command(
 
     TMPDIR/TMP/TEMP point inside the namespace; LANEWATCH_LANE, LANEWATCH_NAMESPACE,
     LANEWATCH_CHECKOUT and LANEWATCH_ROOT are exported. Exits with CMD's exit code
-    (128+N when it died of signal N), 2 when unbound or on a usage error (a lane name that
-    cannot be one: empty, or over 150 characters once encoded), 3 when another owner holds the
-    lane (after --wait SECONDS, or when all of --lane-auto's lanes are busy).
+    (128+N when it died of signal N), 2 on a usage error (a lane name that cannot be one:
+    empty, or over 150 characters once encoded), 3 when another owner holds the lane (after
+    --wait SECONDS, or when all of --lane-auto's lanes are busy), 6 when unbound
+    (docs/exit-codes.md).
     """
     argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
     if lane_auto and wait is not None:

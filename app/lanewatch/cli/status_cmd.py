@@ -16,13 +16,16 @@ from rich.table import Table
 from rich.text import Text
 
 from lanewatch.cli.common import cell, echo_json, friendly_errors
+from lanewatch.cli.exits import Exit
+from lanewatch.cli.reports import schema_id
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
 
-SCHEMA = 1
-EXIT_OK = 0
-EXIT_COLLISIONS = 4
-EXIT_INCOMPLETE = 5
+SCHEMA = schema_id("status")  # was the number 1 before 0.2
+EXIT_OK = Exit.OK
+EXIT_COLLISIONS = Exit.COLLISION
+EXIT_INCOMPLETE = Exit.INCOMPLETE
 
 _STATE_STYLE = {
     NsState.LIVE: "green",
@@ -91,6 +94,8 @@ def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:
         "count": i.count,
         "grade": i.grade,
         "acknowledged": i.acknowledged,
+        "ack_at": i.ack_at,
+        "ack_by": i.ack_by,
         "summary": i.summary,
     }
     if evidence:
@@ -121,7 +126,7 @@ def status_json(changes: Changes) -> dict[str, Any]:
         "namespaces": [namespace_json(v, now) for v in views],
         "incidents": [incident_json(i) for i in incidents],
         "open_incidents": sum(not i.acknowledged for i in incidents),
-        "exit_code": exit_code(changes),
+        "exit_code": int(exit_code(changes)),
         "attribution": {"mode": changes.attribution, "hint": changes.attribution_hint},
         "service": service_json(),
     }
@@ -215,7 +220,7 @@ def render(changes: Changes, console: Console) -> None:
 
 
 @click.command("status")
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (docs/engine.md).")
 @click.option(
     "--poll",

@@ -10,7 +10,7 @@ Checks, in order (the first that fails is the reason):
 | reason        | exit | when                                                                |
 |---------------|------|---------------------------------------------------------------------|
 | pass          | 0    | every check below held                                              |
-| unbound       | 17   | no checkout binds this place, or the lane/step cannot name a path   |
+| unbound       | 6    | no checkout binds this place, or the lane/step cannot name a path   |
 | missing       | 10   | no receipt for this step in this checkout's lane                    |
 | unreadable    | 16   | the receipt is empty, garbage, contradictory, oversized, a symlink, |
 |               |      | of a newer schema, or cannot be read                                |
@@ -83,7 +83,7 @@ EXIT_CODES: dict[GateReason, int] = {
     GateReason.FAILED: 14,
     GateReason.TOO_OLD: 15,
     GateReason.UNREADABLE: 16,
-    GateReason.UNBOUND: 17,
+    GateReason.UNBOUND: 6,  # the code every command uses for unbound (cli/exits.py); was 17
     GateReason.HEAD_UNKNOWN: 18,
     GateReason.BAD_SEAL: 19,
 }
