@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +30,7 @@ from typing import Any
 
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes import ledger
+from lanewatch.lanes.fsutil import open_regular
 from lanewatch.lanes.ledger import LedgerLine
 from lanewatch.lanes.names import split_namespace_name
 from lanewatch.lanes.stamp import StampRead, read_stamp
@@ -190,11 +193,26 @@ def _bounded(lines: Sequence[str]) -> tuple[tuple[str, ...], int]:
     return shown, max(0, len(lines) - MAX_LINES)
 
 
+def on_disk(path: str, sha256: str) -> bytes | None:
+    """The file's content now, if it is a small regular file whose sha256 is still `sha256`
+    (a receipt read by the walk, when no kernel source kept its content)."""
+    try:
+        with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as f:
+            data = f.read(evidence.SMALL_FILE + 1)
+    except OSError:
+        return None
+    if len(data) > evidence.SMALL_FILE or hashlib.sha256(data).hexdigest() != sha256:
+        return None
+    return data
+
+
 def file_story(roots: Sequence[str], path: str, vs: Sequence[Version]) -> FileStory:
     shown: list[Shown] = []
     previous: str | None = None
     for v in vs:
-        data = evidence.load(roots, v.sha256) if v.sha256 else None
+        data = None
+        if v.sha256:
+            data = evidence.load(roots, v.sha256) or on_disk(path, v.sha256)
         text = _text(data) if data is not None else None
         if v.sha256 is None:
             shown.append(Shown(v, "not-hashed"))
@@ -273,8 +291,8 @@ def says(s: Shown) -> str:
         "diff": f"Then {v.writer}, changing it:",
         "same": f"Then {v.writer}: the same content again.",
         "binary": f"{v.writer} wrote binary content ({size} bytes): not shown.",
-        "not-kept": f"{v.writer} wrote {size} bytes: content not kept "
-        "(larger than 64 KiB, or evicted).",
+        "not-kept": f"{v.writer} wrote {size} bytes: content not kept (only kernel "
+        "attribution keeps contents, up to 64 KiB) and not on disk any more.",
         "not-hashed": f"{v.writer} wrote to it ({v.event or 'modify'}) while holding it open: "
         "no content was read.",
     }.get(s.kind, v.writer)
@@ -349,7 +367,7 @@ def to_markdown(report: IncidentReport) -> str:
         out.append("No evidence recorded.")
     out += ["", "## What each writer wrote", ""]
     if not report.files:
-        out.append("No write of these paths was recorded (kernel attribution records them).")
+        out += ["No write of these paths was recorded (kernel attribution records them).", ""]
     for story in report.files:
         out += [f"### {_md(story.path)}", ""]
         for n, s in enumerate(story.shown, 1):

@@ -20,7 +20,7 @@ from lanewatch.tui import fmt
 from lanewatch.tui.columns import untrusted
 from lanewatch.tui.messages import FileLoaded, FilesLoaded
 from lanewatch.tui.nsfiles import NsFile, list_files, read_file
-from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
+from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, duration_key, number_key
 
 if TYPE_CHECKING:
     from lanewatch.tui.app import LanewatchApp
@@ -29,7 +29,7 @@ FILE_COLUMNS = (
     Column("name", "NAME", max_width=48),
     Column("size", "SIZE", justify="right", sort_key=number_key),
     Column("writer", "LAST WRITER", max_width=24),
-    Column("age", "AGE", justify="right"),
+    Column("age", "AGE", justify="right", sort_key=duration_key),
     Column("kind", "TYPE"),
 )
 

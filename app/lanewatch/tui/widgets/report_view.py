@@ -17,9 +17,9 @@ DIFF_STYLES = {"+": "green", "-": "red", "@": "cyan"}
 def writes_renderable(report: IncidentReport, hint: str = "") -> Text:
     text = Text("What each writer wrote", style="bold underline", end="\n")
     if not report.files:
-        text.append("\nNo write of these paths was recorded", style="dim")
-        text.append(f" ({inert(hint)})" if hint else ".", style="dim")
-        text.append("\n")
+        text.append("\nNo write of these paths was recorded.\n", style="dim")
+        if hint:
+            text.append(f"Attribution: {inert(hint)}\n", style="dim")
         return text
     for story in report.files:
         text.append("\n")
