@@ -56,8 +56,9 @@ def utc(t: float | None) -> str:
     return f"{whole}.{int((t % 1) * 1000):03d}Z"
 
 
-def who(person: Mapping[str, Any] | None) -> str:
-    """A writer or an intruder for people: "lane L, pid N on HOST: command" (inert)."""
+def who(person: Mapping[str, Any] | None, limit: int | None = None) -> str:
+    """A writer or an intruder for people: "lane L, pid N on HOST: command" (inert); the
+    command cut to `limit` characters if given (one line of a narrow screen)."""
     if not person:
         return "unknown"
     parts = [f"lane {person['lane']}" if person.get("lane") else "no lane"]
@@ -66,9 +67,15 @@ def who(person: Mapping[str, Any] | None) -> str:
         parts.append(f"pid {person['pid']}{host}")
     text = ", ".join(parts)
     command = person.get("command")
-    if isinstance(command, list | tuple) and command:
-        text += ": " + " ".join(str(a) for a in command)
-    elif isinstance(command, str) and command:
+    if isinstance(command, list | tuple):
+        # Cut short, absolute paths show their last part: "python3 writer.py --hold x.log".
+        args = [str(a) for a in command]
+        if limit is not None:
+            args = [a.rsplit("/", 1)[-1] if a.startswith("/") else a for a in args]
+        command = " ".join(args)
+    if isinstance(command, str) and command:
+        if limit is not None and len(command) > limit:
+            command = command[: max(1, limit - 1)] + "…"
         text += ": " + command
     return inert(text)
 

@@ -49,6 +49,9 @@ EVIDENCE_COLUMNS = (
 )
 
 
+SUMMARY_COMMAND = 60  # characters of a command in the summary (the export has it whole)
+
+
 def summary(incident: Incident, victim: NamespaceView | None) -> Text:
     text = Text(inert(f"{incident.kind} "), style="bold red")
     text.append(inert(incident.id), style="dim")
@@ -57,10 +60,10 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
     intruder = dict(incident.intruder)
     before = intruder.pop("previous_owner", None)
     text.append("\nintruder ")
-    text.append(who(intruder))
+    text.append(who(intruder, SUMMARY_COMMAND))
     if isinstance(before, dict):
         text.append("\nbefore   ")
-        text.append(who(before))
+        text.append(who(before, SUMMARY_COMMAND))
     text.append(
         f"\nseen     {fmt.stamp_time(incident.first_seen)} → {fmt.stamp_time(incident.last_seen)}"
         f"  ×{incident.count}  grade {inert(incident.grade)}"
