@@ -343,7 +343,11 @@ class LanewatchApp(App[None]):
         lane, checkout = intruder.get("lane"), intruder.get("checkout_id")
         if not lane:
             return None
-        found = [k for k, ns in spaces.items() if ns.lane == lane and ns.checkout_id == checkout]
+        found = [
+            k
+            for k, ns in spaces.items()
+            if ns.lane == lane and (checkout is None or ns.checkout_id == checkout)
+        ]
         return incident.victim if incident.victim in found else (found[0] if found else None)
 
     def jump_to_lane(self, key: str, came_from: Incident | None = None) -> None:
