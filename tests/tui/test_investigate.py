@@ -189,15 +189,28 @@ async def test_export_goes_to_the_state_folder_as_the_cli_prints_it(
             what="the toast naming the file",
         )
         assert screen.report is not None
-    out = subprocess.run(
-        [*LANEWATCH, "incidents", inc.id, "--markdown", "--root", str(demo.scratch_root)],
-        capture_output=True,
-        timeout=60,
-        cwd=checkout,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == md.read_bytes()  # one format, byte for byte
-    assert b"## What each writer wrote" in out.stdout and b"Times are UTC." in out.stdout
+        app.last_export = None
+        await settle(pilot)
+        await pilot.press("E")
+        await until(pilot, lambda: app.last_export is not None, what="the JSON export")
+        as_json = app.last_export
+        assert as_json is not None and as_json.parent == default_folder()
+
+    def cli(flag: str) -> bytes:
+        out = subprocess.run(
+            [*LANEWATCH, "incidents", inc.id, flag, "--root", str(demo.scratch_root)],
+            capture_output=True,
+            timeout=60,
+            cwd=checkout,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    markdown = cli("--markdown")
+    assert markdown == md.read_bytes()  # one format, byte for byte
+    assert b"## What each writer wrote" in markdown and b"Times are UTC." in markdown
+    assert cli("--json") == as_json.read_bytes()
+    assert not list(checkout.iterdir())
 
 
 @privileged
