@@ -299,7 +299,7 @@ def says(s: Shown) -> str:
         "same": f"Then {v.writer}: the same content again.",
         "binary": f"{v.writer} wrote binary content ({size} bytes): not shown.",
         "not-kept": f"{v.writer} wrote {size} bytes: content not kept (only kernel "
-        "attribution keeps contents, up to 64 KiB) and not on disk any more.",
+        "attribution keeps contents, up to 64 KiB), and the file no longer holds it.",
         "not-hashed": f"{v.writer} wrote to it ({v.event or 'modify'}) while holding it open: "
         "no content was read.",
     }.get(s.kind, v.writer)
