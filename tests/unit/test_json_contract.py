@@ -87,7 +87,8 @@ def test_status_incidents_and_history(repo: Path, scratch: Path, tmp_path: Path)
     acked = cli("incidents", record.id, "--ack", "--root", str(scratch), cwd=tmp_path)
     assert acked.returncode == 0, acked.stderr
     one = report("incident", "incidents", record.id, "--root", str(scratch), cwd=tmp_path)
-    assert one["acknowledged"] and one["ack_at"] is not None  # never true with a null ack_at
+    # the report: the same bytes as the dashboard's export (records/report.py)
+    assert one["incident"]["acknowledged"] and one["incident"]["ack_at"] is not None
 
     history = report("history", "history", target, "--root", str(scratch), cwd=tmp_path)
     assert [w["lane"] for w in history["writes"]] == ["B"]

@@ -186,7 +186,7 @@ class Attribution:
 
     # -- the reader: keep it short -------------------------------------------------------------
     def _zone(self, path: str) -> tuple[str, str | None, str | None] | None:
-        if f"/{ROOT_META}/" in path or any(is_under(path, p) for p in self.ignore):
+        if f"/{ROOT_META}/" in path:
             return None  # lanewatch's own data: never anyone's write
         for root in self.roots:
             if path.startswith(root + "/"):
@@ -194,6 +194,10 @@ class Attribution:
                 if not sep or name == ROOT_META:
                     return None  # a stray file in the root, or the root's own data
                 return "ns", f"{root}/{name}", root
+        # Only after the roots: the default root (`<state dir>/scratch`) and the demo's are
+        # inside the state folder, which is otherwise lanewatch's own (registry, exports).
+        if any(is_under(path, p) for p in self.ignore):
+            return None
         return ("shared", None, None) if any(is_under(path, p) for p in self.shared) else None
 
     def _on_events(self, events: Sequence[FanEvent]) -> None:
