@@ -15,13 +15,11 @@ import click
 
 from lanewatch.actions.assess import Assessment, Seen, assess
 from lanewatch.actions.authority import is_other_user, owner_label
-from lanewatch.actions.kill import DEFAULT_WAIT, kill
+from lanewatch.actions.kill import DEFAULT_WAIT, SIGNALS, kill
 from lanewatch.actions.targets import resolve
 from lanewatch.cli.common import EXIT_ERROR, EXIT_REFUSED, friendly_errors
 from lanewatch.cli.confirm import confirm, safe
 from lanewatch.model.views import NsState
-
-SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
 
 
 @click.command("kill")

@@ -31,6 +31,8 @@ class Column:
         max_width: With auto width, never wider than this (longer cells end in "…").
         justify: Alignment of the cells and the label.
         sort_key: Maps a cell to a sort key; `text_key` if None. See `number_key`, `duration_key`.
+        fill: With auto width, also take the room the other columns leave in the view (up to
+            its widest cell): a long reason is shown whole on a wide terminal.
     """
 
     key: str
@@ -40,3 +42,4 @@ class Column:
     max_width: int | None = None
     justify: Justify = "left"
     sort_key: SortKey | None = None
+    fill: bool = False
