@@ -147,7 +147,7 @@ def row_tone(row: NamespaceView | Incident, against: Sequence[Incident] = ()) ->
     return found.value if found is not None else None
 
 
-_VICTIM = Text("!", style="bold red", end="")
+_VICTIM = Text("!", style="bold reverse red", end="")  # reverse: a block, even in greys
 
 
 def victim_cell(against: Sequence[Incident]) -> Cell:

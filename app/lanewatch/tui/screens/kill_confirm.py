@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.widgets import Button, Static
+from textual.widgets import Static
 
 from lanewatch.actions.kill import SIGNALS
 from lanewatch.inert import inert
@@ -72,7 +72,6 @@ class KillConfirm(ConfirmScreen):
         self.what = self.describe(name)
         self.query_one("#confirm-signal", Static).update(self._menu())
         self.query_one("#confirm-what", Static).update(Text(inert(self.what)))
-        self.query_one("#confirm-yes", Button).label = Text(f"Kill with SIG{name} [y]")
 
     def action_next_signal(self) -> None:
         self.action_signal(MENU[(MENU.index(self.signal_name) + 1) % len(MENU)])

@@ -31,6 +31,15 @@ from lanewatch.tui.widgets.lane_table._filter import compile_filter
 from lanewatch.tui.widgets.lane_table._sort_keys import text_key
 
 _SORT_MARKS = {False: " ▲", True: " ▼"}
+# The style of a segment that has none: Textual's NO_COLOR filter (`Monochrome`) reads every
+# segment's style and fails on None, so no segment of ours is left without one.
+_PLAIN = Style()
+
+
+def _styled(segments: list[Segment]) -> list[Segment]:
+    return [s if s.style is not None else Segment(s.text, _PLAIN, s.control) for s in segments]
+
+
 _SORT_MARK_WIDTH = 2
 
 
@@ -767,7 +776,7 @@ class LaneTable(ScrollView, can_focus=True):
             total = self._total_width
             if self._line_width > total:
                 segments.append(Segment(" " * (self._line_width - total)))
-            strip = Strip(segments, max(total, self._line_width))
+            strip = Strip(_styled(segments), max(total, self._line_width))
             self._strips.set(key, strip)
         return strip
 
@@ -790,7 +799,7 @@ class LaneTable(ScrollView, can_focus=True):
                 if column.key == self._sort_column:
                     label += _SORT_MARKS[self._sort_reverse]
                 segments += cell_segments(label, width, column.justify, self._pad, self.app.console)
-            self._header = Strip(segments, self._total_width)
+            self._header = Strip(_styled(segments), self._total_width)
         return self._header
 
     def _layer(self, name: str) -> Style:
@@ -851,12 +860,12 @@ class LaneTable(ScrollView, can_focus=True):
         else:
             index = scroll_y + y - 1
             if index >= len(self._visible):
-                return Strip.blank(width)
+                return Strip.blank(width, _PLAIN)
             key = self._visible[index]
             strip = self._render_row(key)
             style = self._row_style(key, index)
         if scroll_x or strip.cell_length != width:
-            strip = strip.crop_extend(scroll_x, scroll_x + width, None)
+            strip = strip.crop_extend(scroll_x, scroll_x + width, _PLAIN)
         return strip.apply_style(style) if style else strip
 
     def _refresh_keys(self, keys: Iterable[RowKey]) -> None:
