@@ -34,6 +34,7 @@ from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.help import HelpScreen
 from lanewatch.tui.screens.incident import IncidentScreen
+from lanewatch.tui.screens.kill_confirm import KillConfirm
 from lanewatch.tui.screens.main import MainScreen
 from lanewatch.tui.screens.trash import TrashScreen
 from lanewatch.tui.screens.typeahead import TypeaheadGuard
@@ -314,7 +315,7 @@ class LanewatchApp(App[None]):
             ("In a table", list(LaneTable.BINDINGS)),
             ("Incident timeline", list(IncidentScreen.BINDINGS)),
             ("Trash", list(TrashScreen.BINDINGS)),
-            ("Confirmation", list(ConfirmScreen.BINDINGS)),
+            ("Confirmation (kill: the signal)", [*ConfirmScreen.BINDINGS, *KillConfirm.BINDINGS]),
             ("Everywhere", [*self.BINDINGS, Binding("ctrl+p", "command_palette", "Commands")]),
         ]
 

@@ -509,7 +509,10 @@ class MainScreen(TypeaheadGuard, Screen[None]):
 
     def on_key(self, event: events.Key) -> None:
         """A key whose action does not apply to the selection (or in this view) reaches here
-        unhandled: say why, once, in a short notice."""
+        unhandled: say why, once, in a short notice. Only from a table: a key typed in the
+        filter is the field's (bindings run after this handler)."""
+        if not isinstance(self.focused, LaneTable):
+            return
         for binding in self._bindings.key_to_bindings.get(event.key, ()):
             action = binding.action.partition("(")[0]
             if action not in TOLD:
