@@ -14,7 +14,7 @@ from textual.widgets import SelectionList
 from lanewatch.model.kinds import Severity
 from lanewatch.model.states import STATES, state_severity
 from lanewatch.model.views import NsState
-from lanewatch.tui.app import LanewatchApp, make_app
+from lanewatch.tui.app import LanewatchApp, make_app, theme_for
 from lanewatch.tui.columns import row_tone
 from lanewatch.tui.picture import View
 from lanewatch.tui.screens.column_pick import ColumnPick
@@ -229,3 +229,11 @@ async def test_keys_that_do_not_apply_say_why() -> None:
         await pilot.press("enter")
         await until(pilot, lambda: any("No incident" in n.message for n in app._notifications))
         assert app.screen is app.main
+
+
+def test_sixteen_colour_terminals_get_the_ansi_theme() -> None:
+    """In 16 colours the default theme's error colour comes out grey (seen with TERM=xterm):
+    the ANSI theme keeps red red. Textual reads the colour system once, at import, so this
+    checks the choice; the tmux run with TERM=xterm is in the report."""
+    assert theme_for("standard") == "ansi-dark" and theme_for("windows") == "ansi-dark"
+    assert theme_for("truecolor") is None and theme_for("256") is None

@@ -61,6 +61,14 @@ def css_path() -> Path:
     return here.parents[3] / "styles" / CSS_NAME
 
 
+def theme_for(color_system: str | None) -> str | None:
+    """The theme for a terminal of 16 colours (TERM=xterm, TEXTUAL_COLOR_SYSTEM=standard): the
+    ANSI one, whose error and warning are the terminal's own red and yellow. The default theme's
+    truecolours, brought down to 16 by nearest match, turn its error colour grey and a hung row
+    would read as a live one. None: keep the default."""
+    return "ansi-dark" if color_system in ("standard", "windows") else None
+
+
 class LanewatchApp(App[None]):
     CSS_PATH = css_path()
     TITLE = "lanewatch"
@@ -133,6 +141,9 @@ class LanewatchApp(App[None]):
     # -- lifecycle ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        theme = theme_for(self.console.color_system)
+        if theme is not None:
+            self.theme = theme
         self._terminal = watch.terminal_fd(self.is_headless)
         self.push_screen(self.main)
         self.set_interval(TICK, self._tick, name="ages")
