@@ -237,3 +237,17 @@ def test_sixteen_colour_terminals_get_the_ansi_theme() -> None:
     checks the choice; the tmux run with TERM=xterm is in the report."""
     assert theme_for("standard") == "ansi-dark" and theme_for("windows") == "ansi-dark"
     assert theme_for("truecolor") is None and theme_for("256") is None
+
+
+@pytest.mark.parametrize("size", [(200, 50), (120, 30)])
+async def test_the_reason_takes_the_rest_of_a_wide_view(size: tuple[int, int]) -> None:
+    """WHY was cut at 30 cells ("released by its owner (exit c…") even at 200 columns."""
+    app = lanes()
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot, app, 4)
+        await pilot.press("3")
+        await shows(pilot, "released by its owner (exit code 0)")
+        table = app.main.table()
+        header = screen_text(app).splitlines()[1]
+        assert all(label in header for label in ("STATE", "LANE", "SINCE", "BYTES", "WHY"))
+        assert table.scroll_offset.x == 0

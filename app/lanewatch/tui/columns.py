@@ -85,10 +85,11 @@ COLLISIONS = (
 STALE = (
     STATE,
     LANE,
-    # 30 at 80 columns; on a wider terminal the reason takes what the row leaves over.
-    Column("why", "WHY", max_width=30, fill=True),
     Column("since", "SINCE", justify="right", sort_key=_ago_key),
     BYTES,
+    # The last of the first 80 columns, so it can take the rest of a wider view (`fill`): the
+    # reason whole ("released by its owner (exit code 0)"), the columns after it a scroll away.
+    Column("why", "WHY", max_width=30, fill=True),
     # Past 80 columns:
     FILES,
     CHECKOUT,
@@ -206,9 +207,9 @@ def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
     return (
         state_cell(ns),
         untrusted(lane_label(ns)),
-        untrusted(ns.reason),
         age_cells(View.STALE, ns, now)["since"],
         fmt.size(ns.bytes),
+        untrusted(ns.reason),
         fmt.count(ns.files),
         untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
         untrusted(ns.root),

@@ -731,13 +731,12 @@ class LaneTable(ScrollView, can_focus=True):
             if column.fill and width < content:
                 fills.append((i, content))
             widths.append(width)
-        if fills and self._line_width:
-            # What the view leaves over goes to the fill columns, each up to its widest cell.
-            room = self._line_width - self._width_of(widths)
-            for i, content in fills:
-                extra = min(max(0, room), content - widths[i])
-                widths[i] += extra
-                room -= extra
+        pad = 2 * len(self._pad)
+        for i, content in fills if self._line_width else ():
+            # The view's width past the columns before it, up to its widest cell: the columns
+            # after a fill column move right (a scroll away), those before it stay in view.
+            before = sum(widths[j] + pad for j in self._shown if j < i)
+            widths[i] = max(widths[i], min(content, self._line_width - before - pad))
         return tuple(widths)
 
     def _width_of(self, widths: Sequence[int]) -> int:
