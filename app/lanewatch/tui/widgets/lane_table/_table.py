@@ -786,6 +786,10 @@ class LaneTable(ScrollView, can_focus=True):
         rendered = self._cells.get(memo)
         if rendered is None:
             rendered = cell_segments(cell, width, column.justify, self._pad, self.app.console)
+            if self.app.no_color:
+                # Textual would draw a colour as a grey by its luminance: a red cell nearly
+                # black. The bold, dim and reverse of a cell say it without.
+                rendered = list(Segment.remove_color(rendered))
             self._cells.set(memo, rendered)
         return rendered
 
@@ -826,7 +830,8 @@ class LaneTable(ScrollView, can_focus=True):
             style += self._layer("lane-table--odd-row" if index % 2 else "lane-table--even-row")
         tone = self._tones.get(key)
         if tone is not None:
-            style += self._layer(f"lane-table--{tone}")
+            layer = self._layer(f"lane-table--{tone}")
+            style += layer.without_color if self.app.no_color else layer
         if key in self._marked:
             style += self._layer("lane-table--marked")
         if key == self._cursor:
