@@ -202,6 +202,8 @@ class LanewatchApp(App[None]):
         screen = self.screen
         if isinstance(screen, TypeaheadGuard) and screen.refuses(event, previous):
             event.prevent_default()
+        elif screen is self.main:
+            self.main.tell_if_idle(event.key)
 
     # -- changes → screen ---------------------------------------------------------------------
 

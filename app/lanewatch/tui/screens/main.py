@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual import events, on, work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container, Vertical
@@ -53,7 +53,7 @@ ELSEWHERE = {
     "clear": "c clears stale namespaces: in the Stale view (3).",
     "acknowledge": "a acknowledges incidents: in the Collisions view (2).",
 }
-TOLD = frozenset((*ELSEWHERE, "open", "export"))
+TOLD = frozenset((*ELSEWHERE, "export"))
 
 
 class MainScreen(TypeaheadGuard, Screen[None]):
@@ -507,24 +507,23 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         else:
             self.tell_why_not("open")
 
-    def on_key(self, event: events.Key) -> None:
-        """A key whose action does not apply to the selection (or in this view) reaches here
-        unhandled: say why, once, in a short notice. Only from a table: a key typed in the
-        filter is the field's (bindings run after this handler)."""
+    def tell_if_idle(self, key: str) -> None:
+        """A key about to reach the bindings (the app calls this once the type-ahead guard let
+        it through, so the view is the one the user saw): if its action does not apply to the
+        selection or in this view, the binding does nothing; say why, in a short notice. Only
+        from a table: a key typed in the filter is the field's. `enter` says it itself
+        (`action_open`)."""
         if not isinstance(self.focused, LaneTable):
             return
-        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+        for binding in self._bindings.key_to_bindings.get(key, ()):
             action = binding.action.partition("(")[0]
             if action not in TOLD:
                 continue
             state = self.check_action(action, ())
-            if state is True:
-                return
             if state is False:
                 self.notify(ELSEWHERE[action], timeout=3)
-            else:
+            elif state is None:
                 self.tell_why_not(action)
-            event.stop()
             return
 
     def tell_why_not(self, action: str) -> None:
