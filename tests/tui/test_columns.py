@@ -71,7 +71,7 @@ def header(text: str, first: str) -> str:
 @pytest.mark.parametrize(
     ("key", "first", "shown", "columns"),
     [
-        ("1", "STATE", ["LANE", "CHECKOUT", "PID", "BEAT", "WRITE", "W/S"], LANES),
+        ("1", "!", ["STATE", "LANE", "CHECKOUT", "PID", "BEAT", "WRITE", "W/S"], LANES),
         ("2", "KIND", ["VICTIM", "INTRUDER", "FIRST", "LAST"], COLLISIONS),
         ("3", "STATE", ["LANE", "WHY", "SINCE", "BYTES"], STALE),
     ],

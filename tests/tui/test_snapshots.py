@@ -238,3 +238,21 @@ async def test_timeline_keeps_writer_and_note_at_80_columns() -> None:
         header = next(line for line in screen_text(app).splitlines() if "TIME" in line)
         assert "WRITER" in header and "NOTE" in header
         assert "What each writer wrote" in screen_text(app)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_rows_read_by_severity(snap_compare: Any, size: tuple[int, int]) -> None:
+    """The cursor on the last row (G): the hung row ([red]x, bold red), the victim of the open
+    takeover (agent-1: `!`, bold red) and the unknown one (worker-7, warning colour) each read
+    apart from the live agent-2; in Stale, stale and orphan rows take the warning colour and
+    the released one is dim."""
+    compare(snap_compare, app_for(world()), size, ["G"])
+
+
+def test_rows_read_by_severity_without_colour(
+    snap_compare: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NO_COLOR (Textual draws in greys): the hung and the victim rows are still bold, the
+    victim still has its `!`, and the state words say the rest."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    compare(snap_compare, app_for(world()), (80, 24), ["G"])

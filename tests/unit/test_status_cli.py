@@ -4,6 +4,7 @@ a subprocess, its JSON, its exit codes, untrusted names printed as typed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -116,3 +117,31 @@ def test_untrusted_names_print_as_typed(
     assert "[red]x[/red]" in out.stdout
     listed = cli("incidents", "--root", str(root), cwd=tmp_path)
     assert listed.returncode == 0
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_the_table_reads_at_80_columns_and_wide(
+    root: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]], columns: int
+) -> None:
+    """$COLUMNS sets the width (a pipe is wide otherwise): at 80 no line is wider, no word of
+    the reason is cut in two ("[kn own ]" was), the size reads as the dashboard's (kB)."""
+    make_stamp(root, "agent-with-a-long-name", **quiet_owner(procs))
+    ns = make_stamp(root, "done", **quiet_owner(procs))
+    foreign_receipt(ns)
+    (ns / "blob").write_bytes(b"x" * 5000)
+    env = {**os.environ, "COLUMNS": str(columns)}
+    out = subprocess.run(
+        [*LANEWATCH, "status", "--root", str(root)], cwd=tmp_path, capture_output=True,
+        text=True, timeout=60, stdin=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    assert out.returncode == 4, out.stderr + out.stdout  # the foreign receipt is open
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns, out.stdout
+    table = out.stdout.split("open incidents")[0]
+    words = " ".join(table.split())
+    assert "kB" in words and not any(w.endswith("K") and w[0].isdigit() for w in table.split())
+    assert "alive" in words, "the reason, whole words"
+    assert "[kn" not in table and "[known]" not in table, "the grade is a ? on the state"
+    header = next(line for line in lines if "state" in line and "why" in line)
+    wide_only = ("host", "age", "files")
+    assert all((w in header.split()) == (columns > 80) for w in wide_only), header

@@ -46,7 +46,15 @@ Outcome = Literal["stopped", "running", "refused", "gone"]
 DEFAULT_WAIT = 5.0  # without a grace period: how long to watch for the lane to end
 KILL_WAIT = 5.0  # after SIGKILL
 SETTLE = 2.0  # after the group's SIGKILL, before the owner's: time to notice and release
-ALLOWED = (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)
+# What a person may choose (`kill --signal`, the dashboard's kill menu), in menu order; the
+# first is the default.
+SIGNALS = {
+    "TERM": signal.SIGTERM,
+    "INT": signal.SIGINT,
+    "HUP": signal.SIGHUP,
+    "KILL": signal.SIGKILL,
+}
+ALLOWED = tuple(SIGNALS.values())
 
 
 @dataclass(frozen=True, slots=True)

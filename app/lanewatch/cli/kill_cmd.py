@@ -17,7 +17,7 @@ import click
 
 from lanewatch.actions.assess import Assessment, Seen, assess
 from lanewatch.actions.authority import is_other_user, owner_label
-from lanewatch.actions.kill import DEFAULT_WAIT, KillResult, kill
+from lanewatch.actions.kill import DEFAULT_WAIT, SIGNALS, KillResult, kill
 from lanewatch.actions.targets import resolve
 from lanewatch.cli import completers
 from lanewatch.cli.common import friendly_errors
@@ -25,8 +25,6 @@ from lanewatch.cli.confirm import confirm, safe
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
 from lanewatch.model.views import NsState
-
-SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
 
 
 @click.command("kill")

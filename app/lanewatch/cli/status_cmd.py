@@ -6,11 +6,13 @@ incident; 5 none open, but some root could not be read (the picture is incomplet
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -20,6 +22,7 @@ from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import read_roots
 from lanewatch.linux.procid import hostname
+from lanewatch.model.units import size
 from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
 
 SCHEMA = schema_id("status")  # was the number 1 before 0.2
@@ -36,6 +39,8 @@ _STATE_STYLE = {
     NsState.UNKNOWN: "cyan",
 }
 COLUMNS = ("state", "lane", "pid", "host", "age", "beat", "write", "files", "size", "!", "why")
+NARROW_COLUMNS = ("state", "lane", "pid", "beat", "write", "size", "!", "why")
+WIDE = 120  # narrower consoles get NARROW_COLUMNS
 _BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
 
 
@@ -154,44 +159,57 @@ def _ago(t: float | None, now: float) -> str:
     return f"{s / 86400:.0f}d"
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "…"
-    size = float(n)
-    for unit in ("B", "K", "M", "G"):
-        if size < 1024 or unit == "G":
-            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{n}B"
-
-
 def console() -> Console:
-    """A console that never parses markup; wide when writing to a pipe or a file."""
+    """A console that never parses markup; wide when writing to a pipe or a file, unless
+    $COLUMNS says how wide."""
     out = Console(highlight=False)
-    return out if out.is_terminal else Console(highlight=False, width=max(out.width, 160))
+    if out.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return out
+    return Console(highlight=False, width=max(out.width, 160))
 
 
 def render(changes: Changes, console: Console) -> None:
     now = changes.at or time.time()
-    table = Table(title="lanes", title_justify="left", expand=False)
-    for col in COLUMNS:
-        wraps = col in ("lane", "why")
-        table.add_column(col, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis")
-    for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
-        table.add_row(
-            Text(v.state.value, style=_STATE_STYLE.get(v.state, "")),
-            cell(v.lane if v.lane is not None else v.name),
-            Text(str(v.pid) if v.pid else "-"),
-            cell(v.host or "-"),
-            _ago(v.started_at, now),
-            _ago(v.heartbeat_at, now),
-            _ago(v.last_write, now),
-            "…" if v.files is None else str(v.files),
-            _size(v.bytes),
-            Text(str(len(v.incident_ids)) if v.incident_ids else "", style="bold red"),
-            cell(f"{v.reason} [{v.grade}]"),
+    narrow = console.width < WIDE
+    # Narrow: no vertical rules and no host, age or files (the JSON has them all), so the
+    # reason keeps room to wrap between words.
+    table = Table(
+        title="lanes",
+        title_justify="left",
+        expand=narrow,
+        box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD,
+        pad_edge=not narrow,
+    )
+    shown = NARROW_COLUMNS if narrow else COLUMNS
+    for col in shown:
+        table.add_column(
+            col,
+            no_wrap=col not in ("lane", "why"),
+            overflow="fold" if col in ("lane", "why") else "ellipsis",
+            ratio=1 if col == "why" and narrow else None,
+            max_width=16 if col == "lane" and narrow else None,
+            min_width=14 if col == "why" and narrow else None,
         )
+    for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
+        # `?`: the state was inferred, as the dashboard says it.
+        state = v.state.value + ("?" if v.grade == "inferred" else "")
+        cells = {
+            "state": Text(state, style=_STATE_STYLE.get(v.state, "")),
+            "lane": cell(v.lane if v.lane is not None else v.name),
+            "pid": Text(str(v.pid) if v.pid else "-"),
+            "host": cell(v.host or "-"),
+            "age": _ago(v.started_at, now),
+            "beat": _ago(v.heartbeat_at, now),
+            "write": _ago(v.last_write, now),
+            "files": "…" if v.files is None else str(v.files),
+            "size": size(v.bytes),
+            "!": Text(str(len(v.incident_ids)) if v.incident_ids else "", style="bold red"),
+            "why": cell(v.reason),
+        }
+        table.add_row(*(cells[col] for col in shown))
     console.print(table)
+    if any(v.grade == "inferred" for v in changes.upserts.values()):
+        console.print(cell("?: inferred from timing or open files, not known from the kernel"))
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
         inc = Table(title="open incidents", title_justify="left")

@@ -8,6 +8,7 @@ Methods here block (a kill waits for its grace period): call them from a thread 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,22 @@ def can_kill(ns: NamespaceView) -> bool:
     )
 
 
+def why_not_kill(ns: NamespaceView) -> str:
+    """Why `can_kill` says no, in a few words for a toast."""
+    label = target_label(ns)
+    if ns.state not in KILLABLE:
+        return f"{label} is {ns.state.value}: only live or hung lanes are killed"
+    if ns.mismatch is not None:
+        return f"{label}: its stamp's claims do not match ({ns.mismatch})"
+    if ns.pid is None:
+        return f"{label} names no owner pid"
+    if ns.host != hostname():
+        return f"{label} runs on host {ns.host or '?'}, not this one"
+    if _other_user(ns) and os.geteuid() != 0:
+        return f"{label} is the lane of {owner_label(ns.uid)}, not yours"
+    return ""
+
+
 def _other_user(ns: NamespaceView) -> bool:
     return ns.uid is not None and ns.uid != os.getuid()
 
@@ -64,16 +81,16 @@ def can_clear(ns: NamespaceView) -> bool:
     return ns.state in STALE_STATES
 
 
-def describe_kill(ns: NamespaceView) -> str:
+def describe_kill(ns: NamespaceView, signal_name: str = "TERM") -> str:
     command = fmt.short_command(ns.command) or "?"
     owner = owner_label(ns.uid) if ns.uid is not None else f"user {ns.user or '?'}"
     other = whose(ns)
     return (
         (f"{other} " if other else "")
-        + f"Send SIGTERM to the process group of lane {target_label(ns)!r} ({command}; owner pid "
-        f"{ns.pid}, {owner}, checkout {ns.checkout_path or '?'}); `lanewatch run` "
-        "then records the exit and releases the lane. The owner is re-checked at the moment of "
-        "the signal: if it changed since this row was shown, nothing is sent."
+        + f"Send SIG{signal_name} to the process group of lane {target_label(ns)!r} "
+        f"({command}; owner pid {ns.pid}, {owner}, checkout {ns.checkout_path or '?'}); "
+        "`lanewatch run` then records the exit and releases the lane. The owner is re-checked "
+        "at the moment of the signal: if it changed since this row was shown, nothing is sent."
     )
 
 
@@ -93,8 +110,9 @@ class ActionsAdapter:
 
     # -- kill / clear / restore -------------------------------------------------------------
 
-    def kill(self, ns: NamespaceView) -> ActionOutcome:
-        """SIGTERM to the owner's group, as the row showed it (a changed owner is refused).
+    def kill(self, ns: NamespaceView, sig: int = signal.SIGTERM) -> ActionOutcome:
+        """`sig` (of `kill.SIGNALS`) to the owner's group, as the row showed it (a changed
+        owner is refused; the identity is re-checked at the signal).
 
         Another user's lane (root only): the confirmation named whose it is, which is the
         explicit consent `allow_other_user` stands for; the row's uid goes with it, so the
@@ -107,7 +125,9 @@ class ActionsAdapter:
         return _run(
             "kill",
             target_label(ns),
-            lambda: kill_mod.kill(ns, roots=[Path(ns.root)], allow_other_user=other, check=False),
+            lambda: kill_mod.kill(
+                ns, sig=sig, roots=[Path(ns.root)], allow_other_user=other, check=False
+            ),
             succeeded=lambda result: result.ended,
         )
 

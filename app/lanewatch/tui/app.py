@@ -35,6 +35,7 @@ from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.files import FileScreen, FilesScreen
 from lanewatch.tui.screens.help import HelpScreen
 from lanewatch.tui.screens.incident import IncidentScreen
+from lanewatch.tui.screens.kill_confirm import KillConfirm
 from lanewatch.tui.screens.main import MainScreen
 from lanewatch.tui.screens.trash import TrashScreen
 from lanewatch.tui.screens.typeahead import TypeaheadGuard
@@ -59,6 +60,14 @@ def css_path() -> Path:
     if installed.is_file():
         return installed
     return here.parents[3] / "styles" / CSS_NAME
+
+
+def theme_for(color_system: str | None) -> str | None:
+    """The theme for a terminal of 16 colours (TERM=xterm, TEXTUAL_COLOR_SYSTEM=standard): the
+    ANSI one, whose error and warning are the terminal's own red and yellow. The default theme's
+    truecolours, brought down to 16 by nearest match, turn its error colour grey and a hung row
+    would read as a live one. None: keep the default."""
+    return "ansi-dark" if color_system in ("standard", "windows") else None
 
 
 class LanewatchApp(App[None]):
@@ -134,6 +143,9 @@ class LanewatchApp(App[None]):
     # -- lifecycle ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        theme = theme_for(self.console.color_system)
+        if theme is not None:
+            self.theme = theme
         self._terminal = watch.terminal_fd(self.is_headless)
         self.push_screen(self.main)
         self.set_interval(TICK, self._tick, name="ages")
@@ -205,6 +217,8 @@ class LanewatchApp(App[None]):
         screen = self.screen
         if isinstance(screen, TypeaheadGuard) and screen.refuses(event, previous):
             event.prevent_default()
+        elif screen is self.main:
+            self.main.tell_if_idle(event.key)
 
     # -- changes → screen ---------------------------------------------------------------------
 
@@ -330,7 +344,7 @@ class LanewatchApp(App[None]):
             ("Incident timeline", list(IncidentScreen.BINDINGS)),
             ("Trash", list(TrashScreen.BINDINGS)),
             ("Files of a lane", [*FilesScreen.BINDINGS, *FileScreen.BINDINGS[1:]]),
-            ("Confirmation", list(ConfirmScreen.BINDINGS)),
+            ("Confirmation (kill: the signal)", [*ConfirmScreen.BINDINGS, *KillConfirm.BINDINGS]),
             ("Everywhere", [*self.BINDINGS, Binding("ctrl+p", "command_palette", "Commands")]),
         ]
 

@@ -8,7 +8,7 @@ goes into a `rich.text.Text`, so it is never parsed as markup, and is made inert
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -16,6 +16,7 @@ from rich.text import Text
 from lanewatch.inert import inert
 from lanewatch.lanes.names import decode_lane
 from lanewatch.model.kinds import Severity, severity_of
+from lanewatch.model.states import state_severity, worst
 from lanewatch.model.views import Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
 from lanewatch.tui.picture import View
@@ -47,12 +48,16 @@ def _ago_key(cell: Cell) -> Any:
 NAME_WIDTH = 16  # a lane name: `pytest-gw12`, `agent-7-retry` fit
 
 STATE = Column("state", "STATE", min_width=5)
+# The victim of an open collision: `!`, as the `!` column of `lanewatch status` (which counts
+# them; the detail pane lists them).
+VICTIM = Column("victim", "!", width=1)
 LANE = Column("lane", "LANE", max_width=NAME_WIDTH)
-CHECKOUT = Column("checkout", "CHECKOUT", max_width=14)
+CHECKOUT = Column("checkout", "CHECKOUT", max_width=11)
 BYTES = Column("bytes", "BYTES", justify="right", sort_key=number_key)
 FILES = Column("files", "FILES", justify="right", sort_key=number_key)
 
 LANES = (
+    VICTIM,
     STATE,
     LANE,
     CHECKOUT,
@@ -80,9 +85,11 @@ COLLISIONS = (
 STALE = (
     STATE,
     LANE,
-    Column("why", "WHY", max_width=30),
     Column("since", "SINCE", justify="right", sort_key=_ago_key),
     BYTES,
+    # The last of the first 80 columns, so it can take the rest of a wider view (`fill`): the
+    # reason whole ("released by its owner (exit code 0)"), the columns after it a scroll away.
+    Column("why", "WHY", max_width=30, fill=True),
     # Past 80 columns:
     FILES,
     CHECKOUT,
@@ -110,7 +117,10 @@ def untrusted(value: str | None) -> Text:
 def _state_text(state: NsState, inferred: bool) -> Text:
     # Shared between rows: the table copies a Text before it renders it.
     label = state.value + ("?" if inferred else "")
-    return Text(label, style=STATE_STYLES.get(state, ""), end="")
+    # A state without a colour of its own (a new one) takes its severity's.
+    severity = state_severity(state)
+    style = STATE_STYLES.get(state) or (SEVERITY_STYLES[severity] if severity else "")
+    return Text(label, style=style, end="")
 
 
 def state_cell(ns: NamespaceView) -> Text:
@@ -128,9 +138,28 @@ def lane_label(ns: NamespaceView) -> str:
         return ns.name
 
 
-def lanes_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
+def row_tone(row: NamespaceView | Incident, against: Sequence[Incident] = ()) -> str | None:
+    """How a row reads at a glance: the severity of its state (`model/states.py`) or of the
+    worst open incident it is the victim of; an incident's, by its kind. None: all is well.
+    The table styles a row by this name (`.lane-table--high` etc. in styles/lanewatch.tcss)."""
+    if isinstance(row, Incident):
+        return severity_of(row.kind).value
+    found = worst(state_severity(row.state), *(severity_of(i.kind) for i in against))
+    return found.value if found is not None else None
+
+
+_VICTIM = Text("!", style="bold reverse red", end="")  # reverse: a block, even in greys
+
+
+def victim_cell(against: Sequence[Incident]) -> Cell:
+    """`!` on the lane an open collision hurt (a glyph, so it reads without colour too)."""
+    return _VICTIM if against else ""
+
+
+def lanes_row(ns: NamespaceView, now: float, against: Sequence[Incident] = ()) -> tuple[Cell, ...]:
     ages = age_cells(View.LANES, ns, now)
     return (
+        victim_cell(against),
         state_cell(ns),
         untrusted(lane_label(ns)),
         untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
@@ -178,9 +207,9 @@ def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
     return (
         state_cell(ns),
         untrusted(lane_label(ns)),
-        untrusted(ns.reason),
         age_cells(View.STALE, ns, now)["since"],
         fmt.size(ns.bytes),
+        untrusted(ns.reason),
         fmt.count(ns.files),
         untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
         untrusted(ns.root),

@@ -2,6 +2,9 @@
 
 Every entry is an action of the main screen, offered only when its `check_action` says it
 applies. Labels are built with `Content` (never markup), because they carry lane names.
+The palette orders hits by score alone: ours score above 1 (Textual's own commands, Theme,
+Maximize, Screenshot, score at most 1), so the dashboard's commands come first, in the order
+`entries` gives them when nothing is typed, best match first when something is.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
-from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.command import Hit, Hits, Provider
 from textual.content import Content
 
 from lanewatch.inert import inert
@@ -17,6 +20,8 @@ from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.actions_adapter import target_label
 from lanewatch.tui.picture import VIEW_TITLES, View
 from lanewatch.tui.screens.main import MainScreen
+
+AHEAD = 1.0  # added to our scores: Textual's own commands score 0 to 1
 
 
 def _quote(name: str) -> str:
@@ -36,7 +41,11 @@ def entries(screen: MainScreen) -> Iterator[tuple[str, str, str]]:
         what = f"{len(targets)} marked lanes" if many else None
         if what is None and isinstance(row, NamespaceView):
             what = f"lane {_quote(target_label(row))} (pid {row.pid})"
-        yield f"Kill {what}", "kill", "SIGTERM to the owner's process group, after a confirmation"
+        yield (
+            f"Kill {what}",
+            "kill",
+            "A signal (TERM, INT, HUP or KILL) to its group, after a confirmation",
+        )
     if ok("clear"):
         what = f"{len(targets)} marked namespaces" if many else None
         if what is None and isinstance(row, NamespaceView):
@@ -72,6 +81,7 @@ def entries(screen: MainScreen) -> Iterator[tuple[str, str, str]]:
     if ok("unmark"):
         yield "Unmark all rows", "unmark", ""
     yield "Toggle the detail pane", "toggle_detail", ""
+    yield "Hide or show columns…", "columns", "Pick the columns of this view"
     yield "Rescan every root", "rescan", "Ask the engine for a full rescan"
     yield "Help: every key", "help", ""
 
@@ -94,12 +104,14 @@ class LanewatchCommands(Provider):
         return partial(screen.run_action, action)
 
     async def discover(self) -> Hits:
-        for label, action, help in self._entries():
-            yield DiscoveryHit(Content(label), self._runner(action), help=help or None)
+        for n, (label, action, help) in enumerate(self._entries()):
+            yield Hit(
+                AHEAD + 1 - n / 1000, Content(label), self._runner(action), label, help or None
+            )
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for label, action, help in self._entries():
             score = matcher.match(label)
             if score > 0:
-                yield Hit(score, Content(label), self._runner(action), help=help or None)
+                yield Hit(AHEAD + score, Content(label), self._runner(action), label, help or None)

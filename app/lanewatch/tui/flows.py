@@ -34,6 +34,7 @@ from lanewatch.tui.export import IncidentReport, build_report, default_folder, w
 from lanewatch.tui.messages import ActionsFinished, ExportFinished
 from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
+from lanewatch.tui.screens.kill_confirm import KillConfirm
 
 
 def _ns_line(ns: NamespaceView) -> Text:
@@ -87,28 +88,35 @@ class ActionFlows:
         self.clock = clock
 
     def confirm_kill(self, targets: Sequence[NamespaceView]) -> None:
+        """The kill dialog, with its signal menu (TERM unless the user picks another)."""
         if not targets:
             return
-        what = (
-            describe_kill(targets[0])
-            if len(targets) == 1
-            else " ".join(
+        frozen = tuple(targets)
+
+        def describe(name: str) -> str:
+            if len(frozen) == 1:
+                return describe_kill(frozen[0], name)
+            return " ".join(
                 [
-                    f"Send SIGTERM to the owners of these {len(targets)} lanes and their process "
-                    "groups. Each identity is re-checked at the moment of the signal.",
-                    *sorted({w for w in map(whose, targets) if w}),
+                    f"Send SIG{name} to the owners of these {len(frozen)} lanes and their "
+                    "process groups. Each identity is re-checked at the moment of the signal.",
+                    *sorted({w for w in map(whose, frozen) if w}),
                 ]
             )
+
+        screen = KillConfirm(
+            f"Kill {len(frozen)} lane{'s' if len(frozen) > 1 else ''}?",
+            [_ns_line(ns) for ns in frozen],
+            describe,
         )
-        self._confirm(
-            f"Kill {len(targets)} lane{'s' if len(targets) > 1 else ''}?",
-            [_ns_line(ns) for ns in targets],
-            what,
-            "Kill",
-            "kill",
-            self.adapter.kill,
-            targets,
-        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_actions("kill", partial(self.adapter.kill, sig=screen.signal), frozen)
+            else:
+                self.notify("Kill cancelled", timeout=3)
+
+        self.push_screen(screen, answered)
 
     def confirm_clear(self, targets: Sequence[NamespaceView]) -> None:
         if not targets:
@@ -133,7 +141,7 @@ class ActionFlows:
     def confirm_acknowledge(self, targets: Sequence[Incident]) -> None:
         if not targets:
             return
-        lines = [_incident_line(i, self.picture.lane_of(i.victim) or "?") for i in targets]
+        lines = [_incident_line(i, self.picture.victim_label(i.victim)) for i in targets]
         self._confirm(
             f"Acknowledge {len(targets)} incident{'s' if len(targets) > 1 else ''}?",
             lines,

@@ -10,6 +10,9 @@ import math
 import time
 
 from lanewatch.inert import inert
+from lanewatch.model.units import size
+
+__all__ = ["size"]  # shared with the CLI (`model/units.py`)
 
 NONE = "–"
 
@@ -45,18 +48,9 @@ def duration(seconds: float) -> str:
     return f"{days}d{hours}h" if hours else f"{days}d"
 
 
-def size(count: int | None) -> str:
-    """Bytes in decimal units: `512B`, `1.2kB`, `34MB`; `…` when not counted yet."""
-    if count is None:
-        return "…"
-    value = float(count)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            if unit == "B":
-                return f"{int(value)}B"
-            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
-        value /= 1000
-    raise AssertionError("unreachable")
+def many(n: int, word: str, plural: str | None = None) -> str:
+    """`1 item`, `3 items`, `0 items`: a count and its noun, agreeing."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
 def count(value: int | None) -> str:

@@ -66,6 +66,7 @@ class Picture:
     """How writers are known: "kernel" (fanotify) or "inferred"; None until the engine says."""
     attribution_hint: str = ""
     _counts: dict[View, int] = field(default_factory=lambda: dict.fromkeys(View, 0))
+    _against: dict[str, set[str]] = field(default_factory=dict)  # victim key -> open incident ids
 
     def apply(self, changes: Changes) -> Delta:
         delta = Delta()
@@ -76,6 +77,7 @@ class Picture:
                 gone = self.incidents.pop(iid)
                 self._counts[View.COLLISIONS] -= int(not gone.acknowledged)
                 delta.removals[View.COLLISIONS].add(iid)
+                self._victim_changed(gone, None, delta)
             self.loaded = True
         for key in changes.removed:
             self._remove_ns(key, delta)
@@ -97,6 +99,7 @@ class Picture:
             was_open = old_incident is not None and not old_incident.acknowledged
             self._counts[View.COLLISIONS] += int(not incident.acknowledged) - int(was_open)
             self.incidents[iid] = incident
+            self._victim_changed(old_incident, incident, delta)
             if incident.acknowledged:
                 delta.upserts[View.COLLISIONS].pop(iid, None)
                 delta.removals[View.COLLISIONS].add(iid)
@@ -110,6 +113,28 @@ class Picture:
         self.attribution = getattr(changes, "attribution", None) or self.attribution
         self.attribution_hint = getattr(changes, "attribution_hint", "") or self.attribution_hint
         return delta
+
+    def _victim_changed(self, old: Incident | None, new: Incident | None, delta: Delta) -> None:
+        """Keep the open incidents per victim; a victim whose set changed is redrawn (its row
+        shows a marker and takes the incident's severity)."""
+        was = old.victim if old is not None and not old.acknowledged else None
+        now = new.victim if new is not None and not new.acknowledged else None
+        if was == now:
+            return
+        ident = (new or old).id  # type: ignore[union-attr]
+        if was is not None:
+            self._against.get(was, set()).discard(ident)
+        if now is not None:
+            self._against.setdefault(now, set()).add(ident)
+        for key in {was, now} - {None}:
+            ns = self.namespaces.get(key)  # type: ignore[arg-type]
+            if ns is not None and key not in delta.removals[view_of(ns)]:
+                delta.upserts[view_of(ns)][ns.key] = ns
+
+    def open_against(self, key: str) -> list[Incident]:
+        """The open (unacknowledged) incidents whose victim is the namespace `key`."""
+        found = (self.incidents.get(iid) for iid in self._against.get(key, ()))
+        return [i for i in found if i is not None and not i.acknowledged]
 
     def _remove_ns(self, key: str, delta: Delta) -> None:
         old = self.namespaces.pop(key, None)
@@ -143,6 +168,10 @@ class Picture:
             if incident.victim == key:
                 found[iid] = incident
         return sorted(found.values(), key=lambda i: i.first_seen)
+
+    def victim_label(self, key: str | None) -> str:
+        """A victim as every view names it: its lane, else its key; `–` for none (shared temp)."""
+        return self.lane_of(key) or (key or "–")
 
     def lane_of(self, key: str | None) -> str | None:
         ns = self.namespaces.get(key) if key else None

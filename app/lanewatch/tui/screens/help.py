@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from lanewatch.model.kinds import KINDS
+from lanewatch.model.states import STATES
 from lanewatch.tui.columns import SEVERITY_STYLES
 
 INTRO = (
@@ -21,10 +22,12 @@ INTRO = (
     "Start a lane with:  lanewatch run --lane NAME -- CMD"
 )
 LEGEND = (
-    "States: live (owner alive, heartbeat fresh) · hung (alive, heartbeat overdue) · "
-    "stale (owner dead or its pid reused) · orphan (no valid stamp) · released (exited "
-    "cleanly, files kept) · unknown (could not tell). A trailing ? means the state was "
-    "inferred (from timing or open files), not known from the kernel."
+    "States: "
+    + " · ".join(f"{s.state.value} ({s.meaning})" for s in STATES.values())
+    + ". A trailing ? means the state was inferred (from timing or open files), not known "
+    "from the kernel. Rows read by severity: high is bold (hung, the victim of a takeover), "
+    "medium is coloured (stale, orphan, unknown), low is dim (released); ! marks the victim "
+    "of an open collision."
 )
 
 
@@ -62,18 +65,34 @@ def key_display(keys: str) -> str:
     return " ".join(names)
 
 
+def key_rows(bindings: Iterable[Binding]) -> list[tuple[str, str]]:
+    """One row per key: the keys of two bindings that toggle (`f` Follow and `f` Unfollow)
+    share a row, "Follow / Unfollow"; a description said twice is said once."""
+    rows: dict[str, list[str]] = {}
+    for binding in bindings:
+        if not binding.description:
+            continue
+        said = rows.setdefault(binding.key, [])
+        if binding.description not in said:
+            said.append(binding.description)
+    seen: set[str] = set()
+    out = []
+    for keys, descriptions in rows.items():
+        text = " / ".join(descriptions)
+        if text not in seen:
+            seen.add(text)
+            out.append((key_display(keys), text))
+    return out
+
+
 def help_rows(groups: Sequence[tuple[str, Iterable[Binding]]]) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
     for title, bindings in groups:
         table.add_row(Text(title, style="bold underline"), "")
-        seen: set[str] = set()
-        for binding in bindings:
-            if binding.description in seen or not binding.description:
-                continue
-            seen.add(binding.description)
-            table.add_row(key_display(binding.key), Text(binding.description))
+        for keys, text in key_rows(bindings):
+            table.add_row(keys, Text(text))
         table.add_row("", "")
     return table
 

@@ -27,7 +27,8 @@ from lanewatch.tui.details import Detail, load_detail
 from lanewatch.tui.empty import empty_text
 from lanewatch.tui.later import call_after
 from lanewatch.tui.messages import DetailLoaded, ViewPicked
-from lanewatch.tui.picture import Delta, Picture, Row, View, view_of
+from lanewatch.tui.picture import VIEW_TITLES, Delta, Picture, Row, View, view_of
+from lanewatch.tui.screens.column_pick import ColumnPick
 from lanewatch.tui.screens.main_keys import KEYS, ORDER
 from lanewatch.tui.screens.selection import Selection
 from lanewatch.tui.screens.table_controls import FilterControl, SortControl
@@ -46,6 +47,13 @@ DETAIL_REDRAW = 0.5  # while the selected row keeps changing, its pane redraws a
 TICK_MARGIN = 3  # rows above and below the viewport whose ages move on each second
 GATED_ACTIONS = ("kill", "clear", "acknowledge", "open", "export", "unmark", "sort")
 GATED_ACTIONS += ("pause", "resume", "follow", "unfollow")
+# A key of these that does not apply says why, instead of doing nothing without a word.
+ELSEWHERE = {
+    "kill": "k kills lanes: in the Lanes view (1).",
+    "clear": "c clears stale namespaces: in the Stale view (3).",
+    "acknowledge": "a acknowledges incidents: in the Collisions view (2).",
+}
+TOLD = frozenset((*ELSEWHERE, "export"))
 
 
 class MainScreen(TypeaheadGuard, Screen[None]):
@@ -120,11 +128,15 @@ class MainScreen(TypeaheadGuard, Screen[None]):
             return columns.collisions_row(row, now, self._victim_label)
         assert isinstance(row, NamespaceView)
         if view is View.LANES:
-            return columns.lanes_row(row, now)
+            return columns.lanes_row(row, now, self.lw.picture.open_against(row.key))
         return columns.stale_row(row, now)
 
+    def row_tone(self, row: Row) -> str | None:
+        against = () if isinstance(row, Incident) else self.lw.picture.open_against(row.key)
+        return columns.row_tone(row, against)
+
     def _victim_label(self, key: str | None) -> str:
-        return self.lw.picture.lane_of(key) or (key or "–")
+        return self.lw.picture.victim_label(key)
 
     def apply_delta(self, delta: Delta) -> None:
         """Put one drained batch on screen: only the rows it touched."""
@@ -134,7 +146,9 @@ class MainScreen(TypeaheadGuard, Screen[None]):
             removals = delta.removals[view]
             if upserts or removals:
                 rows = {key: self.build_row(view, row, now) for key, row in upserts.items()}
-                self.table(view).apply(rows, removals)
+                table = self.table(view)
+                table.apply(rows, removals)
+                table.set_tones({key: self.row_tone(row) for key, row in upserts.items()})
                 due = self._ages_due[view]
                 for key in removals:
                     due.pop(key, None)
@@ -194,7 +208,12 @@ class MainScreen(TypeaheadGuard, Screen[None]):
             return
         pic = self.lw.picture
         table = self.table()
-        self.query_one(ViewBar).show(self.view, pic.counts())
+        shown = {
+            view: len(self.table(view).visible_keys)
+            for view in ORDER
+            if self.table(view).filter_text
+        }
+        self.query_one(ViewBar).show(self.view, pic.counts(), shown)
         self.query_one(StatusLine).show(
             StatusState(
                 loaded=pic.loaded,
@@ -466,6 +485,9 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         pane = self.query_one(DetailPane)
         pane.display = not pane.display
 
+    def action_columns(self) -> None:
+        self.app.push_screen(ColumnPick(self.table(), VIEW_TITLES[self.view]))
+
     def action_detail_scroll(self, direction: int) -> None:
         pane = self.query_one(DetailPane)
         if direction < 0:
@@ -489,6 +511,32 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         incident = self.selection.incident()
         if incident is not None:
             self.lw.open_incident(incident)
+        else:
+            self.tell_why_not("open")
+
+    def tell_if_idle(self, key: str) -> None:
+        """A key about to reach the bindings (the app calls this once the type-ahead guard let
+        it through, so the view is the one the user saw): if its action does not apply to the
+        selection or in this view, the binding does nothing; say why, in a short notice. Only
+        from a table: a key typed in the filter is the field's. `enter` says it itself
+        (`action_open`)."""
+        if not isinstance(self.focused, LaneTable):
+            return
+        for binding in self._bindings.key_to_bindings.get(key, ()):
+            action = binding.action.partition("(")[0]
+            if action not in TOLD:
+                continue
+            state = self.check_action(action, ())
+            if state is False:
+                self.notify(ELSEWHERE[action], timeout=3)
+            elif state is None:
+                self.tell_why_not(action)
+            return
+
+    def tell_why_not(self, action: str) -> None:
+        why = self.selection.why_not(action)
+        if why:
+            self.notify(why, title=f"nothing to {action}", markup=False, timeout=4)
 
     def action_export(self, kind: str, target: Path | None = None) -> None:
         incident = self.selection.incident()

@@ -40,6 +40,7 @@ KEYS: list[BindingType] = [
     Binding("p,Z", "resume", "Resume"),
     Binding("U", "unmark", "Unmark all", show=False),
     Binding("d", "toggle_detail", "Detail pane", show=False),
+    Binding("C", "columns", "Hide / show columns", show=False),
     Binding("left_square_bracket", "detail_scroll(-1)", "Scroll detail up", show=False),
     Binding("right_square_bracket", "detail_scroll(1)", "Scroll detail down", show=False),
     Binding("ctrl+r", "rescan", "Rescan roots", show=False),

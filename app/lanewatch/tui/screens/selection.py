@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.tui.actions_adapter import can_clear, can_kill
+from lanewatch.tui.actions_adapter import can_clear, can_kill, target_label, why_not_kill
 from lanewatch.tui.picture import Picture, Row, View
 from lanewatch.tui.widgets.lane_table import LaneTable
 
@@ -53,6 +53,25 @@ class Selection:
 
     def unacknowledged(self) -> list[Incident]:
         return [i for i in self.incidents() if not i.acknowledged]
+
+    def why_not(self, action: str) -> str:
+        """Why `action` does nothing on the selection now, for a short notice."""
+        rows = self.targets()
+        if not rows:
+            return "No row is selected."
+        row = rows[0]
+        if action == "kill" and isinstance(row, NamespaceView):
+            return why_not_kill(row) + "."
+        if action == "clear" and isinstance(row, NamespaceView):
+            return (
+                f"{target_label(row)} is {row.state.value}: only stale, orphan or released "
+                "namespaces are cleared."
+            )
+        if action == "acknowledge":
+            return "Already acknowledged."
+        if action in ("open", "export"):
+            return "No incident here: this lane was not hurt by one."
+        return ""
 
     def incident(self) -> Incident | None:
         """The cursor's incident, or the latest incident of the cursor's namespace."""

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 from lanewatch.inert import inert
 from lanewatch.tui import fmt
@@ -56,6 +56,8 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
             body.border_subtitle = "enter/r restores · esc closes"
             yield LaneTable(TRASH_COLUMNS, id="trash-table")
             yield Static(Text("reading the trash…", style="dim"), id="trash-note", markup=False)
+        # Its own footer: the keys of this box, not those of the screen under it.
+        yield Footer()
 
     def on_mount(self) -> None:
         self.query_one(LaneTable).focus()
@@ -96,7 +98,7 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
         elif not rows:
             note.update(Text("The trash is empty.", style="dim"))
         else:
-            note.update(Text(f"{len(rows)} cleared namespace(s)", style="dim"))
+            note.update(Text(f"{fmt.many(len(rows), 'cleared namespace')}", style="dim"))
 
     @on(LaneTable.RowSelected)
     def _selected(self, event: LaneTable.RowSelected) -> None:

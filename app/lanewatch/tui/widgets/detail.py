@@ -136,7 +136,9 @@ def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]
     grid.add_row("last seen", _t(fmt.stamp_time(inc.last_seen)))
     grid.add_row("count", _t(inc.count))
     grid.add_row("grade", _t(inc.grade))
-    grid.add_row("evidence", _t(f"{len(inc.evidence)} items — enter opens the timeline"))
+    grid.add_row(
+        "evidence", _t(f"{fmt.many(len(inc.evidence), 'item')} — enter opens the timeline")
+    )
     return Group(title, grid)
 
 

@@ -60,7 +60,11 @@ def cell_segments(
     text.no_wrap = True
     text.end = ""
     text.align(justify, width)
-    return [Segment(pad), *text.render(console), Segment(pad)]
+    # `Text.render` draws only the spans: the Text's own style (a state's colour) goes under them.
+    segments = text.render(console)
+    if text.style:
+        segments = Segment.apply_style(segments, console.get_style(text.style))
+    return [Segment(pad), *segments, Segment(pad)]
 
 
 def cell_memo_key(cell: Cell, width: int, justify: Justify) -> tuple[object, ...]:

@@ -31,6 +31,9 @@ class Column:
         max_width: With auto width, never wider than this (longer cells end in "…").
         justify: Alignment of the cells and the label.
         sort_key: Maps a cell to a sort key; `text_key` if None. See `number_key`, `duration_key`.
+        fill: With auto width, grow to the view's right edge past the columns before it (up to
+            its widest cell; the columns after it move right): a long reason is shown whole on
+            a wide terminal.
     """
 
     key: str
@@ -40,3 +43,4 @@ class Column:
     max_width: int | None = None
     justify: Justify = "left"
     sort_key: SortKey | None = None
+    fill: bool = False

@@ -27,9 +27,19 @@ from textual.strip import Strip
 
 from lanewatch.tui.widgets.lane_table._cells import cell_memo_key, cell_segments, measure
 from lanewatch.tui.widgets.lane_table._column import Cell, Column, RowKey, plain
+from lanewatch.tui.widgets.lane_table._filter import compile_filter
 from lanewatch.tui.widgets.lane_table._sort_keys import text_key
 
 _SORT_MARKS = {False: " ▲", True: " ▼"}
+# The style of a segment that has none: Textual's NO_COLOR filter (`Monochrome`) reads every
+# segment's style and fails on None, so no segment of ours is left without one.
+_PLAIN = Style()
+
+
+def _styled(segments: list[Segment]) -> list[Segment]:
+    return [s if s.style is not None else Segment(s.text, _PLAIN, s.control) for s in segments]
+
+
 _SORT_MARK_WIDTH = 2
 
 
@@ -71,8 +81,10 @@ class LaneTable(ScrollView, can_focus=True):
         Binding("down", "cursor_down", "Down", show=False),
         Binding("pageup", "cursor_page_up", "Page up", show=False),
         Binding("pagedown", "cursor_page_down", "Page down", show=False),
-        Binding("home", "cursor_first", "First", show=False),
-        Binding("end", "cursor_last", "Last", show=False),
+        Binding("home,g", "cursor_first", "First row", show=False),
+        Binding("end,G", "cursor_last", "Last row", show=False),
+        Binding("right", "scroll_column(1)", "Scroll a column right", show=False),
+        Binding("left", "scroll_column(-1)", "Scroll a column left", show=False),
         Binding("enter", "select_cursor", "Select", show=False),
         Binding("space", "toggle_mark", "Mark", show=False),
     ]
@@ -83,7 +95,12 @@ class LaneTable(ScrollView, can_focus=True):
         "lane-table--marked",
         "lane-table--even-row",
         "lane-table--odd-row",
+        # Tones (`set_tones`): how a row reads at a glance, by the severity of what it shows.
+        "lane-table--high",
+        "lane-table--medium",
+        "lane-table--low",
     }
+    TONES: ClassVar[frozenset[str]] = frozenset({"high", "medium", "low"})
 
     # Minimal on purpose: the app's look lives in styles/*.tcss.
     DEFAULT_CSS = """
@@ -174,12 +191,14 @@ class LaneTable(ScrollView, can_focus=True):
         # Cell widths per row, so an auto column can shrink without re-measuring every cell.
         self._cell_widths: dict[RowKey, tuple[int, ...]] = {}
         self._content_max = [0] * len(self.columns)
+        self._hidden: frozenset[str] = frozenset()  # column keys not shown
+        self._line_width = 0
         self._widths = self._compute_widths()
         self._sort_column: str | None = None
         self._sort_reverse = False
         self._sort_keys: dict[RowKey, Any] = {}
         self._filter_text = ""  # as the user typed it
-        self._needle = ""  # casefolded, for matching
+        self._predicate: Callable[[Sequence[str]], bool] | None = None  # None: no filter
         self._filter_columns: tuple[int, ...] = tuple(range(len(self.columns)))
         self._ordered: list[RowKey] = []  # every row, sorted
         self._visible: list[RowKey] = []  # the rows that pass the filter, in order
@@ -200,7 +219,8 @@ class LaneTable(ScrollView, can_focus=True):
         # and most of its cells (state, lane, checkout, pid, host) are what they were.
         self._cells: LRUCache[tuple[object, ...], list[Segment]] = LRUCache(4 * cache_size)
         self._header: Strip | None = None
-        self._haystacks: dict[RowKey, str] = {}  # casefolded filter text per row
+        self._haystacks: dict[RowKey, tuple[str, ...]] = {}  # casefolded cells per row
+        self._tones: dict[RowKey, str] = {}  # row key -> tone (`set_tones`)
         self._layers: dict[str, Style] = {}  # component styles, memoised per frame
         self.row_renders = 0
         """Rows rendered to strips (cache misses); for tests and benchmarks."""
@@ -354,9 +374,9 @@ class LaneTable(ScrollView, can_focus=True):
             for i in changed:
                 parts[i] = None
         batch.changed.append(key)
-        if any(i in self._filter_columns for i in changed):
+        if changed:
             self._haystacks.pop(key, None)
-            if self._needle and was_shown != self._matches(key):
+            if self._predicate is not None and was_shown != self._matches(key):
                 batch.order_changed = True
 
     def _drop(self, gone: set[RowKey], batch: _Batch) -> None:
@@ -375,6 +395,7 @@ class LaneTable(ScrollView, can_focus=True):
             self._parts.discard(key)
             self._haystacks.pop(key, None)
             self._sort_keys.pop(key, None)
+            self._tones.pop(key, None)
             widths = self._cell_widths.pop(key)
             batch.recheck.update(i for i, w in enumerate(widths) if w == content_max[i])
         self._ordered = [key for key in self._ordered if key not in gone]
@@ -420,7 +441,9 @@ class LaneTable(ScrollView, can_focus=True):
         self.post_message(self.SortChanged(self, column, reverse))
 
     def set_filter(self, text: str, columns: Iterable[str] | None = None) -> None:
-        """Show only rows where `text` is a case-insensitive substring of one of `columns`.
+        """Show only rows `text` matches (`_filter.py`): plain text is a case-insensitive
+        substring of one of `columns`; `field:value`, `field:glob*` and `!term` narrow by one
+        column (by key or label), all case-insensitive.
 
         `columns` defaults to every column; an empty `text` shows every row. The cursor stays on
         its row if that row still shows, and returns to it when a later filter shows it again.
@@ -432,10 +455,48 @@ class LaneTable(ScrollView, can_focus=True):
         )
         if (text, indices) == (self._filter_text, self._filter_columns):
             return
-        if indices != self._filter_columns:
-            self._haystacks.clear()
         self._filter_text, self._filter_columns = text, indices
-        self._needle = text.casefold()
+        fields = {c.key.casefold(): i for i, c in enumerate(self.columns)}
+        fields.update((c.label.casefold(), i) for i, c in enumerate(self.columns) if c.label)
+        self._predicate = compile_filter(text, fields, indices)
+        self._rebuild()
+
+    def set_tones(self, tones: Mapping[RowKey, str | None]) -> None:
+        """Set how rows read at a glance: a tone of `TONES` styles the whole row with the
+        component class `lane-table--<tone>` (under the marks and the cursor); None: no tone.
+        Keys without a row are ignored."""
+        changed = []
+        for key, tone in tones.items():
+            if key not in self._rows:
+                continue
+            tone = tone if tone in self.TONES else None
+            if self._tones.get(key) == tone:
+                continue
+            if tone is None:
+                del self._tones[key]
+            else:
+                self._tones[key] = tone
+            changed.append(key)
+        self._refresh_keys(changed)
+
+    def tone(self, key: RowKey) -> str | None:
+        return self._tones.get(key)
+
+    @property
+    def hidden_columns(self) -> frozenset[str]:
+        """Keys of the columns not shown (`set_hidden`)."""
+        return self._hidden
+
+    def set_hidden(self, keys: Iterable[str]) -> None:
+        """Hide these columns (by key), show the others; at least one column stays shown.
+        Hidden columns still sort and filter."""
+        hidden = frozenset(k for k in keys if k in self._column_index)
+        if hidden == self._hidden or len(hidden) >= len(self.columns):
+            return
+        self._hidden = hidden
+        self._widths = self._compute_widths()
+        self._strips.clear()
+        self._parts.clear()
         self._rebuild()
 
     def move_cursor(self, key: RowKey) -> bool:
@@ -484,7 +545,7 @@ class LaneTable(ScrollView, can_focus=True):
         between their neighbours. Ages sorted on all move on together, so a tick rarely moves a
         row; this spares the sort and the repaint of every line. A tie, or a filter, answers
         False: the full sort orders ties by insertion."""
-        if self._needle:
+        if self._predicate is not None:
             return False
         ordered, position, sort_keys = self._ordered, self._position, self._sort_keys
         before = operator.gt if self._sort_reverse else operator.lt
@@ -502,18 +563,16 @@ class LaneTable(ScrollView, can_focus=True):
     def _matches(self, key: RowKey) -> bool:
         haystack = self._haystacks.get(key)
         if haystack is None:
-            # NUL between cells, so a match never spans two cells.
-            row = self._rows[key]
-            haystack = "\0".join(plain(row[i]) for i in self._filter_columns).casefold()
+            haystack = tuple(plain(cell).casefold() for cell in self._rows[key])
             self._haystacks[key] = haystack
-        return self._needle in haystack
+        return self._predicate is None or self._predicate(haystack)
 
     def _rebuild(self) -> None:
         """Recompute the shown rows, keep the cursor on its key, repaint the view."""
         # Keep the cursor in view only if it was: a user who scrolled away with the wheel is
         # not yanked back by every new row.
         follow = self._cursor is None or self._on_screen(self._cursor)
-        if self._needle:
+        if self._predicate is not None:
             self._visible = [key for key in self._ordered if self._matches(key)]
         else:
             self._visible = self._ordered
@@ -595,6 +654,24 @@ class LaneTable(ScrollView, can_focus=True):
     def action_cursor_last(self) -> None:
         self._move(len(self._visible))
 
+    def action_scroll_column(self, step: int) -> None:
+        """Scroll sideways so the next (or previous) column starts at the left edge."""
+        x = self.scroll_offset.x
+        starts = self._column_starts()
+        if step > 0:
+            target = next((s for s in starts if s > x), None)
+        else:
+            target = next((s for s in reversed(starts) if s < x), 0)
+        if target is not None:
+            self.scroll_to(x=min(target, self.max_scroll_x), animate=False)
+
+    def _column_starts(self) -> list[int]:
+        starts, edge, pad = [], 0, 2 * len(self._pad)
+        for i in self._shown:
+            starts.append(edge)
+            edge += self._widths[i] + pad
+        return starts
+
     def action_select_cursor(self) -> None:
         if self._cursor is not None:
             self.post_message(self.RowSelected(self, self._cursor))
@@ -623,17 +700,27 @@ class LaneTable(ScrollView, can_focus=True):
     def _column_at(self, x: int) -> Column | None:
         edge = 0
         pad = 2 * len(self._pad)
-        for column, width in zip(self.columns, self._widths, strict=True):
-            edge += width + pad
+        for i in self._shown:
+            edge += self._widths[i] + pad
             if x < edge:
-                return column
+                return self.columns[i]
         return None
+
+    @property
+    def _shown(self) -> list[int]:
+        """Indices of the columns shown, in order."""
+        hidden = self._hidden
+        return [i for i, c in enumerate(self.columns) if c.key not in hidden]
 
     # --------------------------------------------------------------- rendering
 
     def _compute_widths(self) -> tuple[int, ...]:
         widths = []
-        for column, content in zip(self.columns, self._content_max, strict=True):
+        fills = []
+        for i, (column, content) in enumerate(zip(self.columns, self._content_max, strict=True)):
+            if column.key in self._hidden:
+                widths.append(0)
+                continue
             if column.width is not None:
                 widths.append(column.width)
                 continue
@@ -641,8 +728,19 @@ class LaneTable(ScrollView, can_focus=True):
             width = max(column.min_width, cell_len(column.label) + _SORT_MARK_WIDTH, content)
             if column.max_width is not None:
                 width = min(width, column.max_width)
+            if column.fill and width < content:
+                fills.append((i, content))
             widths.append(width)
+        pad = 2 * len(self._pad)
+        for i, content in fills if self._line_width else ():
+            # The view's width past the columns before it, up to its widest cell: the columns
+            # after a fill column move right (a scroll away), those before it stay in view.
+            before = sum(widths[j] + pad for j in self._shown if j < i)
+            widths[i] = max(widths[i], min(content, self._line_width - before - pad))
         return tuple(widths)
+
+    def _width_of(self, widths: Sequence[int]) -> int:
+        return sum(widths[i] + 2 * len(self._pad) for i in self._shown)
 
     def _update_widths(self) -> bool:
         widths = self._compute_widths()
@@ -656,7 +754,7 @@ class LaneTable(ScrollView, can_focus=True):
 
     @property
     def _total_width(self) -> int:
-        return sum(self._widths) + 2 * len(self._pad) * len(self._widths)
+        return self._width_of(self._widths)
 
     def _render_row(self, key: RowKey) -> Strip:
         """The row's strip, `_line_width` wide."""
@@ -669,14 +767,15 @@ class LaneTable(ScrollView, can_focus=True):
                 self._parts.set(key, parts)
             segments: list[Segment] = []
             row = self._rows[key]
-            for i, part in enumerate(parts):
+            for i in self._shown:
+                part = parts[i]
                 if part is None:
                     part = parts[i] = self._cell_part(i, row[i])
                 segments += part
             total = self._total_width
             if self._line_width > total:
                 segments.append(Segment(" " * (self._line_width - total)))
-            strip = Strip(segments, max(total, self._line_width))
+            strip = Strip(_styled(segments), max(total, self._line_width))
             self._strips.set(key, strip)
         return strip
 
@@ -687,18 +786,23 @@ class LaneTable(ScrollView, can_focus=True):
         rendered = self._cells.get(memo)
         if rendered is None:
             rendered = cell_segments(cell, width, column.justify, self._pad, self.app.console)
+            if self.app.no_color:
+                # Textual would draw a colour as a grey by its luminance: a red cell nearly
+                # black. The bold, dim and reverse of a cell say it without.
+                rendered = list(Segment.remove_color(rendered))
             self._cells.set(memo, rendered)
         return rendered
 
     def _render_header(self) -> Strip:
         if self._header is None:
             segments: list[Segment] = []
-            for column, width in zip(self.columns, self._widths, strict=True):
+            for i in self._shown:
+                column, width = self.columns[i], self._widths[i]
                 label = column.label
                 if column.key == self._sort_column:
                     label += _SORT_MARKS[self._sort_reverse]
                 segments += cell_segments(label, width, column.justify, self._pad, self.app.console)
-            self._header = Strip(segments, self._total_width)
+            self._header = Strip(_styled(segments), self._total_width)
         return self._header
 
     def _layer(self, name: str) -> Style:
@@ -724,6 +828,10 @@ class LaneTable(ScrollView, can_focus=True):
         style = Style()
         if self.zebra_stripes:
             style += self._layer("lane-table--odd-row" if index % 2 else "lane-table--even-row")
+        tone = self._tones.get(key)
+        if tone is not None:
+            layer = self._layer(f"lane-table--{tone}")
+            style += layer.without_color if self.app.no_color else layer
         if key in self._marked:
             style += self._layer("lane-table--marked")
         if key == self._cursor:
@@ -737,6 +845,8 @@ class LaneTable(ScrollView, can_focus=True):
         if width != self._line_width:
             self._line_width = width
             self._strips.clear()
+            if any(c.fill for c in self.columns) and self._update_widths():
+                self.virtual_size = Size(self._total_width, len(self._visible) + 1)
         try:
             return super().render_lines(crop)
         finally:
@@ -754,12 +864,12 @@ class LaneTable(ScrollView, can_focus=True):
         else:
             index = scroll_y + y - 1
             if index >= len(self._visible):
-                return Strip.blank(width)
+                return Strip.blank(width, _PLAIN)
             key = self._visible[index]
             strip = self._render_row(key)
             style = self._row_style(key, index)
         if scroll_x or strip.cell_length != width:
-            strip = strip.crop_extend(scroll_x, scroll_x + width, None)
+            strip = strip.crop_extend(scroll_x, scroll_x + width, _PLAIN)
         return strip.apply_style(style) if style else strip
 
     def _refresh_keys(self, keys: Iterable[RowKey]) -> None:
