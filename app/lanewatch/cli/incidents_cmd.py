@@ -16,7 +16,7 @@ from rich.text import Text
 
 from lanewatch.cli.common import cell, echo_json, fail, friendly_errors, say
 from lanewatch.cli.content_diff import content_section
-from lanewatch.cli.status_cmd import console, incident_json
+from lanewatch.cli.status_cmd import ack_word, console, incident_json
 from lanewatch.inert import inert
 from lanewatch.model.kinds import kind_of, severity_of
 from lanewatch.model.views import Incident
@@ -36,6 +36,26 @@ def _md(value: object) -> str:
     return text.replace("\n", " ")
 
 
+def writers_line(i: Incident) -> str:
+    """Every lane that wrote: "agent-1 (pid 12, 3×), agent-2 (pid 40, 1×)"."""
+    parts = []
+    for w in i.writers:
+        who = w.get("lane") or "no lane"
+        parts.append(f"{who} (pid {w.get('pid')}, {w.get('count')}×)")
+    return ", ".join(parts) or "-"
+
+
+def _ack_line(i: Incident) -> str:
+    if i.ack_at is None:
+        return "no"
+    when = f"{_iso(i.ack_at)} by {i.ack_by or '?'}"
+    if i.resolved:
+        return f"resolved {when}: {i.ack_note}"
+    if i.acknowledged:
+        return f"yes, {when}"
+    return f"reopened: new evidence after the acknowledgement of {when}"
+
+
 def markdown(i: Incident) -> str:
     lines = [
         f"# Incident {_md(i.id)}",
@@ -49,7 +69,8 @@ def markdown(i: Incident) -> str:
         f"- **last seen**: {_iso(i.last_seen)}",
         f"- **observations**: {i.count}",
         f"- **grade**: {i.grade}",
-        f"- **acknowledged**: {'yes' if i.acknowledged else 'no'}",
+        f"- **acknowledged**: {_md(_ack_line(i))}",
+        f"- **writers**: {_md(writers_line(i))}",
         "",
         "## Evidence",
         "",
@@ -76,7 +97,7 @@ def _list_table(incidents: Sequence[Incident], console: Console) -> None:
             str(i.count),
             _iso(i.first_seen),
             _iso(i.last_seen),
-            "yes" if i.acknowledged else "",
+            ack_word(i),
             cell(i.summary),
         )
     console.print(table)
@@ -90,7 +111,9 @@ def _one_table(i: Incident, console: Console) -> None:
     console.print(cell(i.summary))
     console.print(cell(f"victim:   {i.victim or '-'}"))
     console.print(cell("intruder: " + ", ".join(f"{k}={v}" for k, v in i.intruder.items())))
+    console.print(cell(f"writers:  {writers_line(i)}"))
     console.print(Text(f"seen:     {_iso(i.first_seen)} .. {_iso(i.last_seen)}"))
+    console.print(cell(f"ack:      {_ack_line(i)}"))
     console.print(Text("evidence:", style="bold"))
     for e in i.evidence:
         size = "-" if e.size is None else f"{e.size} B"

@@ -7,7 +7,7 @@ incident; 5 none open, but some root could not be read (the picture is incomplet
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -80,6 +80,24 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
     }
 
 
+WRITER_FIELDS = ("lane", "namespace", "checkout_id", "pid", "command", "first_seen", "last_seen")
+
+
+def writer_json(w: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: w.get(k) for k in WRITER_FIELDS}
+    out["count"] = w.get("count")
+    return out
+
+
+def ack_word(i: Incident) -> str:
+    """The ack column: "yes", "resolved" (by lanewatch), "reopened" (new evidence since)."""
+    if i.resolved:
+        return "resolved"
+    if i.acknowledged:
+        return "yes"
+    return "reopened" if i.reopened else ""
+
+
 def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": i.id,
@@ -92,6 +110,14 @@ def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:
         "grade": i.grade,
         "acknowledged": i.acknowledged,
         "summary": i.summary,
+        # Issue 17, additive: every lane that wrote, the shared file, and the acknowledgement.
+        "writers": [writer_json(w) for w in i.writers],
+        "path": i.path,
+        "ack_at": i.ack_at,
+        "ack_by": i.ack_by,
+        "resolved": i.resolved,
+        "reopened": i.reopened,
+        "ack_note": i.ack_note,
     }
     if evidence:
         out["evidence"] = [
@@ -180,7 +206,7 @@ def render(changes: Changes, console: Console) -> None:
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
         inc = Table(title="open incidents", title_justify="left")
-        for col in ("id", "kind", "grade", "count", "last seen", "summary"):
+        for col in ("id", "kind", "grade", "count", "last seen", "ack", "summary"):
             inc.add_column(col, no_wrap=col != "summary")
         for i in sorted(open_, key=lambda i: i.last_seen, reverse=True):
             inc.add_row(
@@ -189,6 +215,7 @@ def render(changes: Changes, console: Console) -> None:
                 cell(i.grade),
                 str(i.count),
                 _ago(i.last_seen, now),
+                ack_word(i),
                 cell(i.summary),
             )
         console.print(inc)

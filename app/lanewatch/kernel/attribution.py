@@ -10,7 +10,9 @@ threads of its own:
   hands plain facts to a queue and returns: no disk writes, no waiting.
 - the attribution thread (`lanewatch-attribution`): turns facts into `KernelWrite`s and
   incidents (`sources.writefacts`, `model.kernelwrites`) and hands them to the engine
-  (`sink`). A writer gone before we read its event and not provable yet is retried for
+  (`sink`). A writer reaped before we read its event is known by the process connector
+  (`processes.proclives`, its own thread `lanewatch-proclives`) or the pid clock; one not
+  provable yet is retried for
   `PENDING_FOR` seconds (its stamp may be on its way), then recorded as "unknown pid".
 - the keeper (`lanewatch-keeper`, `sources.keeper`): keeps small files in the root's evidence
   store (`sources.evidence`) and each write in the root's history (`sources.writelog`).
@@ -46,6 +48,7 @@ from lanewatch.lanes.stamp import META_DIR, parse_stamp
 from lanewatch.linux.paths import is_under
 from lanewatch.processes.pidclock import PidClock
 from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
+from lanewatch.processes.proclives import ProcLives
 from lanewatch.records.evidence import SMALL_FILE
 
 __all__ = ["Attribution", "KernelBatch", "attribution_status"]
@@ -109,12 +112,13 @@ class Attribution:
         self._owners = owners
         self._on_attributed = on_attributed
         self.clock = PidClock()
-        self.lanes = PidLanes(self.clock, self.roots, pidfds=True)
+        self.lives = ProcLives()  # every fork and exit: writers reaped before we read them
+        self.lanes = PidLanes(self.clock, self.roots, pidfds=True, lives=self.lives)
         self.stats = Stats()
         self._queue: queue.SimpleQueue[list[Fact | Lost] | None] = queue.SimpleQueue()
         self._pending: list[Fact] = []
         self._pending_bytes = 0
-        self.attributor = Attributor(self.roots, self.stats)
+        self.attributor = Attributor(self.roots, self.stats, self._lane_of)
         self.priority = Priority()  # our threads step back while writers flood us
         self._reader_joined = False
         self.keeper = Keeper(self.roots, self.priority)
@@ -141,12 +145,18 @@ class Attribution:
         why = foreign.reason if foreign is not None else "not started"
         return f"; {UNFILTERED} ({why})"
 
+    def _lane_of(self, key: str) -> str | None:
+        owner = self.lanes.owners.by_key.get(key)
+        return owner.lane if owner is not None else None
+
     # -- life ------------------------------------------------------------------------------
     def start(self) -> None:
         paths = [p for p in [*self.roots, *self.shared] if os.path.isdir(p)]
         if not paths:
             raise FanotifyError(2, "no root or shared temp folder exists to watch")
         self._refresh_owners(force=True)
+        if not self.lives.start():  # then the pid clock alone proves reaped writers
+            log.info("kernel attribution without the process connector: %s", self.lives.reason)
         watcher = FanotifyWatcher(
             paths,
             self._on_events,
@@ -163,6 +173,7 @@ class Attribution:
             watcher.start()
         except BaseException:
             self._watcher = None
+            self.lives.close()
             raise
         self.keeper.start()
         self._thread = threading.Thread(target=self._run, name="lanewatch-attribution", daemon=True)
@@ -181,6 +192,7 @@ class Attribution:
             self._thread.join(timeout=5)
         if self._thread is not None:
             self.keeper.stop()
+        self.lives.close()
         self.clock.close()
 
     # -- the reader: keep it short -------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lanewatch.kernel.fanotify import ContentSample
@@ -94,9 +94,15 @@ def worth_keeping(path: str) -> bool:
 
 
 class Attributor:
-    def __init__(self, roots: Sequence[str], stats: Stats) -> None:
+    def __init__(
+        self,
+        roots: Sequence[str],
+        stats: Stats,
+        victim_lane: Callable[[str], str | None] = lambda _key: None,
+    ) -> None:
         self.roots = list(roots)
         self.stats = stats
+        self.victim_lane = victim_lane  # a namespace's lane, for incident titles
         self._hashes: OrderedDict[str, str | None] = OrderedDict()
         self._budget: dict[str, tuple[int, int]] = {}
         self._stdio: dict[int, tuple[float, frozenset[str]]] = {}
@@ -142,7 +148,8 @@ class Attributor:
                     keeps.append(keep)
             if f.zone == "ns" and f.victim is not None and f.root is not None:
                 owns = w.owner and w.namespace == f.victim
-                obs = foreign_write(kw, f.victim, victim_owner=owns)
+                lane = self.victim_lane(f.victim)
+                obs = foreign_write(kw, f.victim, victim_owner=owns, victim_lane=lane)
                 root = f.root
             else:
                 obs = unbound_write(kw, self.roots)
