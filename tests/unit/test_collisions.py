@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from lanewatch.records import evidence
+from lanewatch.records.writes import history
 from tests.conftest import LANEWATCH, wait_for
 from tests.unit.attributionkit import kernel_engine, privileged, sha
 from tests.unit.enginekit import Recorder, start_lane
@@ -122,3 +124,58 @@ def test_two_lanes_writing_one_tmp_file_are_one_incident_and_ack_holds_until_new
 def _status_is(root: Path, cwd: Path, want: int) -> tuple[int, dict[str, Any]] | None:
     code, doc = status(root, cwd)
     return (code, doc) if code == want else None
+
+
+# Once $5 exists, write "$1 $i" into $2, $3 times, with $6 seconds between writes (printf is
+# a builtin: the lane's command itself writes), then create $4 and stay.
+RACE = (
+    'while [ ! -e "$5" ]; do sleep 0.02; done; i=0; '
+    'while [ $i -lt "$3" ]; do printf "%s %s" "$1" $i > "$2"; i=$((i+1)); sleep "$6"; done; '
+    ': > "$4"; exec sleep 60'
+)
+
+
+@privileged
+def test_racing_writers_every_recorded_content_is_its_writers(
+    repo: Path, root: Path, procs: list[Any], tmp_path: Path
+) -> None:
+    """Two lanes overwrite one file as fast as they can: each version in the history is the
+    content its writer wrote, or marked unknown; never the other lane's content."""
+    target = shared_folder(tmp_path) / "race.txt"
+    done, go = [tmp_path / "A.done", tmp_path / "B.done"], tmp_path / "go"
+    with kernel_engine(root):
+        for lane, flag in zip(("A", "B"), done, strict=True):
+            # Both at once, each every few milliseconds: some writes race, some do not.
+            cmd = ("sh", "-c", RACE, "sh", lane, str(target), "150", str(flag), str(go), "0.002")
+            start_lane(procs, repo, root, lane, cmd)
+        go.touch()  # both at once
+        wait_for(lambda: all(f.exists() for f in done), 60, what="both lanes done writing")
+        # A last write after theirs: once it is in the history, every one before it is.
+        end = (
+            "sh",
+            "-c",
+            RACE,
+            "sh",
+            "Z",
+            str(target),
+            "1",
+            str(tmp_path / "Z.done"),
+            str(go),
+            "0",
+        )
+        start_lane(procs, repo, root, "Z", end, wait_child=False)
+        got = wait_for(
+            lambda: (h := history([str(root)], str(target))) and h[-1].lane == "Z" and h,
+            30,
+            what="the last write in the history",
+        )
+    known = [e for e in got[:-1] if e.sha256]
+    unknown = [e for e in got[:-1] if not e.sha256]
+    # Contents were recorded (a version whose writer cannot be told is marked unknown).
+    assert known and {e.lane for e in known} <= {"A", "B"}, got
+    assert all("content unknown" in e.event for e in unknown if e.event.startswith("close"))
+    stored = [e for e in known if e.stored]
+    assert stored, known
+    for e in stored:
+        content = evidence.load([str(root)], e.sha256 or "")
+        assert content is not None and content.split()[:1] == [e.lane.encode()], (e, content)

@@ -30,7 +30,9 @@ import queue
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from lanewatch.kernel.fanignore import foreign_dirs_available
 from lanewatch.kernel.fanotify import (
@@ -42,7 +44,16 @@ from lanewatch.kernel.fanotify import (
 )
 from lanewatch.kernel.keeper import Keeper
 from lanewatch.kernel.throttle import Priority
-from lanewatch.kernel.writefacts import Attributor, Fact, KernelBatch, Lost, Stats, is_stamp
+from lanewatch.kernel.writefacts import (
+    Attributor,
+    Fact,
+    KernelBatch,
+    Lost,
+    Stats,
+    is_stamp,
+    raced_after,
+    raced_within,
+)
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, parse_stamp
 from lanewatch.linux.paths import is_under
@@ -116,6 +127,11 @@ class Attribution:
         self.lanes = PidLanes(self.clock, self.roots, pidfds=True, lives=self.lives)
         self.stats = Stats()
         self._queue: queue.SimpleQueue[list[Fact | Lost] | None] = queue.SimpleQueue()
+        # The reader's facts held back until the events queued when we read their contents
+        # are read too (one may be another writer's write of the same file), in kernel order:
+        # [facts, events still to read, the read that made them].
+        self._holds: deque[list[Any]] = deque()
+        self._reads = 0
         self._pending: list[Fact] = []
         self._pending_bytes = 0
         self.attributor = Attributor(self.roots, self.stats, self._lane_of)
@@ -167,6 +183,7 @@ class Attribution:
             read_delay=READ_DELAY,
             name="lanewatch-fanotify",
             ignore_foreign=True,
+            after_read=self._after_read,
         )
         self._watcher = watcher
         try:
@@ -244,11 +261,40 @@ class Attribution:
                 except OSError as exc:
                     log.debug("reading %s through its event: %s", path, exc)
             event = "close-write" if ev.is_close_write else "modify"
-            facts.append(
-                Fact(path, *zone, writer, event, ev.is_modify, sample, at, window, deleted)
-            )
-        if facts:
+            fact = Fact(path, *zone, writer, event, ev.is_modify, sample, at, window, deleted)
+            if sample is not None and sample.size == 0:
+                # An empty file at a close-write: its writer's own (`: > f`), or truncated
+                # since by another open(O_TRUNC), which reports no event with a path to us (its
+                # write comes later, if at all). We cannot tell: not tied to this writer.
+                fact.sample, fact.raced = None, True
+            facts.append(fact)
+        self._settle(events, facts)
+
+    def _settle(self, events: Sequence[FanEvent], facts: list[Fact | Lost]) -> None:
+        """Each content to the write that produced it, or to nobody (docs/fanotify.md): a file
+        written by two processes in one batch, or by another one whose event was queued when
+        we read it, has a content we cannot tie to either close-write: it is not kept as theirs."""
+        for hold in self._holds:
+            raced_after(hold[0], events)
+        raced_within(facts, events)
+        if not facts:
+            return
+        watcher = self._watcher
+        read = any(isinstance(f, Fact) and f.sample is not None for f in facts)
+        left = watcher.queued() if read and watcher is not None else 0
+        if left or self._holds:
+            self._holds.append([facts, left, self._reads])
+        else:
             self._queue.put(facts)
+
+    def _after_read(self, records: int, _delivered: int) -> None:
+        """After each read (its events seen by `_settle`): hand on what need wait no more."""
+        for hold in self._holds:
+            if hold[2] != self._reads:  # not this read's own facts: its records come later
+                hold[1] -= records
+        self._reads += 1
+        while self._holds and self._holds[0][1] <= 0:
+            self._queue.put(self._holds.popleft()[0])
 
     # -- the attribution thread -----------------------------------------------------------------
     def _run(self) -> None:
