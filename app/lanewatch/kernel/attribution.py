@@ -30,7 +30,7 @@ import queue
 import tempfile
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -74,6 +74,13 @@ OWNERS_EVERY = 0.5  # seconds between two refreshes of the owners from the model
 TICK = 1.0  # the attribution thread wakes at least this often (pid clock, pending, roots)
 MAX_EVENTS = 128  # per read: each event holds two descriptors (the file and a pidfd)
 READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_WRITE first
+# A file another process wrote within CONTESTED seconds is contested: the content read at a
+# close-write waits GRACE seconds for another writer's event that was still on its way (a
+# writer preempted between its data landing and its event being queued); one that comes makes
+# the content unknown. Only contested files wait: one writer per file costs no latency.
+CONTESTED = 1.0
+GRACE = 0.1
+RECENT_PATHS = 4096
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
 UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
 HINT_INFERRED = (
@@ -132,6 +139,10 @@ class Attribution:
         # [facts, events still to read, the read that made them].
         self._holds: deque[list[Any]] = deque()
         self._reads = 0
+        # Recent write events by path (pid, when read), on the reader; read by the
+        # attribution thread for the contested contents it holds (`_contested`).
+        self._recent: OrderedDict[str, deque[tuple[int, float]]] = OrderedDict()
+        self._contested: list[Fact] = []
         self._pending: list[Fact] = []
         self._pending_bytes = 0
         self.attributor = Attributor(self.roots, self.stats, self._lane_of)
@@ -251,6 +262,7 @@ class Attribution:
             if zone is None:
                 self.stats.dropped += 1
                 continue
+            contested = self._note_write(path, ev, at)
             writer = self.lanes.resolve(ev.pid, ev.pidfd, window)
             if zone[0] == "shared" and writer.identified and writer.lane is None:
                 continue  # nobody's lane, in shared temp: not ours to record
@@ -262,6 +274,8 @@ class Attribution:
                     log.debug("reading %s through its event: %s", path, exc)
             event = "close-write" if ev.is_close_write else "modify"
             fact = Fact(path, *zone, writer, event, ev.is_modify, sample, at, window, deleted)
+            if sample is not None and contested:
+                fact.contested_until = at + GRACE
             if sample is not None and sample.size == 0:
                 # An empty file at a close-write: its writer's own (`: > f`), or truncated
                 # since by another open(O_TRUNC), which reports no event with a path to us (its
@@ -269,6 +283,19 @@ class Attribution:
                 fact.sample, fact.raced = None, True
             facts.append(fact)
         self._settle(events, facts)
+
+    def _note_write(self, path: str, ev: FanEvent, at: float) -> bool:
+        """Remember this write event; True if another process wrote `path` lately."""
+        if not (ev.is_modify or ev.is_close_write):
+            return False
+        seen = self._recent.get(path)
+        if seen is None:
+            seen = self._recent[path] = deque(maxlen=8)
+            if len(self._recent) > RECENT_PATHS:
+                self._recent.popitem(last=False)
+        contested = any(pid != ev.pid and at - t < CONTESTED for pid, t in seen)
+        seen.append((ev.pid, at))
+        return contested
 
     def _settle(self, events: Sequence[FanEvent], facts: list[Fact | Lost]) -> None:
         """Each content to the write that produced it, or to nobody (docs/fanotify.md): a file
@@ -302,7 +329,7 @@ class Attribution:
         next_tick = time.monotonic()
         while not self._stop.is_set():
             timeout = max(0.0, next_tick - time.monotonic())
-            if self._pending:
+            if self._pending or self._contested:
                 timeout = min(timeout, 0.05)
             try:
                 item = self._queue.get(timeout=timeout)
@@ -324,6 +351,7 @@ class Attribution:
         if any(is_stamp(f.path) for f in facts):
             self._stamps_seen(facts)
         self._refresh_owners()
+        facts = self._uncontested(facts)
         ready = self._retry_pending() + [f for f in facts if not self._park(f)]
         if lost:
             self.stats.lost += len(lost)
@@ -335,6 +363,27 @@ class Attribution:
         if self._on_attributed is not None:
             self._on_attributed(time.time(), [f.path for f in ready])
         self.keeper.put(keeps)  # disk last, on the keeper's thread
+
+    def _uncontested(self, facts: list[Fact]) -> list[Fact]:
+        """`facts` and the contested ones whose grace is over, in order; those still in their
+        grace wait (with every later fact of the same path, so a file's writes stay in order).
+        Another process's write of the file read during the grace makes the content unknown."""
+        now = time.time()
+        waiting: list[Fact] = []
+        out: list[Fact] = []
+        blocked: set[str] = set()  # paths with a fact still in its grace
+        for f in [*self._contested, *facts]:
+            if f.path in blocked or f.contested_until > now:
+                waiting.append(f)
+                blocked.add(f.path)
+                continue
+            if f.contested_until and f.sample is not None:
+                seen = list(self._recent.get(f.path, ()))
+                if any(p != f.writer.pid and f.at < t <= f.contested_until for p, t in seen):
+                    f.sample, f.raced = None, True
+            out.append(f)
+        self._contested = waiting
+        return out
 
     def _park(self, f: Fact) -> bool:
         """Keep a not-yet-identified gone writer for a retry; True if parked. Bounded: past

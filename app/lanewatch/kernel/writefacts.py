@@ -59,6 +59,7 @@ class Fact:
     deleted: bool = False
     tries_until: float = 0.0
     raced: bool = False  # another writer wrote the file before we read it: content unknown
+    contested_until: float = 0.0  # another process wrote it lately: wait for its events
 
     @property
     def event_text(self) -> str:
