@@ -280,12 +280,13 @@ def merge(record: IncidentRecord | None, obs: Observation, root: str = "") -> In
         if t <= record.last_seen:
             return record
         again = key.startswith(REPEATS) and t > record.newest_evidence
-        return replace(
+        seen = replace(
             record,
             last_seen=t,
             writers=add_writer(record.writers, obs.intruder, t, new=False),
             evidence_at=t if again else record.evidence_at,
         )
+        return _titled(seen, record.summary)
     rec = replace(
         record,
         intruder=MappingProxyType({**record.intruder, **obs.intruder}),
