@@ -38,6 +38,8 @@ FAST = {
         "test_stamp_from_another_host_ignores_local_pids",
         "test_stamp_of_a_dead_pid_is_stale",
     },
+    "test_burst_differences.py": set(),
+    "test_collision_records.py": set(),
     "test_engine_picture.py": set(),
     "test_fields.py": set(),
     "test_incidents.py": {

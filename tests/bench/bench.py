@@ -490,7 +490,11 @@ class Bench:
         ok = bool(r["matched"]) and r["catch_up_s"] is not None and r["catch_up_s"] <= 1.0
         note = None
         if not r["matched"]:
+            from tests.bench.fig_burst import describe
+
             note = "the picture never matched the disk: events that change a state were lost"
+            if r.get("differences"):  # kept in full in the detail; the gist on the note
+                note += f" ({describe(r['differences'])})"
         self.figures["burst"] = figure(
             r["catch_up_s"], "s", None, 1.0, "value", ok=ok, note=note, detail=r
         )

@@ -90,6 +90,10 @@ class Picture:
         with self.lock:
             self.history = []
 
+    def health(self) -> tuple[Any, ...]:
+        with self.lock:
+            return self.changes.health if self.changes is not None else ()
+
     def now(self) -> Summary:
         with self.lock:
             c = self.changes
@@ -109,6 +113,10 @@ class Picture:
         return None
 
 
+def vars_of(h: Any) -> dict[str, Any]:
+    return {"root": h.root, "status": h.status, "detail": h.detail}
+
+
 def summary(changes: Changes) -> Summary:
     return {k: (v.state.value, v.files, v.bytes) for k, v in changes.upserts.items()}
 
@@ -121,7 +129,12 @@ def truth_of(root: str) -> Summary:
     return {k: (v[0], v[1], v[2]) for k, v in json.loads(out.stdout).items()}
 
 
+KEEP_DIFFERENCES = 500  # namespaces whose differences a miss keeps, in full
+
+
 def differences(want: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
+    """Every way the picture differs from the disk (bounded), kept with the figure: a miss
+    must be explainable after the run, when the work folder is gone."""
     missing = sorted(set(want) - set(got))
     extra = sorted(set(got) - set(want))
     wrong = {k: {"want": want[k], "got": got[k]} for k in want if k in got and want[k] != got[k]}
@@ -135,7 +148,25 @@ def differences(want: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
             "extra": extra[:3],
             "wrong": dict(list(wrong.items())[:3]),
         },
+        "all": {
+            "missing": {k: want[k] for k in missing[:KEEP_DIFFERENCES]},
+            "extra": {k: got[k] for k in extra[:KEEP_DIFFERENCES]},
+            "wrong": dict(list(wrong.items())[:KEEP_DIFFERENCES]),
+        },
     }
+
+
+def describe(diff: dict[str, Any]) -> str:
+    """One line for the figure's note: the counts and one example."""
+    parts = [f"{diff['wrong']} wrong ({diff['wrong_states']} in state)"]
+    parts += [f"{diff['missing']} missing", f"{diff['extra']} extra"]
+    ex = diff["examples"]
+    if ex["wrong"]:
+        key, v = next(iter(ex["wrong"].items()))
+        parts.append(f"e.g. {key}: want {v['want']}, got {v['got']}")
+    elif ex["missing"] or ex["extra"]:
+        parts.append(f"e.g. {(ex['missing'] or ex['extra'])[0]}")
+    return ", ".join(parts)
 
 
 def main(argv: list[str]) -> None:
@@ -174,7 +205,15 @@ def main(argv: list[str]) -> None:
             matched_at = picture.matched_at(want, end)
         cpu, wall = cpu_seconds() - cpu0, time.monotonic() - wall0
         after = engine.stats
-        diff = None if matched_at is not None else differences(want, picture.now())
+        diff = None
+        if matched_at is None:
+            # The disk may have moved on during the wait (a state the clock changes): judged
+            # against the truth then too, and both kept.
+            got, again = picture.now(), truth_of(root)
+            diff = differences(again, got)
+            diff["truth_changed_while_waiting"] = again != want
+            diff["against_first_truth"] = differences(want, got)
+            diff["health"] = [vars_of(h) for h in (picture.health())]
     finally:
         engine.stop()
     took = result["took"]

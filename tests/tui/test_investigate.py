@@ -82,9 +82,9 @@ async def test_timeline_jumps_to_both_lanes_and_back(demo: DemoScenario) -> None
     app = make_app([demo.scratch_root])
     async with app.run_test(size=SIZE) as pilot:
         await until(
-            pilot, lambda: incident_of(app, "foreign-writer", victim) is not None, 60, what="inc"
+            pilot, lambda: incident_of(app, "cross-lane-write", victim) is not None, 60, what="inc"
         )
-        inc = incident_of(app, "foreign-writer", victim)
+        inc = incident_of(app, "cross-lane-write", victim)
         assert inc is not None
         await open_timeline(pilot, app, inc)
         # Who wrote: the writer's lane and pid, on the timeline, not a dict dump.
@@ -257,7 +257,7 @@ async def test_shared_file_timeline_shows_both_contents_and_the_diff(
 
             def b_incident() -> Incident | None:
                 for inc in app.picture.incidents.values():
-                    if inc.intruder.get("lane") == "B" and inc.kind == "unbound-writer":
+                    if inc.intruder.get("lane") == "B" and inc.kind == "shared-file":
                         return inc
                 return None
 

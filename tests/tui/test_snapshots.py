@@ -126,7 +126,7 @@ def world() -> FakeEngine:
     unbound = incident(
         "unbound-writer-0f0f0f0f0f0f",
         None,
-        kind="unbound-writer",
+        kind="shared-file",
         intruder={"lane": "worker-7", "pid": 4500},
         grade="inferred",
         count=12,

@@ -25,7 +25,12 @@ from tests.unit.enginekit import Recorder, running
 
 AVAILABLE, REASON = fanotify_available()
 F = TypeVar("F", bound=Callable[..., object])
-ATTRIBUTION_THREADS = ("lanewatch-fanotify", "lanewatch-attribution", "lanewatch-keeper")
+ATTRIBUTION_THREADS = (
+    "lanewatch-fanotify",
+    "lanewatch-attribution",
+    "lanewatch-keeper",
+    "lanewatch-proclives",
+)
 
 
 def privileged(test: F) -> F:

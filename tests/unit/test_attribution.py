@@ -51,7 +51,7 @@ def test_a_microsecond_write_by_lane_b_into_lane_a_is_a_known_foreign_write(
         target = a.namespace / "tmp" / "receipt.json"
         content = '{"step": "build", "by": "B"}'
         b = start_lane(procs, repo, root, "B", write_cmd(content, target, then="exec sleep 60"))
-        incident, ev = wait_known(rec, "foreign-writer", target)
+        incident, ev = wait_known(rec, "cross-lane-write", target)
     assert incident.victim == str(a.namespace) and incident.grade == "known"
     assert ev.sha256 == sha(content.encode()) and ev.size == len(content)
     assert incident.intruder["lane"] == "B"
@@ -84,8 +84,9 @@ def test_a_writer_gone_before_its_event_is_read_is_credited_by_pid_order(
                 break
         else:
             pytest.fail("no gone writer was proven in 3 tries")
-        incident, ev = wait_known(rec, "foreign-writer", target)
-    assert incident.intruder["lane"] == lane and "pid not reused" in ev.note
+        incident, ev = wait_known(rec, "cross-lane-write", target)
+    assert incident.intruder["lane"] == lane
+    assert "pid not reused" in ev.note or "process connector" in ev.note
 
 
 @privileged
@@ -96,7 +97,7 @@ def test_a_lane_writing_a_fixed_name_in_tmp_is_a_known_unbound_write(
         a = start_lane(
             procs, repo, root, "A", write_cmd('{"ok": true}', fixed, then="exec sleep 60")
         )
-        incident, ev = wait_known(rec, "unbound-writer", fixed)
+        incident, ev = wait_known(rec, "shared-file", fixed)
     assert incident.victim is None and incident.intruder["namespace"] == str(a.namespace)
     assert ev.sha256 == sha(b'{"ok": true}') and incident.intruder["lane"] == "A"
 
@@ -108,11 +109,12 @@ def test_two_lanes_overwriting_one_shared_file_show_both_contents(
     first, second = '{"receipt": "from A"}\n', '{"receipt": "from B"}\n'
     with shared_temp_file() as shared, kernel_engine(root) as (_, rec):
         start_lane(procs, repo, root, "A", write_cmd(first, shared, then="exec sleep 60"))
-        a_inc, _ = wait_known(rec, "unbound-writer", shared)
+        a_inc, _ = wait_known(rec, "shared-file", shared)
         start_lane(procs, repo, root, "B", write_cmd(second, shared, then="exec sleep 60"))
-        b_inc, _ = wait_known(rec, "unbound-writer", shared, second.encode())
+        b_inc, _ = wait_known(rec, "shared-file", shared, second.encode())
         wait_for(lambda: len(history([str(root)], str(shared))) >= 2, 10)
-    assert a_inc.id != b_inc.id  # one incident per lane
+    assert a_inc.id == b_inc.id  # one incident per shared file, naming both lanes (issue 17)
+    assert {w["lane"] for w in b_inc.writers} == {"A", "B"}
     writes = history([str(root)], str(shared))
     assert [w.sha256 for w in writes] == [sha(first.encode()), sha(second.encode())]
     assert [w.lane for w in writes] == ["A", "B"] and all(w.stored for w in writes)
@@ -140,7 +142,7 @@ def test_our_own_writes_are_never_incidents_or_history(
         a = start_lane(procs, repo, root, "A")
         first = a.namespace / "tmp" / "first.json"
         start_lane(procs, repo, root, "B", write_cmd("first", first, then="exec sleep 60"))
-        wait_known(rec, "foreign-writer", first)  # the engine has now written its own files
+        wait_known(rec, "cross-lane-write", first)  # the engine has now written its own files
         # This process is the engine's: its writes are lanewatch's own.
         ours_ns = a.namespace / "tmp" / "ours.json"
         ours_ns.write_text("written by lanewatch's own process")
@@ -156,7 +158,7 @@ def test_our_own_writes_are_never_incidents_or_history(
         # The kernel queues in order: once this later write is in, ours came before it.
         sentinel = a.namespace / "tmp" / "sentinel.json"
         start_lane(procs, repo, root, "C", write_cmd("sentinel", sentinel, then="exec sleep 60"))
-        wait_known(rec, "foreign-writer", sentinel)
+        wait_known(rec, "cross-lane-write", sentinel)
         with rec.lock:
             evidence_paths = {e.path for i in rec.picture.incidents.values() for e in i.evidence}
     recorded = {e.path for e in entries([str(root)])}

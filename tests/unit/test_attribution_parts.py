@@ -156,7 +156,8 @@ def kw(path: str, **changes: object) -> KernelWrite:
 
 def test_foreign_write_rules() -> None:
     obs = foreign_write(kw("/r/ns.A/tmp/x"), "/r/ns.A", victim_owner=False)
-    assert obs is not None and obs.evidence.grade == "known" and obs.intruder_key == "/r/ns.B"
+    assert obs is not None and obs.evidence.grade == "known" and obs.intruder_key == ""
+    assert obs.intruder["namespace"] == "/r/ns.B"  # one incident per victim: every writer in it
     assert obs.evidence.sha256 == sha(b"abc") and "fanotify" in obs.evidence.note
     assert foreign_write(kw("/r/ns.B/tmp/x"), "/r/ns.B", victim_owner=False) is None  # own lane
     assert (
@@ -171,7 +172,8 @@ def test_foreign_write_rules() -> None:
 
 def test_unbound_write_rules() -> None:
     obs = unbound_write(kw("/tmp/receipt.json"), ["/r"])
-    assert obs is not None and obs.victim is None and obs.kind.value == "unbound-writer"
+    assert obs is not None and obs.victim is None and obs.kind.value == "shared-file"
+    assert obs.intruder_key == obs.path == "/tmp/receipt.json"  # one incident per file
     assert unbound_write(kw("/tmp/receipt.json"), ["/other"]) is None  # not our root's lane
     assert unbound_write(kw("/tmp/receipt.json", handed=True), ["/r"]) is None  # its stdout
     assert unbound_write(kw("/work/co/build/x", checkout_path="/work/co"), ["/r"]) is None
@@ -257,7 +259,7 @@ def test_report_shows_the_first_version_then_diffs(tmp_path: Path) -> None:
             ]
         )
     ev = Evidence(path, 2.0, 12, sha(rows[1][2]), "known", "pid 10 (lane B)", "n", "k")
-    incident = Incident("unbound-writer-x", "unbound-writer", None, {}, 2.0, 2.0, 1, "known",
+    incident = Incident("unbound-writer-x", "shared-file", None, {}, 2.0, 2.0, 1, "known",
                         (ev,), False)  # fmt: skip
     report = build_report([str(root)], incident)
     (story,) = report.files

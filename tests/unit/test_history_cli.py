@@ -31,7 +31,7 @@ def test_history_lists_every_recorded_write_with_its_writer(
         for lane, text in (("B", "one"), ("C", "two, longer")):
             script = 'printf %s "$1" > "$2"; exec sleep 60'
             start_lane(procs, repo, root, lane, ("sh", "-c", script, "sh", text, str(target)))
-            wait_known(rec, "foreign-writer", target, text.encode())
+            wait_known(rec, "cross-lane-write", target, text.encode())
     out = cli("history", str(target), "--root", str(root), "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     writes = [w for w in json.loads(out.stdout)["writes"] if w["sha256"]]

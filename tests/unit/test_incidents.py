@@ -53,7 +53,7 @@ def test_foreign_writer_by_environment_or_descent() -> None:
     by_descent = find([hold(f"{A}/tmp/x", lineage=(30, 21, 20, 1))])
     for found in (by_env, by_descent):
         (obs,) = found
-        assert obs.kind is IncidentKind.FOREIGN_WRITER
+        assert obs.kind is IncidentKind.CROSS_LANE_WRITE
         assert obs.victim == A and obs.intruder["namespace"] == B
         assert obs.evidence.grade == "inferred"
     assert by_env[0].id == by_descent[0].id  # one incident per victim and intruder
@@ -91,12 +91,12 @@ def test_a_namespace_inside_an_ignored_prefix_is_still_watched() -> None:
         ignore=["/r"],
         at=1.0,
     )
-    assert [(o.kind, o.victim) for o in found] == [(IncidentKind.FOREIGN_WRITER, A)]
+    assert [(o.kind, o.victim) for o in found] == [(IncidentKind.CROSS_LANE_WRITE, A)]
 
 
 def test_unbound_writer_rules() -> None:
     (obs,) = find([hold("/tmp/shared.json", namespace_env=A)])
-    assert obs.kind is IncidentKind.UNBOUND_WRITER and obs.victim is None
+    assert obs.kind is IncidentKind.SHARED_FILE and obs.victim is None
     assert not find([hold("/tmp/d", namespace_env=A, kind="cwd")])  # a cwd is not a write
     for access in ("read", "path", None):  # `sort /tmp/x/big.txt`: a reader
         assert not find([hold("/tmp/x/big.txt", namespace_env=A, access=access)])
@@ -284,7 +284,7 @@ def test_foreign_writer_and_unbound_writer(
     try:
         wait_for(lambda: ready1.exists() and ready2.exists())
         kinds = _kinds(root)
-        fw, ub = kinds["foreign-writer"], kinds["unbound-writer"]
+        fw, ub = kinds["cross-lane-write"], kinds["shared-file"]
         assert fw.victim == str(a.namespace) and fw.intruder["namespace"] == str(b.namespace)
         assert fw.evidence[0].path == str(target) and fw.grade == "inferred"
         assert ub.victim is None and ub.intruder["lane"] == "c"

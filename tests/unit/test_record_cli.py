@@ -83,7 +83,7 @@ def test_record_prints_a_known_foreign_write_as_it_happens(
     start_lane(
         procs, repo, root, "B", ("sh", "-c", 'printf B > "$1"; exec sleep 60', "sh", str(target))
     )
-    line = first(lines, type="incident", kind="foreign-writer")
+    line = first(lines, type="incident", kind="cross-lane-write")
     assert line["grade"] == "known" and line["new"] is True
     assert line["latest"]["path"] == str(target) or line["latest"]["sha256"] in (None, sha(b"B"))
     assert line["intruder"]["lane"] == "B"

@@ -117,11 +117,11 @@ def test_the_service_names_a_detached_writer_fast_and_status_shows_it(
             found = [
                 r
                 for r in read_all([str(root.resolve())]).values()
-                if r.kind == "foreign-writer" and r.intruder.get("pid") == writer_pid
+                if r.kind == "cross-lane-write" and r.intruder.get("pid") == writer_pid
             ]
             return found[0] if found else None
 
-        incident = wait_for(recorded, 20, what="the service's foreign-writer incident on disk")
+        incident = wait_for(recorded, 20, what="the service's cross-lane-write incident on disk")
         assert incident.victim == str(a.namespace)
         assert incident.intruder["lane"] == "B"
         assert sys.executable in incident.intruder["command"]

@@ -99,7 +99,7 @@ def test_a_file_held_read_only_in_shared_temp_is_no_incident(
     wait_for(ready.exists, 20)
     writes = {str(shared / n) for n in ("appended.log", "both.bin", "written.json")}
     for seen in both_probes(stamps_of(lane), root.resolve(), shared):
-        assert seen == {("unbound-writer", p) for p in writes}
+        assert seen == {("shared-file", p) for p in writes}
 
 
 @pytest.mark.unprivileged
@@ -113,7 +113,7 @@ def test_another_lanes_file_held_read_only_is_no_foreign_write(
     b = start_lane(procs, repo, root.resolve(), "B", holding(ready, f"rb:{read}", f"ab:{written}"))
     wait_for(ready.exists, 20)
     for seen in both_probes(stamps_of(a, b), root.resolve(), shared):
-        assert seen == {("foreign-writer", str(written))}
+        assert seen == {("cross-lane-write", str(written))}
 
 
 @pytest.mark.unprivileged
@@ -138,7 +138,7 @@ def test_a_linked_worktrees_git_writing_its_common_dir_is_no_unbound_write(
     lane = start_lane(procs, linked, root.resolve(), "G", cmd)
     wait_for(ready.exists, 20)
     for seen in both_probes(stamps_of(lane), root.resolve(), shared):
-        assert seen == {("unbound-writer", str(shared / "elsewhere.json"))}
+        assert seen == {("shared-file", str(shared / "elsewhere.json"))}
 
 
 @privileged
@@ -161,7 +161,7 @@ def test_kernel_reports_no_read_and_no_common_dir_write_as_unbound(
     )
     with kernel_engine(root) as (_, rec):
         start_lane(procs, linked, root, "G", ("sh", "-c", script, "sh", str(read), str(control)))
-        incident, _ = wait_known(rec, "unbound-writer", control)
+        incident, _ = wait_known(rec, "shared-file", control)
         with rec.lock:
             evidence = {e.path for i in rec.picture.incidents.values() for e in i.evidence}
     assert incident.intruder["lane"] == "G"

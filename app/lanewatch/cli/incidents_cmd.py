@@ -20,16 +20,25 @@ from lanewatch.cli.common import cell, fail, friendly_errors, say
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
 from lanewatch.cli.rootopts import read_roots
-from lanewatch.cli.status_cmd import console, incident_json
+from lanewatch.cli.status_cmd import ack_word, console, incident_json
 from lanewatch.model.kinds import kind_of, severity_of
 from lanewatch.model.views import Incident
-from lanewatch.records.report import build_report, render, who
+from lanewatch.records.report import ack_state, build_report, render, who
 
 
 def _iso(t: float | None) -> str:
     if t is None:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1000):03d}"
+
+
+def writers_line(i: Incident) -> str:
+    """Every lane that wrote: "agent-1 (pid 12, 3×), agent-2 (pid 40, 1×)"."""
+    parts = []
+    for w in i.writers:
+        who = w.get("lane") or "no lane"
+        parts.append(f"{who} (pid {w.get('pid')}, {w.get('count')}×)")
+    return ", ".join(parts) or "-"
 
 
 def _list_table(incidents: Sequence[Incident], console: Console) -> None:
@@ -46,7 +55,7 @@ def _list_table(incidents: Sequence[Incident], console: Console) -> None:
             str(i.count),
             _iso(i.first_seen),
             _iso(i.last_seen),
-            "yes" if i.acknowledged else "",
+            ack_word(i),
             cell(i.summary),
         )
     console.print(table)
@@ -61,7 +70,9 @@ def _one_table(i: Incident, console: Console) -> None:
     console.print(cell(f"victim:   {i.victim or '-'}"))
     intruder = {k: v for k, v in i.intruder.items() if k != "previous_owner"}
     console.print(cell(f"intruder: {who(intruder)}"))
+    console.print(cell(f"writers:  {writers_line(i)}"))
     console.print(Text(f"seen:     {_iso(i.first_seen)} .. {_iso(i.last_seen)}"))
+    console.print(cell(f"ack:      {ack_state(i)}"))
     console.print(Text("evidence:", style="bold"))
     for e in i.evidence:
         size = "-" if e.size is None else f"{e.size} B"

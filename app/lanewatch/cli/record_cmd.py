@@ -180,7 +180,9 @@ def _beat(path: Path, beat: Any, attribution: str | None, alive: bool) -> Any:
 
 def _text(f: dict[str, Any]) -> str:
     if "summary" in f:
-        return f"{f['kind']} [{f['grade']}] x{f['count']}: {f['summary']} ({f['id']})"
+        ack = " acknowledged" if f.get("acknowledged") else " reopened" if f.get("reopened") else ""
+        ack = " resolved" if f.get("resolved") else ack
+        return f"{f['kind']} [{f['grade']}] x{f['count']}{ack}: {f['summary']} ({f['id']})"
     if "state" in f:
         who = f.get("lane") or f["key"].rsplit("/", 1)[-1]
         return f"{f['state']:<8} {who}: {f.get('reason', '')}".rstrip(": ")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -88,6 +88,24 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
     }
 
 
+WRITER_FIELDS = ("lane", "namespace", "checkout_id", "pid", "command", "first_seen", "last_seen")
+
+
+def writer_json(w: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: w.get(k) for k in WRITER_FIELDS}
+    out["count"] = w.get("count")
+    return out
+
+
+def ack_word(i: Incident) -> str:
+    """The ack column: "yes", "resolved" (by lanewatch), "reopened" (new evidence since)."""
+    if i.resolved:
+        return "resolved"
+    if i.acknowledged:
+        return "yes"
+    return "reopened" if i.reopened else ""
+
+
 def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": i.id,
@@ -102,6 +120,12 @@ def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:
         "ack_at": i.ack_at,
         "ack_by": i.ack_by,
         "summary": i.summary,
+        # Issue 17, additive: every lane that wrote, the shared file, and the acknowledgement.
+        "writers": [writer_json(w) for w in i.writers],
+        "path": i.path,
+        "resolved": i.resolved,
+        "reopened": i.reopened,
+        "ack_note": i.ack_note,
     }
     if evidence:
         out["evidence"] = [
@@ -213,7 +237,7 @@ def render(changes: Changes, console: Console) -> None:
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
         inc = Table(title="open incidents", title_justify="left")
-        for col in ("id", "kind", "grade", "count", "last seen", "summary"):
+        for col in ("id", "kind", "grade", "count", "last seen", "ack", "summary"):
             inc.add_column(col, no_wrap=col != "summary")
         for i in sorted(open_, key=lambda i: i.last_seen, reverse=True):
             inc.add_row(
@@ -222,6 +246,7 @@ def render(changes: Changes, console: Console) -> None:
                 cell(i.grade),
                 str(i.count),
                 _ago(i.last_seen, now),
+                ack_word(i),
                 cell(i.summary),
             )
         console.print(inc)

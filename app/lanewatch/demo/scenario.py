@@ -61,7 +61,7 @@ class _LaneSpec:
 
 LANE_PLAN = (
     _LaneSpec("agent-1", "alpha", "live", "writes every ~0.4 s; beta/tests sits inside it",
-              ("--every", "0.4"), ("foreign-writer",)),
+              ("--every", "0.4"), ("cross-lane-write",)),
     _LaneSpec("agent-2", "alpha", "live", "", ("--every", "0.7"), ("takeover",)),
     _LaneSpec("agent-3", "alpha", "live", "a second claim on it was refused; a receipt from beta",
               ("--every", "1.0"), ("refused-claim", "foreign-receipt")),
@@ -72,7 +72,7 @@ LANE_PLAN = (
     _LaneSpec("tests", "beta", "live", "holds a file open and its cwd in alpha/agent-1",
               ("--every", "0.5"), (), "in-agent-1"),
     _LaneSpec("fuzz", "beta", "live", "holds a file open in shared temp", ("--every", "0.3"),
-              ("unbound-writer",), "shared-temp"),
+              ("shared-file",), "shared-temp"),
 )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from lanewatch.model.views import Changes, NamespaceView, SourceHealth
 from lanewatch.records.incidents import IncidentLog
 
 PERSIST_LAST_SEEN = 60.0  # a last_seen-only change is written at most this often
+RESOLVE_EVERY = 10.0  # seconds between two looks for incidents to resolve automatically
 
 
 class ModelKeeper:
@@ -44,9 +45,14 @@ class ModelKeeper:
         self.forget = forget
         self._delta = m.Delta()
         self._due: dict[str, float] = {}  # when time alone next changes a view
-        self._persisted: dict[str, tuple[int, float | None, float, float]] = {}
+        # id: (count, ack_at, acknowledged, last_seen, when written)
+        self._persisted: dict[str, tuple[int, float | None, bool, float, float]] = {}
         self._events: list[m.Event] = []
         self._applied_paths: list[str] = []
+        # Incidents this engine observed itself: their writers' pids are of this machine and
+        # boot, so "every writer gone" can be judged here (never for another host's record).
+        self._local: set[str] = set()
+        self._resolve_at = 0.0
 
     # -- applying ------------------------------------------------------------------------------
     def namespaces(self) -> Mapping[str, m.NsRecord]:
@@ -55,11 +61,33 @@ class ModelKeeper:
 
     def emit(self, *events: m.Event) -> None:
         self._events.extend(events)
+        self._note_local(events)
 
     def take(self, found: Found) -> None:
         """What an intake found, applied with the next `commit`."""
         self._events.extend(found.events)
         self._applied_paths.extend(found.paths)
+        self._note_local(found.events)
+
+    def _note_local(self, events: Iterable[m.Event]) -> None:
+        for ev in events:
+            if isinstance(ev, m.Observed) and ev.observation.intruder.get("pid"):
+                self._local.add(ev.observation.id)
+
+    def resolve_quiet(self, now: float) -> None:
+        """Resolve (acknowledge as lanewatch, saying why) the open incidents seen here whose
+        writers all exited and that had no evidence for `inc.QUIET_FOR` seconds."""
+        if now - self._resolve_at < RESOLVE_EVERY:
+            return
+        self._resolve_at = now
+        for iid in list(self._local):
+            rec = self.state.incidents.get(iid)
+            if rec is None:
+                self._local.discard(iid)
+                continue
+            done = inc.resolve_quiet(rec, now, _gone)
+            if done is not None:
+                self.emit(m.Acknowledged(iid, now, inc.RESOLVER, done.ack_note))
 
     def drop_pending(self) -> None:
         """After an unexpected error: what was half done is not applied."""
@@ -156,8 +184,9 @@ class ModelKeeper:
             records = ilog.load()
             if records:
                 self.emit(m.IncidentsLoaded(tuple(records)))
+            now = time.time()
             for r in records:
-                self._persisted[r.id] = (r.count, r.ack_at, r.last_seen, time.time())
+                self._persisted[r.id] = (r.count, r.ack_at, r.acknowledged, r.last_seen, now)
 
     def read_new_incidents(self, root: str) -> None:
         """What others appended to `root`'s incident log since we last read it."""
@@ -174,8 +203,9 @@ class ModelKeeper:
                 continue
             seen = self._persisted.get(iid)
             if seen is not None:
-                count, ack, last, wrote_at = seen
-                same = count == rec.count and ack == rec.ack_at
+                count, ack, acked, last, wrote_at = seen
+                # New evidence after an acknowledgement (a write again) opens it: written now.
+                same = count == rec.count and ack == rec.ack_at and acked == rec.acknowledged
                 if same and (rec.last_seen == last or now - wrote_at < PERSIST_LAST_SEEN):
                     continue
             if rec.root in self.logs:
@@ -183,4 +213,13 @@ class ModelKeeper:
         for root, records in by_root.items():
             if self.logs[root].persist(records):
                 for r in records:
-                    self._persisted[r.id] = (r.count, r.ack_at, r.last_seen, now)
+                    self._persisted[r.id] = (r.count, r.ack_at, r.acknowledged, r.last_seen, now)
+
+
+def _gone(pid: int, start_ticks: int | None) -> bool:
+    """The process exited (or its pid is another's now); a process we may not read is not gone."""
+    try:
+        ticks = procid.start_ticks(pid)
+    except procid.ProbeError:
+        return False
+    return ticks is None or (start_ticks is not None and ticks != start_ticks)

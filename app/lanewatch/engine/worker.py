@@ -225,6 +225,7 @@ class Worker:
             self.check_root(root, problem)
         keeper.emit(*self.tail.notices_over(time.monotonic()))
         keeper.touch_due(time.time())
+        keeper.resolve_quiet(time.time())
         keeper.commit()
         keeper.persist(list(keeper.state.incidents))
 

@@ -10,7 +10,9 @@ threads of its own:
   hands plain facts to a queue and returns: no disk writes, no waiting.
 - the attribution thread (`lanewatch-attribution`): turns facts into `KernelWrite`s and
   incidents (`sources.writefacts`, `model.kernelwrites`) and hands them to the engine
-  (`sink`). A writer gone before we read its event and not provable yet is retried for
+  (`sink`). A writer reaped before we read its event is known by the process connector
+  (`processes.proclives`, its own thread `lanewatch-proclives`) or the pid clock; one not
+  provable yet is retried for
   `PENDING_FOR` seconds (its stamp may be on its way), then recorded as "unknown pid".
 - the keeper (`lanewatch-keeper`, `sources.keeper`): keeps small files in the root's evidence
   store (`sources.evidence`) and each write in the root's history (`sources.writelog`).
@@ -28,7 +30,9 @@ import queue
 import tempfile
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from lanewatch.kernel.fanignore import foreign_dirs_available
 from lanewatch.kernel.fanotify import (
@@ -40,12 +44,22 @@ from lanewatch.kernel.fanotify import (
 )
 from lanewatch.kernel.keeper import Keeper
 from lanewatch.kernel.throttle import Priority
-from lanewatch.kernel.writefacts import Attributor, Fact, KernelBatch, Lost, Stats, is_stamp
+from lanewatch.kernel.writefacts import (
+    Attributor,
+    Fact,
+    KernelBatch,
+    Lost,
+    Stats,
+    is_stamp,
+    raced_after,
+    raced_within,
+)
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, parse_stamp
 from lanewatch.linux.paths import is_under
 from lanewatch.processes.pidclock import PidClock
 from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
+from lanewatch.processes.proclives import ProcLives
 from lanewatch.records.evidence import SMALL_FILE
 
 __all__ = ["Attribution", "KernelBatch", "attribution_status"]
@@ -60,6 +74,13 @@ OWNERS_EVERY = 0.5  # seconds between two refreshes of the owners from the model
 TICK = 1.0  # the attribution thread wakes at least this often (pid clock, pending, roots)
 MAX_EVENTS = 128  # per read: each event holds two descriptors (the file and a pidfd)
 READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_WRITE first
+# A file another process wrote within CONTESTED seconds is contested: the content read at a
+# close-write waits GRACE seconds for another writer's event that was still on its way (a
+# writer preempted between its data landing and its event being queued); one that comes makes
+# the content unknown. Only contested files wait: one writer per file costs no latency.
+CONTESTED = 1.0
+GRACE = 0.1
+RECENT_PATHS = 4096
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
 UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
 HINT_INFERRED = (
@@ -110,12 +131,22 @@ class Attribution:
         self._owners = owners
         self._on_attributed = on_attributed
         self.clock = PidClock()
-        self.lanes = PidLanes(self.clock, self.roots, pidfds=True)
+        self.lives = ProcLives()  # every fork and exit: writers reaped before we read them
+        self.lanes = PidLanes(self.clock, self.roots, pidfds=True, lives=self.lives)
         self.stats = Stats()
         self._queue: queue.SimpleQueue[list[Fact | Lost] | None] = queue.SimpleQueue()
+        # The reader's facts held back until the events queued when we read their contents
+        # are read too (one may be another writer's write of the same file), in kernel order:
+        # [facts, events still to read, the read that made them].
+        self._holds: deque[list[Any]] = deque()
+        self._reads = 0
+        # Recent write events by path (pid, when read), on the reader; read by the
+        # attribution thread for the contested contents it holds (`_contested`).
+        self._recent: OrderedDict[str, deque[tuple[int, float]]] = OrderedDict()
+        self._contested: list[Fact] = []
         self._pending: list[Fact] = []
         self._pending_bytes = 0
-        self.attributor = Attributor(self.roots, self.stats)
+        self.attributor = Attributor(self.roots, self.stats, self._lane_of)
         self.priority = Priority()  # our threads step back while writers flood us
         self._reader_joined = False
         self.keeper = Keeper(self.roots, self.priority)
@@ -142,12 +173,18 @@ class Attribution:
         why = foreign.reason if foreign is not None else "not started"
         return f"; {UNFILTERED} ({why})"
 
+    def _lane_of(self, key: str) -> str | None:
+        owner = self.lanes.owners.by_key.get(key)
+        return owner.lane if owner is not None else None
+
     # -- life ------------------------------------------------------------------------------
     def start(self) -> None:
         paths = [p for p in [*self.roots, *self.shared] if os.path.isdir(p)]
         if not paths:
             raise FanotifyError(2, "no root or shared temp folder exists to watch")
         self._refresh_owners(force=True)
+        if not self.lives.start():  # then the pid clock alone proves reaped writers
+            log.info("kernel attribution without the process connector: %s", self.lives.reason)
         watcher = FanotifyWatcher(
             paths,
             self._on_events,
@@ -158,12 +195,14 @@ class Attribution:
             read_delay=READ_DELAY,
             name="lanewatch-fanotify",
             ignore_foreign=True,
+            after_read=self._after_read,
         )
         self._watcher = watcher
         try:
             watcher.start()
         except BaseException:
             self._watcher = None
+            self.lives.close()
             raise
         self.keeper.start()
         self._thread = threading.Thread(target=self._run, name="lanewatch-attribution", daemon=True)
@@ -182,6 +221,7 @@ class Attribution:
             self._thread.join(timeout=5)
         if self._thread is not None:
             self.keeper.stop()
+        self.lives.close()
         self.clock.close()
 
     # -- the reader: keep it short -------------------------------------------------------------
@@ -227,6 +267,7 @@ class Attribution:
             if zone is None:
                 self.stats.dropped += 1
                 continue
+            contested = self._note_write(path, ev, at)
             writer = self.lanes.resolve(ev.pid, ev.pidfd, window)
             if zone[0] == "shared" and writer.identified and writer.lane is None:
                 continue  # nobody's lane, in shared temp: not ours to record
@@ -237,11 +278,55 @@ class Attribution:
                 except OSError as exc:
                     log.debug("reading %s through its event: %s", path, exc)
             event = "close-write" if ev.is_close_write else "modify"
-            facts.append(
-                Fact(path, *zone, writer, event, ev.is_modify, sample, at, window, deleted)
-            )
-        if facts:
+            fact = Fact(path, *zone, writer, event, ev.is_modify, sample, at, window, deleted)
+            if sample is not None and contested:
+                fact.contested_until = at + GRACE
+            if sample is not None and sample.size == 0:
+                # An empty file at a close-write: its writer's own (`: > f`), or truncated
+                # since by another open(O_TRUNC), which reports no event with a path to us (its
+                # write comes later, if at all). We cannot tell: not tied to this writer.
+                fact.sample, fact.raced = None, True
+            facts.append(fact)
+        self._settle(events, facts)
+
+    def _note_write(self, path: str, ev: FanEvent, at: float) -> bool:
+        """Remember this write event; True if another process wrote `path` lately."""
+        if not (ev.is_modify or ev.is_close_write):
+            return False
+        seen = self._recent.get(path)
+        if seen is None:
+            seen = self._recent[path] = deque(maxlen=8)
+            if len(self._recent) > RECENT_PATHS:
+                self._recent.popitem(last=False)
+        contested = any(pid != ev.pid and at - t < CONTESTED for pid, t in seen)
+        seen.append((ev.pid, at))
+        return contested
+
+    def _settle(self, events: Sequence[FanEvent], facts: list[Fact | Lost]) -> None:
+        """Each content to the write that produced it, or to nobody (docs/fanotify.md): a file
+        written by two processes in one batch, or by another one whose event was queued when
+        we read it, has a content we cannot tie to either close-write: it is not kept as theirs."""
+        for hold in self._holds:
+            raced_after(hold[0], events)
+        raced_within(facts, events)
+        if not facts:
+            return
+        watcher = self._watcher
+        read = any(isinstance(f, Fact) and f.sample is not None for f in facts)
+        left = watcher.queued() if read and watcher is not None else 0
+        if left or self._holds:
+            self._holds.append([facts, left, self._reads])
+        else:
             self._queue.put(facts)
+
+    def _after_read(self, records: int, _delivered: int) -> None:
+        """After each read (its events seen by `_settle`): hand on what need wait no more."""
+        for hold in self._holds:
+            if hold[2] != self._reads:  # not this read's own facts: its records come later
+                hold[1] -= records
+        self._reads += 1
+        while self._holds and self._holds[0][1] <= 0:
+            self._queue.put(self._holds.popleft()[0])
 
     # -- the attribution thread -----------------------------------------------------------------
     def _run(self) -> None:
@@ -249,7 +334,7 @@ class Attribution:
         next_tick = time.monotonic()
         while not self._stop.is_set():
             timeout = max(0.0, next_tick - time.monotonic())
-            if self._pending:
+            if self._pending or self._contested:
                 timeout = min(timeout, 0.05)
             try:
                 item = self._queue.get(timeout=timeout)
@@ -271,6 +356,7 @@ class Attribution:
         if any(is_stamp(f.path) for f in facts):
             self._stamps_seen(facts)
         self._refresh_owners()
+        facts = self._uncontested(facts)
         ready = self._retry_pending() + [f for f in facts if not self._park(f)]
         if lost:
             self.stats.lost += len(lost)
@@ -282,6 +368,27 @@ class Attribution:
         if self._on_attributed is not None:
             self._on_attributed(time.time(), [f.path for f in ready])
         self.keeper.put(keeps)  # disk last, on the keeper's thread
+
+    def _uncontested(self, facts: list[Fact]) -> list[Fact]:
+        """`facts` and the contested ones whose grace is over, in order; those still in their
+        grace wait (with every later fact of the same path, so a file's writes stay in order).
+        Another process's write of the file read during the grace makes the content unknown."""
+        now = time.time()
+        waiting: list[Fact] = []
+        out: list[Fact] = []
+        blocked: set[str] = set()  # paths with a fact still in its grace
+        for f in [*self._contested, *facts]:
+            if f.path in blocked or f.contested_until > now:
+                waiting.append(f)
+                blocked.add(f.path)
+                continue
+            if f.contested_until and f.sample is not None:
+                seen = list(self._recent.get(f.path, ()))
+                if any(p != f.writer.pid and f.at < t <= f.contested_until for p, t in seen):
+                    f.sample, f.raced = None, True
+            out.append(f)
+        self._contested = waiting
+        return out
 
     def _park(self, f: Fact) -> bool:
         """Keep a not-yet-identified gone writer for a retry; True if parked. Bounded: past

@@ -23,13 +23,16 @@ on any platform; only calling into it on a system without fanotify does.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import errno
+import fcntl
 import logging
 import os
 import select
 import tempfile
+import termios
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
@@ -226,8 +229,7 @@ class FanotifyGroup:
     ) -> EventBatch:
         """Read up to `max_events` queued events without blocking; close the batch after use."""
         lease = _Lease()
-        # Every event we ask for has the same size: the metadata, plus a pidfd record if any.
-        size = EVENT_METADATA.size + (INFO_HEADER.size + INFO_PIDFD.size) * self.reports_pidfds
+        size = self.event_size
         try:
             buf = os.read(self.fileno(), max_events * size)
         except BlockingIOError:
@@ -242,6 +244,20 @@ class FanotifyGroup:
             return EventBatch((lost,), 1, lease, drained=False)
         events, records = events_from_buffer(buf, accept=accept, lease=lease)
         return EventBatch(events, records, lease, drained=len(buf) <= (max_events - 1) * size)
+
+    @property
+    def event_size(self) -> int:
+        """Every event we ask for has the same size: the metadata, plus a pidfd record if any."""
+        return EVENT_METADATA.size + (INFO_HEADER.size + INFO_PIDFD.size) * self.reports_pidfds
+
+    def queued(self) -> int:
+        """Events queued in the kernel now (FIONREAD); 0 when it cannot tell."""
+        buf = array.array("i", [0])
+        try:
+            fcntl.ioctl(self.fileno(), termios.FIONREAD, buf, True)
+        except (OSError, ValueError):
+            return 0
+        return -(-buf[0] // self.event_size)
 
     def close(self) -> None:
         """Close the group; the kernel drops all its marks with it."""
@@ -312,9 +328,13 @@ class FanotifyWatcher:
         before_read: Callable[[], object] | None = None,
         read_delay: float = 0.0,
         ignore_foreign: bool = False,
+        after_read: Callable[[int, int], None] | None = None,
     ) -> None:
         self._paths = [os.fspath(p) for p in paths]
         self._callback = callback
+        # Called on the reader after every read that returned records, with how many it read
+        # and how many it delivered (0: all were dropped, and the callback was not called).
+        self._after_read = after_read
         self._prefixes = tuple(
             _norm_prefix(p) for p in (self._paths if prefixes is None else prefixes)
         )
@@ -349,6 +369,12 @@ class FanotifyWatcher:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    def queued(self) -> int:
+        """Events queued in the kernel now, not yet read (call on the reader, in the callback:
+        they are the first records of the next reads)."""
+        group = self._group
+        return group.queued() if group is not None and not group.closed else 0
 
     def start(self) -> None:
         """Open the group and mark every path (raises FanotifyError), then start reading."""
@@ -462,6 +488,8 @@ class FanotifyWatcher:
                         self.records += batch.records
                         if batch.events:
                             self._deliver(batch.events)
+                    if batch.records and self._after_read is not None:
+                        self._after_read(batch.records, len(batch.events))
                     if batch.drained:
                         self.window = mark
                         # Empty when read: read again only if more came meanwhile (a poll is

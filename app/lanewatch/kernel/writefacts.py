@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lanewatch.kernel.fanotify import ContentSample
+from lanewatch.kernel.fanotify import ContentSample, FanEvent
 from lanewatch.kernel.keeper import Keep
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.linux.proc import readlink
@@ -29,6 +29,7 @@ from lanewatch.records.writes import WriteEntry
 STDIO_FOR = 30.0  # seconds an owner's stdout/stderr targets are cached
 LAST_HASHES = 4096  # paths whose last content hash we remember (unchanged closes are skipped)
 EVIDENCE_PER_SECOND = 20  # new evidence items a second per incident
+RACED = "content unknown: another process wrote the file before it could be read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +58,13 @@ class Fact:
     window: Mark | None
     deleted: bool = False
     tries_until: float = 0.0
+    raced: bool = False  # another writer wrote the file before we read it: content unknown
+    contested_until: float = 0.0  # another process wrote it lately: wait for its events
 
     @property
     def event_text(self) -> str:
-        return self.event + (" (deleted since)" if self.deleted else "")
+        text = self.event + (" (deleted since)" if self.deleted else "")
+        return text + (f" ({RACED})" if self.raced else "")
 
 
 @dataclass(slots=True)
@@ -79,6 +83,47 @@ class Stats:
     thinned: int = 0  # writes kept out of an incident's evidence (over the budget)
 
 
+def _writes(ev: FanEvent) -> str | None:
+    """The path an event says was written, if it is a write."""
+    if ev.path is None or not (ev.is_modify or ev.is_close_write):
+        return None
+    return ev.path.removesuffix(" (deleted)")
+
+
+def _race(f: Fact | Lost) -> None:
+    if isinstance(f, Fact) and f.sample is not None:
+        f.sample, f.raced = None, True
+
+
+def raced_within(facts: Sequence[Fact | Lost], events: Sequence[FanEvent]) -> None:
+    """Contents read in one batch are the files' as they were after every write in it (the
+    kernel also merges a process's events into its earlier queued one, so their order does not
+    say which came last): a file two processes wrote in the batch has no known writer of its
+    content."""
+    pids: dict[str, set[int]] = {}
+    for ev in events:
+        path = _writes(ev)
+        if path is not None:
+            pids.setdefault(path, set()).add(ev.pid)
+    for f in facts:
+        if isinstance(f, Fact) and len(pids.get(f.path, ())) > 1:
+            _race(f)
+
+
+def raced_after(held: Sequence[Fact | Lost], events: Sequence[FanEvent]) -> None:
+    """Events were queued when `held`'s contents were read; this read holds them (and maybe
+    later ones: counted too, to be safe): another process's write of a file we read may have
+    come before our read."""
+    by_path: dict[str, set[int]] = {}
+    for ev in events:
+        path = _writes(ev)
+        if path is not None:
+            by_path.setdefault(path, set()).add(ev.pid)
+    for f in held:
+        if isinstance(f, Fact) and by_path.get(f.path, set()) - {f.writer.pid}:
+            _race(f)
+
+
 def is_stamp(path: str) -> bool:
     """An owner stamp, or the temp file it is being written to (`write_atomic`'s name)."""
     folder, _, name = path.rpartition("/")
@@ -94,9 +139,15 @@ def worth_keeping(path: str) -> bool:
 
 
 class Attributor:
-    def __init__(self, roots: Sequence[str], stats: Stats) -> None:
+    def __init__(
+        self,
+        roots: Sequence[str],
+        stats: Stats,
+        victim_lane: Callable[[str], str | None] = lambda _key: None,
+    ) -> None:
         self.roots = list(roots)
         self.stats = stats
+        self.victim_lane = victim_lane  # a namespace's lane, for incident titles
         self._hashes: OrderedDict[str, str | None] = OrderedDict()
         self._budget: dict[str, tuple[int, int]] = {}
         self._stdio: dict[int, tuple[float, frozenset[str]]] = {}
@@ -142,7 +193,8 @@ class Attributor:
                     keeps.append(keep)
             if f.zone == "ns" and f.victim is not None and f.root is not None:
                 owns = w.owner and w.namespace == f.victim
-                obs = foreign_write(kw, f.victim, victim_owner=owns)
+                lane = self.victim_lane(f.victim)
+                obs = foreign_write(kw, f.victim, victim_owner=owns, victim_lane=lane)
                 root = f.root
             else:
                 obs = unbound_write(kw, self.roots)

@@ -124,5 +124,6 @@ def owner_json(owner: Owner, h: Holding) -> dict[str, Any]:
         "namespace": owner.key,
         "checkout_id": owner.checkout_id,
         "pid": h.pid,
+        "start_ticks": h.start_ticks,
         "command": list(h.command),
     }

@@ -10,7 +10,7 @@ The rules that detect incidents live one module per kind in `model/detectors/` (
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -21,14 +21,19 @@ from lanewatch.model.detectors.foreign_receipt import parse_receipt as parse_rec
 from lanewatch.model.detectors.refused_claim import refused_claim as refused_claim
 from lanewatch.model.detectors.takeover import owner_key as owner_key
 from lanewatch.model.detectors.takeover import takeover as takeover
+from lanewatch.model.kinds import current_name, kind_of
 from lanewatch.model.observation import Observation
 from lanewatch.model.observation import incident_id as incident_id
 from lanewatch.model.views import Evidence, Grade, Incident
+from lanewatch.model.writerlist import Writer, add_writer, merge_writers, writers_from_json
 
 MAX_EVIDENCE = 200  # per incident; the first is always kept
 # Ledger events that end an ownership: a stamp rewritten after one is no takeover.
 RELEASE_EVENTS = frozenset({"released", "spawn-failed", "cleared", "killed"})
 SCHEMA = 1
+RESOLVER = "lanewatch"  # `ack_by` of an incident resolved automatically
+QUIET_FOR = 600.0  # seconds without evidence, every writer gone: resolved automatically
+REPEATS = "kernel:"  # evidence keys whose repeat is a new event (a write again), not a re-read
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,13 @@ class IncidentRecord:
     ack_at: float | None = None
     ack_by: str | None = None
     root: str = field(default="", compare=False)  # where it is persisted
+    writers: tuple[Writer, ...] = ()  # every lane that wrote (`model/writerlist.py`)
+    path: str | None = None  # the one file of a shared-file incident
+    victim_lane: str | None = None
+    # The newest evidence: a new observation, or a write the kernel reported again with the
+    # same content (its key is the same, the write is not). None: the newest evidence's time.
+    evidence_at: float | None = None
+    ack_note: str = ""  # why lanewatch resolved it (with ack_by RESOLVER)
 
     @property
     def grade(self) -> str:
@@ -53,12 +65,22 @@ class IncidentRecord:
 
     @property
     def newest_evidence(self) -> float:
-        return max((e.time for e in self.evidence), default=self.first_seen)
+        newest = max((e.time for e in self.evidence), default=self.first_seen)
+        return newest if self.evidence_at is None else max(newest, self.evidence_at)
 
     @property
     def acknowledged(self) -> bool:
-        """Acknowledged, and nothing new was observed since."""
+        """Acknowledged (or resolved), and no evidence came after: an acknowledgement covers
+        the evidence seen up to then; anything newer opens the incident again."""
         return self.ack_at is not None and self.ack_at >= self.newest_evidence
+
+    @property
+    def resolved(self) -> bool:
+        return self.acknowledged and self.ack_by == RESOLVER
+
+    @property
+    def reopened(self) -> bool:
+        return self.ack_at is not None and not self.acknowledged
 
     def to_view(self) -> Incident:
         return Incident(
@@ -73,8 +95,14 @@ class IncidentRecord:
             evidence=self.evidence,
             acknowledged=self.acknowledged,
             summary=self.summary,
+            writers=self.writers,
+            path=self.path,
             ack_at=self.ack_at,
             ack_by=self.ack_by,
+            resolved=self.resolved,
+            reopened=self.reopened,
+            ack_note=self.ack_note if self.resolved else "",
+            evidence_at=self.newest_evidence,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -90,6 +118,11 @@ class IncidentRecord:
             "summary": self.summary,
             "ack_at": self.ack_at,
             "ack_by": self.ack_by,
+            "ack_note": self.ack_note,
+            "evidence_at": self.evidence_at,
+            "writers": [dict(w) for w in self.writers],
+            "path": self.path,
+            "victim_lane": self.victim_lane,
             "evidence": [evidence_json(e) for e in self.evidence],
         }
 
@@ -141,20 +174,27 @@ def record_from_json(obj: object, root: str = "") -> IncidentRecord | None:
             )
         )
     intruder = obj.get("intruder")
+    intruder = dict(intruder) if isinstance(intruder, dict) else {}
     count = _opt(obj, "count", int) or len(evidence)
+    last_t = float(last if last is not None else first)
     return IncidentRecord(
         id=rid,
-        kind=kind,
+        kind=current_name(kind),  # an old name (before issue 17) reads as today's
         victim=_opt(obj, "victim", str),
-        intruder=MappingProxyType(dict(intruder) if isinstance(intruder, dict) else {}),
+        intruder=MappingProxyType(intruder),
         first_seen=float(first),
-        last_seen=float(last if last is not None else first),
+        last_seen=last_t,
         count=max(count, len({e.key for e in evidence})),
         evidence=tuple(sorted(evidence, key=lambda e: e.time)),
         summary=_opt(obj, "summary", str) or "",
         ack_at=_opt(obj, "ack_at", (int, float)),
         ack_by=_opt(obj, "ack_by", str),
         root=root,
+        writers=writers_from_json(obj.get("writers"), intruder, float(first), last_t),
+        path=_opt(obj, "path", str),
+        victim_lane=_opt(obj, "victim_lane", str),
+        evidence_at=_opt(obj, "evidence_at", (int, float)),
+        ack_note=_opt(obj, "ack_note", str) or "",
     )
 
 
@@ -173,9 +213,10 @@ def merge_records(a: IncidentRecord, b: IncidentRecord) -> IncidentRecord:
         if old is None or e.time < old.time:
             by_key[k] = e
     evidence = sorted(by_key.values(), key=lambda e: (e.time, e.key))
-    acks = [(t, who) for t, who in ((a.ack_at, a.ack_by), (b.ack_at, b.ack_by)) if t is not None]
-    ack_at, ack_by = max(acks, key=lambda x: x[0]) if acks else (None, None)
+    acks = [(r.ack_at, r.ack_by or "", r.ack_note) for r in (a, b) if r.ack_at is not None]
+    ack_at, ack_by, ack_note = max(acks) if acks else (None, None, "")
     newer = max((a, b), key=lambda r: (r.last_seen, r.summary))  # deterministic on a tie
+    seen = [t for t in (a.evidence_at, b.evidence_at) if t is not None]
     return IncidentRecord(
         id=a.id,
         kind=a.kind,
@@ -187,16 +228,37 @@ def merge_records(a: IncidentRecord, b: IncidentRecord) -> IncidentRecord:
         evidence=_bounded(evidence),
         summary=newer.summary or a.summary or b.summary,
         ack_at=ack_at,
-        ack_by=ack_by,
+        ack_by=ack_by or None,
         root=a.root or b.root,
+        writers=merge_writers(a.writers, b.writers),
+        path=a.path or b.path,
+        victim_lane=a.victim_lane or b.victim_lane,
+        evidence_at=max(seen) if seen else None,
+        ack_note=ack_note,
     )
+
+
+def _titled(rec: IncidentRecord, fallback: str) -> IncidentRecord:
+    """The record with its title: built from every writer for the writer kinds."""
+    entry = kind_of(rec.kind)
+    line = None
+    if entry is not None and entry.title is not None:
+        line = entry.title(
+            rec.writers,
+            path=rec.path,
+            victim=rec.victim,
+            victim_lane=rec.victim_lane,
+            latest=rec.evidence[-1].path if rec.evidence else None,
+        )
+    summary = line or fallback or rec.summary
+    return rec if summary == rec.summary else replace(rec, summary=summary)
 
 
 def merge(record: IncidentRecord | None, obs: Observation, root: str = "") -> IncidentRecord:
     """Fold one observation into its incident (creating it)."""
     t = obs.evidence.time
     if record is None:
-        return IncidentRecord(
+        rec = IncidentRecord(
             id=obs.id,
             kind=obs.kind.value,
             victim=obs.victim,
@@ -207,16 +269,52 @@ def merge(record: IncidentRecord | None, obs: Observation, root: str = "") -> In
             evidence=(obs.evidence,),
             summary=obs.summary,
             root=root,
+            writers=add_writer((), obs.intruder, t, new=True),
+            path=obs.path,
+            victim_lane=obs.victim_lane,
+            evidence_at=t,
         )
-    if any(e.key == obs.evidence.key for e in record.evidence) and obs.evidence.key:
+        return _titled(rec, obs.summary)
+    key = obs.evidence.key
+    if key and any(e.key == key for e in record.evidence):
         if t <= record.last_seen:
             return record
-        return replace(record, last_seen=t)
-    return replace(
+        again = key.startswith(REPEATS) and t > record.newest_evidence
+        seen = replace(
+            record,
+            last_seen=t,
+            writers=add_writer(record.writers, obs.intruder, t, new=False),
+            evidence_at=t if again else record.evidence_at,
+        )
+        return _titled(seen, record.summary)
+    rec = replace(
         record,
         intruder=MappingProxyType({**record.intruder, **obs.intruder}),
         last_seen=max(record.last_seen, t),
         count=record.count + 1,
         evidence=_bounded([*record.evidence, obs.evidence]),
-        summary=obs.summary or record.summary,
+        writers=add_writer(record.writers, obs.intruder, t, new=True),
+        path=record.path or obs.path,
+        victim_lane=record.victim_lane or obs.victim_lane,
+        evidence_at=max(record.newest_evidence, t),
+    )
+    return _titled(rec, obs.summary or record.summary)
+
+
+def resolve_quiet(
+    record: IncidentRecord, now: float, gone: Callable[[int, int | None], bool]
+) -> IncidentRecord | None:
+    """The record resolved by lanewatch when it is open, nothing was seen of it for
+    QUIET_FOR seconds and every process of every writer is `gone`; else None."""
+    if record.acknowledged or now - max(record.last_seen, record.newest_evidence) < QUIET_FOR:
+        return None
+    pids = [(p[0], p[1]) for w in record.writers for p in (w.get("pids") or ())]
+    if not pids or not all(gone(pid, ticks) for pid, ticks in pids):
+        return None
+    quiet = int(QUIET_FOR // 60)
+    return replace(
+        record,
+        ack_at=now,
+        ack_by=RESOLVER,
+        ack_note=f"resolved automatically: every writer exited and nothing new for {quiet} min",
     )

@@ -42,6 +42,7 @@ def write_intruder(w: KernelWrite) -> dict[str, object]:
         "namespace": w.namespace,
         "checkout_id": w.checkout_id,
         "pid": w.pid,
+        "start_ticks": w.start_ticks,
         "command": list(w.command),
     }
 

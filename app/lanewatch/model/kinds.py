@@ -1,6 +1,7 @@
 """The incident kinds: one entry each, read by every place that lists or describes them. Pure.
 
-An entry names the kind (the stable string of `incidents --json`: never renamed), says it in
+An entry names the kind (the stable string of `incidents --json`; a renamed kind keeps its old
+name readable in `LEGACY_NAMES`, so records written before still read), says it in
 plain words, ranks how bad it is, explains it in one line, and points to its detectors (the
 functions in `model/detectors/` that emit it). The dashboard's colours, its help and empty
 view, `lanewatch incidents` and the table in docs/engine.md all read this registry; a test
@@ -41,6 +42,9 @@ class Kind:
     severity: Severity
     explanation: str  # one line for people
     detectors: tuple[Callable[..., Any], ...]  # what emits it
+    # The one line for people, from every writer: title(writers, *, path, victim,
+    # victim_lane, latest) -> str | None (`model.incidents`); None: the detector's summary.
+    title: Callable[..., str | None] | None = None
 
 
 _KINDS = (
@@ -52,11 +56,12 @@ _KINDS = (
         (takeover.takeover,),
     ),
     Kind(
-        IncidentKind.FOREIGN_WRITER,
+        IncidentKind.CROSS_LANE_WRITE,
         "write from another lane",
         Severity.HIGH,
-        "A process of another lane writes (or works) inside this lane's namespace.",
+        "Processes of other lanes write (or work) inside this lane's namespace.",
         (foreign_writer.held, foreign_writer.foreign_write),
+        foreign_writer.title,
     ),
     Kind(
         IncidentKind.FOREIGN_RECEIPT,
@@ -66,11 +71,12 @@ _KINDS = (
         (foreign_receipt.foreign_receipt,),
     ),
     Kind(
-        IncidentKind.UNBOUND_WRITER,
+        IncidentKind.SHARED_FILE,
         "write in shared temp",
         Severity.MEDIUM,
-        "A lane's process writes in shared temp outside every namespace, where lanes can clash.",
+        "Lanes write one file in shared temp, outside their namespaces, where they can clash.",
         (unbound_writer.held, unbound_writer.unbound_write),
+        unbound_writer.title,
     ),
     Kind(
         IncidentKind.REFUSED_CLAIM,
@@ -83,14 +89,28 @@ _KINDS = (
 
 KINDS: Mapping[str, Kind] = MappingProxyType({k.name.value: k for k in _KINDS})
 
+# Names a kind had before (issue 17: jargon out): records on disk may still carry them; they
+# are read under the new name (`model.incidents.record_from_json`), and looked up here.
+LEGACY_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        "foreign-writer": IncidentKind.CROSS_LANE_WRITE.value,
+        "unbound-writer": IncidentKind.SHARED_FILE.value,
+    }
+)
+
+
+def current_name(name: str) -> str:
+    """The kind's name today (an old name from a stored record becomes the new one)."""
+    return LEGACY_NAMES.get(name, name)
+
 
 def kind_of(name: str) -> Kind | None:
-    """The entry of `name`; None for a kind this version does not know (a newer engine's
-    record on a shared root): callers show its name as is."""
-    return KINDS.get(name)
+    """The entry of `name` (or of its old name); None for a kind this version does not know
+    (a newer engine's record on a shared root): callers show its name as is."""
+    return KINDS.get(current_name(name))
 
 
 def severity_of(name: str) -> Severity:
     """A kind's severity; an unknown kind counts as high, so it is never overlooked."""
-    entry = KINDS.get(name)
+    entry = kind_of(name)
     return entry.severity if entry is not None else Severity.HIGH

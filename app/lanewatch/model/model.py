@@ -136,6 +136,7 @@ class Acknowledged:
     incident_id: str
     at: float
     by: str | None = None
+    note: str = ""  # why, when lanewatch resolved it by itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,9 +242,10 @@ class _Builder:
 
 def _involved(rec: inc.IncidentRecord) -> list[str]:
     keys = [rec.victim] if rec.victim else []
-    ns = rec.intruder.get("namespace")
-    if isinstance(ns, str) and ns not in keys:
-        keys.append(ns)
+    for who in (rec.intruder, *rec.writers):  # every lane that wrote
+        ns = who.get("namespace")
+        if isinstance(ns, str) and ns not in keys:
+            keys.append(ns)
     return keys
 
 
@@ -298,7 +300,7 @@ def _apply_one(b: _Builder, ev: Event) -> None:
     elif isinstance(ev, Acknowledged):
         current = b.incidents().get(ev.incident_id)
         if current is not None:
-            b.put_incident(replace(current, ack_at=ev.at, ack_by=ev.by))
+            b.put_incident(replace(current, ack_at=ev.at, ack_by=ev.by, ack_note=ev.note))
     elif isinstance(ev, HealthChanged):
         b.set_health(ev.health)
 

@@ -1,7 +1,10 @@
 """One sighting of a collision, as a detector reports it, and the deterministic incident id. Pure.
 
-An incident's id is a function of its kind, its victim and its intruder, so two engines that see
-the same collision name it alike and their records merge instead of duplicating.
+An incident's id is a function of its kind, its victim and its group key, so two engines that see
+the same collision name it alike and their records merge instead of duplicating. The group key
+is what makes sightings one collision: the intruder's identity for most kinds, "" for every
+lane writing into one namespace (one incident per victim), the path for a file in shared temp
+(one incident per file, naming every lane that wrote it).
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ def incident_id(kind: str, victim: str | None, intruder_key: str) -> str:
 class Observation:
     kind: IncidentKind
     victim: str | None
-    intruder_key: str
+    intruder_key: str  # the group key (see above); the name predates issue 17
     intruder: Mapping[str, Any]
     evidence: Evidence
     summary: str
+    victim_lane: str | None = None  # the victim namespace's lane, for the title
+    path: str | None = None  # the one file of a shared-file incident
 
     @property
     def id(self) -> str:

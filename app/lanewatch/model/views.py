@@ -35,8 +35,10 @@ class IncidentKind(StrEnum):
     TAKEOVER = "takeover"
     REFUSED_CLAIM = "refused-claim"
     FOREIGN_RECEIPT = "foreign-receipt"
-    FOREIGN_WRITER = "foreign-writer"
-    UNBOUND_WRITER = "unbound-writer"
+    # Until issue 17 "foreign-writer" and "unbound-writer": records on disk may still say so
+    # (`model.kinds.LEGACY_NAMES` reads them under the new names).
+    CROSS_LANE_WRITE = "cross-lane-write"  # other lanes write in one lane's namespace
+    SHARED_FILE = "shared-file"  # lanes write one file in shared temp, outside their lanes
 
 
 class HealthStatus(StrEnum):
@@ -104,10 +106,18 @@ class Incident:
     count: int  # distinct observations
     grade: str  # "known" if any evidence is known, else "inferred"
     evidence: tuple[Evidence, ...]  # oldest first, bounded
-    acknowledged: bool
+    acknowledged: bool  # every evidence so far was acknowledged (by a person, or resolved)
     summary: str = ""  # one line for people; built from untrusted strings: never markup
-    ack_at: float | None = None  # the newest acknowledgement (it may predate newer evidence)
-    ack_by: str | None = None
+    # Issue 17, additive. Every lane that wrote, oldest first: lane, namespace, checkout_id,
+    # pid, start_ticks, command, first_seen, last_seen, count (`model/writerlist.py`).
+    writers: tuple[Mapping[str, Any], ...] = ()
+    path: str | None = None  # the one file of a shared-file incident
+    ack_at: float | None = None  # when acknowledged (or resolved); None: never
+    ack_by: str | None = None  # who: a user name, or "lanewatch" when resolved automatically
+    resolved: bool = False  # acknowledged by lanewatch: every writer gone and quiet (ack_note)
+    reopened: bool = False  # acknowledged once, new evidence since: open again
+    ack_note: str = ""  # why it was resolved automatically
+    evidence_at: float | None = None  # the newest evidence (a write repeated counts again)
 
 
 @dataclass(frozen=True, slots=True)

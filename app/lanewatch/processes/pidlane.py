@@ -15,9 +15,14 @@ process seen again costs one read of `/proc/PID/stat`, and a reused pid (a new s
 new entry. The pidfd proves that `/proc/PID` is the writer: while it is open the pid cannot be
 reused, and after reading we check the process had not been reaped meanwhile.
 
-A writer already reaped when its event is read is credited to a process we know of (seen
-alive earlier, or named by a stamp) only when the pid allocator proves no other process can
-have held that pid since (`sources.pidclock`); otherwise it is "unknown pid". Never a guess.
+A writer already reaped when its event is read is known by the kernel's process connector
+where it can be used (`processes/proclives.py`, root): the one process that held the pid
+between the window's start and now, with its start time and its parent. It is credited to a
+process we saw alive, or a stamp names, with that pid and start time; else to the lane of its
+nearest ancestor we can identify (alive now with the same start time, or seen alive), by the
+same rules as a live writer's. Without the connector (or where its record has a gap), a known
+process is credited only when the pid allocator proves no other process can have held that
+pid since (`processes/pidclock`). Otherwise it is "unknown pid". Never a guess.
 """
 
 from __future__ import annotations
@@ -26,21 +31,24 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux.paths import is_below
 from lanewatch.linux.proc import ProcStat, environ_values, read_file, read_stat
 from lanewatch.processes.checkoutgit import git_common_dir
-from lanewatch.processes.pidclock import Mark, PidClock, boottime
+from lanewatch.processes.pidclock import CLK_TCK, Mark, PidClock, boottime
+from lanewatch.processes.proclives import Life, ProcLives, monotonic_to_boottime
 
 CACHE_SIZE = 4096  # processes remembered
 RECHECK_ENV = 10.0  # seconds: re-read the environment of a process seen again after this
 OWNER_MEMORY = 600.0  # seconds an owner is remembered after its stamp stops naming it
 RECHECK_SAME = 60.0  # seconds: an unchanged list is gone through again (well inside OWNER_MEMORY)
 MAX_DEPTH = 64  # ancestors walked
+GONE_SUFFIX = "; exited before we read the event, pid not reused since"
 _LANE_KEY = b"LANEWATCH_LANE="
 _NS_KEY = b"LANEWATCH_NAMESPACE="
 
@@ -193,8 +201,16 @@ class Owners:
 class PidLanes:
     """The resolver. `resolve` runs on the fanotify reader; `set_owners` from any thread."""
 
-    def __init__(self, clock: PidClock, roots: Iterable[str], *, pidfds: bool) -> None:
+    def __init__(
+        self,
+        clock: PidClock,
+        roots: Iterable[str],
+        *,
+        pidfds: bool,
+        lives: ProcLives | None = None,
+    ) -> None:
         self.clock = clock
+        self.lives = lives  # every fork and exit (root), for writers reaped before we read
         self.roots = [r.rstrip("/") for r in roots]
         self.pidfds = pidfds
         self.owners = Owners()
@@ -204,7 +220,7 @@ class PidLanes:
         self._by_ino: OrderedDict[tuple[int, int], _Proc] = OrderedDict()  # (pid, pidfs inode)
         self.pidfs = _has_pidfs()
         self._by_pid: dict[int, set[int]] = {}
-        self.stats = {"hits": 0, "reads": 0, "gone": 0, "credited": 0, "unknown": 0}
+        self.stats = {"hits": 0, "reads": 0, "gone": 0, "credited": 0, "unknown": 0, "lives": 0}
 
     # -- owners ---------------------------------------------------------------------------
     def set_owners(self, owners: Iterable[OwnerId]) -> None:
@@ -268,6 +284,10 @@ class PidLanes:
 
     def _resolve_gone(self, pid: int, window: Mark | None) -> Writer:
         self.stats["gone"] += 1
+        by_lives = self._by_lives(pid, window)
+        if by_lives is not None:
+            self.stats["lives" if by_lives.identified else "unknown"] += 1
+            return by_lives
         now = self.clock.sample()
         found: dict[int, Writer] = {}
         for start in list(self._by_pid.get(pid, ())):
@@ -302,6 +322,155 @@ class PidLanes:
             return next(iter(found.values()))
         self.stats["unknown"] += 1
         return Writer(pid, None, False, how="exited before it could be identified: unknown pid")
+
+    # -- reaped writers, by the process connector ----------------------------------------
+    def _by_lives(self, pid: int, window: Mark | None) -> Writer | None:
+        """The reaped writer as the process connector knows it: None when its record cannot
+        tell (not running, a gap, a process older than it we never saw): then the pid clock."""
+        lives = self.lives
+        if lives is None or not lives.available or window is None:
+            return None
+        offset = monotonic_to_boottime()
+        whole, life = lives.only_life(pid, window.time - offset, time.monotonic())
+        if not whole:
+            return None
+        if life is None:
+            how = "exited before it could be identified: several processes held its pid"
+            return Writer(pid, None, False, how=how)
+        if life.born == float("-inf"):
+            proc = self._seen_since(pid, lives.whole_from + offset)
+            return self._writer(proc, gone=True) if proc is not None else None
+        ticks = life.start_ticks(offset)
+        if any(
+            x is not life and abs(x.start_ticks(offset) - ticks) <= 1 for x in lives.lives_of(pid)
+        ):
+            return Writer(pid, None, False, how="exited before it could be identified: pid reused")
+        known = self._known(pid, ticks)
+        if known is not None:
+            return known
+        return self._by_ancestor(pid, ticks, life, offset, lives)
+
+    def _known(self, pid: int, ticks: int) -> Writer | None:
+        """A process we saw alive, or a stamp names, with this pid and start time (to a tick:
+        the connector's clock and /proc's differ by microseconds, which may cross a tick)."""
+        suffix = "; exited before we read the event (process connector)"
+        for start in sorted(self._by_pid.get(pid, ()), key=lambda s: abs(s - ticks)):
+            proc = self._procs.get((pid, start))
+            if proc is not None and abs(start - ticks) <= 1:
+                w = self._writer(proc, gone=True)
+                return replace(w, how=w.how.replace(GONE_SUFFIX, "") + suffix)
+        with self._owners_lock:
+            owners = list(self.owners.by_pid.get(pid, ()))
+        for (p, start), o in owners:
+            if abs(start - ticks) <= 1:
+                what = "command" if p == o.child_pid else "owner"
+                return self._owner_writer(o, p, start, f"its lane's {what} per the stamp{suffix}")
+        return None
+
+    def _owner_writer(self, o: OwnerId, pid: int, start: int, how: str) -> Writer:
+        return Writer(
+            pid,
+            start,
+            True,
+            o.lane,
+            o.key,
+            self._root_of(o.key),
+            o.checkout_id,
+            o.checkout_path,
+            o.command,
+            how=how,
+            owner_pid=o.pid,
+            owner=True,
+            git_common_dir=o.git_common_dir,
+        )
+
+    def _seen_since(self, pid: int, since: float) -> _Proc | None:
+        """A process older than our record that held `pid` the whole time since: the one we
+        saw alive with that pid after the record began (boottime `since`; no fork of the pid
+        since, so nobody else can have held it)."""
+        seen = [
+            proc
+            for start in self._by_pid.get(pid, ())
+            if (proc := self._procs.get((pid, start))) is not None and proc.seen_at >= since
+        ]
+        return seen[0] if len(seen) == 1 else None
+
+    def _by_ancestor(
+        self, pid: int, ticks: int, life: Life, offset: float, lives: ProcLives
+    ) -> Writer:
+        """The lane of the nearest ancestor we can identify at the writer's birth."""
+        unknown = Writer(pid, ticks, False, how="exited before it could be identified: unknown pid")
+        chain = []
+        parent, at = life.parent, life.born
+        for _ in range(MAX_DEPTH):
+            if parent <= 0:
+                return unknown
+            whole, plife = lives.only_life(parent, at, at)
+            if not whole or plife is None:
+                return unknown
+            proc = self._ancestor_proc(parent, plife, offset, lives)
+            chain.append(parent)
+            if proc is not None:
+                with self._owners_lock:
+                    found = _lane(proc, self.owners)
+                if found is None:
+                    how = (
+                        f"exited before it could be identified: its parent pid {parent} has no lane"
+                    )
+                    return Writer(pid, ticks, False, how=how)
+                o, key, lane, how, _own = found
+                via = f", descending from pid {parent}" if len(chain) > 1 else ""
+                return Writer(
+                    pid,
+                    ticks,
+                    True,
+                    lane,
+                    key,
+                    self._root_of(key),
+                    o.checkout_id if o else None,
+                    o.checkout_path if o else None,
+                    (f"[exited child of pid {chain[0]}]",),
+                    how=f"a child of pid {chain[0]}{via} ({how}); "
+                    "exited before we read the event (process connector)",
+                    owner_pid=o.pid if o else None,
+                    git_common_dir=o.git_common_dir if o else None,
+                )
+            if plife.born == float("-inf"):
+                return unknown  # an older process, gone, never seen: its lane is not known
+            parent, at = plife.parent, plife.born
+        return unknown
+
+    def _ancestor_proc(self, pid: int, life: Life, offset: float, lives: ProcLives) -> _Proc | None:
+        """The ancestor `pid` (its life `life`) as a process we can judge: seen alive with
+        that start time, or alive now with it; None if it is gone and was never seen."""
+        if life.born == float("-inf"):
+            seen = self._seen_since(pid, lives.whole_from + offset)
+            if seen is not None:
+                return seen
+            try:
+                alive = read_stat(pid)
+            except OSError:
+                return None
+            if alive is None or alive.start_ticks / CLK_TCK > lives.whole_from + offset:
+                return None  # born since the record began, yet no fork of it: not that one
+            return self._cached(pid, alive.start_ticks) or self._read(pid, alive)
+        ticks = life.start_ticks(offset)
+        for start in self._by_pid.get(pid, ()):
+            proc = self._procs.get((pid, start))
+            if proc is not None and abs(start - ticks) <= 1:
+                return proc
+        if life.ended is not None:
+            return None
+        try:
+            alive = read_stat(pid)
+        except OSError:
+            return None
+        if alive is None or abs(alive.start_ticks - ticks) > 1:
+            return None
+        proc = self._cached(pid, alive.start_ticks) or self._read(pid, alive)
+        if proc is not None:
+            self._remember(proc)
+        return proc
 
     # -- cache ----------------------------------------------------------------------------
     def _cached(self, pid: int, start: int) -> _Proc | None:
@@ -360,7 +529,7 @@ class PidLanes:
         found: tuple[OwnerId | None, str, str, str, bool] | None,
         gone: bool,
     ) -> Writer:
-        suffix = "; exited before we read the event, pid not reused since" if gone else ""
+        suffix = GONE_SUFFIX if gone else ""
         if found is None:
             return Writer(proc.pid, proc.start_ticks, True, command=proc.command, how="no lane")
         o, key, lane, how, is_owner = found

@@ -115,7 +115,9 @@ class EvidenceStore:
                 offset += len(data)
                 known.add(digest)
             kept[i] = digest
-        if body and not self._append(bytes(body), lines):
+        # `lines`, not `body`: an empty content has an index line and no bytes; it was counted
+        # kept without being written before (issue 17's race test found it).
+        if lines and not self._append(bytes(body), lines):
             for line in lines:
                 known.discard(json.loads(line)["sha256"])
             return {}

@@ -56,6 +56,18 @@ def utc(t: float | None) -> str:
     return f"{whole}.{int((t % 1) * 1000):03d}Z"
 
 
+def ack_state(inc: Incident) -> str:
+    """no; yes, when and by whom; reopened by newer evidence; or resolved by lanewatch, why."""
+    if inc.ack_at is None:
+        return "no"
+    when = f"{utc(inc.ack_at)} by {inc.ack_by or '?'}"
+    if inc.resolved:
+        return f"resolved {when}: {inc.ack_note}"
+    if inc.acknowledged:
+        return f"yes, {when}"
+    return f"reopened: new evidence after the acknowledgement of {when}"
+
+
 def who(person: Mapping[str, Any] | None, limit: int | None = None) -> str:
     """A writer or an intruder for people: "lane L, pid N on HOST: command" (inert); the
     command cut to `limit` characters if given (one line of a narrow screen)."""
@@ -350,12 +362,16 @@ def to_markdown(report: IncidentReport) -> str:
     ]
     if isinstance(before, dict):
         out.append(f"- **owner before**: {_md(who(before))}")
+    for writer in inc.writers:  # a shared file or a lane written by several: each of them
+        count = writer.get("count")
+        times = f" ({count}×)" if count else ""
+        out.append(f"- **writer**: {_md(who(writer))}{times}")
     out += [
         f"- **first seen**: {utc(inc.first_seen)}",
         f"- **last seen**: {utc(inc.last_seen)}",
         f"- **observations**: {inc.count}",
         f"- **grade**: {_md(inc.grade)}",
-        f"- **acknowledged**: {'yes' if inc.acknowledged else 'no'}",
+        f"- **acknowledged**: {_md(ack_state(inc))}",
         "",
         "Times are UTC.",
         "",
@@ -434,6 +450,9 @@ def to_json(report: IncidentReport) -> dict[str, Any]:
             "acknowledged": inc.acknowledged,
             "ack_at": utc(inc.ack_at) if inc.ack_at is not None else None,
             "ack_by": inc.ack_by,
+            "resolved": inc.resolved,
+            "reopened": inc.reopened,
+            "writers": [dict(w) for w in inc.writers],
         },
         "evidence": [{**dataclasses.asdict(r), "time": utc(r.time)} for r in report.evidence],
         "files": [

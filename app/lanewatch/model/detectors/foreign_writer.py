@@ -1,11 +1,14 @@
-"""`foreign-writer`: lane B's process writing inside lane A's namespace. Pure.
+"""`cross-lane-write` (until issue 17 `foreign-writer`): lane B's process writing inside lane A's
+namespace. One incident per victim namespace, naming every lane that wrote in it. Pure.
 
 Two sightings of one incident: the prober's (`held`: B's process holds a path in A's namespace
 open for writing, or as its cwd: inferred) and the kernel's (`foreign_write`: fanotify reported
-B's write there: known). Both name the intruder by B's namespace, so they share one id.
+B's write there: known). Both are grouped by A's namespace, so they share one id.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from lanewatch.lanes.stamp import META_DIR
 from lanewatch.linux.paths import is_under
@@ -19,6 +22,9 @@ from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.observation import Observation
 from lanewatch.model.sightings import from_holding, from_write
 from lanewatch.model.views import IncidentKind
+from lanewatch.model.writerlist import Writer, names
+
+GROUP = ""  # one incident per victim namespace, naming every lane that wrote in it
 
 
 def held(h: Holding, victim: str, owners: OwnerIndex, at: float) -> Observation | None:
@@ -39,10 +45,14 @@ def held(h: Holding, victim: str, owners: OwnerIndex, at: float) -> Observation 
     if intruder.key == victim:
         return None
     summary = f"pid {h.pid} of lane {intruder.lane} holds {h.path}"
-    return from_holding(IncidentKind.FOREIGN_WRITER, victim, intruder, h, how, at, summary)
+    lane = victim_owner.lane if victim_owner is not None else None
+    kind = IncidentKind.CROSS_LANE_WRITE
+    return from_holding(kind, victim, intruder, h, how, at, summary, group=GROUP, victim_lane=lane)
 
 
-def foreign_write(w: KernelWrite, victim: str, *, victim_owner: bool) -> Observation | None:
+def foreign_write(
+    w: KernelWrite, victim: str, *, victim_owner: bool, victim_lane: str | None = None
+) -> Observation | None:
     """Lane B's process wrote inside lane A's namespace (`victim`).
 
     Not a collision: a writer with no lane, the namespace's own lane, its owner processes
@@ -54,4 +64,23 @@ def foreign_write(w: KernelWrite, victim: str, *, victim_owner: bool) -> Observa
     if w.namespace.rstrip("/") == victim or is_under(w.path, f"{victim}/{META_DIR}"):
         return None
     summary = f"pid {w.pid} of lane {w.lane} wrote {w.path}"
-    return from_write(IncidentKind.FOREIGN_WRITER, victim, w, f"write by lane {w.lane}", summary)
+    what = f"write by lane {w.lane}"
+    kind = IncidentKind.CROSS_LANE_WRITE
+    return from_write(kind, victim, w, what, summary, group=GROUP, victim_lane=victim_lane)
+
+
+def title(
+    writers: Sequence[Writer],
+    *,
+    victim: str | None,
+    victim_lane: str | None,
+    latest: str | None,
+    **_: object,
+) -> str | None:
+    """ "agent-2 writes in agent-1's lane: PATH", "agent-2 and agent-3 write in agent-1's lane"."""
+    if not writers or not victim:
+        return None
+    where = f"{victim_lane}'s lane" if victim_lane else f"the namespace {victim}"
+    if len(writers) == 1:
+        return f"{names(writers)} writes in {where}" + (f": {latest}" if latest else "")
+    return f"{names(writers)} write in {where}"

@@ -1,4 +1,5 @@
-"""`unbound-writer`: a lane's process writing in shared temp, outside every namespace. Pure.
+"""`shared-file` (until issue 17 `unbound-writer`): lanes' processes writing one file in shared
+temp, outside every namespace. One incident per file, naming every lane that wrote it. Pure.
 
 Two sightings of one incident: the prober's (`held`: the process holds a file there open for
 writing: inferred) and the kernel's (`unbound_write`: fanotify reported the write: known).
@@ -19,6 +20,7 @@ from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.observation import Observation
 from lanewatch.model.sightings import from_holding, from_write
 from lanewatch.model.views import IncidentKind
+from lanewatch.model.writerlist import Writer, names
 
 
 def held(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Observation | None:
@@ -38,7 +40,8 @@ def held(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Obs
     if owner.git_common_dir and is_under(h.path, owner.git_common_dir):
         return None  # its checkout's own repository (git commit, gc in a linked worktree)
     summary = f"pid {h.pid} of lane {owner.lane} holds {h.path} outside its namespace"
-    return from_holding(IncidentKind.UNBOUND_WRITER, None, owner, h, how, at, summary)
+    kind = IncidentKind.SHARED_FILE
+    return from_holding(kind, None, owner, h, how, at, summary, group=h.path, path=h.path)
 
 
 def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
@@ -59,4 +62,14 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
         return None
     what = f"write by lane {w.lane} outside its namespace"
     summary = f"pid {w.pid} of lane {w.lane} wrote {w.path} outside its namespace"
-    return from_write(IncidentKind.UNBOUND_WRITER, None, w, what, summary)
+    kind = IncidentKind.SHARED_FILE
+    return from_write(kind, None, w, what, summary, group=w.path, path=w.path)
+
+
+def title(writers: Sequence[Writer], *, path: str | None, **_: object) -> str | None:
+    """ "agent-1 writes PATH outside its lane", "agent-1 and agent-2 both write PATH"."""
+    if not writers or not path:
+        return None
+    if len(writers) == 1:
+        return f"{names(writers)} writes {path} outside its lane"
+    return f"{names(writers)} {'both' if len(writers) == 2 else 'all'} write {path}"
