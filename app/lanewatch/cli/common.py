@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from lanewatch.errors import BadLaneName, ClaimRefused, LanewatchError, Unbound
+from lanewatch.errors import BadLaneName, ClaimRefused, FenceRefused, LanewatchError, Unbound
 from lanewatch.inert import inert
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def friendly_errors(func: F) -> F:
             fail(str(exc), EXIT_UNBOUND)
         except BadLaneName as exc:
             fail(str(exc), EXIT_USAGE)
-        except ClaimRefused as exc:
+        except (ClaimRefused, FenceRefused) as exc:
             fail(str(exc), EXIT_REFUSED)
         except LanewatchError as exc:
             fail(str(exc), EXIT_ERROR)

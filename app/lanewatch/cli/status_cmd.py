@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lanewatch.cli.common import cell, echo_json, friendly_errors
+from lanewatch.lanes.fence import describe
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
 
@@ -77,6 +78,9 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "files": v.files,
         "bytes": v.bytes,
         "incident_ids": list(v.incident_ids),
+        "fence": v.fence,
+        "fence_note": v.fence_note,
+        "fence_private": list(v.fence_private),
     }
 
 
@@ -177,6 +181,10 @@ def render(changes: Changes, console: Console) -> None:
             cell(f"{v.reason} [{v.grade}]"),
         )
     console.print(table)
+    for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
+        if v.state is NsState.LIVE and v.fence == "none":
+            words = describe(v.fence, v.fence_note, v.fence_private)
+            console.print(cell(f"lane {v.lane}: {words}", style="yellow"))
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
         inc = Table(title="open incidents", title_justify="left")

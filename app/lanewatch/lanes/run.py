@@ -19,8 +19,10 @@ from types import FrameType
 from typing import Any
 
 from lanewatch.inert import inert
+from lanewatch.lanes import fence as fences
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
+from lanewatch.lanes.roots import state_dir
 from lanewatch.linux.procid import start_ticks
 
 FORWARDED = (
@@ -128,13 +130,21 @@ def _reap_on_the_way_out(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def run_in_lane(lane: Lane, cmd: Sequence[str]) -> int:
-    """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases."""
+def run_in_lane(
+    lane: Lane, cmd: Sequence[str], fence: fences.Mode = fences.Mode.AUTO, shm: bool = False
+) -> int:
+    """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases.
+    Raises FenceRefused (before anything runs) for `fence=tmp` where the fence cannot be built."""
     forwarder = _Forwarder()
     try:
+        need = fences.Need.of_run(lane.namespace, lane.target.checkout.root, os.environ)
+        lane.fence = fences.decide(fence, lane.namespace, need, shm=shm)
         forwarder.install()
         lane.claim()
-        proc = _spawn(cmd, {**os.environ, **lane.env()})
+        argv, env = fences.command_for(
+            lane.fence, cmd, {**os.environ, **lane.env()}, lane.tmp_dir, state_dir()
+        )
+        proc = _spawn(argv, env)
         if isinstance(proc, int):
             lane.release(exit_code=proc, event="spawn-failed")
             return proc
