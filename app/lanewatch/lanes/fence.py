@@ -156,7 +156,7 @@ def why_refused(err: int, root: bool) -> str:
         return f"no private mount namespace ({what}: a container without CAP_SYS_ADMIN?)"
     limit = _read("/proc/sys/user/max_user_namespaces")
     if err in (errno.ENOSPC, errno.EUSERS):
-        return f"user namespaces disabled by user.max_user_namespaces (= {limit}, or reached)"
+        return f"user namespaces disabled by user.max_user_namespaces (0 or reached; here {limit})"
     for setting, off in (
         ("kernel.unprivileged_userns_clone", "0"),
         ("kernel.apparmor_restrict_unprivileged_userns", "1"),

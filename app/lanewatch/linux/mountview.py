@@ -11,12 +11,14 @@ never turned into a guess. Tables are kept per namespace id (a fence mounts at i
 
 from __future__ import annotations
 
+import contextlib
 import os
+import struct
 from collections.abc import Callable
 
-from lanewatch.linux.mountinfo import MountEntry, read_mountinfo
+from lanewatch.linux.mountinfo import MountEntry, mount_id, read_mountinfo
 from lanewatch.linux.paths import is_under
-from lanewatch.linux.proc import PROC
+from lanewatch.linux.proc import PROC, fd_path
 
 MAX_TABLES = 256
 
@@ -105,3 +107,100 @@ class MountViews:
             return path if found is None else found
 
         return view
+
+
+MAX_HANDLE_SZ = 128
+AT_EMPTY_PATH = 0x1000
+
+
+class Rehome:
+    """Our path for a descriptor on a mount we do not have (fanotify's event fds).
+
+    A fenced lane's mounts are its own; once its last process exits they are detached, and
+    the kernel names a file reached through one by its path inside that mount alone
+    (`/x` for the lane's `/tmp/x`). The file is the same: its handle, opened on our mount of
+    the same filesystem, gives the path we know it by. Needs CAP_DAC_READ_SEARCH (root, as
+    the kernel source is); any failure leaves the kernel's name as it was.
+    """
+
+    def __init__(self) -> None:
+        self._ids: set[int] | None = None
+        self._foreign: set[int] = set()  # mount ids not in our table when it was read again
+        self._mount_fds: dict[int, int] = {}
+
+    def close(self) -> None:
+        for fd in self._mount_fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._mount_fds.clear()
+
+    def path(self, fd: int, path: str) -> str:
+        """`path` (the kernel's name for our fd `fd`), or our name for the same file when
+        `fd` lies on a mount that is not ours."""
+        mnt = mount_id(fd)
+        if mnt is None:
+            return path
+        if mnt not in self._foreign and (self._ids is None or mnt not in self._ids):
+            try:  # unknown: maybe a mount of ours made since we read the table
+                self._ids = {m.mount_id for m in read_mountinfo()}
+            except OSError:
+                return path
+            if mnt in self._ids:
+                return path
+            if len(self._foreign) > 4096:
+                self._foreign.clear()
+            self._foreign.add(mnt)
+        elif mnt not in self._foreign:
+            return path
+        found = self._by_handle(fd)
+        return path if found is None else found
+
+    def _by_handle(self, fd: int) -> str | None:
+        import ctypes  # only for the rare event on a mount of another namespace
+
+        try:
+            dev = os.fstat(fd).st_dev
+        except OSError:
+            return None
+        mount_fd = self._mount_fd(dev)
+        if mount_fd is None:
+            return None
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(8 + MAX_HANDLE_SZ)
+        struct.pack_into("=Ii", buf, 0, MAX_HANDLE_SZ, 0)
+        mnt = ctypes.c_int()
+        if libc.name_to_handle_at(fd, b"", buf, ctypes.byref(mnt), AT_EMPTY_PATH) != 0:
+            return None
+        opened = libc.open_by_handle_at(mount_fd, buf, os.O_PATH | os.O_CLOEXEC)
+        if opened < 0:
+            return None
+        try:
+            return fd_path(opened)
+        finally:
+            os.close(opened)
+
+    def _mount_fd(self, dev: int) -> int | None:
+        if dev in self._mount_fds:
+            return self._mount_fds[dev]
+        try:
+            mounts = read_mountinfo()
+        except OSError:
+            return None
+        whole = [m for m in mounts if m.root == "/" and _dev(m) == dev]
+        if not whole:
+            return None
+        try:
+            # Not O_PATH: open_by_handle_at refuses one (EBADF).
+            where = min(whole, key=lambda m: len(m.mount_point)).mount_point
+            fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        self._mount_fds[dev] = fd
+        return fd
+
+
+def _dev(entry: MountEntry) -> int | None:
+    try:
+        return entry.dev
+    except ValueError:
+        return None
