@@ -21,11 +21,9 @@ and `tmp` can refuse before anything runs.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -210,6 +208,8 @@ def _probe(root: bool) -> int:
 
 
 def _bwrap_works(path: str) -> bool:
+    import subprocess  # only where the kernel said no: `run` starts without it
+
     try:
         done = subprocess.run(
             [path, "--dev-bind", "/", "/", "true"], capture_output=True, timeout=10, check=False
@@ -295,6 +295,8 @@ def short_tmp(tmp: Path, state: Path) -> str:
     real = str(tmp)
     if len(real) <= SHORT_TMPDIR:
         return real
+    import hashlib  # only for a long TMPDIR: `run` starts without it
+
     links = state / "t"
     name = hashlib.sha256(os.fsencode(real)).hexdigest()[:10]
     link = links / name
