@@ -168,13 +168,32 @@ _probed: dict[bool, int] = {}
 
 
 def kernel_refusal() -> str | None:
-    """None when the kernel lets this user build the fence (the stub's unshare and slave
-    mount, tried in a forked child: the kernel's real answer), else why not. Asked once."""
+    """None when the kernel lets this user build the fence (the stub's unshare, uid map and
+    slave mount, tried for real), else why not. Asked once per process.
+
+    util-linux's `unshare` tries it when installed (spawned: cheaper than forking this
+    process); a forked child making the very calls the stub makes tells the errno where that
+    said no, or where there is no `unshare`."""
     root = os.geteuid() == 0
     if root not in _probed:
-        _probed[root] = _probe(root)
+        _probed[root] = 0 if _unshare_works(root) else _probe(root)
     err = _probed[root]
     return None if err == 0 else why_refused(err, root)
+
+
+def _unshare_works(root: bool) -> bool:
+    binary = shutil.which("unshare")
+    if binary is None:
+        return False
+    import subprocess  # spawned, not forked: see kernel_refusal
+
+    argv = [binary, *([] if root else ["--user", "--map-root-user"])]
+    argv += ["--mount", "--propagation", "slave", "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def _probe(root: bool) -> int:
