@@ -117,6 +117,8 @@ def check_unprivileged_tier() -> None:
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state = tmp_path / "state"
     monkeypatch.setenv("LANEWATCH_STATE_DIR", str(state))
+    # The system service's folder too: a service of the machine must not show in a test.
+    monkeypatch.setenv("LANEWATCH_SYSTEM_STATE_DIR", str(tmp_path / "system-state"))
     monkeypatch.delenv("LANEWATCH_ROOT", raising=False)
     for var in (
         "LANEWATCH_LANE",

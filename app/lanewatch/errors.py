@@ -25,3 +25,19 @@ class ClaimRefused(LanewatchError):
     def __init__(self, message: str, owner: object | None = None) -> None:
         super().__init__(message)
         self.owner = owner
+
+
+class BadValue(LanewatchError):
+    """An option's value that cannot be one (a heartbeat of NaN): a usage error."""
+
+
+class BadTarget(LanewatchError):
+    """A TARGET that cannot name one namespace: several match, or it is not inside a root."""
+
+
+class Missing(LanewatchError):
+    """What was named does not exist: a namespace, lane, trash id, incident, recorded write."""
+
+
+class Unsupported(LanewatchError):
+    """This system lacks what the command needs (/proc, inotify: lanewatch watches Linux)."""

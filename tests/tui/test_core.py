@@ -123,7 +123,7 @@ def test_sizes() -> None:
 def test_export_escapes_untrusted_text_and_never_clobbers(tmp_path: Path) -> None:
     victim = ns_view("a|b`c", key=str(tmp_path / "ns"))
     inc = incident("takeover-0123", victim.key, intruder={"lane": "x\n| injected |", "pid": 7})
-    report = build_report(inc, victim, NOW)
+    report = build_report([], inc)
     md = render(report, "md")
     # The newline is shown (`\n`, its backslash escaped for Markdown), the pipes escaped.
     assert "x | injected |" not in md and "x\\\\n\\| injected \\|" in md
@@ -160,8 +160,8 @@ def test_markdown_code_fence_outlasts_backticks_in_the_stamp(tmp_path: Path) -> 
     )
     write_stamp(ns, stamp)
     victim = ns_view("a", key=str(ns))
-    md = render(build_report(incident("takeover-1", victim.key), victim, NOW), "md")
-    opening = next(line for line in md.splitlines() if line.endswith("json"))
+    md = render(build_report([], incident("takeover-1", victim.key)), "md")
+    opening = next(ln for ln in md.splitlines() if ln.startswith("`") and ln.endswith("json"))
     fence = opening.removesuffix("json")
     assert len(fence) >= 5 and set(fence) == {"`"}
     assert md.count(fence + "\n") >= 1 and "\n" + fence + "\n" in md

@@ -179,10 +179,13 @@ def test_the_dashboard_never_writes_a_hostile_sequence_to_the_terminal(
     tmp_path: Path, owner: ProcessIdentity
 ) -> None:
     root, _ = hostile_root(tmp_path, owner)
-    cwd = tmp_path / f"cwd{hostile.OSC_TITLE}"  # exports land here: the toast names it
+    cwd = tmp_path / "cwd"  # never written: exports go to the state folder
     cwd.mkdir()
+    state = tmp_path / f"state{hostile.OSC_TITLE}"  # exports land in it: the toast names it
+    exports_dir = state / "exports"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env |= {"TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    env["LANEWATCH_STATE_DIR"] = str(state)
     term = Terminal([*LANEWATCH, "dash", "--root", str(root)], cwd, env)
 
     def back() -> None:
@@ -205,15 +208,17 @@ def test_the_dashboard_never_writes_a_hostile_sequence_to_the_terminal(
         at = term.shows("takeover\\x1b]0;OWNED", term.press("2"))
         at = term.shows("Victim's owner stamp", term.press("\r"))
         term.shows("note \\x1b[2JWIPED\\nFAKEROW", at)
-        # The toasts name the folder, `cwd\x1b]0;OWNED\x07`, folded over lines at any point.
+        # The toasts name the folder, `state\x1b]0;OWNED\x07`, folded over lines at any point.
         # Each export is awaited on disk: a toast folds the long path at any point.
         term.act("e")
-        term.until(lambda: (cwd / f"{EXPORT}.md").exists(), "the Markdown export")
+        term.until(lambda: (exports_dir / f"{EXPORT}.md").exists(), "the Markdown export")
         term.act("E")
-        term.until(lambda: (cwd / f"{EXPORT}.json").exists(), "the JSON export")
+        term.until(lambda: (exports_dir / f"{EXPORT}.json").exists(), "the JSON export")
         # "Export as…" offers a file name; not in this folder's raw name (an input shows it raw).
         term.shows("A file (.md or .json) or a folder", term.act("s"))
-        term.shows("Victim's owner stamp", term.press("\x1b"))
+        # The timeline's footer is drawn again once the prompt is gone (its pane may redraw
+        # under the prompt: a text of the pane proves nothing).
+        term.shows("Intruder's lane", term.press("\x1b"))
         back()
         # Stale: the released lanes. Trash: the cleared one.
         term.shows("bidi\\u202eevil", term.press("3"))
@@ -228,7 +233,8 @@ def test_the_dashboard_never_writes_a_hostile_sequence_to_the_terminal(
         assert leak not in out, f"{leak!r} reached the terminal"
     out.decode("utf-8")  # no raw byte of an undecodable name: strict UTF-8 throughout
     assert code == 0, out[-3000:]
-    exports = sorted(cwd.iterdir())
+    assert not list(cwd.iterdir()), "an export landed in the current folder"
+    exports = sorted(exports_dir.iterdir())
     assert [p.suffix for p in exports] == [".json", ".md"]
     for export in exports:
         hostile.check_text(export.read_bytes(), export.name)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from lanewatch import __version__
+from lanewatch.cli.reports import NAMES
 from tests.conftest import LANEWATCH
 
 from .conftest import Lanes
@@ -48,7 +50,13 @@ def test_wheel_installs_in_a_fresh_venv_and_the_app_starts(
     )
     (wheel,) = dist.glob("lanewatch-*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        assert "lanewatch/styles/lanewatch.tcss" in zf.namelist()
+        names = zf.namelist()
+        assert "lanewatch/styles/lanewatch.tcss" in names
+        assert "lanewatch/py.typed" in names  # typed package (PEP 561)
+        shipped = {n.rsplit("/", 1)[1][: -len(".json")] for n in names if "/schemas/" in n}
+        assert shipped == set(NAMES)  # every --json report's JSON Schema
+        metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        assert f"Version: {__version__}\n" in zf.read(metadata).decode()  # one source
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])

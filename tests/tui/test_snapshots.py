@@ -22,7 +22,7 @@ from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.screens.incident import IncidentScreen
 
 from .fakes import NOW, FakeEngine, incident, ns_view
-from .helpers import settle, until
+from .helpers import screen_text, settle, until
 from .test_columns import crowded
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
@@ -218,3 +218,23 @@ def test_clear_confirmation(snap_compare: Any) -> None:
 
 def test_help(snap_compare: Any) -> None:
     compare(snap_compare, app_for(world()), (80, 24), ["question_mark"])
+
+
+async def test_timeline_keeps_writer_and_note_at_80_columns() -> None:
+    """The snapshot above, read: at 80 columns the timeline still says who wrote and why."""
+    app = app_for(world())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.picture.loaded, what="the world")
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("enter")
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, IncidentScreen) and app.screen.report is not None,
+            what="the timeline",
+        )
+        await pilot.pause()
+        header = next(line for line in screen_text(app).splitlines() if "TIME" in line)
+        assert "WRITER" in header and "NOTE" in header
+        assert "What each writer wrote" in screen_text(app)

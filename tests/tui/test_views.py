@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from textual.command import CommandPalette
 
+from lanewatch.lanes.roots import state_dir
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
+from lanewatch.tui.export import default_folder
 from lanewatch.tui.picture import View
 from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.incident import IncidentScreen
@@ -105,9 +107,11 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
         await pilot.press("e")
         await until(pilot, lambda: app.last_export is not None, what="export from the view")
         md = app.last_export
-        assert md is not None and md.parent == in_tmp_cwd and md.suffix == ".md"
+        # Into the state folder, never the current one (a checkout: `gate` would refuse it).
+        assert md is not None and md.parent == default_folder() and md.suffix == ".md"
+        assert md.parent.is_relative_to(state_dir()) and not list(in_tmp_cwd.iterdir())
         text = md.read_text()
-        assert "refused-claim" in text and "beta" in text and "## Timeline" in text
+        assert "refused-claim" in text and "beta" in text and "## Evidence" in text
         assert str(md) in " ".join(n.message for n in app._notifications)
 
         await pilot.press("enter")

@@ -212,7 +212,7 @@ def test_overflow_is_reported_and_rescanned_never_attributed(tmp_path: Path, roo
     try:
         reader = json_lines(recorder, lines)
         start = wait_for(lambda: next((x for x in lines if x["type"] == "start"), None), 30)
-        assert isinstance(start, dict) and start["attribution"] == "kernel"
+        assert isinstance(start, dict) and start["attribution"]["mode"] == "kernel"
         wait_for(lambda: any(x["type"] == "health" and x["detail"] == "inotify" for x in lines), 30)
         # Stop the recorder, fill the kernel's queue past its limit in shared temp (outside
         # the root: the inotify watch has nothing to do with it), then let it read.

@@ -226,8 +226,8 @@ def test_file_history_merges_the_tail_and_the_kernel_views_of_one_write() -> Non
 # --- what each writer wrote --------------------------------------------------------------------
 
 
-def test_content_section_shows_the_first_version_then_diffs(tmp_path: Path) -> None:
-    from lanewatch.cli.content_diff import content_section
+def test_report_shows_the_first_version_then_diffs(tmp_path: Path) -> None:
+    from lanewatch.records.report import build_report, render
     from lanewatch.records.writes import WriteEntry
 
     root = tmp_path / "root"
@@ -259,6 +259,10 @@ def test_content_section_shows_the_first_version_then_diffs(tmp_path: Path) -> N
     ev = Evidence(path, 2.0, 12, sha(rows[1][2]), "known", "pid 10 (lane B)", "n", "k")
     incident = Incident("unbound-writer-x", "unbound-writer", None, {}, 2.0, 2.0, 1, "known",
                         (ev,), False)  # fmt: skip
-    md = content_section([str(root)], incident)
+    report = build_report([str(root)], incident)
+    (story,) = report.files
+    assert [s.kind for s in story.shown] == ["content", "diff", "binary"]
+    md = render(report, "md")
     assert '{"by": "A"}' in md and '-{"by": "A"}' in md and '+{"by": "B"}' in md
-    assert "binary, 4 bytes" in md and md.index("lane A") < md.index("lane B")
+    assert "binary content (4 bytes): not shown" in md and sha(rows[2][2]) in md
+    assert md.index("lane A, pid 10: sh") < md.index("lane B, pid 10: sh")

@@ -76,6 +76,7 @@ def test_id_json_names_checkout_and_common_dir(
         assert result.returncode == 0, result.stderr
         outs.append(json.loads(result.stdout))
     a, b = outs
+    assert a.pop("schema") == b.pop("schema") == "lanewatch.id/1"
     assert set(a) == {"checkout_id", "slug", "root", "git_dir", "common_dir"}
     assert a["checkout_id"] != b["checkout_id"]
     assert a["root"] == os.path.realpath(main)
@@ -87,7 +88,7 @@ def test_id_json_names_checkout_and_common_dir(
     link = tmp_path / "side-link"
     link.symlink_to(side)
     via_link = lanewatch("id", "--json", cwd=link)
-    assert json.loads(via_link.stdout) == b
+    assert json.loads(via_link.stdout) == {"schema": "lanewatch.id/1", **b}
 
     text = lanewatch("id", cwd=side)
     assert text.returncode == 0
@@ -105,7 +106,7 @@ def test_git_agrees_on_worktree_root_and_common_dir(worktrees: tuple[Path, Path]
 
 def test_id_refuses_outside_a_checkout(outside: Path) -> None:
     result = lanewatch("id", "--json", cwd=outside)
-    assert result.returncode == 2
+    assert result.returncode == 6
     assert result.stdout == ""
     assert "not inside a git checkout" in result.stderr
     assert HOW_TO_BIND.search(result.stderr)
@@ -119,7 +120,7 @@ def test_run_refuses_outside_a_checkout_and_runs_nothing(
     result = lanewatch(
         "run", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')", cwd=outside
     )
-    assert result.returncode == 2
+    assert result.returncode == 6
     assert HOW_TO_BIND.search(result.stderr)
     assert not marker.exists()
     assert not (isolated_state / "scratch").exists()  # nothing claimed, no fallback folder
@@ -150,7 +151,7 @@ def test_an_explicit_path_that_is_not_a_checkout_is_refused(outside: Path, repo:
         resolve_checkout(outside / "missing")
     assert HOW_TO_BIND.search(str(info.value))
     result = lanewatch("id", "--checkout", str(outside / "missing"), cwd=repo)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.returncode == 6 and "Traceback" not in result.stderr
 
 
 def test_env_binding_from_outside(
@@ -188,7 +189,7 @@ def test_a_bad_env_binding_never_falls_back_to_the_cwd(
     with pytest.raises(Unbound, match=ENV_CHECKOUT):
         resolve_checkout()
     result = lanewatch("id", cwd=repo, env={**os.environ, ENV_CHECKOUT: str(outside)})
-    assert result.returncode == 2
+    assert result.returncode == 6
 
 
 def test_checkout_flag_binds_run_from_outside(repo: Path, outside: Path, root: Path) -> None:
@@ -244,5 +245,5 @@ def test_a_removed_current_directory_is_unbound(tmp_path: Path, repo: Path) -> N
         text=True,
         timeout=30,
     )
-    assert result.returncode == 2
+    assert result.returncode == 6
     assert HOW_TO_BIND.search(result.stderr) and "Traceback" not in result.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from lanewatch.cli.drill_cmd import _print
 from lanewatch.drill.drill import CLASSES, EXIT_BLIND, EXIT_CLOBBERED, DrillReport, LaneReport
 from tests.conftest import LANEWATCH
+from tests.unit.contractkit import parsed
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def drill(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], dict
         text=True,
         timeout=120,
     )
-    return done, json.loads(done.stdout) if done.stdout.strip() else {}
+    return done, parsed("drill", done.stdout) if done.stdout.strip() else {}
 
 
 def test_isolated_lanes_never_clobber(repo: Path, private_tmp: Path, isolated_state: Path) -> None:
@@ -82,7 +82,7 @@ def test_drill_outside_a_checkout_is_unbound(tmp_path: Path, private_tmp: Path) 
     plain = tmp_path / "plain"
     plain.mkdir()
     done, _ = drill(cwd=plain)
-    assert done.returncode == 2
+    assert done.returncode == 6  # unbound (docs/exit-codes.md)
     assert "not inside a git checkout" in done.stderr
 
 

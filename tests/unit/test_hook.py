@@ -130,7 +130,7 @@ def test_a_symlinked_hook_is_foreign(worktrees: tuple[Path, Path], tmp_path: Pat
 def test_unbound_install_is_refused(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    assert lw("hook", "install", "--gate", "tests", cwd=plain).returncode == 2
+    assert lw("hook", "install", "--gate", "tests", cwd=plain).returncode == 6  # unbound
 
 
 def test_a_real_push_is_gated_per_worktree(worktrees: tuple[Path, Path], remote: Path) -> None:

@@ -208,12 +208,12 @@ def test_incidents_list_one_and_markdown_are_inert(bad: Hostile) -> None:
     assert every.stdout.decode().startswith("# Incident ")
 
     as_json = run(bad, "incidents", "--root", str(bad.root), "--json")
-    assert json.loads(as_json.stdout)[0]["kind"] == f"takeover{hostile.OSC_TITLE}"
+    assert json.loads(as_json.stdout)["incidents"][0]["kind"] == f"takeover{hostile.OSC_TITLE}"
 
     acked = run(bad, "incidents", "--ack", bad.incident_id, "--root", str(bad.root))
     assert acked.returncode == 0 and "inc\\x1b[31mRED" in acked.stdout.decode()
     missing = run(bad, "incidents", f"no{hostile.OSC_TITLE}", "--root", str(bad.root))
-    assert missing.returncode == 1 and "OWNED" in missing.stderr.decode()
+    assert missing.returncode == 8 and "OWNED" in missing.stderr.decode()  # not found
 
 
 @pytest.mark.unprivileged
@@ -224,7 +224,7 @@ def test_history_title_and_rows_are_inert(bad: Hostile) -> None:
     assert "shared\\x1b]0;OWNED\\x07.json" in text
     assert len(table_rows(text)) == 2
     missing = run(bad, "history", str(bad.written) + "\x1b[2JWIPED", "--root", str(bad.root))
-    assert missing.returncode == 1 and "\\x1b[2JWIPED" in missing.stderr.decode()
+    assert missing.returncode == 8 and "\\x1b[2JWIPED" in missing.stderr.decode()
 
 
 @pytest.mark.unprivileged
@@ -234,7 +234,7 @@ def test_refusals_roots_and_gate_name_hostile_targets_inert(bad: Hostile) -> Non
     refused = run(bad, "clear", str(bad.live), "--yes")
     assert refused.returncode == 3 and b"bidi\\u202eevil" in refused.stderr
     unknown = run(bad, "clear", f"nope{hostile.OSC_TITLE}", "--yes")
-    assert unknown.returncode == 3 and b"nope\\x1b]0;OWNED" in unknown.stderr
+    assert unknown.returncode == 8 and b"nope\\x1b]0;OWNED" in unknown.stderr  # not found
 
     roots = run(bad, "roots", "list")
     assert "root\\x1b[31mRED" in roots.stdout.decode()

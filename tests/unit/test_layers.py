@@ -19,7 +19,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 def lint_imports(cwd: Path, src: Path) -> subprocess.CompletedProcess[str]:
     """`lint-imports` on the package found under `src`, with the contracts of `cwd`."""
     if not LINT_IMPORTS.exists():
-        pytest.skip("lint-imports is not installed: pip install -e '.[test]' brings it")
+        pytest.skip("lint-imports is not installed: pip install -e . --group dev brings it")
     return subprocess.run(
         [str(LINT_IMPORTS), "--no-logo", "--no-cache"],
         cwd=cwd,

@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import LANEWATCH, Spawn, wait_for
 from tests.unit.attributionkit import json_lines, privileged, setpriv_prefix, sha
+from tests.unit.contractkit import valid
 from tests.unit.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -53,7 +54,7 @@ def test_record_prints_json_lines_and_stops_on_a_signal(
     lines: list[dict[str, Any]] = []
     reader = json_lines(proc, lines)
     start = first(lines, type="start")
-    assert start["roots"] == [str(root.resolve())] and start["attribution"] in (
+    assert start["roots"] == [str(root.resolve())] and start["attribution"]["mode"] in (
         "kernel",
         "inferred",
     )
@@ -65,6 +66,8 @@ def test_record_prints_json_lines_and_stops_on_a_signal(
     reader.join(timeout=10)
     assert lines[-1] == {**lines[-1], "type": "stop", "signal": sig.name}
     assert all(x["type"] in TYPES and isinstance(x["at"], float) for x in lines)
+    for line in lines:  # every line is a `lanewatch.record/1` object (the shipped schema)
+        valid("record", line)
 
 
 @privileged
@@ -74,7 +77,7 @@ def test_record_prints_a_known_foreign_write_as_it_happens(
     proc = record(spawn, root, tmp_path)
     lines: list[dict[str, Any]] = []
     json_lines(proc, lines)
-    assert first(lines, type="start")["attribution"] == "kernel"
+    assert first(lines, type="start")["attribution"]["mode"] == "kernel"
     a = start_lane(procs, repo, root, "A")
     target = a.namespace / "tmp" / "out.json"
     start_lane(
@@ -100,6 +103,6 @@ def test_record_without_cap_sys_admin_says_inferred(
     lines: list[dict[str, Any]] = []
     json_lines(proc, lines)
     start = first(lines, type="start")
-    assert start["attribution"] == "inferred" and "CAP_SYS_ADMIN" in start["hint"]
+    assert start["attribution"]["mode"] == "inferred" and "CAP_SYS_ADMIN" in start["hint"]
     proc.terminate()
     assert proc.wait(timeout=30) == 0

@@ -37,8 +37,10 @@ def listed(cwd: Path) -> list[dict[str, object]]:
     result = lanewatch("roots", "list", "--json", cwd=cwd)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert isinstance(data, list)
-    return data
+    assert data["schema"] == "lanewatch.roots/1"
+    rows: list[dict[str, object]] = data["roots"]
+    assert all(r["path"] == r["root"] for r in rows)  # `path`: the old name, kept for 0.2
+    return rows
 
 
 def test_default_root_lives_in_the_state_dir(

@@ -16,7 +16,7 @@ from tests.unit.enginekit import make_stamp, start_lane, stop_lane
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
 STATUS_KEYS = {"schema", "generated_at", "host", "roots", "namespaces", "incidents"}
-STATUS_KEYS |= {"open_incidents", "exit_code", "attribution"}
+STATUS_KEYS |= {"open_incidents", "exit_code", "attribution", "service"}
 NAMESPACE_KEYS = {
     "key", "root", "name", "lane", "checkout_id", "checkout_path", "host", "pid", "user",
     "command", "state", "reason", "grade", "stamp_status", "started_at", "age", "heartbeat_at",
@@ -56,7 +56,11 @@ def test_json_schema_and_clean_exit(
         stop_lane(lane)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert set(data) == STATUS_KEYS and data["schema"] == 1 and data["exit_code"] == 0
+    assert (
+        set(data) == STATUS_KEYS
+        and data["schema"] == "lanewatch.status/1"
+        and data["exit_code"] == 0
+    )
     (ns,) = data["namespaces"]
     assert set(ns) == NAMESPACE_KEYS
     assert (ns["state"], ns["lane"], ns["pid"]) == ("live", "worker", lane.proc.pid)
@@ -79,7 +83,10 @@ def test_open_collision_exits_4_until_acknowledged(
     assert data["namespaces"][0]["incident_ids"] == [incident["id"]]
 
     listed = cli("incidents", "--root", str(root), "--json", cwd=tmp_path)
-    assert listed.returncode == 0 and json.loads(listed.stdout)[0]["evidence"][0]["sha256"]
+    assert (
+        listed.returncode == 0
+        and json.loads(listed.stdout)["incidents"][0]["evidence"][0]["sha256"]
+    )
     md = cli("incidents", "--root", str(root), "--markdown", incident["id"], cwd=tmp_path)
     assert md.returncode == 0 and md.stdout.startswith(f"# Incident {incident['id']}")
     assert "| time | path |" in md.stdout
@@ -94,7 +101,7 @@ def test_open_collision_exits_4_until_acknowledged(
 
 def test_unknown_incident_and_missing_root(root: Path, tmp_path: Path) -> None:
     out = cli("incidents", "--root", str(root), "takeover-000000000000", cwd=tmp_path)
-    assert out.returncode == 1 and "no incident" in out.stderr
+    assert out.returncode == 8 and "no incident" in out.stderr  # not found
     missing = cli("status", "--root", str(tmp_path / "nope"), "--json", cwd=tmp_path)
     assert missing.returncode == 5
     assert json.loads(missing.stdout)["roots"][0]["status"] == "missing"

@@ -93,7 +93,7 @@ def test_cli_trash_json_and_restore(scratch: Path) -> None:
     listing = cli("trash", "--json")
     assert listing.returncode == 0, listing.stderr
     data = json.loads(listing.stdout)
-    assert data["schema"] == 1 and data["retention_seconds"] == DEFAULT_RETENTION
+    assert data["schema"] == "lanewatch.trash/1" and data["retention_seconds"] == DEFAULT_RETENTION
     [entry] = data["entries"]
     assert entry["id"] == result.trash_id and entry["lane"] == "listed"
     assert entry["cleared_by_detail"]["pid"] == os.getpid()
@@ -101,7 +101,7 @@ def test_cli_trash_json_and_restore(scratch: Path) -> None:
     done = cli("restore", str(result.trash_id))
     assert done.returncode == 0 and "restored lane 'listed'" in done.stdout
     again = cli("restore", str(result.trash_id))
-    assert again.returncode == 1 and "no entry" in again.stderr
+    assert again.returncode == 8 and "no entry" in again.stderr  # not found: restored already
 
 
 # --- purge ----------------------------------------------------------------------------------
@@ -320,7 +320,7 @@ def test_cli_purge_asks_and_defaults_to_the_retention(scratch: Path) -> None:
     cleared(scratch, "cli")
     assert "nothing to purge" in cli("purge").stdout
     asked = cli("purge", "--older-than", "0s")
-    assert asked.returncode == 3 and "pass --yes" in asked.stderr
+    assert asked.returncode == 7 and "pass --yes" in asked.stderr  # needs confirmation
     assert len(list_trash(scratch)) == 1
     done = cli("purge", "--older-than", "0", "--yes")
     assert done.returncode == 0 and "purged 1 entries" in done.stdout

@@ -160,6 +160,8 @@ def kill_target(
     stamp = a.stamp
     if a.state in (NsState.STALE, NsState.RELEASED):
         return end("gone", f"{target.label} has no live owner to kill: {a.describe()}")
+    if a.state is NsState.ORPHAN:  # no valid stamp: no owner lanewatch could name, so none to hit
+        return end("gone", f"{target.label} has no owner to kill: {a.describe()}")
     if a.state not in (NsState.LIVE, NsState.HUNG) or stamp is None:
         return end("refused", f"refused to kill {target.label}: it is {a.describe()}")
     if stamp.host != hostname():

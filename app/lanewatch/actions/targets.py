@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from lanewatch.errors import LanewatchError
+from lanewatch.errors import BadTarget, Missing
 from lanewatch.lanes.names import split_namespace_name
 from lanewatch.lanes.roots import ROOT_META, Registry, canonical_root
 
 
-class TargetError(LanewatchError):
+class TargetError(BadTarget):
     """The spec names nothing an action may touch (or names several things)."""
 
 
-class NotFound(TargetError):
+class NotFound(TargetError, Missing):
     def __init__(self, message: str, spec: str) -> None:
         super().__init__(message)
         self.spec = spec

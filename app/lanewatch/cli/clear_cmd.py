@@ -1,13 +1,15 @@
 """`lanewatch clear TARGET... [--stale]`: move dead namespaces into their root's trash.
 
-Exit codes: 0 every target was cleared (or was already gone); 3 at least one was refused
-(or named nothing, or several things).
+Exit codes (docs/exit-codes.md): 0 every target was cleared (or was already gone, or nothing
+was stale); 3 at least one was refused; 2 a TARGET named several things or no namespace; 8 a
+TARGET named nothing that exists (and none was refused); 7 nobody to confirm.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,17 +18,23 @@ from lanewatch.actions.clear import ClearResult, clear_target, stale_targets
 from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import NotFound, Target, TargetError, known_roots, resolve
 from lanewatch.actions.trashbox import list_all
-from lanewatch.cli.common import EXIT_REFUSED, friendly_errors
+from lanewatch.cli import completers
+from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.confirm import confirm, safe
+from lanewatch.cli.exits import Exit
+from lanewatch.cli.reports import report
 
 
 @click.command("clear")
-@click.argument("targets", nargs=-1)
+@click.argument("targets", nargs=-1, shell_complete=completers.targets)
 @click.option("--stale", is_flag=True, help="Also every stale namespace of the known roots.")
 @click.option("--yes", is_flag=True, help="Do not ask (needed without a terminal).")
 @click.option("--dry-run", is_flag=True, help="Run every check, move nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @friendly_errors
-def clear_command(targets: tuple[str, ...], stale: bool, yes: bool, dry_run: bool) -> None:
+def clear_command(
+    targets: tuple[str, ...], stale: bool, yes: bool, dry_run: bool, as_json: bool
+) -> None:
     """Move stale, orphan or released namespaces into their root's trash (restorable).
 
     Each TARGET is a namespace name, its path, or an unambiguous lane name. A namespace is
@@ -40,13 +48,19 @@ def clear_command(targets: tuple[str, ...], stale: bool, yes: bool, dry_run: boo
     roots = known_roots()
     chosen: dict[Path, Target] = {}
     early: list[ClearResult] = []
+    missing: list[str] = []  # named nothing that exists (exit 8)
+    bad: list[str] = []  # named several things, or no namespace (exit 2)
     for spec in targets:
         try:
             t = resolve(spec, roots)
         except NotFound as exc:
-            early.append(_already_cleared(spec, roots) or _missing(spec, str(exc)))
+            gone = _already_cleared(spec, roots)
+            if gone is None:
+                missing.append(spec)
+            early.append(gone or _missing(spec, str(exc)))
             continue
         except TargetError as exc:
+            bad.append(spec)
             early.append(_missing(spec, str(exc)))
             continue
         chosen.setdefault(t.path, t)
@@ -57,13 +71,37 @@ def clear_command(targets: tuple[str, ...], stale: bool, yes: bool, dry_run: boo
     if seen and not dry_run:
         confirm(_plan(seen), f"Clear {len(seen)} namespace(s)?", yes)
     results = early + [clear_target(a.target, dry_run=dry_run, seen=Seen.of(a.stamp)) for a in seen]
-    for r in results:
-        click.echo(safe(r.message), err=r.outcome == "refused")
-    if not results:
-        click.echo("nothing to clear")
-    _summary(results, dry_run)
-    if any(r.outcome == "refused" for r in results):
-        sys.exit(EXIT_REFUSED)
+    if as_json:
+        rows = [_result_json(r, missing, bad) for r in results]
+        report("clear", {"dry_run": dry_run, "results": rows})
+    else:
+        for r in results:
+            click.echo(safe(r.message), err=r.outcome == "refused")
+        if not results:
+            click.echo("nothing to clear")
+        _summary(results, dry_run)
+    refused = {r.target for r in results if r.outcome == "refused"} - set(missing) - set(bad)
+    if refused:
+        sys.exit(Exit.REFUSED)
+    if bad:
+        sys.exit(Exit.USAGE)
+    if missing:
+        sys.exit(Exit.NOT_FOUND)
+
+
+def _result_json(r: ClearResult, missing: list[str], bad: list[str]) -> dict[str, Any]:
+    outcome = "not-found" if r.target in missing else "bad-target" if r.target in bad else None
+    return {
+        "outcome": outcome or r.outcome,  # cleared | would-clear | gone | refused | the two above
+        "key": r.target,  # the namespace's path, as status names it (the spec if it named none)
+        "label": r.label,
+        "state": r.state,
+        "trash_id": r.trash_id,
+        "trash_path": r.trash_path,
+        "files": r.files,
+        "bytes": r.bytes,
+        "message": r.message,
+    }
 
 
 def _plan(seen: list[Assessment]) -> list[str]:

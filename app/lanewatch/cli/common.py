@@ -11,7 +11,18 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from lanewatch.errors import BadLaneName, ClaimRefused, FenceRefused, LanewatchError, Unbound
+from lanewatch.cli.exits import Exit
+from lanewatch.errors import (
+    BadLaneName,
+    BadTarget,
+    BadValue,
+    ClaimRefused,
+    FenceRefused,
+    LanewatchError,
+    Missing,
+    Unbound,
+    Unsupported,
+)
 from lanewatch.inert import inert
 
 if TYPE_CHECKING:
@@ -19,10 +30,11 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_ERROR = 1
-EXIT_UNBOUND = 2
-EXIT_USAGE = 2  # what click gives a usage error: a lane name that cannot be one is the same
-EXIT_REFUSED = 3
+# The names commands used before cli/exits.py; the numbers are the table's (docs/exit-codes.md).
+EXIT_ERROR = Exit.FAILED
+EXIT_UNBOUND = Exit.UNBOUND
+EXIT_USAGE = Exit.USAGE  # what click gives a usage error: a lane name that cannot be one too
+EXIT_REFUSED = Exit.REFUSED
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
@@ -42,26 +54,38 @@ def cell(value: object, style: str = "") -> Text:
     return Text(inert(value), style=style)
 
 
-def friendly_errors(func: F) -> F:
-    """Turn our own refusals into one line on stderr and a documented exit code."""
-
+def _friendly(func: F, failed: int) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except Unbound as exc:
-            fail(str(exc), EXIT_UNBOUND)
-        except BadLaneName as exc:
-            fail(str(exc), EXIT_USAGE)
+            fail(str(exc), Exit.UNBOUND)
+        except Unsupported as exc:
+            fail(str(exc), Exit.UNSUPPORTED)
+        except Missing as exc:  # before BadTarget: actions' NotFound is both
+            fail(str(exc), Exit.NOT_FOUND)
+        except (BadLaneName, BadTarget, BadValue) as exc:
+            fail(str(exc), Exit.USAGE)
         except (ClaimRefused, FenceRefused) as exc:
-            fail(str(exc), EXIT_REFUSED)
+            fail(str(exc), Exit.REFUSED)
         except LanewatchError as exc:
-            fail(str(exc), EXIT_ERROR)
+            fail(str(exc), failed)
         except OSError as exc:  # a root on a read-only disk, a path through a file, ...
             where = f": {exc.filename}" if exc.filename else ""
-            fail(f"{exc.strerror or exc}{where}", EXIT_ERROR)
+            fail(f"{exc.strerror or exc}{where}", failed)
 
     return wrapper  # type: ignore[return-value]
+
+
+def friendly_errors(func: F) -> F:
+    """Turn our own refusals into one line on stderr and a documented exit code (cli/exits.py)."""
+    return _friendly(func, Exit.FAILED)
+
+
+def friendly_errors_around_cmd(func: F) -> F:
+    """The same, for `run` and `prove`: a failure of lanewatch's own is 125, never CMD's 1."""
+    return _friendly(func, Exit.RUN_FAILED)
 
 
 def echo_json(data: Any) -> None:

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from lanewatch.cli.common import echo_json, friendly_errors, say
+from lanewatch.cli import reports
+from lanewatch.cli.common import friendly_errors, say
 from lanewatch.drill.drill import CLASSES, EXIT_BLIND, EXIT_CLOBBERED, DrillReport, run_drill
 
 
@@ -68,7 +69,7 @@ def drill_command(
         on_phase=progress,
     )
     if as_json:
-        echo_json(report.to_json())
+        reports.report("drill", report.to_json())
     else:
         _print(report)
     sys.exit(report.exit_code)

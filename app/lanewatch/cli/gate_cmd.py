@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
-from lanewatch.cli.common import Duration, echo_json, say
+from lanewatch.cli import completers
+from lanewatch.cli.common import Duration, say
+from lanewatch.cli.reports import report
+from lanewatch.cli.rootopts import lane_root
 from lanewatch.lanes.lane import ENV_LANE
 from lanewatch.proof.gate import EXIT_CODES, check_gate
 
+PRE_COMMIT_TO_REF = "PRE_COMMIT_TO_REF"
 _CODES = ", ".join(f"{code} {reason.value}" for reason, code in EXIT_CODES.items())
 
 
@@ -21,6 +26,16 @@ def _pushed_commits(text: str) -> list[str]:
         if len(parts) >= 2:
             commits.append(parts[1])
     return commits
+
+
+def _push_range() -> list[str]:
+    """What is being pushed: git's lines on stdin, else (pre-commit's pre-push stage, which
+    reads git's lines itself and passes the hook an empty stdin) $PRE_COMMIT_TO_REF, the local
+    commit pre-commit runs the push's hooks for. Neither: only HEAD is checked."""
+    pushed = _pushed_commits(sys.stdin.read())
+    if not pushed and os.environ.get(PRE_COMMIT_TO_REF):
+        pushed = [os.environ[PRE_COMMIT_TO_REF]]
+    return pushed
 
 
 @click.command(
@@ -36,13 +51,13 @@ checkout's namespace. One line says why; the exit code says which reason:
 )
 @click.argument("step")
 @click.option(
-    "--lane", "lane", envvar=ENV_LANE, help=f"Lane (default: ${ENV_LANE}, else 'default')."
+    "--lane",
+    "lane",
+    envvar=ENV_LANE,
+    help=f"Lane (default: ${ENV_LANE}, else 'default').",
+    shell_complete=completers.lanes,
 )
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False),
-    help="Scratch root (default: $LANEWATCH_ROOT or the state dir).",
-)
+@lane_root
 @click.option("--checkout", type=click.Path(), help="Bind to this checkout instead of cwd.")
 @click.option("--allow-dirty", is_flag=True, help="Do not compare the working tree's dirt.")
 @click.option("--max-age", type=Duration(), help="Refuse receipts older than this (90s, 10m, 2h).")
@@ -50,7 +65,8 @@ checkout's namespace. One line says why; the exit code says which reason:
     "--pre-push",
     "pre_push",
     is_flag=True,
-    help="Read git's pre-push lines on stdin; every pushed commit must be the proven HEAD.",
+    help="Read git's pre-push lines on stdin (else pre-commit's $PRE_COMMIT_TO_REF); every "
+    "pushed commit must be the proven HEAD.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def gate_command(
@@ -63,7 +79,7 @@ def gate_command(
     pre_push: bool,
     as_json: bool,
 ) -> None:
-    pushed = _pushed_commits(sys.stdin.read()) if pre_push else None
+    pushed = _push_range() if pre_push else None
     result = check_gate(
         step,
         lane=lane,
@@ -74,7 +90,7 @@ def gate_command(
         pushed=pushed,
     )
     if as_json:
-        echo_json(result.to_json())
+        report("gate", result.to_json())
     elif result.ok:
         say(f"lanewatch gate: pass: {result.message}")
     else:

@@ -3,7 +3,7 @@
 Reads the write history kept in each root (`<root>/.lanewatch-root/writes.jsonl`, written
 while kernel attribution runs: a dashboard or `lanewatch record` as root). Writes of a
 namespace's files are kept in that namespace's root; a lane's writes in shared temp in the
-lane's root. Exit codes: 0, or 1 when nothing is recorded for PATH.
+lane's root. Exit codes: 0, or 8 when nothing is recorded for PATH.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from collections.abc import Sequence
 import click
 from rich.table import Table
 
-from lanewatch.cli.common import cell, echo_json, fail, friendly_errors
+from lanewatch.cli.common import cell, fail, friendly_errors
+from lanewatch.cli.exits import Exit
+from lanewatch.cli.reports import report
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.cli.status_cmd import console
 
 
@@ -25,7 +28,7 @@ def _iso(t: float) -> str:
 
 @click.command("history")
 @click.argument("path", type=click.Path())
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly_errors
 def history_command(path: str, roots: Sequence[str], as_json: bool) -> None:
@@ -37,7 +40,7 @@ def history_command(path: str, roots: Sequence[str], as_json: bool) -> None:
     paths = resolve_roots(list(roots) if roots else None)
     found = history(paths, target)
     if as_json:
-        echo_json([e.to_json() for e in found])
+        report("history", {"path": target, "roots": paths, "writes": [e.to_json() for e in found]})
     elif found:
         table = Table(title=cell(f"writes of {target}"), title_justify="left")
         for col in ("time", "lane", "pid", "command", "size", "sha256", "how"):
@@ -56,5 +59,6 @@ def history_command(path: str, roots: Sequence[str], as_json: bool) -> None:
     if not found:
         fail(
             f"no recorded write of {target} in {', '.join(paths) or 'no root'} (writes are "
-            "recorded while kernel attribution runs: a dashboard or `lanewatch record` as root)"
+            "recorded while kernel attribution runs: a dashboard or `lanewatch record` as root)",
+            Exit.NOT_FOUND,
         )

@@ -22,6 +22,11 @@ def hook_command() -> None:
 @click.option("--allow-dirty", is_flag=True, help="Let the gate ignore the working tree's dirt.")
 @click.option("--max-age", type=Duration(), help="Refuse receipts older than this (10m, 2h).")
 @click.option("--checkout", type=click.Path(), help="Install for this checkout instead of cwd.")
+@click.option(
+    "--chain",
+    is_flag=True,
+    help="Keep a hook that is not ours and run it first; the gate runs only if it passed.",
+)
 @click.option("--force", is_flag=True, help="Replace a hook that is not ours (a backup is kept).")
 @friendly_errors
 def install(
@@ -31,14 +36,18 @@ def install(
     allow_dirty: bool,
     max_age: float | None,
     checkout: str | None,
+    chain: bool,
     force: bool,
 ) -> None:
     """Write a KIND hook (pre-push or pre-commit; default pre-push) calling the gate.
 
     The hook goes where git looks for this worktree's hooks (`git rev-parse --git-path hooks`,
     which honours core.hooksPath; linked worktrees share the repository's hooks). Each worktree
-    is gated on its own receipt. Exits 3 when a hook that is not ours is in the way.
+    is gated on its own receipt. Exits 3 when a hook that is not ours is in the way (unless
+    --chain or --force). Installing again is harmless: a chained hook stays chained.
     """
+    if chain and force:
+        raise click.UsageError("--chain keeps the hook in the way, --force replaces it: pick one")
     try:
         done = install_hook(
             kind,
@@ -48,11 +57,14 @@ def install(
             allow_dirty=allow_dirty,
             max_age=max_age,
             force=force,
+            chain=chain,
         )
     except HookRefused as exc:
         fail(str(exc), EXIT_REFUSED)
     verb = {"none": "installed", "ours": "updated"}.get(done.previous, "replaced")
     say(f"{verb} {kind} hook gating {step!r}: {done.path}")
+    if done.chained is not None:
+        say(f"the hook that was there runs first, kept as {done.chained}")
     if done.backup is not None:
         say(f"the previous hook was kept as {done.backup}")
     if done.outside:
@@ -68,9 +80,15 @@ def install(
 @click.option("--checkout", type=click.Path(), help="Act on this checkout instead of cwd.")
 @friendly_errors
 def uninstall(kind: str, checkout: str | None) -> None:
-    """Remove our KIND hook; a hook that is not ours is left alone (exit 3)."""
+    """Remove our KIND hook (putting back the hook it chained); a hook that is not ours is left
+    alone (exit 3)."""
     try:
         removed = uninstall_hook(kind, checkout=checkout)
     except HookRefused as exc:
         fail(str(exc), EXIT_REFUSED)
-    say(f"removed {removed}" if removed else f"no {kind} hook installed")
+    if removed is None:
+        say(f"no {kind} hook installed")
+    elif removed.restored:
+        say(f"removed the lanewatch hook; the hook it chained is back at {removed.path}")
+    else:
+        say(f"removed {removed.path}")

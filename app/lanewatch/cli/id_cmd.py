@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from lanewatch.cli.common import echo_json, friendly_errors, say
+from lanewatch.cli.common import friendly_errors, say
+from lanewatch.cli.reports import report
 from lanewatch.lanes.checkout import resolve_checkout
 
 
@@ -16,7 +17,7 @@ def id_command(checkout: str | None, as_json: bool) -> None:
     """Print the checkout id, slug, worktree root and git common dir."""
     bound = resolve_checkout(checkout)
     if as_json:
-        echo_json(bound.to_json())
+        report("id", bound.to_json())
         return
     for key, value in bound.to_json().items():
         say(f"{key:12} {value}")

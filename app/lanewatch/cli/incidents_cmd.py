@@ -1,7 +1,9 @@
 """`lanewatch incidents`: the incident log of every root, or one incident's whole timeline.
 
 Reads `<root>/.lanewatch-root/incidents.jsonl` (what every engine and `status` recorded); it
-does not scan. `--ack ID` records an acknowledgement. Exit codes: 0, or 1 for an unknown ID.
+does not scan. One incident's `--markdown` / `--json` is its report (`records/report.py`), the
+same bytes the dashboard exports. `--ack ID` records an acknowledgement. Exit codes: 0, or 8
+for an unknown ID.
 """
 
 from __future__ import annotations
@@ -14,52 +16,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lanewatch.cli.common import cell, echo_json, fail, friendly_errors, say
-from lanewatch.cli.content_diff import content_section
+from lanewatch.cli.common import cell, fail, friendly_errors, say
+from lanewatch.cli.exits import Exit
+from lanewatch.cli.reports import report
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.cli.status_cmd import console, incident_json
-from lanewatch.inert import inert
 from lanewatch.model.kinds import kind_of, severity_of
 from lanewatch.model.views import Incident
+from lanewatch.records.report import build_report, render, who
 
 
 def _iso(t: float | None) -> str:
     if t is None:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1000):03d}"
-
-
-def _md(value: object) -> str:
-    """A table cell: untrusted text, with what would break Markdown escaped."""
-    text = inert("-" if value is None else value)
-    for ch in ("\\", "|", "`", "*", "_", "[", "]", "<", ">"):
-        text = text.replace(ch, "\\" + ch)
-    return text.replace("\n", " ")
-
-
-def markdown(i: Incident) -> str:
-    lines = [
-        f"# Incident {_md(i.id)}",
-        "",
-        f"- **kind**: {_md(i.kind)}",
-        f"- **severity**: {severity_of(i.kind).value}",
-        f"- **summary**: {_md(i.summary)}",
-        f"- **victim**: {_md(i.victim)}",
-        f"- **intruder**: {_md(', '.join(f'{k}={v}' for k, v in i.intruder.items()))}",
-        f"- **first seen**: {_iso(i.first_seen)}",
-        f"- **last seen**: {_iso(i.last_seen)}",
-        f"- **observations**: {i.count}",
-        f"- **grade**: {i.grade}",
-        f"- **acknowledged**: {'yes' if i.acknowledged else 'no'}",
-        "",
-        "## Evidence",
-        "",
-        "| time | path | size | sha256 | grade | writer | note |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for e in i.evidence:
-        cells = (_iso(e.time), e.path, e.size, e.sha256, e.grade, e.writer, e.note)
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def _list_table(incidents: Sequence[Incident], console: Console) -> None:
@@ -89,7 +59,8 @@ def _one_table(i: Incident, console: Console) -> None:
         console.print(Text(f"{known.severity.value}: {known.explanation}", style="italic"))
     console.print(cell(i.summary))
     console.print(cell(f"victim:   {i.victim or '-'}"))
-    console.print(cell("intruder: " + ", ".join(f"{k}={v}" for k, v in i.intruder.items())))
+    intruder = {k: v for k, v in i.intruder.items() if k != "previous_owner"}
+    console.print(cell(f"intruder: {who(intruder)}"))
     console.print(Text(f"seen:     {_iso(i.first_seen)} .. {_iso(i.last_seen)}"))
     console.print(Text("evidence:", style="bold"))
     for e in i.evidence:
@@ -103,7 +74,7 @@ def _one_table(i: Incident, console: Console) -> None:
 
 @click.command("incidents")
 @click.argument("incident_id", required=False)
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the evidence).")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print Markdown for a postmortem.")
 @click.option("--ack", "ack", is_flag=True, help="Acknowledge INCIDENT_ID.")
@@ -122,7 +93,7 @@ def incidents_command(
         if not incident_id:
             raise click.UsageError("--ack needs an INCIDENT_ID")
         if not acknowledge(paths, incident_id):
-            fail(f"no incident {incident_id!r} in {', '.join(paths)}")
+            fail(f"no incident {incident_id!r} in {', '.join(paths)}", Exit.NOT_FOUND)
         say(f"acknowledged: {incident_id}")
         return
     records = read_all(paths)
@@ -130,17 +101,17 @@ def incidents_command(
     if incident_id:
         one = next((i for i in incidents if i.id == incident_id), None)
         if one is None:
-            fail(f"no incident {incident_id!r} in {', '.join(paths)}")
-        if as_json:
-            echo_json(incident_json(one, evidence=True))
-        elif as_markdown:
-            click.echo(markdown(one) + content_section(paths, one), nl=False)
+            fail(f"no incident {incident_id!r} in {', '.join(paths)}", Exit.NOT_FOUND)
+        if as_json or as_markdown:  # the dashboard's export, byte for byte
+            click.echo(render(build_report(paths, one), "json" if as_json else "md"), nl=False)
         else:
             _one_table(one, console())
         return
     if as_json:
-        echo_json([incident_json(i, evidence=True) for i in incidents])
+        incidents_json = [incident_json(i, evidence=True) for i in incidents]
+        report("incidents", {"roots": paths, "incidents": incidents_json})
     elif as_markdown:
-        click.echo("\n".join(markdown(i) + content_section(paths, i) for i in incidents), nl=False)
+        reports = (render(build_report(paths, i), "md") for i in incidents)
+        click.echo("\n".join(reports), nl=False)
     else:
         _list_table(incidents, console())

@@ -1,8 +1,9 @@
 """`lanewatch kill TARGET`: stop a live lane's command (its process group), after asking.
 
-Exit codes: 0 the lane ended (or had no live owner left); 1 the signal was sent but the lane
-still runs; 3 refused (not live, another host, not ours, its stamp's claims do not match, pid
-reused, nobody to confirm). Root kills another user's lane only with --allow-other-user, and
+Exit codes (docs/exit-codes.md): 0 the lane ended, or had no owner to kill (stale, released,
+orphan: nothing to do); 1 the signal was sent but the lane still runs; 3 refused (another host,
+not ours, its stamp's claims do not match, pid reused, state unknown); 7 nobody to confirm;
+8 no such namespace or lane. Root kills another user's lane only with --allow-other-user, and
 the confirmation names whose lane it is.
 """
 
@@ -10,22 +11,26 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import Any
 
 import click
 
 from lanewatch.actions.assess import Assessment, Seen, assess
 from lanewatch.actions.authority import is_other_user, owner_label
-from lanewatch.actions.kill import DEFAULT_WAIT, kill
+from lanewatch.actions.kill import DEFAULT_WAIT, KillResult, kill
 from lanewatch.actions.targets import resolve
-from lanewatch.cli.common import EXIT_ERROR, EXIT_REFUSED, friendly_errors
+from lanewatch.cli import completers
+from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.confirm import confirm, safe
+from lanewatch.cli.exits import Exit
+from lanewatch.cli.reports import report
 from lanewatch.model.views import NsState
 
 SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
 
 
 @click.command("kill")
-@click.argument("target")
+@click.argument("target", shell_complete=completers.targets)
 @click.option(
     "--signal",
     "sig_name",
@@ -42,6 +47,7 @@ SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
     help="Send SIGKILL to whatever still runs after SECONDS (default: never).",
 )
 @click.option("--yes", is_flag=True, help="Do not ask (needed without a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--allow-other-user",
     is_flag=True,
@@ -50,7 +56,12 @@ SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
 )
 @friendly_errors
 def kill_command(
-    target: str, sig_name: str, grace: float | None, yes: bool, allow_other_user: bool
+    target: str,
+    sig_name: str,
+    grace: float | None,
+    yes: bool,
+    as_json: bool,
+    allow_other_user: bool,
 ) -> None:
     """Stop the live lane TARGET: its command's process group, checked at the moment of the signal.
 
@@ -72,11 +83,26 @@ def kill_command(
         seen=Seen.of(seen.stamp),
         check=False,
     )
-    click.echo(safe(result.message), err=result.outcome == "refused")
+    if as_json:
+        report("kill", kill_json(result))
+    else:
+        click.echo(safe(result.message), err=result.outcome == "refused")
     if result.outcome == "refused":
-        sys.exit(EXIT_REFUSED)
+        sys.exit(Exit.REFUSED)
     if result.outcome == "running":
-        sys.exit(EXIT_ERROR)
+        sys.exit(Exit.FAILED)
+
+
+def kill_json(r: KillResult) -> dict[str, Any]:
+    return {
+        "outcome": r.outcome,  # stopped | running | refused | gone (nothing to kill)
+        "key": r.target,
+        "label": r.label,
+        "signal": r.signal,
+        "escalated": r.escalated,
+        "method": r.method,
+        "message": r.message,
+    }
 
 
 def _whose(a: Assessment) -> str:

@@ -7,6 +7,8 @@ from typing import Any, TypeVar
 
 import click
 
+from lanewatch.cli import completers
+from lanewatch.cli.rootopts import lane_root
 from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE
 from lanewatch.lanes.stamp import MAX_HEARTBEAT
@@ -25,12 +27,9 @@ def lane_options(func: F) -> F:
                 default=DEFAULT_LANE,
                 show_default=True,
                 help=f"Lane name (default: ${ENV_LANE}, else '{DEFAULT_LANE}').",
+                shell_complete=completers.lanes,
             ),
-            click.option(
-                "--root",
-                type=click.Path(file_okay=False),
-                help="Scratch root (default: $LANEWATCH_ROOT or the state dir).",
-            ),
+            lane_root,
             click.option(
                 "--checkout", type=click.Path(), help="Bind to this checkout instead of cwd."
             ),

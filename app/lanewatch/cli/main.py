@@ -10,7 +10,10 @@ import logging
 import click
 
 from lanewatch import __version__
+from lanewatch.cli.common import fail
+from lanewatch.cli.exits import Exit
 from lanewatch.inert import InertFormatter
+from lanewatch.linux.support import INOTIFY, PROC, missing
 
 # name -> "module:attribute" under lanewatch.cli. Register new commands here, one line each.
 COMMANDS: dict[str, str] = {
@@ -32,11 +35,46 @@ COMMANDS: dict[str, str] = {
     "purge": "trash_cmd:purge_command",
     "record": "record_cmd:record_command",
     "history": "history_cmd:history_command",
+    "service": "service_cmd:service_command",
+    "completion": "completion_cmd:completion_command",
 }
 
 
 # Old names that still work but are not listed: `smoke` was the drill's first name.
 ALIASES: dict[str, str] = {"smoke": "drill"}
+
+# What each command needs from the system (linux/support.py); a command not listed needs
+# both. `id`, `gate`, `hook` and `roots` read only git and files: they work anywhere.
+_ANYWHERE: tuple[str, ...] = ()
+_PROC_ONLY = (PROC,)
+NEEDS: dict[str, tuple[str, ...]] = {
+    "id": _ANYWHERE,
+    "gate": _ANYWHERE,
+    "hook": _ANYWHERE,
+    "roots": _ANYWHERE,
+    "completion": _ANYWHERE,
+    "run": _PROC_ONLY,  # the owner's identity: start time and boot id
+    "prove": _PROC_ONLY,
+    "drill": _PROC_ONLY,
+    "kill": _PROC_ONLY,  # who holds what, and a pidfd re-check before the signal
+    "clear": _PROC_ONLY,
+    "restore": _PROC_ONLY,
+    "purge": _PROC_ONLY,
+    "trash": _PROC_ONLY,
+}
+
+
+def check_platform(name: str) -> None:
+    """One line and exit 9 where this system lacks what command `name` needs."""
+    needs = NEEDS.get(ALIASES.get(name, name), (PROC, INOTIFY))
+    lacking = missing(needs)
+    if lacking:
+        what = " and ".join("Linux's /proc" if n == PROC else "inotify" for n in lacking)
+        fail(
+            f"`{name}` needs {what}, which this system lacks "
+            "(`lanewatch id`, `gate` and `hook` work anywhere)",
+            Exit.UNSUPPORTED,
+        )
 
 
 def load_command(name: str) -> click.Command:
@@ -54,8 +92,26 @@ class LazyGroup(click.Group):
         known = cmd_name in COMMANDS or cmd_name in ALIASES
         return load_command(cmd_name) if known else None
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        # Before the command runs (its module is loaded, nothing of it ran): not for help or
+        # shell completion, which work anywhere.
+        own = rest[: rest.index("--")] if "--" in rest else rest  # not CMD's own `-h`
+        if name and not ctx.resilient_parsing and not _HELP.intersection(own):
+            check_platform(name)
+        return name, command, rest
 
-@click.group(cls=LazyGroup, invoke_without_command=True)
+
+_HELP = {"--help", "-h"}
+
+
+@click.group(
+    cls=LazyGroup,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits both
+)
 @click.version_option(__version__, prog_name="lanewatch")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -64,6 +120,7 @@ def cli(ctx: click.Context) -> None:
     Without a command, opens the dashboard on every known scratch root.
     """
     if ctx.invoked_subcommand is None:
+        check_platform("dash")
         ctx.invoke(load_command("dash"))
 
 

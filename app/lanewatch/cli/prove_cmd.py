@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from lanewatch.cli.common import fail, friendly_errors, say
+from lanewatch.cli.common import fail, friendly_errors_around_cmd, say
+from lanewatch.cli.exits import Exit
 from lanewatch.cli.laneopts import command_after_dashes, fence_options, lane_options
 from lanewatch.lanes.fence import Mode
 from lanewatch.proof.prove import prove
@@ -18,7 +19,7 @@ from lanewatch.proof.prove import prove
 @fence_options
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the receipt line on stderr.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@friendly_errors
+@friendly_errors_around_cmd
 def prove_command(
     step: str,
     lane: str,
@@ -39,9 +40,9 @@ def prove_command(
     `lanewatch gate STEP` reads it. Inside a `lanewatch run` of the same lane, the receipt goes
     into that run's namespace instead of claiming the lane again.
 
-    Exits with CMD's exit code (128+N when it died of signal N), 2 when unbound or on a usage
-    error (a bad lane name), 3 when another owner holds the lane, 1 when the receipt could not
-    be written or this user's seal key cannot be trusted (then CMD does not run).
+    Exits with CMD's exit code (128+N when it died of signal N), 2 on a usage error (a bad lane
+    or step name), 3 when another owner holds the lane, 6 when unbound, 125 when the receipt
+    could not be written or this user's seal key cannot be trusted (then CMD does not run).
     """
     argv = command_after_dashes(cmd, "lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
     try:
@@ -56,10 +57,10 @@ def prove_command(
             shm=fence_shm,
         )
     except OSError as exc:
-        fail(f"could not write the receipt of {step!r}: {exc}")
+        fail(f"could not write the receipt of {step!r}: {exc}", Exit.RUN_FAILED)
     receipt = result.receipt
     if receipt is None or result.path is None:
-        fail(f"{step!r} exited {result.exit_code} but no receipt was written", 1)
+        fail(f"{step!r} exited {result.exit_code} but no receipt was written", Exit.RUN_FAILED)
     if not quiet:
         where = " (inside the outer run's lane)" if result.nested else ""
         state = (

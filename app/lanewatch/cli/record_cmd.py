@@ -4,26 +4,47 @@ For CI jobs, servers, and a privileged recorder beside an unprivileged dashboard
 incidents, evidence and write history in the roots exactly as the dashboard does. Each state
 change of a namespace, each new or grown incident, each change of a root's health and of the
 attribution is printed as it is delivered: a JSON object a line with `--json` (`type` is
-"start", "state", "incident", "health", "attribution" or "stop"), else a short line of text.
+"start", "state", "incident", "health", "attribution", "roots" or "stop"), else a short line
+of text.
+
+`--service` is the always-on watcher (`lanewatch service install`, docs/service.md): it also
+keeps a heartbeat in its state folder (`records/service.py`) so `status` and the dashboard can
+tell that something watches, follows the registry (a root registered later is watched
+within ROOTS_EVERY seconds: "roots" line), ignores SIGHUP, and refuses to start beside
+another live service of the same folder. `--system` (root) watches every user's registered
+roots, with kernel attribution, and keeps its beat in the system's state folder; what it
+records in a user's root is the user's (`records/ownership.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import click
 
 from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.reports import schema_id
+from lanewatch.cli.rootopts import read_roots
 from lanewatch.cli.status_cmd import incident_json
+from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert
+from lanewatch.lanes.roots import state_dir
 from lanewatch.model.views import Changes, Incident, NamespaceView
+
+log = logging.getLogger(__name__)
+ROOTS_EVERY = 10.0  # seconds between two looks at the registry (a service: new roots)
 
 
 class Printer:
@@ -52,14 +73,20 @@ class Printer:
             self.emit(
                 "start",
                 roots=self.roots,
-                attribution=changes.attribution,
+                # {mode, hint} as in status --json; the top-level `hint` is 0.1's, kept for 0.2
+                attribution={"mode": changes.attribution, "hint": changes.attribution_hint},
                 hint=changes.attribution_hint,
                 namespaces=len(changes.upserts),
                 incidents=len(changes.incidents),
             )
         elif changes.attribution and changes.attribution != self.attribution:
             self.attribution = changes.attribution
-            self.emit("attribution", mode=changes.attribution, hint=changes.attribution_hint)
+            self.emit(
+                "attribution",
+                attribution={"mode": changes.attribution, "hint": changes.attribution_hint},
+                mode=changes.attribution,  # 0.1's keys, kept for 0.2
+                hint=changes.attribution_hint,
+            )
         for h in changes.health:
             if self.health.get(h.root) != (h.status, h.detail):
                 self.health[h.root] = (h.status, h.detail)
@@ -108,7 +135,7 @@ class Printer:
     def emit(self, line_type: str, /, **fields: Any) -> None:
         at = time.time()
         if self.as_json:
-            out = {"type": line_type, "at": at, **fields}
+            out = {"schema": schema_id("record"), "type": line_type, "at": at, **fields}
             line = json.dumps(out, sort_keys=True, default=str)
         else:
             when = time.strftime("%H:%M:%S", time.localtime(at))
@@ -120,6 +147,37 @@ class Printer:
             self.closed = True
 
 
+def _wanted_roots(system: bool) -> list[str] | None:
+    """The roots a service should watch now: the user's registry (root's `--system`: every
+    user's); None when the registry cannot be read (keep watching what we watch)."""
+    from lanewatch.engine.engine import resolve_roots
+    from lanewatch.records import service as svc
+
+    try:
+        return resolve_roots([r for _, r in svc.users_roots()] if system else None)
+    except (LanewatchError, OSError) as exc:
+        log.warning("cannot read the registered roots: %s", exc)
+        return None
+
+
+def _beat(path: Path, beat: Any, attribution: str | None, alive: bool) -> Any:
+    """Keep the service's beat fresh while its engine runs; say its attribution once known.
+    A beat that cannot be written is logged, never fatal: the recording goes on."""
+    from lanewatch.records import service as svc
+
+    if not alive:  # a dead engine must not look like a watching service
+        return beat
+    try:
+        if attribution and attribution != beat.attribution:
+            beat = replace(beat, attribution=attribution)
+            svc.write_beat(path.parent, beat)
+        else:
+            svc.touch(path)
+    except OSError as exc:
+        log.warning("cannot keep the service's heartbeat %s: %s", path, exc)
+    return beat
+
+
 def _text(f: dict[str, Any]) -> str:
     if "summary" in f:
         return f"{f['kind']} [{f['grade']}] x{f['count']}: {f['summary']} ({f['id']})"
@@ -129,24 +187,51 @@ def _text(f: dict[str, Any]) -> str:
     if "status" in f:
         return f"{f['root']}: {f['status']} ({f['detail']})"
     if "hint" in f:
-        return f"attribution {f.get('attribution') or f.get('mode')}: {f['hint']}"
+        return f"attribution {f['attribution']['mode']}: {f['hint']}"
     return " ".join(f"{k}={v}" for k, v in f.items())
 
 
 @click.command("record")
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 @click.option("--poll", is_flag=True, help="Poll the roots (network filesystems).")
+@click.option(
+    "--service",
+    is_flag=True,
+    help="Run as the always-on service: keep a heartbeat that `status` reads (docs/service.md).",
+)
+@click.option(
+    "--system",
+    is_flag=True,
+    help="With --service, as root: watch every user's registered roots.",
+)
 @friendly_errors
-def record_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
+def record_command(
+    roots: Sequence[str], as_json: bool, poll: bool, service: bool, system: bool
+) -> None:
     """Run the engine without a screen and print each change until SIGINT or SIGTERM.
 
     Incidents, evidence and write history are kept in the roots as the dashboard keeps them.
     As root (or with CAP_SYS_ADMIN) writers are attributed by the kernel.
     """
     from lanewatch.engine.engine import Engine
+    from lanewatch.records import service as svc
 
-    engine = Engine(list(roots) if roots else None, poll=poll)
+    if system and (not service or os.geteuid() != 0):
+        raise click.UsageError(
+            "--system is for root's service: `sudo lanewatch record --service --system`"
+        )
+    beat_dir = (svc.system_state_dir() if system else state_dir()) if service else None
+    if beat_dir is not None:
+        running = svc.judge(beat_dir)
+        if running is not None and running.watching:
+            raise click.ClickException(
+                f"a service already watches ({running.reason}; {running.path}): one is enough"
+            )
+    follow = service and not roots  # a service follows the registry: new roots are watched
+    engine = Engine(
+        _wanted_roots(system) if system and not roots else (list(roots) or None), poll=poll
+    )
     printer = Printer(as_json, engine.roots)
     stop = threading.Event()
     received: list[str] = []
@@ -156,14 +241,47 @@ def record_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
         stop.set()
 
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # HUP: its terminal went away
+    if service:  # a service outlives the terminal that started it (`nohup … &`)
+        stops = (signal.SIGINT, signal.SIGTERM)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     previous = {s: signal.signal(s, on_signal) for s in stops}
+    beat = None
+    if service:
+        beat = replace(
+            svc.Beat.mine("system" if system else "user", engine.roots),
+            attribution=engine.attribution,
+        )
+    beat_path = None
     try:
         engine.start(printer)
+        if beat_dir is not None and beat is not None:
+            beat_path = svc.write_beat(beat_dir, beat)
+        next_beat = time.monotonic() + svc.BEAT_EVERY
+        next_roots = time.monotonic() + ROOTS_EVERY
         while not stop.wait(0.5) and not printer.closed:
-            pass
+            now = time.monotonic()
+            if follow and now >= next_roots:
+                next_roots = now + ROOTS_EVERY
+                wanted = _wanted_roots(system)
+                if wanted is not None and wanted != engine.roots:
+                    engine.stop()
+                    engine = Engine(wanted, poll=poll)
+                    with printer._lock:
+                        printer.roots = list(engine.roots)
+                        printer.emit("roots", roots=printer.roots)
+                    engine.start(printer)
+                    if beat_path is not None and beat is not None:
+                        beat = replace(beat, roots=tuple(engine.roots))
+                        svc.write_beat(beat_path.parent, beat)
+            if beat_path is not None and beat is not None and now >= next_beat:
+                next_beat = now + svc.BEAT_EVERY
+                beat = _beat(beat_path, beat, printer.attribution, engine.alive())
     finally:
         engine.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if beat_path is not None and beat is not None:
+            with contextlib.suppress(OSError):
+                svc.write_beat(beat_path.parent, svc.stopped(beat))
     with printer._lock:
         printer.emit("stop", signal=received[0] if received else None)

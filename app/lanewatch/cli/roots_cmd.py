@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from lanewatch.cli.common import echo_json, friendly_errors, say
+from lanewatch.cli.common import friendly_errors, say
+from lanewatch.cli.reports import report
 from lanewatch.lanes.roots import Registry, canonical_root, default_root, ensure_root
 
 
@@ -24,10 +25,15 @@ def roots_command(ctx: click.Context) -> None:
 def list_roots(as_json: bool = False) -> None:
     """List every known scratch root; the default root comes first."""
     entries = Registry().list()
-    if as_json:
-        echo_json([{"path": e.path, "added_at": e.added_at} for e in entries])
-        return
     default = str(canonical_root(default_root()))  # entries are canonical paths
+    if as_json:
+        # `root`, as status and every other report names a root; `path` is its old name (0.1).
+        rows = [
+            {"root": e.path, "path": e.path, "added_at": e.added_at, "default": e.path == default}
+            for e in entries
+        ]
+        report("roots", {"roots": rows})
+        return
     for e in entries:
         say(e.path + ("  (default)" if e.path == default else ""))
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
 
-from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.common import friendly_errors_around_cmd, say
 from lanewatch.cli.laneopts import command_after_dashes, fence_options, lane_options
 from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import Lane
+from lanewatch.lanes.pick import Interrupted, claim_next_free, claim_waiting
 from lanewatch.lanes.run import run_in_lane
 
 
@@ -18,8 +20,24 @@ from lanewatch.lanes.run import run_in_lane
 )
 @lane_options
 @fence_options
+@click.option(
+    "--lane-auto",
+    "lane_auto",
+    is_flag=True,
+    help="When the lane is busy, take the next free one (LANE-2, LANE-3, …) instead of exit 3.",
+)
+@click.option(
+    "--wait",
+    "wait",
+    type=click.FloatRange(min=0),
+    is_flag=False,
+    flag_value=math.inf,
+    default=None,
+    metavar="[SECONDS]",
+    help="When the lane is busy, wait for it (for ever, or up to SECONDS; then exit 3).",
+)
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@friendly_errors
+@friendly_errors_around_cmd
 def run_command(
     lane: str,
     root: str | None,
@@ -27,6 +45,8 @@ def run_command(
     heartbeat: float | None,
     fence: str,
     fence_shm: bool,
+    lane_auto: bool,
+    wait: float | None,
     cmd: tuple[str, ...],
 ) -> None:
     """Claim the lane's namespace and run CMD in it.
@@ -35,9 +55,34 @@ def run_command(
     docs/fence.md). TMPDIR/TMP/TEMP point inside the namespace (/tmp inside the fence);
     LANEWATCH_LANE, LANEWATCH_NAMESPACE, LANEWATCH_CHECKOUT, LANEWATCH_ROOT and
     LANEWATCH_FENCE are exported. Exits with CMD's exit code (128+N when it died of signal
-    N), 2 when unbound or on a usage error (a lane name that cannot be one: empty, or over 150
-    characters once encoded), 3 when another owner holds the lane or --fence tmp cannot fence.
+    N), 2 on a usage error (a lane name that cannot be one: empty, or over 150 characters once
+    encoded), 3 when another owner holds the lane (after --wait SECONDS, or when all of
+    --lane-auto's lanes are busy) or --fence tmp cannot fence here, 6 when unbound
+    (docs/exit-codes.md).
     """
     argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
-    owner = Lane(lane, root=root, checkout=checkout, heartbeat=heartbeat, command=argv)
-    sys.exit(run_in_lane(owner, argv, Mode(fence), shm=fence_shm))
+    if lane_auto and wait is not None:
+        raise click.UsageError("--lane-auto and --wait exclude each other: take another, or wait")
+
+    def make(name: str) -> Lane:
+        return Lane(name, root=root, checkout=checkout, heartbeat=heartbeat, command=argv)
+
+    def next_free(_interrupted: Interrupted) -> Lane:
+        taken = claim_next_free(make, lane)
+        if taken.name != lane:
+            say(f"lanewatch: lane {lane!r} is busy; running in lane {taken.name!r}", err=True)
+        return taken
+
+    def waiting(interrupted: Interrupted) -> Lane:
+        limit = None if wait is None or math.isinf(wait) else wait
+        until = "" if limit is None else f" up to {limit:g}s"
+        return claim_waiting(
+            owner,
+            limit,
+            interrupted,
+            lambda: say(f"lanewatch: lane {lane!r} is busy; waiting for it{until}", err=True),
+        )
+
+    owner = make(lane)
+    claim = next_free if lane_auto else waiting if wait is not None else None
+    sys.exit(run_in_lane(owner, argv, claim=claim, fence=Mode(fence), shm=fence_shm))

@@ -16,14 +16,17 @@ from rich.table import Table
 from rich.text import Text
 
 from lanewatch.cli.common import cell, echo_json, friendly_errors
-from lanewatch.lanes.fence import describe
+from lanewatch.cli.exits import Exit
+from lanewatch.cli.reports import schema_id
+from lanewatch.cli.rootopts import read_roots
+from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
 
-SCHEMA = 1
-EXIT_OK = 0
-EXIT_COLLISIONS = 4
-EXIT_INCOMPLETE = 5
+SCHEMA = schema_id("status")  # was the number 1 before 0.2
+EXIT_OK = Exit.OK
+EXIT_COLLISIONS = Exit.COLLISION
+EXIT_INCOMPLETE = Exit.INCOMPLETE
 
 _STATE_STYLE = {
     NsState.LIVE: "green",
@@ -95,6 +98,8 @@ def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:
         "count": i.count,
         "grade": i.grade,
         "acknowledged": i.acknowledged,
+        "ack_at": i.ack_at,
+        "ack_by": i.ack_by,
         "summary": i.summary,
     }
     if evidence:
@@ -125,9 +130,19 @@ def status_json(changes: Changes) -> dict[str, Any]:
         "namespaces": [namespace_json(v, now) for v in views],
         "incidents": [incident_json(i) for i in incidents],
         "open_incidents": sum(not i.acknowledged for i in incidents),
-        "exit_code": exit_code(changes),
+        "exit_code": int(exit_code(changes)),
         "attribution": {"mode": changes.attribution, "hint": changes.attribution_hint},
+        "service": service_json(),
     }
+
+
+def service_json() -> dict[str, Any]:
+    """Whether an always-on recorder watches (docs/service.md): its incidents are already in
+    the roots' records, which this picture read."""
+    from lanewatch.records.service import services
+
+    states = services()
+    return {"watching": any(s.watching for s in states), "services": [s.to_json() for s in states]}
 
 
 def _ago(t: float | None, now: float) -> str:
@@ -183,7 +198,7 @@ def render(changes: Changes, console: Console) -> None:
     console.print(table)
     for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
         if v.state is NsState.LIVE and v.fence == "none":
-            words = describe(v.fence, v.fence_note, v.fence_private)
+            words = fence_words(v.fence, v.fence_note, v.fence_private)
             console.print(cell(f"lane {v.lane}: {words}", style="yellow"))
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
@@ -206,10 +221,14 @@ def render(changes: Changes, console: Console) -> None:
     if changes.attribution:
         line = f"attribution: {changes.attribution}: {changes.attribution_hint}"
         console.print(cell(line, style="dim"))
+    from lanewatch.records.service import describe, services
+
+    for line in describe(services()):
+        console.print(cell(line, style="dim"))
 
 
 @click.command("status")
-@click.option("--root", "roots", multiple=True, type=click.Path(), help="Only this root (repeat).")
+@read_roots
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (docs/engine.md).")
 @click.option(
     "--poll",

@@ -1,14 +1,17 @@
 """`lanewatch trash`, `lanewatch restore TRASH_ID`, `lanewatch purge`: after a clear.
 
-Exit codes: restore 0 restored, 3 refused (the name is taken again) or gone; purge 0 all
-due entries purged (or kept because in use), 1 some could not be deleted (the next purge
-resumes them), 3 nobody to confirm.
+Exit codes (docs/exit-codes.md): restore 0 restored, 3 refused (the name is taken again),
+8 no such trash id (restored or purged already, or never was); purge 0 all due entries purged
+(or kept because in use, or nothing was due), 1 some could not be deleted (the next purge
+resumes them), 7 nobody to confirm.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import asdict
+from typing import Any
 
 import click
 from rich.console import Console
@@ -20,10 +23,11 @@ from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trash import find, restore
 from lanewatch.actions.trashbox import TrashEntry, list_all, purging_dirs
-from lanewatch.cli.common import EXIT_ERROR, EXIT_REFUSED, Duration, echo_json, friendly_errors
+from lanewatch.cli import completers
+from lanewatch.cli.common import Duration, friendly_errors
 from lanewatch.cli.confirm import confirm, safe
-
-SCHEMA = 1
+from lanewatch.cli.exits import Exit
+from lanewatch.cli.reports import report
 
 
 @click.command("trash")
@@ -34,13 +38,9 @@ def trash_command(as_json: bool) -> None:
     entries = list_all()
     now = time.time()
     if as_json:
-        echo_json(
-            {
-                "schema": SCHEMA,
-                "retention_seconds": DEFAULT_RETENTION,
-                "entries": [e.to_json(now) for e in entries],
-            }
-        )
+        # `key`: the namespace's path, as status names it; `original` is its old name (0.1).
+        rows = [{**e.to_json(now), "key": e.original} for e in entries]
+        report("trash", {"retention_seconds": DEFAULT_RETENTION, "entries": rows})
         return
     if not entries:
         click.echo("the trash is empty")
@@ -62,18 +62,31 @@ def trash_command(as_json: bool) -> None:
 
 
 @click.command("restore")
-@click.argument("trash_id")
+@click.argument("trash_id", shell_complete=completers.trash_ids)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @friendly_errors
-def restore_command(trash_id: str) -> None:
+def restore_command(trash_id: str, as_json: bool) -> None:
     """Put the cleared namespace TRASH_ID (see `lanewatch trash`) back where it was.
 
     Refused when its name is taken again: a namespace created after the clear stays.
     """
-    entry = find(trash_id)
+    entry = find(trash_id)  # not in any trash (restored, purged, mistyped): exit 8
     result = restore(entry, check=False)
-    click.echo(safe(result.message), err=not result.ok)
-    if not result.ok:
-        sys.exit(EXIT_REFUSED)
+    if as_json:
+        report(
+            "restore",
+            {
+                "outcome": result.outcome,
+                "trash_id": entry.id,
+                "key": result.path or entry.original,
+                "lane": entry.lane,
+                "message": result.message,
+            },
+        )
+    else:
+        click.echo(safe(result.message), err=not result.ok)
+    if not result.ok:  # gone: a concurrent restore or purge took it meanwhile
+        sys.exit(Exit.NOT_FOUND if result.outcome == "gone" else Exit.REFUSED)
 
 
 @click.command("purge")
@@ -84,8 +97,9 @@ def restore_command(trash_id: str) -> None:
     help="Only entries cleared at least this long ago.  [default: 7d]",
 )
 @click.option("--yes", is_flag=True, help="Do not ask (needed without a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @friendly_errors
-def purge_command(older_than: float, yes: bool) -> None:
+def purge_command(older_than: float, yes: bool, as_json: bool) -> None:
     """Delete trash entries for good, by default those cleared more than 7 days ago.
 
     An entry some process still holds (a cwd or a file inside) is kept for a later purge; a
@@ -95,16 +109,30 @@ def purge_command(older_than: float, yes: bool) -> None:
     doomed = due(roots, older_than=older_than)
     leftovers = sum(len(purging_dirs(r)) for r in roots)
     if not doomed and not leftovers:
-        click.echo("nothing to purge")
+        if as_json:
+            report("purge", _purge_json("nothing", "nothing to purge", older_than, []))
+        else:
+            click.echo("nothing to purge")
         return
     if doomed:
         confirm(_plan(doomed), f"Delete {len(doomed)} entries for good?", yes)
     result = purge(roots, older_than=older_than, only={e.id for e in doomed})
-    for item in result.items:
-        click.echo(safe(item.message), err=item.outcome == "failed")
-    click.echo(safe(result.message.split(";")[0]))
+    if as_json:
+        outcome = "purged" if result.ok else "failed"
+        items = [asdict(i) for i in result.items]
+        report("purge", _purge_json(outcome, result.message, older_than, items))
+    else:
+        for item in result.items:
+            click.echo(safe(item.message), err=item.outcome == "failed")
+        click.echo(safe(result.message.split(";")[0]))
     if not result.ok:
-        sys.exit(EXIT_ERROR)
+        sys.exit(Exit.FAILED)
+
+
+def _purge_json(
+    outcome: str, message: str, older_than: float, items: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {"outcome": outcome, "message": message, "older_than": older_than, "items": items}
 
 
 def _plan(entries: list[TrashEntry]) -> list[str]:

@@ -258,6 +258,10 @@ class Engine:
         except (OSError, RuntimeError) as exc:
             log.warning("stopping the engine: %s", exc)
 
+    def alive(self) -> bool:
+        """Whether the engine's thread runs (started, not stopped): a service's beat says so."""
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
+
     def snapshot(self) -> Changes:
         """The whole current picture (full=True). Before `start`, reads every root once."""
         if self._thread is None:
@@ -356,7 +360,10 @@ class Engine:
                 if batch:
                     w.process(batch)
                     if self._prober is not None and _writes(batch):
-                        self._prober.active()
+                        if self.kernel.mode == "kernel":  # writers are known: keep the pace
+                            self._prober.active()
+                        else:  # inferred: look at once, while the writer may hold it
+                            self._prober.written()
                 elif scanning:
                     w.scan_some()
                 if not w.tail.watching and not w.scanning:

@@ -63,7 +63,8 @@ READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_W
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
 UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
 HINT_INFERRED = (
-    "writers are judged from the files processes hold open, so a short write can be missed"
+    "writers are judged from the files and folders lane processes hold when a write is seen, "
+    "so a write that opens and closes at once can be missed"
 )
 NEEDS_PRIVILEGE = "needs root or CAP_SYS_ADMIN"  # how linux/fanotify_abi.py words EPERM
 
@@ -185,7 +186,7 @@ class Attribution:
 
     # -- the reader: keep it short -------------------------------------------------------------
     def _zone(self, path: str) -> tuple[str, str | None, str | None] | None:
-        if f"/{ROOT_META}/" in path or any(is_under(path, p) for p in self.ignore):
+        if f"/{ROOT_META}/" in path:
             return None  # lanewatch's own data: never anyone's write
         for root in self.roots:
             if path.startswith(root + "/"):
@@ -193,6 +194,10 @@ class Attribution:
                 if not sep or name == ROOT_META:
                     return None  # a stray file in the root, or the root's own data
                 return "ns", f"{root}/{name}", root
+        # Only after the roots: the default root (`<state dir>/scratch`) and the demo's are
+        # inside the state folder, which is otherwise lanewatch's own (registry, exports).
+        if any(is_under(path, p) for p in self.ignore):
+            return None
         return ("shared", None, None) if any(is_under(path, p) for p in self.shared) else None
 
     def _on_events(self, events: Sequence[FanEvent]) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from lanewatch.errors import ClaimRefused, LanewatchError
+from lanewatch.errors import BadValue, ClaimRefused, LanewatchError
 from lanewatch.lanes import ledger
 from lanewatch.lanes.checkout import Checkout, resolve_checkout
 from lanewatch.lanes.fence import Fence
@@ -109,7 +109,7 @@ class Lane:
         elif valid_heartbeat(heartbeat):
             self.heartbeat_interval = float(heartbeat)
         else:  # NaN, infinity or beyond a day: no stamp could carry it, no thread could wait it
-            raise LanewatchError("heartbeat must be a finite number of seconds, at most a day")
+            raise BadValue("heartbeat must be a finite number of seconds, at most a day")
         self.command = list(command) if command is not None else list(sys.argv)
         self._lock = NamespaceLock(self.target.namespace)
         self._stamp: Stamp | None = None
@@ -196,7 +196,7 @@ class Lane:
                 heartbeat_at=now,
                 heartbeat_interval=self.heartbeat_interval,
                 root=str(t.root),
-                **self._fence_fields(),
+                **self.fence_fields(),
             )
             write_stamp(t.namespace, self._stamp)
             ledger.append(t.namespace, "started", lane=self.name, command=self.command)
@@ -210,7 +210,7 @@ class Lane:
         self._beat.start()
         return self
 
-    def _fence_fields(self) -> dict[str, Any]:
+    def fence_fields(self) -> dict[str, Any]:
         f = self.fence
         if f is None:
             return {}

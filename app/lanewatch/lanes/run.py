@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
 
@@ -22,6 +22,7 @@ from lanewatch.inert import inert
 from lanewatch.lanes import fence as fences
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
+from lanewatch.lanes.pick import Interrupted, WaitInterrupted
 from lanewatch.lanes.roots import state_dir
 from lanewatch.linux.procid import start_ticks
 
@@ -68,6 +69,10 @@ class _Forwarder:
         if self._pgid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._pgid, signum)
+
+    def first(self) -> int | None:
+        """The first signal received so far, if any."""
+        return self.received[0] if self.received else None
 
     def install(self) -> None:
         for sig in FORWARDED:
@@ -131,16 +136,33 @@ def _reap_on_the_way_out(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run_in_lane(
-    lane: Lane, cmd: Sequence[str], fence: fences.Mode = fences.Mode.AUTO, shm: bool = False
+    lane: Lane,
+    cmd: Sequence[str],
+    claim: Callable[[Interrupted], Lane] | None = None,
+    fence: fences.Mode = fences.Mode.AUTO,
+    shm: bool = False,
 ) -> int:
     """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases.
-    Raises FenceRefused (before anything runs) for `fence=tmp` where the fence cannot be built."""
+
+    `claim`, if given, claims instead of `lane.claim()` and returns the lane it claimed (a wait,
+    or the next free lane: lanes.pick); a signal that arrives while it waits ends the wait, and
+    we exit 128+N as if it had killed CMD. `fence`: lanes/fence.py; FenceRefused (raised
+    before anything is claimed or run) for `tmp` where the fence cannot be built."""
     forwarder = _Forwarder()
     try:
-        need = fences.Need.of_run(lane.namespace, lane.target.checkout.root, os.environ)
-        lane.fence = fences.decide(fence, lane.namespace, need, shm=shm)
+        _decide_fence(lane, fence, shm)
         forwarder.install()
-        lane.claim()
+        if claim is None:
+            lane.claim()
+        else:
+            try:
+                lane = claim(forwarder.first)
+            except WaitInterrupted as exc:
+                return 128 + exc.signum
+            if lane.fence is None:  # the next free lane, made by the pick: its own folders
+                _decide_fence(lane, fence, shm)
+                lane.update_stamp(**lane.fence_fields())
+        assert lane.fence is not None
         argv, env = fences.command_for(
             lane.fence, cmd, {**os.environ, **lane.env()}, lane.tmp_dir, state_dir()
         )
@@ -154,6 +176,11 @@ def run_in_lane(
         forwarder.restore()
         if lane.claimed:  # an exception on the way: never leave the stamp saying live
             lane.release(exit_code=1)
+
+
+def _decide_fence(lane: Lane, mode: fences.Mode, shm: bool) -> None:
+    need = fences.Need.of_run(lane.namespace, lane.target.checkout.root, os.environ)
+    lane.fence = fences.decide(mode, lane.namespace, need, shm=shm)
 
 
 def run_unclaimed(cmd: Sequence[str]) -> int:

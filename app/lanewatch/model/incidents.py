@@ -73,6 +73,8 @@ class IncidentRecord:
             evidence=self.evidence,
             acknowledged=self.acknowledged,
             summary=self.summary,
+            ack_at=self.ack_at,
+            ack_by=self.ack_by,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -109,6 +109,8 @@ class Incident:
     evidence: tuple[Evidence, ...]  # oldest first, bounded
     acknowledged: bool
     summary: str = ""  # one line for people; built from untrusted strings: never markup
+    ack_at: float | None = None  # the newest acknowledgement (it may predate newer evidence)
+    ack_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from lanewatch.processes import fastprobe
 from lanewatch.processes import holders as procscan
 from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.deaths import DeathWatch
+from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
 
@@ -43,6 +44,9 @@ log = logging.getLogger(__name__)
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 FULL_SCAN_EVERY = 60.0  # seconds between two full /proc scans; fast probes in between
 QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s at 2 s)
+# A data write in a namespace asks for a probe at once (who wrote may still hold it), but at
+# most one such prompt probe this often: a flood of writes costs 4 fast probes a second.
+PROMPT_GAP = 0.25
 
 
 def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
@@ -242,10 +246,13 @@ def probe(
     *,
     full: bool = True,
     memo: ProbeMemo | None = None,
+    markers: MarkerMemo | None = None,
 ) -> ProbeReport:
     """Liveness of every local live owner, then (if any) who holds what: every process
     (`full`), or only the processes of live lanes, found from the process tree (fast).
-    A caller that probes again and again passes its own `memo` (the same report, cheaper)."""
+    A caller that probes again and again passes its own `memo` (the same report, cheaper),
+    and its `markers`: the fast probe then also reads every process carrying a lane's marker
+    in its environment (`processes/markers.py`), wherever it sits in the process tree."""
     t0 = time.monotonic()
     at = time.time()
     evidence = judge_all(stamps, at)
@@ -258,9 +265,10 @@ def probe(
     elif owners:
         procs = procscan.process_table()
         real = [os.path.realpath(p) for p in prefixes if os.path.isdir(p)]
-        held = tuple(
-            fastprobe.holdings_of(fastprobe.lane_pids(procs, owners.values()), procs, real)
-        )
+        pids = fastprobe.lane_pids(procs, owners.values())
+        if markers is not None:
+            pids |= markers.marked(procs, skip=frozenset(pids))
+        held = tuple(fastprobe.holdings_of(pids, procs, real))
     if held:
         held = in_our_words(held)
     took = time.monotonic() - t0
@@ -338,6 +346,8 @@ class Prober:
         self._active = True  # a write was applied since the last probe: keep the pace
         self._deaths: DeathWatch | None = None
         self._memo = ProbeMemo()  # used by this prober's thread only
+        self._markers = MarkerMemo()  # the same
+        self._prompted = float("-inf")  # monotonic time of the last prompt probe asked for
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
     def start(self) -> None:
@@ -353,6 +363,16 @@ class Prober:
         """Something was written: the next round probes at the normal pace (who holds what
         can change while files are written; when nothing is, holdings rarely do)."""
         self._active = True
+
+    def written(self) -> None:
+        """A data file in a namespace was written: probe at once (a writer holding it, or with
+        its cwd inside, is named within the moment, not at the next round), at most once per
+        PROMPT_GAP; later writes in the gap are covered by the pace `active` keeps."""
+        self._active = True
+        now = time.monotonic()
+        if now - self._prompted >= PROMPT_GAP:
+            self._prompted = now
+            self.poke()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
@@ -407,7 +427,13 @@ class Prober:
                     self.runs += 1
                     last_check, last = now, ids
                     try:
-                        report = probe(stamps, self._prefixes(), full=full, memo=self._memo)
+                        report = probe(
+                            stamps,
+                            self._prefixes(),
+                            full=full,
+                            memo=self._memo,
+                            markers=self._markers,
+                        )
                     except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
                         log.warning("process probe failed: %s", exc)
                         watched = False

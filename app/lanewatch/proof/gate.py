@@ -10,7 +10,7 @@ Checks, in order (the first that fails is the reason):
 | reason        | exit | when                                                                |
 |---------------|------|---------------------------------------------------------------------|
 | pass          | 0    | every check below held                                              |
-| unbound       | 17   | no checkout binds this place, or the lane/step cannot name a path   |
+| unbound       | 6    | no checkout binds this place, or the lane/step cannot name a path   |
 | missing       | 10   | no receipt for this step in this checkout's lane                    |
 | unreadable    | 16   | the receipt is empty, garbage, contradictory, oversized, a symlink, |
 |               |      | of a newer schema, or cannot be read                                |
@@ -57,6 +57,7 @@ from lanewatch.proof.seal import BadSealKey, load_key, seal_problem
 FUTURE_SKEW = 5.0  # seconds a receipt may be dated ahead of our clock before it is refused
 _ZERO_SHA = re.compile(r"0+")
 _OBJECT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_REF_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./@{}~^-]*")  # HEAD, main, origin/main, HEAD~1
 
 
 class GateReason(StrEnum):
@@ -82,7 +83,7 @@ EXIT_CODES: dict[GateReason, int] = {
     GateReason.FAILED: 14,
     GateReason.TOO_OLD: 15,
     GateReason.UNREADABLE: 16,
-    GateReason.UNBOUND: 17,
+    GateReason.UNBOUND: 6,  # the code every command uses for unbound (cli/exits.py); was 17
     GateReason.HEAD_UNKNOWN: 18,
     GateReason.BAD_SEAL: 19,
 }
@@ -329,8 +330,9 @@ def check_gate(
 
 
 def _peel(worktree: str, object_id: str) -> str | None:
-    """The commit an object id (an annotated tag's, say) points at; None if it is none."""
-    if not _OBJECT_RE.fullmatch(object_id):
+    """The commit an object id (an annotated tag's, say) or a ref name (`pre-commit run
+    --to-ref main`) points at; None if it is none. Never an option: nothing starting with '-'."""
+    if not (_OBJECT_RE.fullmatch(object_id) or _REF_RE.fullmatch(object_id)):
         return None
     try:
         out = run_git(worktree, "rev-parse", "--verify", "--quiet", f"{object_id}^{{commit}}")

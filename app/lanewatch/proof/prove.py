@@ -147,7 +147,7 @@ def prove(
         command=argv,
         key=key,
     )
-    code = run_in_lane(owner, argv, fence, shm=shm)
+    code = run_in_lane(owner, argv, fence=fence, shm=shm)
     if owner.written is None:
         return ProveResult(code, None, None, nested=False)
     return ProveResult(code, owner.written.receipt, owner.written.path, nested=False)

@@ -28,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from lanewatch.errors import LanewatchError
+from lanewatch.errors import BadLaneName, LanewatchError
 from lanewatch.lanes import ledger
 from lanewatch.lanes.fields import Rejected, load_versioned, strings, take
 from lanewatch.lanes.fsutil import UnsafePath, ensure_real_dir, open_regular, write_atomic
@@ -50,8 +50,8 @@ _COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 
 
-class BadStep(LanewatchError):
-    """A step name that cannot name a receipt file."""
+class BadStep(BadLaneName):
+    """A step name that cannot name a receipt file (a usage error, as a bad lane name is)."""
 
 
 class Outcome(StrEnum):

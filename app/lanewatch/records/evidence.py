@@ -27,6 +27,7 @@ from pathlib import Path
 
 from lanewatch.lanes.fsutil import open_regular
 from lanewatch.lanes.roots import ROOT_META
+from lanewatch.records.ownership import give_fd, give_path, root_owner
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class EvidenceStore:
         self._pack: Path | None = None
         self._pack_size = 0
         self.evicted = 0  # packs removed
+        self._owner = root_owner(root)  # a privileged recorder's files are the root owner's
 
     def put(self, data: bytes, sha256: str | None = None) -> str | None:
         """Keep one content; its sha256, or None if not kept."""
@@ -125,11 +127,13 @@ class EvidenceStore:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
             fd = open_regular(self._pack, flags)
             try:
+                give_fd(fd, self._owner)
                 os.write(fd, body)
             finally:
                 os.close(fd)
             fd = open_regular(self._pack.with_suffix(".idx"), flags)
             try:
+                give_fd(fd, self._owner)
                 os.write(fd, ("\n".join(lines) + "\n").encode())
             finally:
                 os.close(fd)
@@ -144,7 +148,9 @@ class EvidenceStore:
 
     def _open_pack(self) -> None:
         self.base.parent.mkdir(exist_ok=True)  # not parents: a root that is gone stays gone
+        give_path(self.base.parent, self._owner)
         self.base.mkdir(exist_ok=True)
+        give_path(self.base, self._owner)
         opened = f"{time.time_ns():020d}"  # names sort oldest first
         self._pack = self.base / f"{opened}-{os.getpid()}-{os.urandom(4).hex()}.pack"
         self._pack_size = 0

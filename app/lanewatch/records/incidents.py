@@ -20,6 +20,7 @@ from filelock import Timeout, UnixFileLock
 from lanewatch.lanes.fsutil import NotAFile, open_regular, write_atomic
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.model.incidents import IncidentRecord, merge_records, record_from_json
+from lanewatch.records.ownership import give_fd, give_path, root_owner
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class IncidentLog:
         self._offset = 0
         self._inode: int | None = None
         self._lines = 0
+        self._owner = root_owner(root)  # a privileged recorder's files are the root owner's
 
     def _lock(self) -> UnixFileLock:
         return UnixFileLock(
@@ -101,7 +103,9 @@ class IncidentLog:
             return True
         try:
             self.path.parent.mkdir(exist_ok=True)
+            give_path(self.path.parent, self._owner)
             with self._lock():
+                give_path(self.path.parent / LOCK_FILE, self._owner)
                 self.read_new()
                 lines = []
                 for rec in records:
@@ -123,6 +127,7 @@ class IncidentLog:
     def _append(self, data: bytes) -> None:
         fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
+            give_fd(fd, self._owner)
             os.write(fd, data)
             st = os.fstat(fd)
         finally:
@@ -133,6 +138,7 @@ class IncidentLog:
     def _compact(self) -> None:
         body = "".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in self.known.values())
         write_atomic(self.path, body.encode())
+        give_path(self.path, self._owner)
         st = os.stat(self.path)
         self._offset, self._inode, self._lines = st.st_size, st.st_ino, len(self.known)
 

@@ -24,6 +24,7 @@ from filelock import Timeout, UnixFileLock
 
 from lanewatch.lanes.fsutil import open_regular
 from lanewatch.lanes.roots import ROOT_META
+from lanewatch.records.ownership import give_fd, give_path, root_owner
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class WriteLog:
         self.path = self.dir / LOG_FILE
         self.max_bytes = max_bytes
         self._dir_ok = False
+        self._owner = root_owner(root)  # a privileged recorder's files are the root owner's
 
     def append(self, entries: Sequence[WriteEntry]) -> bool:
         if not entries:
@@ -111,9 +113,11 @@ class WriteLog:
         try:
             if not self._dir_ok:
                 self.dir.mkdir(exist_ok=True)  # not parents: a root that is gone stays gone
+                give_path(self.dir, self._owner)
                 self._dir_ok = True
             fd = open_regular(self.path, flags)  # NotAFile (an OSError) for a FIFO
             try:
+                give_fd(fd, self._owner)
                 os.write(fd, data)
                 size = os.fstat(fd).st_size
             finally:
@@ -132,6 +136,7 @@ class WriteLog:
         )
         try:
             with lock, contextlib.suppress(FileNotFoundError):
+                give_path(self.dir / LOCK_FILE, self._owner)
                 if os.stat(self.path).st_size > self.max_bytes:  # not rotated by another
                     os.replace(self.path, self.dir / OLD_FILE)
         except Timeout:

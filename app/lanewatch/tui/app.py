@@ -32,6 +32,7 @@ from lanewatch.tui.later import call_after
 from lanewatch.tui.messages import ActionsFinished, ChangesPending, EngineFailed, ExportFinished
 from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
+from lanewatch.tui.screens.files import FileScreen, FilesScreen
 from lanewatch.tui.screens.help import HelpScreen
 from lanewatch.tui.screens.incident import IncidentScreen
 from lanewatch.tui.screens.main import MainScreen
@@ -107,6 +108,7 @@ class LanewatchApp(App[None]):
             run_worker=self.run_worker,
             post=lambda message: self.post_from_thread(self, message),
             clock=clock,
+            roots=self.root_paths,
         )
         self.main = MainScreen(self.picture, self.flows)
 
@@ -149,6 +151,19 @@ class LanewatchApp(App[None]):
             self.engine.start(self.buffer.put)
         except (LanewatchError, OSError, RuntimeError) as exc:
             self.post_from_thread(self, EngineFailed(str(exc)))
+        self._tell_service()
+
+    def _tell_service(self) -> None:
+        """Once, off the UI thread: an always-on service that records while no dashboard runs
+        (docs/service.md); its incidents are in the roots, so this picture has them."""
+        from lanewatch.records.service import describe, services
+
+        states = [s for s in services() if s.watching]
+        if states:
+            with contextlib.suppress(RuntimeError):  # the app already stopped
+                self.call_from_thread(
+                    self.notify, describe(states)[0], title="service", markup=False, timeout=8
+                )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that failed is shown, not fatal (they all run with exit_on_error=False)."""
@@ -314,6 +329,7 @@ class LanewatchApp(App[None]):
             ("In a table", list(LaneTable.BINDINGS)),
             ("Incident timeline", list(IncidentScreen.BINDINGS)),
             ("Trash", list(TrashScreen.BINDINGS)),
+            ("Files of a lane", [*FilesScreen.BINDINGS, *FileScreen.BINDINGS[1:]]),
             ("Confirmation", list(ConfirmScreen.BINDINGS)),
             ("Everywhere", [*self.BINDINGS, Binding("ctrl+p", "command_palette", "Commands")]),
         ]
@@ -327,6 +343,40 @@ class LanewatchApp(App[None]):
     def open_incident(self, incident: Incident) -> None:
         victim = self.picture.namespaces.get(incident.victim or "")
         self.push_screen(IncidentScreen(incident, victim))
+
+    def lane_of_incident(self, incident: Incident, whose: str) -> str | None:
+        """The namespace key of an incident's victim or intruder, if the picture has it."""
+        spaces = self.picture.namespaces
+        if whose == "victim":
+            return incident.victim if incident.victim in spaces else None
+        intruder = incident.intruder
+        named = intruder.get("namespace")
+        if isinstance(named, str) and named in spaces:
+            return named
+        lane, checkout = intruder.get("lane"), intruder.get("checkout_id")
+        if not lane:
+            return None
+        found = [
+            k
+            for k, ns in spaces.items()
+            if ns.lane == lane and (checkout is None or ns.checkout_id == checkout)
+        ]
+        return incident.victim if incident.victim in found else (found[0] if found else None)
+
+    def jump_to_lane(self, key: str, came_from: Incident | None = None) -> None:
+        """Back to the main screen with `key`'s row selected (in whichever view holds it; a
+        filter that hides it is cleared); backspace there reopens `came_from`."""
+        while self.screen is not self.main and len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.main.select_lane(key, came_from)
+
+    def open_files(self, key: str) -> None:
+        self.push_screen(FilesScreen(key, self.root_paths()))
+
+    def copy_path(self, path: str) -> None:
+        """Put `path` on the clipboard (OSC 52: the terminal must allow it) and show it."""
+        self.copy_to_clipboard(path)
+        self.notify(inert(path), title="Copied to the clipboard (OSC 52)", markup=False)
 
     def open_trash(self) -> None:
         self.push_screen(TrashScreen(self.root_paths()), self.flows.confirm_restore)

@@ -51,8 +51,8 @@ def entries(screen: MainScreen) -> Iterator[tuple[str, str, str]]:
         incident = screen.selected_incident()
         if incident is not None:
             yield f"Open timeline of {incident.kind} {incident.id}", "open", "Evidence timeline"
-            yield "Export incident as Markdown", "export('md')", "Into the current folder"
-            yield "Export incident as JSON", "export('json')", "Into the current folder"
+            yield "Export incident as Markdown", "export('md')", "Into the state folder's exports/"
+            yield "Export incident as JSON", "export('json')", "Into the state folder's exports/"
     yield "Restore from trash…", "trash", "List cleared namespaces of the watched roots"
     for view in View:
         if view is not screen.view:

@@ -30,7 +30,7 @@ from lanewatch.tui.actions_adapter import (
     whose,
 )
 from lanewatch.tui.columns import intruder_label
-from lanewatch.tui.export import IncidentReport, build_report, write_report
+from lanewatch.tui.export import IncidentReport, build_report, default_folder, write_report
 from lanewatch.tui.messages import ActionsFinished, ExportFinished
 from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
@@ -75,8 +75,10 @@ class ActionFlows:
         run_worker: Callable[..., object],
         post: Callable[[Message], None],
         clock: Callable[[], float],
+        roots: Callable[[], Sequence[str]] = list,
     ) -> None:
         self.adapter = adapter
+        self.roots = roots  # the watched roots: their write history and evidence feed reports
         self.picture = picture
         self.push_screen = push_screen
         self.notify = notify
@@ -217,9 +219,8 @@ class ActionFlows:
 
     def export_incident(self, incident: Incident, kind: str, target: Path | None = None) -> None:
         """Build the incident's report and write it (both off the UI thread)."""
-        victim = self.picture.namespaces.get(incident.victim or "")
-        now = self.clock()
-        self._export(lambda: build_report(incident, victim, now), kind, target)
+        roots = list(self.roots())
+        self._export(lambda: build_report(roots, incident), kind, target)
 
     def write_export(self, report: IncidentReport, kind: str, target: Path | None = None) -> None:
         self._export(lambda: report, kind, target)
@@ -234,7 +235,7 @@ class ActionFlows:
             try:
                 path = write_report(report(), kind, target)
             except OSError as exc:
-                self.post(ExportFinished(str(target or Path.cwd()), str(exc)))
+                self.post(ExportFinished(str(target or default_folder()), str(exc)))
                 return
             self.post(ExportFinished(str(path)))
 

@@ -13,6 +13,7 @@ from textual.message import Message
 from lanewatch.tui.actions_adapter import ActionOutcome, TrashItem
 from lanewatch.tui.details import Detail
 from lanewatch.tui.export import IncidentReport
+from lanewatch.tui.nsfiles import FileContent, NsListing
 from lanewatch.tui.picture import View
 
 
@@ -77,3 +78,17 @@ class TrashLoaded(Message):
 
     items: tuple[TrashItem, ...]
     error: str | None = None
+
+
+@dataclass
+class FilesLoaded(Message):
+    """A namespace's files were listed (files view, from a thread)."""
+
+    listing: NsListing
+
+
+@dataclass
+class FileLoaded(Message):
+    """One file was read (file view, from a thread)."""
+
+    content: FileContent

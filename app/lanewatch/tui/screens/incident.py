@@ -1,6 +1,9 @@
-"""An incident on a timeline: who wrote which path when (content hash, evidence grade), the
-victim's stamp, the ledger lines around it. `e` exports Markdown, `E` JSON, into the current
-folder; `s` asks where."""
+"""An incident on a timeline: who wrote which path when (writer, note, content hash, grade),
+then what each writer wrote (contents and diffs, `widgets/report_view.py`), the ledger lines
+around it and the victim's stamp. `v` / `i` jump to the victim's / intruder's lane in the main
+screen (backspace there comes back). `e` exports Markdown, `E` JSON, into the state folder's
+`exports/`; `s` asks where. The report is `records/report.py`'s: the same bytes as
+`lanewatch incidents ID --markdown`."""
 
 from __future__ import annotations
 
@@ -20,26 +23,33 @@ from textual.widgets import Footer, Static
 
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.records.report import who
 from lanewatch.tui import fmt
-from lanewatch.tui.columns import intruder_label, untrusted
-from lanewatch.tui.export import IncidentReport, build_report, default_name
+from lanewatch.tui.columns import untrusted
+from lanewatch.tui.export import IncidentReport, build_report, default_folder, default_name
 from lanewatch.tui.messages import ReportLoaded
 from lanewatch.tui.screens.prompt import PathPrompt
 from lanewatch.tui.screens.typeahead import TypeaheadGuard
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
+from lanewatch.tui.widgets.report_view import writes_renderable
 
 if TYPE_CHECKING:
     from lanewatch.tui.app import LanewatchApp
 
+# WRITER and NOTE come first, narrow enough that both fit in 80 columns (the point of the
+# timeline); the date is in the summary above, the full sha256 in "What each writer wrote".
 EVIDENCE_COLUMNS = (
-    Column("time", "TIME"),
-    Column("path", "PATH", max_width=60),
+    Column("time", "TIME", width=8),
+    Column("writer", "WRITER", max_width=22),
+    Column("note", "NOTE", max_width=28),
+    Column("path", "PATH", max_width=40),
     Column("size", "SIZE", justify="right", sort_key=number_key),
-    Column("sha256", "SHA256", width=12),
     Column("grade", "GRADE"),
-    Column("writer", "WRITER", max_width=30),
-    Column("note", "NOTE", max_width=40),
+    Column("sha256", "SHA256", width=12),
 )
+
+
+SUMMARY_COMMAND = 60  # characters of a command in the summary (the export has it whole)
 
 
 def summary(incident: Incident, victim: NamespaceView | None) -> Text:
@@ -47,8 +57,13 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
     text.append(inert(incident.id), style="dim")
     text.append("\nvictim   ")
     text.append(inert(victim.lane or victim.name if victim else (incident.victim or "–")))
+    intruder = dict(incident.intruder)
+    before = intruder.pop("previous_owner", None)
     text.append("\nintruder ")
-    text.append(intruder_label(dict(incident.intruder)))
+    text.append(who(intruder, SUMMARY_COMMAND))
+    if isinstance(before, dict):
+        text.append("\nbefore   ")
+        text.append(who(before, SUMMARY_COMMAND))
     text.append(
         f"\nseen     {fmt.stamp_time(incident.first_seen)} → {fmt.stamp_time(incident.last_seen)}"
         f"  ×{incident.count}  grade {inert(incident.grade)}"
@@ -57,8 +72,9 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
     return text
 
 
-def context_renderable(report: IncidentReport) -> RenderableType:
-    parts: list[RenderableType] = [Text("Ledger around the incident", style="bold underline")]
+def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType:
+    parts: list[RenderableType] = [writes_renderable(report, hint)]
+    parts.append(Text("\nLedger around the incident", style="bold underline"))
     if not report.ledger:
         parts.append(Text("no ledger lines in the window", style="dim"))
     ledger = Table.grid(padding=(0, 1))
@@ -100,6 +116,10 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         Binding("s", "export_as", "Export as…"),
         Binding("a", "acknowledge", "Acknowledge"),
         Binding("r", "reload", "Reload"),
+        Binding("v", "jump('victim')", "Victim's lane"),
+        Binding("i", "jump('intruder')", "Intruder's lane"),
+        Binding("left_square_bracket", "context_scroll(-1)", "Scroll writes up", show=False),
+        Binding("right_square_bracket", "context_scroll(1)", "Scroll writes down", show=False),
     ]
     GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset(("export", "export_as", "acknowledge"))
 
@@ -149,7 +169,7 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         exit_on_error=False,
     )
     def _load(self, incident: Incident, victim: NamespaceView | None) -> None:
-        report = build_report(incident, victim, self.lw.clock())
+        report = build_report(self.lw.root_paths(), incident)
         self.lw.post_from_thread(self, ReportLoaded(report))
 
     @on(ReportLoaded)
@@ -162,25 +182,44 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
             if inside != "/" and path.startswith(inside):
                 path = "./" + path[len(inside) :]  # inside the victim's namespace
             rows[f"{n:06d}"] = (
-                fmt.stamp_time(row.time),
-                untrusted(path),
-                fmt.size(row.size) if row.size is not None else fmt.NONE,
-                (row.sha256 or fmt.NONE)[:12],
-                untrusted(row.grade),
+                fmt.clock(row.time),
                 untrusted(row.writer),
                 untrusted(row.note),
+                untrusted(path),
+                fmt.size(row.size) if row.size is not None else fmt.NONE,
+                untrusted(row.grade),
+                (row.sha256 or fmt.NONE)[:12],
             )
         table = self.query_one("#evidence", LaneTable)
         table.apply(rows, [key for key in table.visible_keys if key not in rows])
         body = self.query_one("#incident-context-body", Static)
-        body.update(context_renderable(message.report))
+        body.update(context_renderable(message.report, self.lw.picture.attribution_hint))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("export", "export_as"):
             return True if self.report is not None else None
         if action == "acknowledge":
             return None if self.incident.acknowledged else True
+        if action == "jump":
+            return True if self.lw.lane_of_incident(self.incident, str(parameters[0])) else None
         return True
+
+    def action_jump(self, whose: str) -> None:
+        """Select the victim's or the intruder's lane in the main screen (backspace there
+        comes back here)."""
+        key = self.lw.lane_of_incident(self.incident, whose)
+        if key is None:
+            self.notify(f"The {whose}'s lane is not watched here.", markup=False, timeout=4)
+            return
+        self.lw.jump_to_lane(key, self.incident)
+        self.notify("backspace: back to the incident", timeout=4)
+
+    def action_context_scroll(self, direction: int) -> None:
+        pane = self.query_one("#incident-context", VerticalScroll)
+        if direction < 0:
+            pane.scroll_page_up(animate=False)
+        else:
+            pane.scroll_page_down(animate=False)
 
     def action_export(self, kind: str, target: str | None = None) -> None:
         if self.report is None:
@@ -191,15 +230,16 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         if self.report is None:
             return
         name = default_name(self.incident, "md")
-        here = str(Path.cwd())
+        here = str(default_folder())
         # The input shows its value raw: a folder whose name holds a control is left implicit
-        # (a relative name is written into the current folder all the same).
+        # (a relative name is written into that folder all the same).
         default = str(Path(here) / name) if inert(here) == here else name
 
         def chosen(path: str | None) -> None:
             if path:
                 kind = "json" if path.endswith(".json") else "md"
-                self.action_export(kind, path)
+                # A relative name goes into the exports folder, never the current one.
+                self.action_export(kind, str(default_folder() / Path(path).expanduser()))
 
         self.app.push_screen(
             PathPrompt(

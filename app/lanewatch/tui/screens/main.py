@@ -27,7 +27,7 @@ from lanewatch.tui.details import Detail, load_detail
 from lanewatch.tui.empty import empty_text
 from lanewatch.tui.later import call_after
 from lanewatch.tui.messages import DetailLoaded, ViewPicked
-from lanewatch.tui.picture import Delta, Picture, Row, View
+from lanewatch.tui.picture import Delta, Picture, Row, View, view_of
 from lanewatch.tui.screens.main_keys import KEYS, ORDER
 from lanewatch.tui.screens.selection import Selection
 from lanewatch.tui.screens.table_controls import FilterControl, SortControl
@@ -73,6 +73,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         self._redraw_timer: asyncio.TimerHandle | None = None
         self._bindings_signature: tuple[object, ...] = ()
         self._empty_shown: dict[View, Text | None] = {}
+        self.came_from: Incident | None = None  # the incident a jump came from (backspace)
         # Per view and row key: when one of the row's ages next shows another text.
         self._ages_due: dict[View, dict[object, float]] = {view: {} for view in ORDER}
 
@@ -385,6 +386,12 @@ class MainScreen(TypeaheadGuard, Screen[None]):
             return True if self.selection.unacknowledged() else None
         if action in ("open", "export"):
             return True if self.selection.incident() is not None else None
+        if action in ("files", "copy_path"):
+            if self.view is View.COLLISIONS:
+                return False
+            return True if isinstance(self.selected_row(), NamespaceView) else None
+        if action == "back":
+            return self.came_from is not None
         if action == "unmark":
             return True if self.table().marked else None
         if action == "sort":
@@ -490,3 +497,33 @@ class MainScreen(TypeaheadGuard, Screen[None]):
 
     def action_trash(self) -> None:
         self.lw.open_trash()
+
+    # -- investigating (the files view and the jumps: `tui/screens/files.py`, the timeline) --
+
+    def action_files(self) -> None:
+        row = self.selected_row()
+        if isinstance(row, NamespaceView):
+            self.lw.open_files(row.key)
+
+    def action_copy_path(self) -> None:
+        row = self.selected_row()
+        if isinstance(row, NamespaceView):
+            self.lw.copy_path(row.key)
+
+    def action_back(self) -> None:
+        if self.came_from is not None:
+            incident, self.came_from = self.came_from, None
+            self.refresh_bindings()
+            self.lw.open_incident(self.lw.picture.incidents.get(incident.id, incident))
+
+    def select_lane(self, key: str, came_from: Incident | None) -> None:
+        """Show `key`'s row selected, in the view that holds it (a jump from a timeline)."""
+        ns = self.lw.picture.namespaces.get(key)
+        if ns is None:
+            return
+        self.switch_to(view_of(ns))
+        if not self.table().move_cursor(key):  # hidden by the filter
+            self.filtering.clear()
+            self.table().move_cursor(key)
+        self.came_from = came_from
+        self.refresh_bindings()

@@ -1,0 +1,178 @@
+"""A namespace's files (k9s habits: `l` opens it from a lane, `v` or enter views a file) and one
+file's content. Reading is `tui/nsfiles.py`'s, in a thread: no symlink followed, no FIFO opened,
+at most 64 KiB shown; every name and byte shown is inert text, never markup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from lanewatch.inert import inert, inert_lines
+from lanewatch.tui import fmt
+from lanewatch.tui.columns import untrusted
+from lanewatch.tui.messages import FileLoaded, FilesLoaded
+from lanewatch.tui.nsfiles import NsFile, list_files, read_file
+from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, duration_key, number_key
+
+if TYPE_CHECKING:
+    from lanewatch.tui.app import LanewatchApp
+
+FILE_COLUMNS = (
+    Column("name", "NAME", max_width=48),
+    Column("size", "SIZE", justify="right", sort_key=number_key),
+    Column("writer", "LAST WRITER", max_width=24),
+    Column("age", "AGE", justify="right", sort_key=duration_key),
+    Column("kind", "TYPE"),
+)
+
+
+def _name(f: NsFile) -> Text:
+    text = untrusted(f.rel)
+    if f.target is not None:
+        text.append(" -> " + inert(f.target), style="dim")
+    return text
+
+
+class FilesScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "app.pop_screen", "Back"),
+        Binding("v", "view_file", "View file"),
+        Binding("y", "copy_path", "Copy path"),
+        Binding("r", "reload", "Reload"),
+    ]
+
+    def __init__(self, key: str, roots: list[str]) -> None:
+        super().__init__()
+        self.key = key
+        self.roots = roots
+        self.files: dict[str, NsFile] = {}
+
+    @property
+    def lw(self) -> LanewatchApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        head = Text("Files of ", style="bold")
+        head.append(inert(self.key))
+        yield Static(head, id="files-head", markup=False)
+        yield LaneTable(FILE_COLUMNS, id="files-table")
+        yield Static(Text("reading…", style="dim"), id="files-note", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(LaneTable)
+        table.sort_by("age")
+        table.focus()
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        self._load()
+
+    @work(thread=True, exclusive=True, group="files", description="list files", exit_on_error=False)
+    def _load(self) -> None:
+        self.lw.post_from_thread(self, FilesLoaded(list_files(Path(self.key), self.roots)))
+
+    @on(FilesLoaded)
+    def _loaded(self, message: FilesLoaded) -> None:
+        now = self.lw.clock()
+        listing = message.listing
+        self.files = {f.rel: f for f in listing.files}
+        rows: dict[str, tuple[Cell, ...]] = {
+            f.rel: (
+                _name(f),
+                fmt.size(f.size),
+                untrusted(f.writer or fmt.NONE),
+                fmt.ago(f.mtime, now),
+                f.kind,
+            )
+            for f in listing.files
+        }
+        table = self.query_one(LaneTable)
+        table.apply(rows, [k for k in table.row_keys if k not in rows])
+        note = self.query_one("#files-note", Static)
+        if listing.error:
+            note.update(Text(inert(listing.error), style="red"))
+        else:
+            more = " (stopped there: more not listed)" if listing.truncated else ""
+            note.update(
+                Text(f"{len(rows)} file(s){more} · last writer from the write history", "dim")
+            )
+
+    @on(LaneTable.RowSelected)
+    def _selected(self, event: LaneTable.RowSelected) -> None:
+        self.action_view_file()
+
+    def action_view_file(self) -> None:
+        key = self.query_one(LaneTable).cursor_key
+        if key is None:
+            return
+        f = self.files.get(str(key))
+        if f is not None and f.kind != "file":
+            self.notify(
+                inert(f"{f.rel} is a {f.kind}: only regular files are shown"),
+                markup=False,
+                timeout=4,
+            )
+            return
+        self.app.push_screen(FileScreen(self.key, str(key)))
+
+    def action_copy_path(self) -> None:
+        self.lw.copy_path(self.key)
+
+
+class FileScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "app.pop_screen", "Back"),
+        Binding("y", "copy_path", "Copy path"),
+    ]
+
+    def __init__(self, namespace: str, rel: str) -> None:
+        super().__init__()
+        self.namespace = namespace
+        self.rel = rel
+
+    @property
+    def lw(self) -> LanewatchApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(inert(self.rel), style="bold"), id="file-head", markup=False)
+        with VerticalScroll(id="file-body"):
+            yield Static(Text("reading…", style="dim"), id="file-content", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#file-body").focus()
+        self._load()
+
+    @work(thread=True, exclusive=True, group="file", description="read a file", exit_on_error=False)
+    def _load(self) -> None:
+        self.lw.post_from_thread(self, FileLoaded(read_file(Path(self.namespace), self.rel)))
+
+    @on(FileLoaded)
+    def _loaded(self, message: FileLoaded) -> None:
+        c = message.content
+        head = Text(inert(self.rel), style="bold")
+        if c.size is not None:
+            head.append(f"  {c.size} bytes", style="dim")
+        if c.sha256:
+            head.append(f"  sha256 {c.sha256}", style="dim")
+        self.query_one("#file-head", Static).update(head)
+        body = self.query_one("#file-content", Static)
+        if c.text is None:
+            body.update(Text(f"Not shown: {inert(c.why)}.", style="yellow"))
+        elif not c.text:
+            body.update(Text("(empty)", style="dim"))
+        else:
+            body.update(Text(inert_lines(c.text)))
+
+    def action_copy_path(self) -> None:
+        self.lw.copy_path(str(Path(self.namespace) / self.rel))

@@ -1,0 +1,273 @@
+"""Investigating inside the dashboard, on the real demo (`DemoScenario`: real lanes, a real
+intruder, a real engine): an incident's timeline says who wrote what, jumps to the victim's and
+the intruder's lanes and back, a lane's files and one file's content are shown safely (a FIFO
+is never opened, a symlink never followed), a lane's path is copied, and an export lands in the
+state folder, byte for byte what `lanewatch incidents ID --markdown` prints."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lanewatch.demo import DemoScenario
+from lanewatch.lanes.roots import state_dir
+from lanewatch.model.views import Incident
+from lanewatch.records.incidents import read_all
+from lanewatch.records.writes import history
+from lanewatch.tui.app import LanewatchApp, make_app
+from lanewatch.tui.export import default_folder
+from lanewatch.tui.picture import View
+from lanewatch.tui.screens.files import FileScreen, FilesScreen
+from lanewatch.tui.screens.incident import IncidentScreen
+from lanewatch.tui.screens.main import MainScreen
+from tests.conftest import LANEWATCH
+from tests.unit.attributionkit import privileged, shared_temp_file
+from tests.unit.test_attribution import write_cmd
+
+from .conftest import Lanes
+from .helpers import settle, shows, until
+
+SIZE = (160, 60)
+OUTSIDE = "SECRET-OUTSIDE-THE-NAMESPACE"
+
+
+TAKEOVER_DELAY = 10.0  # the engine has read the owner's stamp by then, even under load
+
+
+def _demo(tmp_path: Path, takeover_delay: float) -> Iterator[DemoScenario]:
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    with DemoScenario(shared_tmp=shared, takeover_delay=takeover_delay) as scenario:
+        yield scenario
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[DemoScenario]:
+    yield from _demo(tmp_path, 0.0)
+
+
+@pytest.fixture
+def live_takeover(tmp_path: Path) -> Iterator[DemoScenario]:
+    """The demo with its takeover once the dashboard watches, as in `lanewatch demo` (a
+    takeover is seen as a stamp that changes owner; the kernel, when it attributes, records
+    the intruder's stamp as it is written)."""
+    yield from _demo(tmp_path, TAKEOVER_DELAY)
+
+
+def incident_of(app: LanewatchApp, kind: str, victim: Path | None = None) -> Incident | None:
+    for inc in app.picture.incidents.values():
+        if inc.kind == kind and (victim is None or inc.victim == str(victim)):
+            return inc
+    return None
+
+
+async def open_timeline(pilot, app: LanewatchApp, inc: Incident) -> IncidentScreen:  # type: ignore[no-untyped-def]
+    app.open_incident(inc)
+    await until(pilot, lambda: isinstance(app.screen, IncidentScreen), what="the timeline")
+    screen = app.screen
+    assert isinstance(screen, IncidentScreen)
+    await until(pilot, lambda: screen.report is not None, what="the timeline's report")
+    await settle(pilot)
+    return screen
+
+
+@pytest.mark.unprivileged
+async def test_timeline_jumps_to_both_lanes_and_back(demo: DemoScenario) -> None:
+    victim = demo.lanes["agent-1"].namespace
+    intruder = demo.lanes["tests"].namespace
+    app = make_app([demo.scratch_root])
+    async with app.run_test(size=SIZE) as pilot:
+        await until(
+            pilot, lambda: incident_of(app, "foreign-writer", victim) is not None, 60, what="inc"
+        )
+        inc = incident_of(app, "foreign-writer", victim)
+        assert inc is not None
+        await open_timeline(pilot, app, inc)
+        # Who wrote: the writer's lane and pid, on the timeline, not a dict dump.
+        text = await shows(pilot, "What each writer wrote", "lane tests, pid")
+        assert "checkout_id=" not in text and "command=[" not in text
+
+        await pilot.press("v")
+        await until(pilot, lambda: app.screen is app.main, what="back on the main screen")
+        assert app.main.view is View.LANES and app.main.table().cursor_key == str(victim)
+        await settle(pilot)
+        await pilot.press("backspace")
+        await until(pilot, lambda: isinstance(app.screen, IncidentScreen), what="back again")
+        assert app.screen.incident.id == inc.id  # type: ignore[attr-defined]
+        await until(pilot, lambda: app.screen.report is not None)  # type: ignore[attr-defined]
+        await settle(pilot)
+
+        await pilot.press("i")
+        await until(pilot, lambda: app.screen is app.main)
+        assert app.main.table().cursor_key == str(intruder)
+        assert isinstance(app.screen, MainScreen) and app.main.came_from is not None
+
+
+@pytest.mark.unprivileged
+async def test_files_view_never_opens_a_fifo_nor_follows_a_symlink(
+    demo: DemoScenario, tmp_path: Path
+) -> None:
+    ns = demo.lanes["agent-3"].namespace
+    outside = tmp_path / "outside.txt"
+    outside.write_text(OUTSIDE)
+    os.mkfifo(ns / "tmp" / "pipe")  # opening it for reading would block for ever
+    (ns / "tmp" / "escape").symlink_to(outside)
+    (ns / "tmp" / "notes.txt").write_bytes(b"first line\n\x1b]0;OWNED\x07second line\n")
+    app = make_app([demo.scratch_root])
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: str(ns) in app.picture.namespaces, 30, what="agent-3")
+        app.main.select_lane(str(ns), None)
+        await settle(pilot)
+        await pilot.press("y")  # the lane's path, copied (OSC 52) and shown
+        await until(pilot, lambda: app.clipboard == str(ns), what="the path copied")
+        assert any(n.message == str(ns) for n in app._notifications)
+
+        await pilot.press("l")
+        await until(pilot, lambda: isinstance(app.screen, FilesScreen), what="the files view")
+        files = app.screen
+        assert isinstance(files, FilesScreen)
+        await until(pilot, lambda: "tmp/pipe" in files.files, what="the files listed")
+        text = await shows(pilot, "LAST WRITER", "tmp/escape -> ", "fifo", "link")
+        assert OUTSIDE not in text
+        table = files.query_one("#files-table")
+        for name, kind in (("tmp/pipe", "fifo"), ("tmp/escape", "link")):
+            table.move_cursor(name)  # type: ignore[attr-defined]
+            await pilot.press("v")
+            await until(
+                pilot,
+                lambda n=name, k=kind: any(
+                    m.message == f"{n} is a {k}: only regular files are shown"
+                    for m in app._notifications
+                ),
+                what=f"{name} refused",
+            )
+            assert app.screen is files  # never opened
+        table.move_cursor("tmp/notes.txt")  # type: ignore[attr-defined]
+        await pilot.press("v")
+        await until(pilot, lambda: isinstance(app.screen, FileScreen), what="the file view")
+        text = await shows(pilot, "second line", "sha256")
+        assert "\\x1b]0;OWNED\\x07second line" in text  # the escape shown inert
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is files)
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.main)
+
+
+@pytest.mark.unprivileged
+async def test_export_goes_to_the_state_folder_as_the_cli_prints_it(
+    live_takeover: DemoScenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    demo = live_takeover
+    victim = demo.lanes["agent-2"].namespace
+    checkout = tmp_path / "checkout"  # where a user runs the dashboard: never written
+    checkout.mkdir()
+    monkeypatch.chdir(checkout)
+    app = make_app([demo.scratch_root])
+    async with app.run_test(size=SIZE) as pilot:
+        await until(
+            pilot, lambda: incident_of(app, "takeover", victim) is not None, 60, what="takeover"
+        )
+        inc = incident_of(app, "takeover", victim)
+        assert inc is not None
+        roots = [str(demo.scratch_root)]
+        await until(pilot, lambda: inc.id in read_all(roots), what="the incident on disk")
+        screen = await open_timeline(pilot, app, inc)
+        # The intruder and the owner it replaced, readably.
+        await shows(pilot, "intruder lane agent-2, pid", "before   lane agent-2, pid")
+        await pilot.press("e")
+        await until(pilot, lambda: app.last_export is not None, what="the export")
+        md = app.last_export
+        assert md is not None and md.parent == default_folder()
+        assert md.is_relative_to(state_dir()) and not list(checkout.iterdir())
+        await until(
+            pilot,
+            lambda: any(str(md) == n.message.removeprefix("Wrote ") for n in app._notifications),
+            what="the toast naming the file",
+        )
+        assert screen.report is not None
+        app.last_export = None
+        await settle(pilot)
+        await pilot.press("E")
+        await until(pilot, lambda: app.last_export is not None, what="the JSON export")
+        as_json = app.last_export
+        assert as_json is not None and as_json.parent == default_folder()
+
+    def cli(flag: str) -> bytes:
+        out = subprocess.run(
+            [*LANEWATCH, "incidents", inc.id, flag, "--root", str(demo.scratch_root)],
+            capture_output=True,
+            timeout=60,
+            cwd=checkout,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    markdown = cli("--markdown")
+    assert markdown == md.read_bytes()  # one format, byte for byte
+    assert b"## What each writer wrote" in markdown and b"Times are UTC." in markdown
+    assert cli("--json") == as_json.read_bytes()
+    assert not list(checkout.iterdir())
+
+
+@privileged
+async def test_takeover_timeline_shows_what_the_intruder_wrote(
+    live_takeover: DemoScenario,
+) -> None:
+    demo = live_takeover
+    victim = demo.lanes["agent-2"].namespace
+    stamp = victim / ".lanewatch" / "owner.json"
+    app = make_app([demo.scratch_root])
+    async with app.run_test(size=(160, 120)) as pilot:
+        await until(
+            pilot, lambda: incident_of(app, "takeover", victim) is not None, 60, what="takeover"
+        )
+        inc = incident_of(app, "takeover", victim)
+        assert inc is not None
+        intruder_pid = inc.intruder["pid"]
+
+        def recorded() -> bool:
+            screen = app.screen
+            if not isinstance(screen, IncidentScreen) or screen.report is None:
+                return False
+            return any(story.path == str(stamp) for story in screen.report.files)
+
+        screen = await open_timeline(pilot, app, inc)
+        await until(pilot, lambda: (screen.action_reload(), recorded())[1], 30, what="writes")
+        await settle(pilot)
+        text = await shows(pilot, "What each writer wrote", f'"pid": {intruder_pid}')
+        assert f"pid {intruder_pid}" in text and "Written by" in text
+
+
+@privileged
+async def test_shared_file_timeline_shows_both_contents_and_the_diff(
+    lanes: Lanes, scratch: Path
+) -> None:
+    first, second = '{"receipt": "from A"}\n', '{"receipt": "from B"}\n'
+    app = make_app([scratch])
+    with shared_temp_file() as shared:
+        async with app.run_test(size=(160, 100)) as pilot:
+            await until(pilot, lambda: app.picture.attribution == "kernel", 30, what="kernel")
+            lanes.start("A", write_cmd(first, shared, then="exec sleep 60"))
+            await until(pilot, lambda: len(history([str(scratch)], str(shared))) >= 1, 30, what="A")
+            lanes.start("B", write_cmd(second, shared, then="exec sleep 60"))
+
+            def b_incident() -> Incident | None:
+                for inc in app.picture.incidents.values():
+                    if inc.intruder.get("lane") == "B" and inc.kind == "unbound-writer":
+                        return inc
+                return None
+
+            await until(pilot, lambda: b_incident() is not None, 30, what="B's incident")
+            await until(pilot, lambda: len(history([str(scratch)], str(shared))) >= 2, 30)
+            inc = b_incident()
+            assert inc is not None
+            await open_timeline(pilot, app, inc)
+            text = await shows(pilot, "Written by lane A, pid", "Then lane B, pid")
+            # A's content whole, then B's as a diff from it; each under its writer.
+            assert '  {"receipt": "from A"}' in text
+            assert '  -{"receipt": "from A"}' in text and '  +{"receipt": "from B"}' in text
+            assert text.index("Written by lane A") < text.index("Then lane B")

@@ -1,0 +1,156 @@
+"""pre-commit: the gate reads pre-commit's push range, and the project's own hook
+(`.pre-commit-hooks.yaml`) blocks a push with no receipt and lets it through after `prove`,
+through the real pre-commit, from a local copy of this project (no git remote, no network
+but the package index its `language: python` environment installs from)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LANEWATCH, git
+from tests.unit.test_hook import proven
+
+PROJECT = Path(__file__).resolve().parents[2]
+HOOK_ID = "lanewatch-gate"
+# What `pip install .` needs to build the wheel (pyproject's [tool.hatch] sections).
+BUILD_FILES = ("pyproject.toml", "README.md", "LICENSE", ".pre-commit-hooks.yaml")
+BUILD_DIRS = ("app", "styles")
+
+
+def gate_pre_push(
+    repo: Path, to_ref: str | None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRE_COMMIT_")}
+    if to_ref is not None:
+        env["PRE_COMMIT_TO_REF"] = to_ref
+    return subprocess.run(
+        [*LANEWATCH, "gate", "tests", "--pre-push"],
+        cwd=repo,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def commit(repo: Path, name: str, text: str | None = None) -> str:
+    (repo / name).write_text(f"{name}\n" if text is None else text)
+    git("add", name, cwd=repo)
+    git("commit", "-q", "-m", name, cwd=repo)
+    return git("rev-parse", "HEAD", cwd=repo).strip()
+
+
+@pytest.mark.unprivileged
+def test_the_gate_checks_pre_commits_to_ref_when_stdin_is_empty(repo: Path) -> None:
+    before = git("rev-parse", "HEAD", cwd=repo).strip()
+    head = commit(repo, "second")
+    proven(repo)
+    assert gate_pre_push(repo, None).returncode == 0  # nothing said: HEAD only, as before
+    assert gate_pre_push(repo, head).returncode == 0
+    assert gate_pre_push(repo, "main").returncode == 0  # `pre-commit run --to-ref main`
+    moved = gate_pre_push(repo, before)
+    assert moved.returncode == 12 and f"the push sends {before[:12]}" in moved.stderr
+    assert gate_pre_push(repo, "--output=x").returncode == 12  # never passed to git as an option
+    assert not (repo / "x").exists()
+    lines = f"refs/heads/main {head} refs/heads/main {'0' * 40}\n"
+    assert gate_pre_push(repo, before, stdin=lines).returncode == 0  # git's own lines win
+
+
+def copy_of_the_project(tmp_path: Path) -> tuple[Path, str]:
+    """This project's buildable files, committed in a repository of their own: pre-commit
+    installs a hook repository at a commit, and a clean one is installed once and reused."""
+    copy = tmp_path / "lanewatch-src"
+    copy.mkdir()
+    for name in BUILD_FILES:
+        shutil.copy2(PROJECT / name, copy / name)
+    for name in BUILD_DIRS:
+        shutil.copytree(PROJECT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    git("init", "-q", "-b", "main", cwd=copy)
+    git("add", "-A", cwd=copy)
+    git("commit", "-q", "-m", "lanewatch", cwd=copy)
+    return copy, git("rev-parse", "HEAD", cwd=copy).strip()
+
+
+def pre_commit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(home),  # its environments under tmp_path, not ~/.cache
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def push(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home)}  # the environment already built
+    return subprocess.run(
+        ["git", "push", "origin", "main"],
+        cwd=repo,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow  # pre-commit builds lanewatch into a fresh virtualenv once (about a minute)
+@pytest.mark.timeout(900)
+def test_the_projects_hook_blocks_a_push_until_prove(repo: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pre_commit")
+    source, rev = copy_of_the_project(tmp_path)
+    home = tmp_path / "pre-commit-home"
+    before = git("rev-parse", "HEAD", cwd=repo).strip()
+    head = commit(repo, "second")
+    stage = ("--hook-stage", "pre-push", "--from-ref", before, "--to-ref", head)
+
+    blocked = pre_commit("try-repo", str(source), HOOK_ID, *stage, cwd=repo, home=home)
+    assert blocked.returncode == 1, blocked.stdout + blocked.stderr
+    assert "refused (missing)" in blocked.stdout
+
+    proved = subprocess.run(
+        [*LANEWATCH, "prove", "tests", "--", "true"], cwd=repo, capture_output=True, text=True
+    )
+    assert proved.returncode == 0, proved.stderr
+    passed = pre_commit("try-repo", str(source), HOOK_ID, *stage, cwd=repo, home=home)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "Passed" in passed.stdout
+
+    # The push range, not HEAD: pushing the commit before HEAD is not what was proven.
+    older = ("--hook-stage", "pre-push", "--from-ref", before, "--to-ref", before)
+    moved = pre_commit("try-repo", str(source), HOOK_ID, *older, cwd=repo, home=home)
+    assert moved.returncode == 1 and "refused (head-moved)" in moved.stdout
+
+    # And a real `git push` through the hook pre-commit installs.
+    bare = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(bare), cwd=tmp_path)
+    git("remote", "add", "origin", str(bare), cwd=repo)
+    config = f"repos:\n- repo: {source}\n  rev: {rev}\n  hooks:\n  - id: {HOOK_ID}\n"
+    commit(repo, ".pre-commit-config.yaml", config)
+    installed = pre_commit("install", "--hook-type", "pre-push", cwd=repo, home=home)
+    assert installed.returncode == 0, installed.stderr
+    stale = push(repo, home)
+    assert stale.returncode != 0
+    assert "refused (head-moved)" in stale.stdout + stale.stderr  # proven one commit ago
+    assert not git("branch", "--list", cwd=bare).strip()
+    proven(repo)
+    pushed = push(repo, home)
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    assert git("rev-parse", "main", cwd=bare).strip() == git("rev-parse", "HEAD", cwd=repo).strip()
