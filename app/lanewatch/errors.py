@@ -15,6 +15,10 @@ class BadLaneName(LanewatchError):
     """A lane name that cannot be turned into a namespace."""
 
 
+class FenceRefused(LanewatchError):
+    """`--fence tmp`, and the lane's private /tmp cannot be built here: nothing was run."""
+
+
 class ClaimRefused(LanewatchError):
     """Another owner holds the namespace's lock."""
 

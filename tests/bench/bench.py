@@ -58,7 +58,10 @@ FIGURES = (
     "rss",
     "heartbeats",
     "process_probe",
+    "fence",
+    "run_start",
 )
+LIGHT = {"fence", "run_start"}  # figures that need no workload tree
 
 
 class ChildFailed(RuntimeError):
@@ -194,8 +197,11 @@ class Bench:
 
     # -- figures --------------------------------------------------------------------------------
     def run(self) -> None:
-        self.setup()
         step = self.step
+        step(("fence", "run_start"), "ms", 30, "value", self.fence)
+        if self.only is not None and self.only <= LIGHT:
+            return  # `--only fence`: no need for the 1,000 lanes
+        self.setup()
         step(("first_picture",), "s", 1.3, "ratio", self.first_picture)
         step(("first_screen",), "s", 0.5, "value", self.first_screen)
         step(("frame_one_cell",), "ms", 20, "value", self.frame_one_cell)
@@ -298,6 +304,24 @@ class Bench:
                 "lane_table": lane,
                 "data_table": data,
             },
+        )
+
+    def fence(self) -> None:
+        r = self.child("fig_fence", self.work, self.scale.fence_reps)
+        ms = {k: r[k] * 1000 for k in ("python", "unfenced", "fenced")}
+        detail = {
+            "how": r["how"],
+            "fenced_ms": round(ms["fenced"], 1),
+            "unfenced_ms": round(ms["unfenced"], 1),
+            "python_ms": round(ms["python"], 1),
+        }
+        if r["how"] == "none":
+            self.figures["fence"] = missing("ms", 30, "value", "this kernel fences no lane")
+        else:
+            extra = ms["fenced"] - ms["unfenced"]
+            self.figures["fence"] = figure(extra, "ms", None, 30, detail=detail, digits=1)
+        self.figures["run_start"] = figure(
+            ms["unfenced"], "ms", ms["python"], 150, detail=detail, digits=1
         )
 
     def process_probe(self) -> None:

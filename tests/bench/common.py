@@ -50,6 +50,7 @@ class Scale:
     screen_reps: int = 5
     frame_samples: int = 40
     idle_variants: bool = True  # also the engine alone, and with every lane released
+    fence_reps: int = 15  # `lanewatch run -- true`, fenced and not
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +76,7 @@ SCALES: dict[str, Scale] = {
         screen_reps=1,
         frame_samples=8,
         idle_variants=False,
+        fence_reps=5,
     ),
     # For the test suite: checks the machinery, not the machine.
     "smoke": Scale(
@@ -97,6 +99,7 @@ SCALES: dict[str, Scale] = {
         screen_reps=1,
         frame_samples=2,
         idle_variants=False,
+        fence_reps=2,
     ),
 }
 

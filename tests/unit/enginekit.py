@@ -81,9 +81,11 @@ def start_lane(
     *,
     heartbeat: float | None = None,
     wait_child: bool = True,
+    fence: str = "auto",
 ) -> LaneProc:
-    """A real `lanewatch run` in its own process group; returns once its stamp names CMD."""
-    args = [*LANEWATCH, "run", "--root", str(root), "--lane", lane]
+    """A real `lanewatch run` in its own process group; returns once its stamp names CMD.
+    `fence="none"` for a lane that must reach shared temp (what an unfenced lane does)."""
+    args = [*LANEWATCH, "run", "--root", str(root), "--lane", lane, "--fence", fence]
     if heartbeat is not None:
         args += ["--heartbeat", str(heartbeat)]
     proc = subprocess.Popen(

@@ -94,12 +94,37 @@ def test_a_lane_writing_a_fixed_name_in_tmp_is_a_known_unbound_write(
     repo: Path, root: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     with shared_temp_file() as fixed, kernel_engine(root) as (_, rec):
-        a = start_lane(
-            procs, repo, root, "A", write_cmd('{"ok": true}', fixed, then="exec sleep 60")
+        a = start_lane(  # unfenced: a fenced lane's /tmp is its own (test_fence.py)
+            procs,
+            repo,
+            root,
+            "A",
+            write_cmd('{"ok": true}', fixed, then="exec sleep 60"),
+            fence="none",
         )
         incident, ev = wait_known(rec, "shared-file", fixed)
     assert incident.victim is None and incident.intruder["namespace"] == str(a.namespace)
     assert ev.sha256 == sha(b'{"ok": true}') and incident.intruder["lane"] == "A"
+
+
+@privileged
+def test_a_fenced_lane_writing_a_fixed_name_in_tmp_writes_in_its_own_namespace(
+    repo: Path, root: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    # The write goes through the lane's own mount of its tmp folder; the kernel names it by
+    # that mount (/tmp/...), or by the mount alone once the lane's namespace is gone: both
+    # must come out as the folder's path here, and no unbound write.
+    with shared_temp_file() as fixed, kernel_engine(root) as (_, rec):
+        a = start_lane(procs, repo, root, "A", write_cmd('{"fenced": 1}', fixed))
+        assert a.proc.wait(timeout=30) == 0  # gone: its mounts are detached now
+        own = a.namespace / "tmp" / fixed.name
+        written = wait_for(lambda: history([str(root)], str(own)), 20)
+        assert not fixed.exists()  # the shared /tmp never saw it
+    assert isinstance(written, list) and written[0].sha256 == sha(b'{"fenced": 1}')
+    assert own.read_text() == '{"fenced": 1}'
+    with rec.lock:
+        kinds = [i.kind for i in rec.picture.incidents.values()]
+    assert "shared-file" not in kinds
 
 
 @privileged
@@ -108,9 +133,14 @@ def test_two_lanes_overwriting_one_shared_file_show_both_contents(
 ) -> None:
     first, second = '{"receipt": "from A"}\n', '{"receipt": "from B"}\n'
     with shared_temp_file() as shared, kernel_engine(root) as (_, rec):
-        start_lane(procs, repo, root, "A", write_cmd(first, shared, then="exec sleep 60"))
+        unfenced = {"fence": "none"}  # what lanes without the fence do
+        start_lane(
+            procs, repo, root, "A", write_cmd(first, shared, then="exec sleep 60"), **unfenced
+        )
         a_inc, _ = wait_known(rec, "shared-file", shared)
-        start_lane(procs, repo, root, "B", write_cmd(second, shared, then="exec sleep 60"))
+        start_lane(
+            procs, repo, root, "B", write_cmd(second, shared, then="exec sleep 60"), **unfenced
+        )
         b_inc, _ = wait_known(rec, "shared-file", shared, second.encode())
         wait_for(lambda: len(history([str(root)], str(shared))) >= 2, 10)
     assert a_inc.id == b_inc.id  # one incident per shared file, naming both lanes (issue 17)

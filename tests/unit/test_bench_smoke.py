@@ -29,6 +29,8 @@ FIGURES = {
     "rss",
     "heartbeats",
     "process_probe",
+    "fence",
+    "run_start",
 }
 
 

@@ -280,17 +280,24 @@ def test_foreign_writer_and_unbound_writer(
     shared = Path("/tmp") / f"lanewatch-test-{uuid.uuid4().hex}.json"
     ready1, ready2 = tmp_path / "r1", tmp_path / "r2"
     b = start_lane(procs, repo, root, "b", [sys.executable, "-c", _HOLD, str(target), str(ready1)])
-    c = start_lane(procs, repo, root, "c", [sys.executable, "-c", _HOLD, str(shared), str(ready2)])
+    hold_shared = [sys.executable, "-c", _HOLD, str(shared), str(ready2)]
+    c = start_lane(procs, repo, root, "c", hold_shared, fence="none")
+    # The same name, by a fenced lane: its own /tmp, a folder of its namespace.
+    ready3 = tmp_path / "r3"
+    d = start_lane(procs, repo, root, "d", [*hold_shared[:3], str(shared), str(ready3)])
     try:
-        wait_for(lambda: ready1.exists() and ready2.exists())
+        wait_for(lambda: ready1.exists() and ready2.exists() and ready3.exists())
         kinds = _kinds(root)
         fw, ub = kinds["cross-lane-write"], kinds["shared-file"]
         assert fw.victim == str(a.namespace) and fw.intruder["namespace"] == str(b.namespace)
         assert fw.evidence[0].path == str(target) and fw.grade == "inferred"
         assert ub.victim is None and ub.intruder["lane"] == "c"
         assert ub.evidence[0].path == str(shared)
+        every = Engine([str(root)]).snapshot().incidents.values()
+        assert [i.intruder["lane"] for i in every if i.kind == "shared-file"] == ["c"]
+        assert (d.namespace / "tmp" / shared.name).read_text() == "intruder"
     finally:
-        for lane in (a, b, c):
+        for lane in (a, b, c, d):
             stop_lane(lane)
         shared.unlink(missing_ok=True)
     assert not shared.exists()

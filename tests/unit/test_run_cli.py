@@ -196,20 +196,23 @@ TEMPFILE_USER = textwrap.dedent(
         f.write(b"{}")
     folder = tempfile.mkdtemp()
     names = ["TMPDIR", "TMP", "TEMP", "LANEWATCH_LANE", "LANEWATCH_NAMESPACE",
-             "LANEWATCH_CHECKOUT", "LANEWATCH_ROOT"]
+             "LANEWATCH_CHECKOUT", "LANEWATCH_ROOT", "LANEWATCH_FENCE"]
     print(json.dumps({"file": f.name, "folder": folder, "gettempdir": tempfile.gettempdir(),
                       "env": {n: os.environ.get(n) for n in names}}))
     """
 )
 
 
-def test_tmpdir_is_really_used_by_tempfile(repo: Path, root: Path) -> None:
+@pytest.mark.parametrize("fence", ["auto", "none"])
+def test_tmpdir_is_really_used_by_tempfile(repo: Path, root: Path, fence: str) -> None:
     result = lanewatch(
         "run",
         "--lane",
         "temps",
         "--root",
         str(root),
+        "--fence",
+        fence,
         "--",
         sys.executable,
         "-c",
@@ -220,13 +223,22 @@ def test_tmpdir_is_really_used_by_tempfile(repo: Path, root: Path) -> None:
     seen = json.loads(result.stdout)
     namespace = ns_of("temps", repo, root)
     tmp = namespace / "tmp"
-    assert seen["gettempdir"] == str(tmp)
-    assert Path(seen["file"]).parent == tmp and Path(seen["file"]).read_text() == "{}"
-    assert Path(seen["folder"]).parent == tmp and Path(seen["folder"]).is_dir()  # files stay
+    how = seen["env"].pop("LANEWATCH_FENCE")
+    if fence == "auto" and how != "none":  # fenced: /tmp is the lane's tmp folder
+        tempdir = "/tmp"
+    else:  # the folder itself, or a short link to it (lanes/fence.py short_tmp)
+        tempdir = seen["gettempdir"]
+        assert os.path.realpath(tempdir) == str(tmp)
+    assert how == "none" if fence == "none" else how in ("kernel", "bwrap")
+    assert seen["gettempdir"] == tempdir
+    for made in (seen["file"], seen["folder"]):  # files stay, in the namespace
+        assert Path(made).parent == Path(tempdir)
+        assert (tmp / Path(made).name).exists()
+    assert (tmp / Path(seen["file"]).name).read_text() == "{}"
     assert seen["env"] == {
-        "TMPDIR": str(tmp),
-        "TMP": str(tmp),
-        "TEMP": str(tmp),
+        "TMPDIR": tempdir,
+        "TMP": tempdir,
+        "TEMP": tempdir,
         "LANEWATCH_LANE": "temps",
         "LANEWATCH_NAMESPACE": str(namespace),
         "LANEWATCH_CHECKOUT": os.path.realpath(repo),

@@ -22,7 +22,7 @@ NAMESPACE_KEYS = {
     "key", "root", "name", "lane", "checkout_id", "checkout_path", "host", "pid", "user",
     "command", "state", "reason", "grade", "stamp_status", "started_at", "age", "heartbeat_at",
     "heartbeat_age", "heartbeat_interval", "released_at", "exit_code", "last_write", "files",
-    "bytes", "incident_ids", "uid", "mismatch",
+    "bytes", "incident_ids", "uid", "mismatch", "fence", "fence_note", "fence_private",
 }  # fmt: skip
 
 

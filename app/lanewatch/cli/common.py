@@ -17,6 +17,7 @@ from lanewatch.errors import (
     BadTarget,
     BadValue,
     ClaimRefused,
+    FenceRefused,
     LanewatchError,
     Missing,
     Unbound,
@@ -66,7 +67,7 @@ def _friendly(func: F, failed: int) -> F:
             fail(str(exc), Exit.NOT_FOUND)
         except (BadLaneName, BadTarget, BadValue) as exc:
             fail(str(exc), Exit.USAGE)
-        except ClaimRefused as exc:
+        except (ClaimRefused, FenceRefused) as exc:
             fail(str(exc), Exit.REFUSED)
         except LanewatchError as exc:
             fail(str(exc), failed)

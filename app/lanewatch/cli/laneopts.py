@@ -9,6 +9,7 @@ import click
 
 from lanewatch.cli import completers
 from lanewatch.cli.rootopts import lane_root
+from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE
 from lanewatch.lanes.stamp import MAX_HEARTBEAT
 
@@ -41,6 +42,24 @@ def lane_options(func: F) -> F:
     ):
         func = option(func)
     return func
+
+
+def fence_options(func: F) -> F:
+    """--fence, --fence-shm (lanes/fence.py, docs/fence.md)."""
+    func = click.option(
+        "--fence-shm",
+        "fence_shm",
+        is_flag=True,
+        help="Make /dev/shm private to the lane too (a folder of its namespace).",
+    )(func)
+    return click.option(
+        "--fence",
+        "fence",
+        type=click.Choice([m.value for m in Mode]),
+        default=Mode.AUTO.value,
+        show_default=True,
+        help="Private /tmp and /var/tmp: auto (where the kernel allows), tmp (or refuse), none.",
+    )(func)
 
 
 def command_after_dashes(cmd: tuple[str, ...], usage: str) -> list[str]:

@@ -8,13 +8,15 @@ import click
 
 from lanewatch.cli.common import fail, friendly_errors_around_cmd, say
 from lanewatch.cli.exits import Exit
-from lanewatch.cli.laneopts import command_after_dashes, lane_options
+from lanewatch.cli.laneopts import command_after_dashes, fence_options, lane_options
+from lanewatch.lanes.fence import Mode
 from lanewatch.proof.prove import prove
 
 
 @click.command("prove", context_settings={"ignore_unknown_options": True})
 @click.argument("step")
 @lane_options
+@fence_options
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the receipt line on stderr.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @friendly_errors_around_cmd
@@ -24,6 +26,8 @@ def prove_command(
     root: str | None,
     checkout: str | None,
     heartbeat: float | None,
+    fence: str,
+    fence_shm: bool,
     quiet: bool,
     cmd: tuple[str, ...],
 ) -> None:
@@ -42,7 +46,16 @@ def prove_command(
     """
     argv = command_after_dashes(cmd, "lanewatch prove STEP [OPTIONS] -- CMD [ARGS]...")
     try:
-        result = prove(step, argv, lane=lane, root=root, checkout=checkout, heartbeat=heartbeat)
+        result = prove(
+            step,
+            argv,
+            lane=lane,
+            root=root,
+            checkout=checkout,
+            heartbeat=heartbeat,
+            fence=Mode(fence),
+            shm=fence_shm,
+        )
     except OSError as exc:
         fail(f"could not write the receipt of {step!r}: {exc}", Exit.RUN_FAILED)
     receipt = result.receipt

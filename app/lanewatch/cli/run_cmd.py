@@ -8,7 +8,8 @@ import sys
 import click
 
 from lanewatch.cli.common import friendly_errors_around_cmd, say
-from lanewatch.cli.laneopts import command_after_dashes, lane_options
+from lanewatch.cli.laneopts import command_after_dashes, fence_options, lane_options
+from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import Lane
 from lanewatch.lanes.pick import Interrupted, claim_next_free, claim_waiting
 from lanewatch.lanes.run import run_in_lane
@@ -18,6 +19,7 @@ from lanewatch.lanes.run import run_in_lane
     "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
 @lane_options
+@fence_options
 @click.option(
     "--lane-auto",
     "lane_auto",
@@ -41,17 +43,21 @@ def run_command(
     root: str | None,
     checkout: str | None,
     heartbeat: float | None,
+    fence: str,
+    fence_shm: bool,
     lane_auto: bool,
     wait: float | None,
     cmd: tuple[str, ...],
 ) -> None:
     """Claim the lane's namespace and run CMD in it.
 
-    TMPDIR/TMP/TEMP point inside the namespace; LANEWATCH_LANE, LANEWATCH_NAMESPACE,
-    LANEWATCH_CHECKOUT and LANEWATCH_ROOT are exported. Exits with CMD's exit code
-    (128+N when it died of signal N), 2 on a usage error (a lane name that cannot be one:
-    empty, or over 150 characters once encoded), 3 when another owner holds the lane (after
-    --wait SECONDS, or when all of --lane-auto's lanes are busy), 6 when unbound
+    CMD gets a private /tmp and /var/tmp, folders of the lane's namespace (--fence, see
+    docs/fence.md). TMPDIR/TMP/TEMP point inside the namespace (/tmp inside the fence);
+    LANEWATCH_LANE, LANEWATCH_NAMESPACE, LANEWATCH_CHECKOUT, LANEWATCH_ROOT and
+    LANEWATCH_FENCE are exported. Exits with CMD's exit code (128+N when it died of signal
+    N), 2 on a usage error (a lane name that cannot be one: empty, or over 150 characters once
+    encoded), 3 when another owner holds the lane (after --wait SECONDS, or when all of
+    --lane-auto's lanes are busy) or --fence tmp cannot fence here, 6 when unbound
     (docs/exit-codes.md).
     """
     argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
@@ -79,4 +85,4 @@ def run_command(
 
     owner = make(lane)
     claim = next_free if lane_auto else waiting if wait is not None else None
-    sys.exit(run_in_lane(owner, argv, claim=claim))
+    sys.exit(run_in_lane(owner, argv, claim=claim, fence=Mode(fence), shm=fence_shm))

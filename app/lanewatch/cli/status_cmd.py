@@ -21,6 +21,7 @@ from lanewatch.cli.common import cell, echo_json, friendly_errors
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import read_roots
+from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
 from lanewatch.model.units import size
 from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
@@ -85,6 +86,9 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "files": v.files,
         "bytes": v.bytes,
         "incident_ids": list(v.incident_ids),
+        "fence": v.fence,
+        "fence_note": v.fence_note,
+        "fence_private": list(v.fence_private),
     }
 
 
@@ -234,6 +238,10 @@ def render(changes: Changes, console: Console) -> None:
     console.print(table)
     if any(v.grade == "inferred" for v in changes.upserts.values()):
         console.print(cell("?: inferred from timing or open files, not known from the kernel"))
+    for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
+        if v.state is NsState.LIVE and v.fence == "none":
+            words = fence_words(v.fence, v.fence_note, v.fence_private)
+            console.print(cell(f"lane {v.lane}: {words}", style="yellow"))
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
         inc = Table(title="open incidents", title_justify="left")

@@ -282,7 +282,10 @@ class DemoScenario:
             elif spec.place == "shared-temp":
                 hold = self.shared_tmp / "fuzz-corpus.bin"
                 args += ["--hold", str(hold)]
-            runner = self._spawn_runner(spec.lane, spec.checkout, [*WRITER, *args])
+            # The fence would give the shared-temp writer a /tmp of its own: it opts out, as
+            # a tool run with `--fence none` does, to show what lanewatch sees then.
+            fence = "none" if spec.place == "shared-temp" else "auto"
+            runner = self._spawn_runner(spec.lane, spec.checkout, [*WRITER, *args], fence=fence)
             self.lanes[spec.lane] = LaneRun(spec.lane, spec.checkout, ns, hold, runner)
             story = self._takeover_story() if spec.lane == "agent-2" else spec.story
             if spec.place == "shared-temp":
@@ -308,9 +311,11 @@ class DemoScenario:
         self.processes.append(proc)
         return proc
 
-    def _spawn_runner(self, lane: str, co: str, cmd: list[str], role: str = "") -> DemoProcess:
+    def _spawn_runner(
+        self, lane: str, co: str, cmd: list[str], role: str = "", fence: str = "auto"
+    ) -> DemoProcess:
         checkout = self.checkouts[co].root
-        argv = [sys.executable, "-m", "lanewatch", "run", "--lane", lane]
+        argv = [sys.executable, "-m", "lanewatch", "run", "--lane", lane, "--fence", fence]
         argv += ["--root", str(self.scratch_root), "--checkout", checkout]
         argv += ["--heartbeat", f"{self.heartbeat:g}", "--", *cmd]
         return self._spawn(role or f"runner {lane}", argv, Path(checkout))

@@ -171,9 +171,16 @@ def _layout(mode: str, index: int, shared_dir: str | None) -> Layout:
     if not env_ns or not env_lane or not tmp:
         raise LanewatchError(f"not inside a lane: ${ENV_NAMESPACE} or $TMPDIR is not set")
     ns = Path(env_ns)
-    if Path(tmp).resolve() != (ns / TMP_DIR).resolve():
+    if not _same_folder(tmp, ns / TMP_DIR):  # /tmp inside the fence, or a short link
         raise LanewatchError(f"$TMPDIR {tmp} is not the lane's own tmp folder")
     return Layout(mode, env_lane, ns, Path(tmp), ns / SCRATCH_DIR)
+
+
+def _same_folder(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _wait_for(expected: str) -> None:

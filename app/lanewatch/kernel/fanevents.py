@@ -32,6 +32,7 @@ from lanewatch.linux.fanotify_abi import (
     INFO_PIDFD,
     mask_names,
 )
+from lanewatch.linux.mountview import Rehome
 from lanewatch.linux.proc import fd_path
 from lanewatch.processes.ownpids import own_pids
 
@@ -239,19 +240,25 @@ def _close_quietly(fd: int) -> None:
         log.warning("closing fanotify event fd %d: %s", fd, exc)
 
 
+_SHARED = ("/tmp/", "/var/tmp/", "/dev/shm/")  # where a fenced lane has mounts of its own
+
+
 def events_from_buffer(
     buf: bytes,
     *,
     own: frozenset[int] | None = None,
     accept: Callable[[str], bool] | None = None,
     lease: _Lease | None = None,
+    rehome: Rehome | None = None,
 ) -> tuple[list[FanEvent], int]:
     """Turn a read(2) buffer into events, and how many records it held.
 
     The descriptors (and pidfds) of events dropped here are closed at once: those written by
     `own` (default: `ownpids.own_pids()`; our own writes are never anyone's collision), those
     whose path `accept` rejects, and those of an unknown metadata version. The caller owns the
-    rest. Overflow events and events without a path are always kept.
+    rest. Overflow events and events without a path are always kept. `rehome` renames the
+    events, in shared temp or rejected, that came through a mount of another namespace (a
+    fenced lane's: `linux/mountview.py`), before `accept` judges them.
     """
     if own is None:
         own = own_pids()
@@ -264,6 +271,10 @@ def events_from_buffer(
             path = fd_path(rfd) if keep and rfd >= 0 else None
             if keep and path is not None and accept is not None:
                 keep = accept(path)
+                if rehome is not None and (not keep or path.startswith(_SHARED)):
+                    named = rehome.path(rfd, path)
+                    if named != path:
+                        path, keep = named, accept(named)
             if keep:
                 # With FAN_REPORT_FD_ERROR an overflow carries -EBADF, not FAN_NOFD: it never
                 # had a file, so say so the one way.

@@ -98,6 +98,7 @@ from lanewatch.linux.fanotify_abi import (
     _require_libc,
     mask_names,
 )
+from lanewatch.linux.mountview import Rehome
 
 __all__ = [
     "AT_FDCWD",
@@ -180,6 +181,7 @@ class FanotifyGroup:
         self.reports_fd_errors = bool(flags & FAN_REPORT_FD_ERROR)
         self.reports_pidfds = bool(flags & FAN_REPORT_PIDFD)
         self._lock = threading.Lock()  # mark() from one thread, close() from another
+        self._rehome = Rehome()  # events through a fenced lane's mounts (linux/mountview.py)
         self._fs_marks = True
 
     @property
@@ -242,7 +244,7 @@ class FanotifyGroup:
             log.warning("fanotify read lost events: %s", exc)
             lost = FanEvent(0, FAN_Q_OVERFLOW, None, FAN_NOFD, lease)
             return EventBatch((lost,), 1, lease, drained=False)
-        events, records = events_from_buffer(buf, accept=accept, lease=lease)
+        events, records = events_from_buffer(buf, accept=accept, lease=lease, rehome=self._rehome)
         return EventBatch(events, records, lease, drained=len(buf) <= (max_events - 1) * size)
 
     @property
@@ -265,6 +267,7 @@ class FanotifyGroup:
             if self._fd >= 0:
                 fd, self._fd = self._fd, -1
                 os.close(fd)
+            self._rehome.close()
 
     def __enter__(self) -> FanotifyGroup:
         return self

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from lanewatch.kernel.fanotify import ContentSample, FanEvent
 from lanewatch.kernel.keeper import Keep
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
+from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.proc import readlink
 from lanewatch.model.detectors.foreign_writer import foreign_write
 from lanewatch.model.detectors.unbound_writer import unbound_write
@@ -151,6 +152,7 @@ class Attributor:
         self._hashes: OrderedDict[str, str | None] = OrderedDict()
         self._budget: dict[str, tuple[int, int]] = {}
         self._stdio: dict[int, tuple[float, frozenset[str]]] = {}
+        self._views = MountViews()
 
     def attribute(
         self, facts: Sequence[Fact]
@@ -164,12 +166,14 @@ class Attributor:
                 continue  # shared temp: only lanes' writes are ours to record
             sha = f.sample.sha256 if f.sample is not None else None
             size = f.sample.size if f.sample is not None else None
-            if f.event == "close-write" and not self._changed(f.path, sha, f.modified):
+            # A fenced lane's /tmp is a folder of its namespace: name the write by our path.
+            path = self._views.ours(w.pid, f.path) if f.zone == "shared" else f.path
+            if f.event == "close-write" and not self._changed(path, sha, f.modified):
                 continue
             self.stats.attributed += w.identified
             self.stats.unknown += not w.identified
             kw = KernelWrite(
-                path=f.path,
+                path=path,
                 time=f.at,
                 event=f.event_text,
                 size=size,
@@ -187,8 +191,8 @@ class Attributor:
                 git_common_dir=w.git_common_dir,
             )
             if f.event == "close-write":
-                writes.append((f.path, WriteRecord(f.at, size, sha, w.label)))
-                keep = _keep(f)
+                writes.append((path, WriteRecord(f.at, size, sha, w.label)))
+                keep = _keep(f, path)
                 if keep is not None:
                     keeps.append(keep)
             if f.zone == "ns" and f.victim is not None and f.root is not None:
@@ -251,16 +255,17 @@ class Attributor:
         return path in cached[1]
 
 
-def _keep(f: Fact) -> Keep | None:
-    """The keeper's entry: the write for the root's history, and its bytes if worth keeping."""
+def _keep(f: Fact, path: str) -> Keep | None:
+    """The keeper's entry: the write (at `path`, our name for it) for the root's history, and
+    its bytes if worth keeping."""
     w = f.writer
     root = f.root if f.zone == "ns" else w.root
     if root is None:
         return None
     sample = f.sample
-    small = sample is not None and sample.complete and worth_keeping(f.path)
+    small = sample is not None and sample.complete and worth_keeping(path)
     entry = WriteEntry(
-        path=f.path,
+        path=path,
         time=f.at,
         size=sample.size if sample else None,
         sha256=sample.sha256 if sample else None,

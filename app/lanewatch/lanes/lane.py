@@ -22,6 +22,7 @@ from typing import Any
 from lanewatch.errors import BadValue, ClaimRefused, LanewatchError
 from lanewatch.lanes import ledger
 from lanewatch.lanes.checkout import Checkout, resolve_checkout
+from lanewatch.lanes.fence import Fence
 from lanewatch.lanes.fsutil import ensure_real_dir
 from lanewatch.lanes.lock import NamespaceLock
 from lanewatch.lanes.names import namespace_name
@@ -114,6 +115,7 @@ class Lane:
         self._stamp: Stamp | None = None
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self.fence: Fence | None = None  # how `run` fences CMD: written into the stamp
 
     # -- paths -----------------------------------------------------------------------------
     @property
@@ -194,6 +196,7 @@ class Lane:
                 heartbeat_at=now,
                 heartbeat_interval=self.heartbeat_interval,
                 root=str(t.root),
+                **self.fence_fields(),
             )
             write_stamp(t.namespace, self._stamp)
             ledger.append(t.namespace, "started", lane=self.name, command=self.command)
@@ -206,6 +209,12 @@ class Lane:
         )
         self._beat.start()
         return self
+
+    def fence_fields(self) -> dict[str, Any]:
+        f = self.fence
+        if f is None:
+            return {}
+        return {"fence": f.how, "fence_note": f.note, "fence_private": f.private}
 
     def _check_not_moved(self) -> None:
         """Refuse rather than write into a namespace a clear moved away while we claimed."""

@@ -19,9 +19,11 @@ from types import FrameType
 from typing import Any
 
 from lanewatch.inert import inert
+from lanewatch.lanes import fence as fences
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
 from lanewatch.lanes.pick import Interrupted, WaitInterrupted
+from lanewatch.lanes.roots import state_dir
 from lanewatch.linux.procid import start_ticks
 
 FORWARDED = (
@@ -134,15 +136,21 @@ def _reap_on_the_way_out(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run_in_lane(
-    lane: Lane, cmd: Sequence[str], claim: Callable[[Interrupted], Lane] | None = None
+    lane: Lane,
+    cmd: Sequence[str],
+    claim: Callable[[Interrupted], Lane] | None = None,
+    fence: fences.Mode = fences.Mode.AUTO,
+    shm: bool = False,
 ) -> int:
     """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases.
 
     `claim`, if given, claims instead of `lane.claim()` and returns the lane it claimed (a wait,
     or the next free lane: lanes.pick); a signal that arrives while it waits ends the wait, and
-    we exit 128+N as if it had killed CMD."""
+    we exit 128+N as if it had killed CMD. `fence`: lanes/fence.py; FenceRefused (raised
+    before anything is claimed or run) for `tmp` where the fence cannot be built."""
     forwarder = _Forwarder()
     try:
+        _decide_fence(lane, fence, shm)
         forwarder.install()
         if claim is None:
             lane.claim()
@@ -151,7 +159,14 @@ def run_in_lane(
                 lane = claim(forwarder.first)
             except WaitInterrupted as exc:
                 return 128 + exc.signum
-        proc = _spawn(cmd, {**os.environ, **lane.env()})
+            if lane.fence is None:  # the next free lane, made by the pick: its own folders
+                _decide_fence(lane, fence, shm)
+                lane.update_stamp(**lane.fence_fields())
+        assert lane.fence is not None
+        argv, env = fences.command_for(
+            lane.fence, cmd, {**os.environ, **lane.env()}, lane.tmp_dir, state_dir()
+        )
+        proc = _spawn(argv, env)
         if isinstance(proc, int):
             lane.release(exit_code=proc, event="spawn-failed")
             return proc
@@ -161,6 +176,11 @@ def run_in_lane(
         forwarder.restore()
         if lane.claimed:  # an exception on the way: never leave the stamp saying live
             lane.release(exit_code=1)
+
+
+def _decide_fence(lane: Lane, mode: fences.Mode, shm: bool) -> None:
+    need = fences.Need.of_run(lane.namespace, lane.target.checkout.root, os.environ)
+    lane.fence = fences.decide(mode, lane.namespace, need, shm=shm)
 
 
 def run_unclaimed(cmd: Sequence[str]) -> int:

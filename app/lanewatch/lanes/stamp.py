@@ -72,6 +72,10 @@ class Stamp:
     pgid: int | None = None
     released_at: float | None = None
     exit_code: int | None = None
+    # The fence (lanes/fence.py): "kernel", "bwrap" or "none"; None: written before fences.
+    fence: str | None = None
+    fence_note: str | None = None  # why a lane runs unfenced ("--fence none", the kernel's no)
+    fence_private: list[str] | None = None  # the mount points that are the lane's own
     schema: int = SCHEMA
 
     def to_json(self) -> dict[str, Any]:
@@ -104,6 +108,8 @@ _STATES = frozenset(state.value for state in OwnerState)
 _OPTIONAL: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("child_pid", "child_start_ticks", "pgid", "exit_code"), (int,)),
     "released_at": (int, float),
+    **dict.fromkeys(("fence", "fence_note"), (str,)),
+    "fence_private": (list,),
 }
 _WRONG_TYPE = "field {name!r} has the wrong type"
 
@@ -179,6 +185,8 @@ def parse_stamp(data: bytes) -> StampRead:
     )
     if isinstance(optional, str):
         return _garbage(optional)
+    if values.get("fence_private") is not None and not strings(values["fence_private"]):
+        return _garbage("field 'fence_private' is not a list of strings")
     state = obj.get("state")
     if type(state) is not str or state not in _STATES:  # required: "live" is never a guess
         return _garbage(f"missing or unknown state {state!r}"[:120])

@@ -406,4 +406,7 @@ def view_of(
         incident_ids=state.by_ns.get(rec.key, ()),
         uid=s.uid if s else None,
         mismatch=verdict.mismatch,
+        fence=s.fence if s else None,
+        fence_note=s.fence_note if s else None,
+        fence_private=tuple(s.fence_private or ()) if s else (),
     )

@@ -29,12 +29,13 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_mod
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
 from lanewatch.linux.mountinfo import hidden_reason as _hidden_reason
+from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.proc import DELETED as _DELETED
 from lanewatch.linux.proc import DENIED_ERRNOS as _DENIED_ERRNOS
 from lanewatch.linux.proc import GONE_ERRNOS as _GONE_ERRNOS
@@ -207,6 +208,7 @@ def scan(
     procs: dict[int, ProcStat] = {}
     found: list[Holder] = []
     unreadable: list[Unreadable] = []
+    views = MountViews()  # a fenced lane names its /tmp files /tmp/...: see linux/mountview
     if memo is not None:
         memo.begin()
     for pid in _pids():
@@ -222,6 +224,7 @@ def scan(
             found,
             unreadable,
             memo,
+            views,
         )
     if memo is not None:
         memo.end()
@@ -409,6 +412,7 @@ def _probe(
     found: list[Holder],
     unreadable: list[Unreadable],
     memo: ProcMemo | None = None,
+    views: MountViews | None = None,
 ) -> None:
     try:
         # Pin the process: reads through dfd fail rather than read the pid's next owner.
@@ -443,7 +447,8 @@ def _probe(
         problems: list[Unreadable] = []
         reading = Reading() if memo is not None else None
         reuse = seen.fds if seen is not None else None
-        held = _held_paths(pid, dfd, matcher, with_maps, ignored, problems, reuse, reading)
+        view = views.of(pid, dfd) if views is not None else None
+        held = _held_paths(pid, dfd, matcher, with_maps, ignored, problems, reuse, reading, view)
         if held is None:
             return  # vanished mid-scan
         if memo is not None and reading is not None and reading.table is not None:
@@ -499,9 +504,11 @@ def _held_paths(
     problems: list[Unreadable],
     reuse: FdFacts | None = None,
     reading: Reading | None = None,
+    view: Callable[[str], str] | None = None,
 ) -> list[HeldPath] | None:
     """Paths under a prefix, or None when the process vanished. `reuse`: facts of the fds of
-    a process that did not run since they were read; `reading` learns this scan's."""
+    a process that did not run since they were read; `reading` learns this scan's. `view`:
+    our names for the paths of a process in another mount namespace."""
     held: list[HeldPath] = []
     links: tuple[Literal["cwd", "root"], ...] = ("cwd", "root") if with_maps else ("cwd",)
     for link in links:
@@ -513,6 +520,8 @@ def _held_paths(
             if exc.errno != errno.ENOENT:  # ENOENT: a zombie or exiting process has no cwd
                 problems.append(Unreadable(pid, link, _why(exc)))
             continue
+        if view is not None:
+            target = view(target)
         if not _candidate(matcher, target):
             continue
         target, deleted, _ = _resolve(target, link, dfd)
@@ -520,12 +529,12 @@ def _held_paths(
         if prefix is not None:
             held.append(HeldPath(target, link, prefix, deleted=deleted, directory=True))
 
-    fds = _held_fds(pid, dfd, matcher, ignored, problems, reuse, reading)
+    fds = _held_fds(pid, dfd, matcher, ignored, problems, reuse, reading, view)
     if fds is None:
         return None
     held.extend(fds)
     if with_maps:
-        held.extend(_mapped(pid, dfd, matcher, problems))
+        held.extend(_mapped(pid, dfd, matcher, problems, view))
     return held
 
 
@@ -537,6 +546,7 @@ def _held_fds(
     problems: list[Unreadable],
     reuse: FdFacts | None = None,
     reading: Reading | None = None,
+    view: Callable[[str], str] | None = None,
 ) -> list[HeldPath] | None:
     """Open files under a prefix, or None when the process vanished. This loop runs once per
     fd of every process: it is the scan's cost, so it does no more than each fd needs."""
@@ -575,6 +585,8 @@ def _held_fds(
                 continue
             if table is not None:
                 table.append(raw)
+            if view is not None:
+                raw = view(raw)
             # Most fds are sockets, pipes or paths elsewhere: reject them before any stat
             # (`matcher.maybe`, inlined: this line runs for every fd on the machine).
             if not raw.startswith(slashed) and raw not in exact:
@@ -631,14 +643,20 @@ def _fd_access(link: str, dfd: int) -> Access | None:
     return "read" if readable else "path"
 
 
-def _mapped(pid: int, dfd: int, matcher: _Matcher, problems: list[Unreadable]) -> list[HeldPath]:
+def _mapped(
+    pid: int,
+    dfd: int,
+    matcher: _Matcher,
+    problems: list[Unreadable],
+    view: Callable[[str], str] | None = None,
+) -> list[HeldPath]:
     try:
         data = _read(dfd, "maps")
     except OSError as exc:
         if exc.errno not in _GONE_ERRNOS:
             problems.append(Unreadable(pid, "maps", _why(exc)))
         return []
-    if not any(needle in data for needle in matcher.needles):
+    if view is None and not any(needle in data for needle in matcher.needles):
         return []  # the common case: no need to parse the lines
     found: dict[str, HeldPath] = {}
     for line in data.splitlines():
@@ -650,6 +668,8 @@ def _mapped(pid: int, dfd: int, matcher: _Matcher, problems: list[Unreadable]) -
         deleted = target.endswith(_DELETED)
         if deleted:
             target = target[: -len(_DELETED)]
+        if view is not None:
+            target = view(target)
         prefix = matcher.match(target)
         if prefix is None:
             continue

@@ -20,12 +20,14 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lanewatch.lanes import lock
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import procid
+from lanewatch.linux.mountview import MountViews
+from lanewatch.linux.paths import is_under
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.writers import Holding, Owner
@@ -267,8 +269,25 @@ def probe(
         if markers is not None:
             pids |= markers.marked(procs, skip=frozenset(pids))
         held = tuple(fastprobe.holdings_of(pids, procs, real))
+    if held:
+        held = in_our_words(held)
     took = time.monotonic() - t0
     return ProbeReport(at, evidence, held, owners, partial, took, full=held is not None and full)
+
+
+def in_our_words(held: Sequence[Holding], views: MountViews | None = None) -> tuple[Holding, ...]:
+    """Holdings in shared temp by a process in another mount namespace (a fenced lane, whose
+    /tmp is a folder of its namespace) renamed to the path that folder has here: without it a
+    fenced lane's /tmp/x would pass for a write in shared temp (`linux/mountview.py`)."""
+    views = views or MountViews()
+    out: list[Holding] = []
+    for h in held:
+        if any(is_under(h.path, t) for t in SHARED_TEMP):
+            path = views.ours(h.pid, h.path)
+            if path != h.path:
+                h = replace(h, path=path)
+        out.append(h)
+    return tuple(out)
 
 
 def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[int], bool]:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, Lane, LaneTarget, locate
 from lanewatch.lanes.nested import outer_owner
 from lanewatch.lanes.run import run_in_lane, run_unclaimed
@@ -114,6 +115,8 @@ def prove(
     root: str | os.PathLike[str] | None = None,
     checkout: str | os.PathLike[str] | None = None,
     heartbeat: float | None = None,
+    fence: Mode = Mode.AUTO,
+    shm: bool = False,
 ) -> ProveResult:
     """Run `cmd` as `step` in its lane and write the receipt. Returns CMD's exit code.
 
@@ -144,7 +147,7 @@ def prove(
         command=argv,
         key=key,
     )
-    code = run_in_lane(owner, argv)
+    code = run_in_lane(owner, argv, fence=fence, shm=shm)
     if owner.written is None:
         return ProveResult(code, None, None, nested=False)
     return ProveResult(code, owner.written.receipt, owner.written.path, nested=False)

@@ -13,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from lanewatch.inert import inert
+from lanewatch.lanes.fence import describe
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import STATE_STYLES, intruder_label, lane_label
@@ -57,6 +58,9 @@ def namespace_renderable(
         owner.add_row("released", _t(fmt.stamp_time(ns.released_at)))
     if ns.exit_code is not None:
         owner.add_row("exit code", _t(ns.exit_code))
+    fence = describe(ns.fence, ns.fence_note, ns.fence_private)
+    if fence is not None:
+        owner.add_row("fence", _t(fence))
     owner.add_row("stamp", _t(ns.stamp_status))
     owner.add_row("path", _t(ns.key))
     owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.size(ns.bytes)}"))

@@ -1,0 +1,377 @@
+"""The fence: a private /tmp for every lane, like systemd's `PrivateTmp=`.
+
+CMD runs in a mount namespace of its own where `/tmp` and `/var/tmp` (and, by option,
+`/dev/shm`) are folders of the lane's namespace; everything else stays where it was, the user
+keeps their uid. A fixed name such as `/tmp/receipt.json` is then one file per lane.
+
+Two ways to build it (docs/fence.md says why this order):
+- `kernel`: a short stdlib-only Python stub (`STUB`) that calls unshare(2) itself, maps the uid
+  to itself (normal users: a user namespace; root: a mount namespace only, so root keeps its
+  powers), makes every mount a slave (nothing leaks back), binds the folders and execs CMD: CMD
+  keeps the pid the runner started, so signals, exit codes and the terminal behave as unfenced.
+- `bwrap`: bubblewrap, when the kernel refuses the stub but bwrap is allowed (AppArmor profiles
+  on Ubuntu): `--dev-bind / /` keeps the tree. bwrap keeps a monitor process between the runner
+  and CMD, which dies on the first SIGTERM while CMD may still run.
+
+`decide` asks the kernel for its real answer (a forked child tries the same unshare and
+mounts), so `auto` can say why it did not fence ("unfenced: user namespaces disabled by …")
+and `tmp` can refuse before anything runs.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from lanewatch.errors import FenceRefused
+
+ENV_FENCE = "LANEWATCH_FENCE"  # exported to CMD: "kernel", "bwrap" or "none"
+ENV_FENCE_WITH = "LANEWATCH_FENCE_WITH"  # force one way: "kernel" or "bwrap" (tests, debugging)
+TMP_MOUNTS = ("/tmp", "/var/tmp")
+SHM_MOUNT = "/dev/shm"
+# The lane's folder seen at each private mount point (`tmp/` is the lane's TMPDIR already).
+FOLDERS = {"/tmp": "tmp", "/var/tmp": "var-tmp", SHM_MOUNT: "shm"}
+SHORT_TMPDIR = 60  # longer, and an unfenced TMPDIR becomes a short link (AF_UNIX paths)
+SOCKET_LIMIT = 108 if sys.platform.startswith("linux") else 104  # sun_path, with its NUL
+SOCKET_TAIL = 33  # what multiprocessing adds: "/pymp-xxxxxxxx/listener-xxxxxxxx" and the NUL
+EXIT_FENCE_FAILED = 125  # the stub could not build the fence (CMD has not run)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_BIND = 4096
+MS_REC = 16384
+MS_SLAVE = 1 << 19
+
+
+class Mode(StrEnum):
+    AUTO = "auto"  # fence where the kernel allows, else run as before and say so
+    TMP = "tmp"  # fence, or refuse to run
+    NONE = "none"  # never fence
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """How one run is fenced: `how` is "kernel", "bwrap" or "none" (then `note` says why)."""
+
+    how: str
+    note: str = ""
+    binds: tuple[tuple[str, str], ...] = ()  # (the lane's folder, the mount point it shows at)
+    kept: tuple[str, ...] = ()  # entries of /tmp or /var/tmp the lane still needs (see `kept`)
+    bwrap: str = ""  # bwrap's path, when how == "bwrap"
+
+    @property
+    def fenced(self) -> bool:
+        return self.how != "none"
+
+    @property
+    def private(self) -> list[str]:
+        return [mount for _, mount in self.binds]
+
+    def wrap(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        """`argv` as the fence runs it. A command that cannot be found or run is left alone,
+        so the runner reports it as before (127/126): nothing ran, nothing needs a fence."""
+        argv = list(argv)
+        if not self.fenced or not argv or shutil.which(argv[0], path=env.get("PATH")) is None:
+            return argv
+        if self.how == "bwrap":
+            out = [self.bwrap, "--dev-bind", "/", "/"]
+            for src, dst in self.binds:
+                out += ["--bind", src, dst]
+            for path in self.kept:
+                out += ["--bind", path, path]
+            if os.geteuid() == 0:
+                out += ["--cap-add", "ALL"]  # bwrap drops root's capabilities by default
+            return [*out, "--", *argv]
+        spec = {"binds": [list(b) for b in self.binds], "keep": list(self.kept)}
+        return [sys.executable, "-I", "-S", "-c", STUB, json.dumps(spec), *argv]
+
+
+# The kernel way, run as `python -I -S -c STUB SPEC CMD...`: stdlib only, no site, no lanewatch.
+STUB = r"""
+import ctypes, json, os, sys
+spec, cmd = json.loads(sys.argv[1]), sys.argv[2:]
+libc = ctypes.CDLL(None, use_errno=True)
+def fail(what):
+    err = ctypes.get_errno()
+    sys.stderr.write("lanewatch: cannot fence the lane: %s: %s\n" % (what, os.strerror(err)))
+    sys.stderr.flush()
+    os._exit(125)
+def mount(src, dst, flags):
+    if libc.mount(src and os.fsencode(src), os.fsencode(dst), None, flags, None) != 0:
+        fail("mount %s" % dst)
+uid, gid, cwd = os.getuid(), os.getgid(), os.getcwd()
+if libc.unshare(0x00020000 | (0 if uid == 0 else 0x10000000)) != 0:
+    fail("unshare")
+if uid != 0:
+    for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)),
+                       ("gid_map", "%d %d 1" % (gid, gid))):
+        with open("/proc/self/" + name, "w") as f:
+            f.write(text)
+mount(None, "/", 16384 | (1 << 19))
+# Open every source before the first mount hides it (the lane's folders may lie under /tmp).
+opened = [(os.open(s, os.O_PATH | os.O_DIRECTORY), d) for s, d in spec["binds"]]
+opened += [(os.open(k, os.O_PATH), k) for k in spec["keep"]]
+for i, (fd, dst) in enumerate(opened):
+    if i >= len(spec["binds"]) and not os.path.exists(dst):
+        if os.path.isdir("/proc/self/fd/%d" % fd):
+            os.makedirs(dst, mode=0o700, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(dst), mode=0o700, exist_ok=True)
+            os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o600))
+    mount("/proc/self/fd/%d" % fd, dst, 4096 | 16384)
+    os.close(fd)
+try:
+    os.chdir(cwd)  # again: a cwd in /tmp is now the lane's
+except OSError:
+    pass
+try:
+    os.execvp(cmd[0], cmd)
+except OSError as exc:
+    sys.stderr.write("lanewatch: command cannot run: %s (%s)\n" % (cmd[0], exc.strerror))
+    os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+"""
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def why_refused(err: int, root: bool) -> str:
+    """The kernel's refusal in words, naming the setting that made it where one did."""
+    what = os.strerror(err)
+    if root:
+        return f"no private mount namespace ({what}: a container without CAP_SYS_ADMIN?)"
+    limit = _read("/proc/sys/user/max_user_namespaces")
+    if err in (errno.ENOSPC, errno.EUSERS):
+        return f"user namespaces disabled by user.max_user_namespaces (0 or reached; here {limit})"
+    for setting, off in (
+        ("kernel.unprivileged_userns_clone", "0"),
+        ("kernel.apparmor_restrict_unprivileged_userns", "1"),
+    ):
+        if _read("/proc/sys/" + setting.replace(".", "/")) == off:
+            return f"user namespaces disabled by {setting}={off}"
+    return f"user namespaces refused by the kernel ({what}: a seccomp filter or a container?)"
+
+
+_probed: dict[bool, int] = {}
+
+
+def kernel_refusal() -> str | None:
+    """None when the kernel lets this user build the fence (the stub's unshare, uid map and
+    slave mount, tried for real), else why not. Asked once per process.
+
+    util-linux's `unshare` tries it when installed (spawned: cheaper than forking this
+    process); a forked child making the very calls the stub makes tells the errno where that
+    said no, or where there is no `unshare`."""
+    root = os.geteuid() == 0
+    if root not in _probed:
+        _probed[root] = 0 if _unshare_works(root) else _probe(root)
+    err = _probed[root]
+    return None if err == 0 else why_refused(err, root)
+
+
+def _unshare_works(root: bool) -> bool:
+    binary = shutil.which("unshare")
+    if binary is None:
+        return False
+    import subprocess  # spawned, not forked: see kernel_refusal
+
+    argv = [binary, *([] if root else ["--user", "--map-root-user"])]
+    argv += ["--mount", "--propagation", "slave", "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _probe(root: bool) -> int:
+    import ctypes  # here: `run` pays for it only when it asks the kernel
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    unshare, mount = libc.unshare, libc.mount
+    uid, gid = os.getuid(), os.getgid()
+    pid = os.fork()
+    if pid == 0:  # the child calls only what was looked up before the fork, then _exits
+        code = 0
+        try:
+            if unshare(CLONE_NEWNS | (0 if root else CLONE_NEWUSER)) != 0:
+                code = ctypes.get_errno() or errno.EPERM
+            else:
+                if not root:
+                    for name, text in (
+                        ("setgroups", "deny"),
+                        ("uid_map", f"{uid} {uid} 1"),
+                        ("gid_map", f"{gid} {gid} 1"),
+                    ):
+                        with open(f"/proc/self/{name}", "w") as f:
+                            f.write(text)
+                if mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
+                    code = ctypes.get_errno() or errno.EPERM
+        except OSError as exc:
+            code = exc.errno or errno.EPERM
+        os._exit(min(code, 255))
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else errno.EPERM
+
+
+def _bwrap_works(path: str) -> bool:
+    import subprocess  # only where the kernel said no: `run` starts without it
+
+    try:
+        done = subprocess.run(
+            [path, "--dev-bind", "/", "/", "true"], capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def kept(paths: Iterable[str], mounts: Iterable[str]) -> tuple[str, ...]:
+    """The entries of the private mount points that `paths` lie in: each is bound back into
+    the fence where it was, so a checkout, a root or a venv under /tmp stays reachable.
+
+    Only the first level (`/tmp/pytest-of-root`, not the whole /tmp), and never the mount point
+    itself: a cwd of /tmp becomes the lane's own /tmp.
+    """
+    out: set[str] = set()
+    for raw in paths:
+        path = os.path.realpath(raw)
+        for mount in mounts:
+            real = os.path.realpath(mount)
+            if path.startswith(real.rstrip("/") + "/"):
+                first = path[len(real.rstrip("/")) + 1 :].split("/", 1)[0]
+                out.add(os.path.join(real, first))
+    return tuple(sorted(p for p in out if os.path.lexists(p)))
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """What the lane needs to reach inside the fence, besides its namespace."""
+
+    paths: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of_run(cls, namespace: Path, checkout: str, env: Mapping[str, str]) -> Need:
+        paths = [str(namespace), checkout, os.getcwd(), sys.prefix, sys.executable]
+        for var in (
+            "HOME",
+            "XDG_RUNTIME_DIR",
+            "LANEWATCH_STATE_DIR",
+            "LANEWATCH_ROOT",
+            "VIRTUAL_ENV",
+        ):
+            if env.get(var):
+                paths.append(env[var])
+        paths += [p for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+        return cls(paths)
+
+
+def decide(mode: Mode, namespace: Path, need: Need, *, shm: bool = False) -> Fence:
+    """How to fence a run of the lane at `namespace`; raises FenceRefused for `tmp` when the
+    fence cannot be built. Pure but for the kernel's answer (`kernel_refusal`, `bwrap`)."""
+    if mode is Mode.NONE:
+        return Fence("none", "--fence none")
+    mounts = [*TMP_MOUNTS, *([SHM_MOUNT] if shm else [])]
+    binds = tuple((str(namespace / FOLDERS[m]), m) for m in mounts if os.path.isdir(m))
+    keep = kept(need.paths, [m for _, m in binds])
+    forced = os.environ.get(ENV_FENCE_WITH, "")
+    refusal = None if forced == "bwrap" else kernel_refusal()
+    if refusal is None and forced != "bwrap":
+        return Fence("kernel", "", binds, keep)
+    bwrap = shutil.which("bwrap") if forced != "kernel" else None
+    if bwrap is not None and _bwrap_works(bwrap):
+        return Fence("bwrap", "", binds, keep, bwrap=bwrap)
+    note = refusal or "bwrap is not installed or does not work here"
+    if mode is Mode.TMP:
+        raise FenceRefused(
+            f"cannot fence the lane (--fence tmp): {note}; nothing was run. "
+            "Install bubblewrap or allow user namespaces (docs/fence.md), or use --fence auto"
+        )
+    return Fence("none", note)
+
+
+def prepare(fence: Fence) -> None:
+    """Make the lane's folders the fence shows (the namespace exists, the lane is claimed)."""
+    for src, _ in fence.binds:
+        os.makedirs(src, mode=0o700, exist_ok=True)
+
+
+def short_tmp(tmp: Path, state: Path) -> str:
+    """A TMPDIR of at most SHORT_TMPDIR characters where the state dir allows: the real folder
+    when it is short, else a link `<state dir>/t/<hash>` to it (made or repaired here)."""
+    real = str(tmp)
+    if len(real) <= SHORT_TMPDIR:
+        return real
+    import hashlib  # only for a long TMPDIR: `run` starts without it
+
+    links = state / "t"
+    name = hashlib.sha256(os.fsencode(real)).hexdigest()[:10]
+    link = links / name
+    if len(str(link)) >= len(real):
+        return real  # a state dir as deep as the root: a link would not help
+    try:
+        links.mkdir(parents=True, exist_ok=True, mode=0o700)
+        current = os.readlink(link) if link.is_symlink() else None
+        if current != real:
+            spare = links / f".{name}.{os.getpid()}"
+            spare.unlink(missing_ok=True)
+            os.symlink(real, spare)
+            os.replace(spare, link)
+    except OSError:
+        return real  # a long TMPDIR still works; `socket_warning` says what it may break
+    return str(link)
+
+
+def socket_warning(tmpdir: str) -> str | None:
+    """What to tell the user when an AF_UNIX socket made in `tmpdir` would not fit."""
+    if len(os.fsencode(tmpdir)) + SOCKET_TAIL <= SOCKET_LIMIT:
+        return None
+    return (
+        f"TMPDIR {tmpdir} is {len(tmpdir)} characters: a socket made in it (multiprocessing, "
+        f"ssh, tmux) will not fit in an AF_UNIX path ({SOCKET_LIMIT} bytes); "
+        "use a shorter --root or the fence (docs/fence.md)"
+    )
+
+
+def command_for(
+    fence: Fence,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    tmp: Path,
+    state: Path,
+) -> tuple[list[str], dict[str, str]]:
+    """CMD's argv and environment in its (claimed) lane: inside the fence TMPDIR is /tmp;
+    without it, a short TMPDIR (`short_tmp`), with a warning when a socket would not fit."""
+    out = dict(env)
+    if fence.fenced:
+        prepare(fence)
+        tmpdir = "/tmp"
+    else:
+        tmpdir = short_tmp(tmp, state)
+        warning = socket_warning(tmpdir)
+        if warning is not None:
+            sys.stderr.write(f"lanewatch: warning: {warning}\n")
+    out.update({"TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir, ENV_FENCE: fence.how})
+    return fence.wrap(argv, out), out
+
+
+def describe(how: str | None, note: str | None, private: Sequence[str] | None) -> str | None:
+    """The fence in words for people (status, the dashboard); None for a stamp written
+    before fences existed."""
+    if how is None:
+        return None
+    if how == "none":
+        return f"unfenced: {note}" if note else "unfenced"
+    return f"private {', '.join(private or ())} ({how})"
