@@ -17,7 +17,14 @@ from rich.text import Text
 
 from lanewatch.cli.common import cell, echo_json, friendly_errors
 from lanewatch.linux.procid import hostname
-from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
+from lanewatch.model.views import (
+    Changes,
+    HealthStatus,
+    Incident,
+    LaneMember,
+    NamespaceView,
+    NsState,
+)
 
 SCHEMA = 1
 EXIT_OK = 0
@@ -31,6 +38,7 @@ _STATE_STYLE = {
     NsState.ORPHAN: "magenta",
     NsState.RELEASED: "dim",
     NsState.UNKNOWN: "cyan",
+    NsState.HEADLESS: "bold cyan",
 }
 COLUMNS = ("state", "lane", "pid", "host", "age", "beat", "write", "files", "size", "!", "why")
 _BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
@@ -77,6 +85,19 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "files": v.files,
         "bytes": v.bytes,
         "incident_ids": list(v.incident_ids),
+        "members": [member_json(m, now) for m in v.members],
+    }
+
+
+def member_json(m: LaneMember, now: float) -> dict[str, Any]:
+    return {
+        "pid": m.pid,
+        "start_ticks": m.start_ticks,
+        "command": m.command,
+        "started_at": m.started_at,
+        "age": _age(m.started_at, now),
+        "how": m.how,
+        "uid": m.uid,
     }
 
 
@@ -177,6 +198,12 @@ def render(changes: Changes, console: Console) -> None:
             cell(f"{v.reason} [{v.grade}]"),
         )
     console.print(table)
+    for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
+        if v.state is NsState.HEADLESS:
+            shown = ", ".join(f"pid {m.pid} ({m.command[:60]})" for m in v.members[:5])
+            more = f" and {len(v.members) - 5} more" if len(v.members) > 5 else ""
+            line = f"{v.lane or v.name}: runner gone, still running: {shown}{more}"
+            console.print(cell(line, style=_STATE_STYLE[NsState.HEADLESS]))
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
         inc = Table(title="open incidents", title_justify="left")

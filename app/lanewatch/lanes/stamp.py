@@ -73,10 +73,15 @@ class Stamp:
     released_at: float | None = None
     exit_code: int | None = None
     schema: int = SCHEMA
+    # The mount namespace CMD runs in ("mnt:[4026532]"), when it has one of its own (the fence):
+    # a process cannot leave it, so it marks the lane's processes after the runner is gone.
+    mnt_ns: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
+        if data["mnt_ns"] is None:  # unfenced stamps keep their shape
+            del data["mnt_ns"]
         return data
 
     def with_changes(self, **changes: Any) -> Stamp:
@@ -104,6 +109,7 @@ _STATES = frozenset(state.value for state in OwnerState)
 _OPTIONAL: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("child_pid", "child_start_ticks", "pgid", "exit_code"), (int,)),
     "released_at": (int, float),
+    "mnt_ns": (str,),
 }
 _WRONG_TYPE = "field {name!r} has the wrong type"
 

@@ -361,3 +361,12 @@ def read_locks() -> str | None:
             return f.read()
     except OSError:
         return None
+
+
+def namespace_link(pid: int | str, kind: str = "mnt") -> str | None:
+    """The identity of a process's namespace of `kind` ("mnt:[4026531841]"), or None when it
+    cannot be read (gone, another user's process as a normal user)."""
+    try:
+        return os.readlink(f"{PROC}/{pid}/ns/{kind}")
+    except OSError:
+        return None

@@ -25,7 +25,7 @@ from lanewatch.model.views import STALE_STATES, Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import lane_label as target_label
 
-KILLABLE = frozenset({NsState.LIVE, NsState.HUNG})
+KILLABLE = frozenset({NsState.LIVE, NsState.HUNG, NsState.HEADLESS})
 
 
 @dataclass(frozen=True, slots=True)
