@@ -154,6 +154,20 @@ def pids() -> list[int]:
     return [int(n) for n in names if n.isdigit()]
 
 
+def stat_table() -> dict[int, ProcStat]:
+    """The stat of every visible process; processes that vanish or cannot be read meanwhile
+    are skipped."""
+    table: dict[int, ProcStat] = {}
+    for pid in pids():
+        try:
+            st = read_stat(pid)
+        except OSError:
+            continue
+        if st is not None:
+            table[pid] = st
+    return table
+
+
 def exists(pid: int) -> bool:
     """Whether /proc/PID exists (a thread id counts). No exception per missing pid."""
     return os.access(f"{PROC}/{pid}", os.F_OK)

@@ -15,7 +15,7 @@ import os
 import signal
 from collections.abc import Mapping
 
-from lanewatch.linux.proc import ProcStat, pids, read_stat
+from lanewatch.linux.proc import ProcStat, read_stat, stat_table
 from lanewatch.linux.procid import ProcessIdentity, boot_id
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -50,23 +50,9 @@ def is_child_subreaper() -> bool:
     return bool(flag.value)
 
 
-def table() -> dict[int, ProcStat]:
-    """The stat of every visible process (the Linux layer's own: `lanes` may not import
-    `processes`); processes that vanish or cannot be read meanwhile are skipped."""
-    out: dict[int, ProcStat] = {}
-    for pid in pids():
-        try:
-            st = read_stat(pid)
-        except OSError:
-            continue
-        if st is not None:
-            out[pid] = st
-    return out
-
-
 def descendants(pid: int, procs: Mapping[int, ProcStat] | None = None) -> list[ProcStat]:
     """Every running descendant of `pid` (zombies left out), nearest first."""
-    procs = table() if procs is None else procs
+    procs = stat_table() if procs is None else procs
     children: dict[int, list[ProcStat]] = {}
     for st in procs.values():
         children.setdefault(st.ppid, []).append(st)

@@ -185,7 +185,7 @@ def still_running(members: tuple[LaneMember, ...]) -> str:
 
 def _local(stamp: Stamp, ev: LivenessEvidence, overdue: bool) -> Verdict:
     if ev.liveness in _DEAD:
-        if ev.members:
+        if ev.members and ev.liveness is not Liveness.OTHER_BOOT:  # none outlives a boot
             return Verdict(
                 NsState.HEADLESS, f"runner {ev.reason}; {still_running(ev.members)}", Grade.KNOWN
             )

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from lanewatch.lanes.lane import ENV_NAMESPACE
 from lanewatch.lanes.stamp import Stamp
 from lanewatch.linux.proc import Pinned, ProcStat, environ_values, namespace_link
+from lanewatch.linux.reaper import descendants
 from lanewatch.model.views import LaneMember
 from lanewatch.processes.ownpids import own_pids
 from lanewatch.processes.pidclock import CLK_TCK, boottime
@@ -117,7 +118,7 @@ def members_of(
     skip = own_pids() | {stamp.pid}
     found: dict[int, str] = {}
     if runner_alive:
-        for st in _below(stamp.pid, procs):
+        for st in descendants(stamp.pid, procs):
             found.setdefault(st.pid, "descendant")
     for st in _group(stamp, procs):
         found.setdefault(st.pid, "group")
@@ -125,7 +126,7 @@ def members_of(
         for pid, how in _marked(stamp, namespace, procs):
             found.setdefault(pid, how)
         for pid in list(found):
-            for st in _below(pid, procs):
+            for st in descendants(pid, procs):
                 found.setdefault(st.pid, "descendant")
     out = []
     for pid, how in sorted(found.items()):
@@ -137,23 +138,6 @@ def members_of(
         out.append(LaneMember(pid, st.start_ticks, command, when, how, uid, st.pgid))
     _facts.forget_gone(procs)
     return tuple(out)
-
-
-def _below(pid: int, procs: Table) -> list[ProcStat]:
-    children: dict[int, list[ProcStat]] = {}
-    for st in procs.values():
-        children.setdefault(st.ppid, []).append(st)
-    out: list[ProcStat] = []
-    seen = {pid}
-    todo = list(children.get(pid, ()))
-    while todo:
-        st = todo.pop()
-        if st.pid in seen:
-            continue  # a table read while processes come and go must not loop
-        seen.add(st.pid)
-        out.append(st)
-        todo.extend(children.get(st.pid, ()))
-    return out
 
 
 def _group(stamp: Stamp, procs: Table) -> list[ProcStat]:
