@@ -14,6 +14,7 @@ holder that stays refuses. A working directory or root inside refuses at once.
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import time
 from collections.abc import Collection, Sequence
@@ -41,7 +42,7 @@ def why_not_clearable(a: Assessment) -> str | None:
         return (
             f"it is {a.state.value}: its runner is gone but {len(a.members)} process(es) of the "
             f"lane still run ({members_text(a.members)}); end them first: lanewatch kill "
-            f"{a.target.label}"
+            f"{shlex.quote(a.target.name)}"
         )
     if a.state not in STALE_STATES:
         return f"it is {a.describe()}; only stale, orphan or released namespaces are cleared"

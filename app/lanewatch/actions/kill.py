@@ -336,6 +336,15 @@ def _stopped(lane: str, first: SignalResult, plan: _Plan) -> str:
         if first.group
         else f"pid {first.identity.pid}"
     )
+    others = [
+        s.identity.pid
+        for s in plan.sends
+        if s.sent and s.signal == first.signal and not s.group and s is not first
+    ]
+    if others:  # members outside the group, one by one
+        listed = ", ".join(str(pid) for pid in others[:5])
+        more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+        to += f" and to each of {len(others)} more process(es) of the lane (pid {listed}{more})"
     how = f" via {first.method}" if first.method else ""
     resumed = any(s.signal == signal.SIGCONT and s.sent for s in plan.sends)
     then = "; it was stopped, so SIGCONT followed" if resumed else ""
