@@ -68,12 +68,23 @@ def describe_kill(ns: NamespaceView) -> str:
     command = fmt.short_command(ns.command) or "?"
     owner = owner_label(ns.uid) if ns.uid is not None else f"user {ns.user or '?'}"
     other = whose(ns)
+    if ns.state is NsState.HEADLESS:
+        pids = ", ".join(str(m.pid) for m in ns.members[:5])
+        more = f" and {len(ns.members) - 5} more" if len(ns.members) > 5 else ""
+        return (
+            (f"{other} " if other else "")
+            + f"Send SIGTERM to each of the {len(ns.members)} processes of lane "
+            f"{target_label(ns)!r} still running (pid {pids}{more}); its runner (pid {ns.pid}, "
+            f"{owner}) is gone. Each is re-checked at the moment of its signal (the same process "
+            "that was listed, running as the lane's user), then the lane is stale."
+        )
     return (
         (f"{other} " if other else "")
         + f"Send SIGTERM to the process group of lane {target_label(ns)!r} ({command}; owner pid "
         f"{ns.pid}, {owner}, checkout {ns.checkout_path or '?'}); `lanewatch run` "
         "then records the exit and releases the lane. The owner is re-checked at the moment of "
-        "the signal: if it changed since this row was shown, nothing is sent."
+        "the signal: if it changed since this row was shown, nothing is sent. Processes of the "
+        "lane outside that group get the signal too, each re-checked."
     )
 
 
