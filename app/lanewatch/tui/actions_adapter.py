@@ -69,11 +69,12 @@ def describe_kill(ns: NamespaceView) -> str:
     owner = owner_label(ns.uid) if ns.uid is not None else f"user {ns.user or '?'}"
     other = whose(ns)
     if ns.state is NsState.HEADLESS:
+        n = len(ns.members)
         pids = ", ".join(str(m.pid) for m in ns.members[:5])
         more = f" and {len(ns.members) - 5} more" if len(ns.members) > 5 else ""
         return (
             (f"{other} " if other else "")
-            + f"Send SIGTERM to each of the {len(ns.members)} processes of lane "
+            + f"Send SIGTERM to each of the {n} process{'' if n == 1 else 'es'} of lane "
             f"{target_label(ns)!r} still running (pid {pids}{more}); its runner (pid {ns.pid}, "
             f"{owner}) is gone. Each is re-checked at the moment of its signal (the same process "
             "that was listed, running as the lane's user), then the lane is stale."
