@@ -9,7 +9,6 @@ runner can wait for it (`waitpid(-1)` fails with ECHILD exactly when no descenda
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 import signal
@@ -24,10 +23,20 @@ PR_GET_CHILD_SUBREAPER = 37
 
 @functools.cache
 def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
+    # The running program's own symbols include libc's: no search (find_library runs a
+    # subprocess, too slow for `run`'s start).
+    for name in (None, "libc.so.6", "find"):
+        if name == "find":
+            import ctypes.util  # only here: it runs a subprocess to search
+
+            name = ctypes.util.find_library("c")
+        try:
+            lib = ctypes.CDLL(name, use_errno=True)
+            if hasattr(lib, "prctl"):
+                return lib
+        except OSError:
+            continue
+    return None
 
 
 def set_child_subreaper() -> str | None:
