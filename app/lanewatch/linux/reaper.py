@@ -27,9 +27,9 @@ def _libc() -> ctypes.CDLL | None:
     # subprocess, too slow for `run`'s start).
     for name in (None, "libc.so.6", "find"):
         if name == "find":
-            import ctypes.util  # only here: it runs a subprocess to search
+            from ctypes.util import find_library  # only here: it runs a subprocess to search
 
-            name = ctypes.util.find_library("c")
+            name = find_library("c")
         try:
             lib = ctypes.CDLL(name, use_errno=True)
             if hasattr(lib, "prctl"):
