@@ -21,7 +21,8 @@ import pytest
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import OwnerState, read_stamp
-from lanewatch.linux.procid import start_ticks
+from lanewatch.linux import reaper
+from lanewatch.linux.procid import ProcessIdentity, boot_id, start_ticks
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
 
 pytestmark = pytest.mark.unprivileged  # user journeys: also run as a normal user
@@ -277,3 +278,26 @@ def test_a_git_worktree_script_gives_each_agent_its_own_lane(
     assert script.wait(timeout=DEADLINE) == 0, script.stderr
     done = [n for n in json.loads(lanewatch("status", "--json", cwd=repo).stdout)["namespaces"]]
     assert {n["state"] for n in done if n["lane"] == "agent"} == {"released"}
+
+
+def test_the_linux_layer_makes_a_subreaper_and_signals_one_identity_only() -> None:
+    """`linux/reaper.py`: the prctl works (in a child: the flag stays with its process), and a
+    signal goes only to the identity given (a wrong start time is refused, nothing sent)."""
+    code = "from lanewatch.linux import reaper; print(reaper.set_child_subreaper(), reaper.is_child_subreaper())"  # noqa: E501
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["None", "True"], out.stderr
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        me = reaper.descendants(os.getpid())
+        assert sleeper.pid in [st.pid for st in me]
+        ticks = start_ticks(sleeper.pid)
+        assert ticks is not None
+        wrong = ProcessIdentity(sleeper.pid, ticks + 1, boot_id())
+        assert reaper.signal_exact(wrong, signal.SIGTERM) is False
+        assert sleeper.poll() is None  # untouched
+        assert reaper.signal_exact(ProcessIdentity(sleeper.pid, ticks, boot_id()), signal.SIGTERM)
+        assert sleeper.wait(timeout=DEADLINE) == -signal.SIGTERM
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()
