@@ -544,7 +544,8 @@ def test_a_grandchild_that_outlives_cmd_keeps_the_lane_until_it_ends(
         Liveness.STOPPED,
     )
     said = log.read_text()
-    assert "sh exited (5); lane forker stays live while its 1 process(es) run" in said
+    # The waiting subshell, and maybe the `sleep 0.02` it runs at that moment.
+    assert "sh exited (5); lane forker stays live while its " in said
     assert f"pid {gpid} (sh)" in said
     go.touch()
     assert proc.wait(timeout=30) == 5
