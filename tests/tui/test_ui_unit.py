@@ -231,3 +231,29 @@ async def test_the_selected_lanes_pane_catches_up_after_a_burst_of_changes() -> 
             engine.push(Changes(upserts=MappingProxyType({view.key: changed}), at=NOW))
             await pilot.pause(0.005)
         assert "size        39 files" in await shows(pilot, "39 files", timeout=5)
+
+
+def test_a_headless_lane_shows_its_processes_in_the_lanes_view() -> None:
+    """The detail pane lists a lane's members (pid, since when, how, command), inert; a
+    headless lane stays with the lanes (never the stale view) and can be killed."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from lanewatch.model.views import LaneMember
+    from lanewatch.tui.actions_adapter import KILLABLE
+    from lanewatch.tui.picture import view_of
+    from lanewatch.tui.widgets.detail import namespace_renderable
+
+    members = (
+        LaneMember(200, 9, "tmux -L a new -d", NOW - 30, "descendant"),
+        LaneMember(201, 10, "evil \x1b]0;pwned\x07", NOW - 29, "marker"),
+    )
+    ns = ns_view("a", NsState.HEADLESS, members=members, reason="runner pid 5 does not exist")
+    out = StringIO()
+    Console(file=out, width=120, color_system=None).print(namespace_renderable(ns, None, ()))
+    text = out.getvalue()
+    assert "headless" in text and "Processes (2)" in text
+    assert "pid 200" in text and "tmux -L a new -d" in text and "descendant" in text
+    assert "pid 201" in text and "\x1b]0;" not in text  # shown, never sent to the terminal
+    assert view_of(ns) is View.LANES and NsState.HEADLESS in KILLABLE

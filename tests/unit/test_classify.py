@@ -18,7 +18,7 @@ from lanewatch.engine.engine import Engine
 from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, StampStatus, parse_stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness
 from lanewatch.model.classify import LivenessEvidence, classify
-from lanewatch.model.views import Grade, NsState
+from lanewatch.model.views import STALE_STATES, Grade, LaneMember, NsState
 from lanewatch.processes.prober import judge
 from tests.conftest import wait_for
 from tests.unit.enginekit import Driver, make_stamp, start_lane, stop_lane
@@ -94,6 +94,33 @@ def test_stopped_owner_or_command_is_hung_known() -> None:
 )
 def test_dead_zombie_reused_other_boot_are_stale_known(lv: Liveness) -> None:
     assert judge_(read(stamp()), ev(lv)) == (NsState.STALE, Grade.KNOWN)
+
+
+MEMBERS = (
+    LaneMember(200, 9, "tmux -L a new -d", NOW - 30, "descendant"),
+    LaneMember(201, 10, "sleep 60", NOW - 29, "marker"),
+)
+
+
+@pytest.mark.parametrize("lv", [Liveness.DEAD, Liveness.ZOMBIE, Liveness.REUSED])
+def test_a_gone_runner_with_running_members_is_headless_known(lv: Liveness) -> None:
+    v = classify(read(stamp()), ev(lv, members=MEMBERS), NOW, host=HOST, boot_id=BOOT)
+    assert (v.state, v.grade) == (NsState.HEADLESS, Grade.KNOWN)
+    assert v.reason == f"runner pid 100 {lv.value}; 2 processes of the lane still run"
+    one = classify(read(stamp()), ev(lv, members=MEMBERS[:1]), NOW, host=HOST, boot_id=BOOT)
+    assert one.reason.endswith("; 1 process of the lane still runs")
+
+
+def test_a_released_lane_with_running_members_is_headless_and_never_stale() -> None:
+    released = stamp(state=OwnerState.RELEASED, exit_code=0)
+    found = ev(Liveness.DEAD, reason="released", members=MEMBERS)
+    v = classify(read(released), found, NOW, host=HOST, boot_id=BOOT)
+    assert v.state is NsState.HEADLESS and v.reason.startswith("released by its owner (exit")
+    assert NsState.HEADLESS not in STALE_STATES  # never offered to clear
+    # Members of a live runner are listed, the state stays what the runner says.
+    assert judge_(read(stamp()), ev(Liveness.ALIVE, members=MEMBERS))[0] is NsState.LIVE
+    # Another boot: nothing of it runs, whatever the evidence says.
+    assert judge_(read(stamp()), ev(Liveness.OTHER_BOOT, members=MEMBERS))[0] is NsState.STALE
 
 
 def test_stamp_from_before_this_boot_is_stale_without_probing() -> None:

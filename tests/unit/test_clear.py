@@ -173,10 +173,11 @@ def test_dead_owner_whose_python_fork_keeps_the_lock(lw: Procs, repo: Path, scra
     os.kill(child, signal.SIGKILL)
 
 
-def test_dead_owner_whose_command_keeps_its_cwd_inside(
+def test_dead_owner_whose_command_lives_on_is_headless_not_stale(
     lw: Procs, repo: Path, scratch: Path
 ) -> None:
-    """The runner is SIGKILLed (stale: pid dead, lock free); its command lives on in tmp/."""
+    """The runner is SIGKILLed (pid dead, lock free); its command lives on in tmp/: the lane is
+    headless, and the clear is refused naming the process and the way to end it."""
     lane = lw.lane(repo, scratch, "cwd", ["sh", "-c", 'cd "$TMPDIR" && exec sleep 600'])
     child = lane.stamp.child_pid
     assert child is not None
@@ -189,20 +190,42 @@ def test_dead_owner_whose_command_keeps_its_cwd_inside(
     os.kill(lane.proc.pid, signal.SIGKILL)
     lane.proc.wait()
     result = clear("cwd", check=False)
-    assert result.state == "stale"
-    assert_refused(result, lane.namespace, f"pid {child} (sleep)", "working directory tmp")
+    assert result.state == "headless"
+    assert_refused(
+        result, lane.namespace, f"pid {child} (sleep 600)", "still run", "lanewatch kill"
+    )
 
 
-def test_grandchild_keeps_its_cwd_after_a_clean_release(
+RELEASE_AND_LEAVE = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    from lanewatch.lanes.lane import Lane
+    lane = Lane("fork", root=sys.argv[1], checkout=sys.argv[2], command=["leaver"]).claim()
+    env = {**os.environ, **lane.env()}
+    left = subprocess.Popen(["sleep", "600"], cwd=lane.tmp_dir, env=env, start_new_session=True)
+    print(left.pid, flush=True)
+    lane.release(exit_code=0)
+    """
+)
+
+
+def test_a_process_left_behind_a_clean_release_is_found_by_its_marker(
     lw: Procs, repo: Path, scratch: Path
 ) -> None:
-    cmd = ["sh", "-c", 'cd "$TMPDIR" && (sleep 600 &) && exit 0']
-    args = [*LANEWATCH, "run", "--root", str(scratch), "--lane", "fork", "--", *cmd]
-    runner = lw.start(args, cwd=repo)
-    assert runner.wait(timeout=DEADLINE) == 0
+    """An owner that released without waiting (a `Lane` in Python) left a process of its own
+    session: no tree, no group ties it to the lane, its $LANEWATCH_NAMESPACE does."""
+    proc = lw.start(
+        [sys.executable, "-c", RELEASE_AND_LEAVE, str(scratch), str(repo)],
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    left = int(proc.stdout.readline())
+    assert proc.wait(timeout=DEADLINE) == 0
     ns = SchemeLane("fork", root=scratch, checkout=repo).namespace
     assert read_stamp(ns).stamp.state is OwnerState.RELEASED  # type: ignore[union-attr]
-    assert_refused(clear("fork", check=False), ns, "(sleep)", "working directory tmp")
+    result = clear("fork", check=False)
+    assert result.state == "headless"
+    assert_refused(result, ns, f"pid {left} (sleep 600)", "still run")
 
 
 @pytest.mark.parametrize("kind", ["cwd", "file", "dir", "deleted", "mmap"])

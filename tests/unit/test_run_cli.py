@@ -530,28 +530,46 @@ def test_kill_9_of_the_owner_leaves_a_live_stamp_whose_pid_is_dead(
     assert released(namespace).pid != proc.pid
 
 
-def test_a_grandchild_that_outlives_cmd_does_not_hold_the_lane(
-    spawn: Spawn, repo: Path, subreaper: Subreaper
+def test_a_grandchild_that_outlives_cmd_keeps_the_lane_until_it_ends(
+    spawn: Spawn, repo: Path, tmp_path: Path
 ) -> None:
+    """The runner is its lane's subreaper: a process CMD leaves behind keeps the lane live (not
+    released, not clearable) until it ends; `run` then exits with CMD's code."""
+    go = tmp_path / "go"
     cmd = [
         "sh",
         "-c",
-        'sleep 60 </dev/null >/dev/null 2>&1 & echo $! > "$TMPDIR/grandchild"; exit 5',
+        f"(while [ ! -e {go} ]; do sleep 0.02; done) </dev/null >/dev/null 2>&1 & "
+        'echo $! > "$TMPDIR/grandchild"; exit 5',
     ]
-    proc = start_run(spawn, repo, cmd, "--lane", "forker")
-    assert proc.wait(timeout=30) == 5  # `run` returns when CMD does, not when its group empties
+    log = tmp_path / "run.log"
+    proc = start_run(spawn, repo, cmd, "--lane", "forker", log=log)
     namespace = ns_of("forker", repo)
+    wait_for(lambda: any(e.event == "lingering" for e in ledger.read(namespace)), 30)
     gpid = int((namespace / "tmp" / "grandchild").read_text())
-    subreaper.adopt(gpid)
-    ticks = start_ticks(gpid)
-    assert ticks is not None
+    stamp = read_stamp(namespace).stamp
+    assert stamp is not None and stamp.state is OwnerState.LIVE  # CMD is gone, the lane is not
+    assert is_lock_held(namespace) is True
+    assert proc.poll() is None
+    assert liveness(ProcessIdentity(gpid, start_ticks(gpid) or 0, stamp.boot_id))[0] in (
+        Liveness.ALIVE,
+        Liveness.STOPPED,
+    )
+    said = log.read_text()
+    # The waiting subshell, and maybe the `sleep 0.02` it runs at that moment.
+    assert "sh exited (5); lane forker stays live while its " in said
+    assert f"pid {gpid} (sh)" in said
+    go.touch()
+    assert proc.wait(timeout=30) == 5
     stamp = released(namespace)
     assert stamp.exit_code == 5
     assert is_lock_held(namespace) is False
-    assert liveness(ProcessIdentity(gpid, ticks, stamp.boot_id))[0] is Liveness.ALIVE
-    assert os.getpgid(gpid) == stamp.pgid  # still in CMD's group, where a lane kill reaches it
-    subreaper.kill_and_reap(gpid)
-    assert start_ticks(gpid) is None or start_ticks(gpid) != ticks
+    assert start_ticks(gpid) is None  # reaped by the runner: no zombie left behind
+    assert [e.event for e in ledger.read(namespace)][-3:] == [
+        "lingering",
+        "processes-ended",
+        "released",
+    ]
 
 
 # -- from Python --------------------------------------------------------------------------------

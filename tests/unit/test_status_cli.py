@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lanewatch.lanes.stamp import read_stamp
 from lanewatch.linux.procid import ProcessIdentity
 from tests.conftest import LANEWATCH
 from tests.unit.enginekit import make_stamp, start_lane, stop_lane
@@ -23,6 +24,7 @@ NAMESPACE_KEYS = {
     "command", "state", "reason", "grade", "stamp_status", "started_at", "age", "heartbeat_at",
     "heartbeat_age", "heartbeat_interval", "released_at", "exit_code", "last_write", "files",
     "bytes", "incident_ids", "uid", "mismatch", "fence", "fence_note", "fence_private",
+    "members",
 }  # fmt: skip
 
 
@@ -65,6 +67,8 @@ def test_json_schema_and_clean_exit(
     (ns,) = data["namespaces"]
     assert set(ns) == NAMESPACE_KEYS
     assert (ns["state"], ns["lane"], ns["pid"]) == ("live", "worker", lane.proc.pid)
+    child = read_stamp(Path(ns["key"])).stamp.child_pid  # type: ignore[union-attr]
+    assert [m["pid"] for m in ns["members"]] == [child]  # its command (not the runner)
     assert ns["files"] >= 3 and ns["grade"] == "known"
     assert data["roots"] == [
         {"root": str(root), "status": "ok", "detail": "read once, not watched"}

@@ -19,7 +19,7 @@ from lanewatch.actions.targets import Target, ViewLike, resolve
 from lanewatch.lanes.stamp import Stamp, StampRead, read_stamp
 from lanewatch.linux.procid import boot_id, hostname
 from lanewatch.model.classify import LivenessEvidence, Verdict, classify
-from lanewatch.model.views import NsState
+from lanewatch.model.views import LaneMember, NsState
 from lanewatch.processes.prober import judge
 
 
@@ -39,6 +39,12 @@ class Assessment:
     def stamp(self) -> Stamp | None:
         return self.read.stamp if self.read.ok else None
 
+    @property
+    def members(self) -> tuple[LaneMember, ...]:
+        """The lane's running processes, as judged now (its runner left out)."""
+        ev, stamp = self.evidence, self.stamp
+        return ev.members if ev is not None and stamp is not None and ev.about(stamp) else ()
+
     def describe(self) -> str:
         return f"{self.state.value}: {self.verdict.reason}"
 
@@ -46,7 +52,9 @@ class Assessment:
 def assess(target: Target, now: float | None = None) -> Assessment:
     at = time.time() if now is None else now
     read = read_stamp(target.path)
-    evidence = judge(str(target.path), read.stamp, at) if read.ok and read.stamp else None
+    stamp = read.stamp if read.ok else None
+    # Released lanes too: a runner that could not wait for its processes left them running.
+    evidence = judge(str(target.path), stamp, at, released=True) if stamp else None
     verdict = classify(read, evidence, at, host=hostname(), boot_id=boot_id())
     return Assessment(target, read, verdict, evidence, at)
 

@@ -14,6 +14,7 @@ holder that stays refuses. A working directory or root inside refuses at once.
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import time
 from collections.abc import Collection, Sequence
@@ -23,7 +24,7 @@ from pathlib import Path
 from lanewatch.actions.assess import Assessment
 from lanewatch.actions.mounts import mounts_inside
 from lanewatch.linux.procid import hostname
-from lanewatch.model.views import STALE_STATES
+from lanewatch.model.views import STALE_STATES, LaneMember, NsState
 from lanewatch.processes.holders import HeldPath, Holder, ProcScan, Unreadable, scan
 
 # The one process an uninspectable reading does not block: init of our pid namespace. It runs
@@ -37,6 +38,12 @@ MAX_LISTED = 5
 
 
 def why_not_clearable(a: Assessment) -> str | None:
+    if a.members and a.state not in (NsState.LIVE, NsState.HUNG):
+        return (
+            f"it is {a.state.value}: its runner is gone but {len(a.members)} process(es) of the "
+            f"lane still run ({members_text(a.members)}); end them first: lanewatch kill "
+            f"{shlex.quote(a.target.name)}"
+        )
     if a.state not in STALE_STATES:
         return f"it is {a.describe()}; only stale, orphan or released namespaces are cleared"
     stamp = a.stamp
@@ -46,6 +53,13 @@ def why_not_clearable(a: Assessment) -> str | None:
             f"here; clear it on {stamp.host}"
         )
     return None
+
+
+def members_text(members: Sequence[LaneMember]) -> str:
+    """ "pid 12 (sleep 60), pid 15 (tmux -L a new -d)" and how many more, for messages."""
+    listed = ", ".join(f"pid {m.pid} ({m.command[:60]})" for m in members[:MAX_LISTED])
+    more = len(members) - MAX_LISTED
+    return listed + (f" and {more} more" if more > 0 else "")
 
 
 def why_mounted(path: Path) -> str | None:

@@ -37,10 +37,11 @@ from lanewatch.actions.authority import is_other_user, owner_label, why_not_kill
 from lanewatch.actions.results import checked
 from lanewatch.actions.signals import SignalResult, send_checked, signal_name
 from lanewatch.actions.targets import Target, TargetError, ViewLike
-from lanewatch.lanes.stamp import Stamp
+from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity, hostname, liveness
-from lanewatch.model.views import NsState
+from lanewatch.model.views import LaneMember, NsState
 from lanewatch.processes.holders import process_table
+from lanewatch.processes.members import members_of
 
 Outcome = Literal["stopped", "running", "refused", "gone"]
 DEFAULT_WAIT = 5.0  # without a grace period: how long to watch for the lane to end
@@ -55,6 +56,8 @@ SIGNALS = {
     "KILL": signal.SIGKILL,
 }
 ALLOWED = tuple(SIGNALS.values())
+# Headless: the runner is gone, processes of the lane still run; they get the signals.
+KILLABLE = frozenset({NsState.LIVE, NsState.HUNG, NsState.HEADLESS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,9 @@ class _Plan:
     allow_other_user: bool
     uid: int  # the stamp's: every process signalled must run as it
     sends: list[SignalResult] = field(default_factory=list)
+    # The lane's running processes now (`processes/members.py`), listed again at each use.
+    members: Callable[[], list[LaneMember]] = list
+    boot: str = ""
 
     def send(self, identity: ProcessIdentity, sig: int, group: bool) -> SignalResult:
         result = send_checked(
@@ -170,7 +176,7 @@ def kill_target(
         return end("gone", f"{target.label} has no live owner to kill: {a.describe()}")
     if a.state is NsState.ORPHAN:  # no valid stamp: no owner lanewatch could name, so none to hit
         return end("gone", f"{target.label} has no owner to kill: {a.describe()}")
-    if a.state not in (NsState.LIVE, NsState.HUNG) or stamp is None:
+    if a.state not in KILLABLE or stamp is None:
         return end("refused", f"refused to kill {target.label}: it is {a.describe()}")
     if stamp.host != hostname():
         return end("refused", f"refused to kill {target.label}: its owner runs on {stamp.host}")
@@ -181,6 +187,8 @@ def kill_target(
     if why is not None:
         return end("refused", f"refused to kill {target.label}: {why}")
     plan = _Plan(_owner(stamp), _group(stamp), allow_other_user, stamp.uid)
+    plan.members = lambda: _members_now(target.path, stamp, plan.owner)
+    plan.boot = stamp.boot_id
     first = _signal(plan, sig)
     if first.outcome == "refused":
         return end("refused", f"refused to kill {target.label}: {first.reason}", plan)
@@ -218,15 +226,48 @@ def _group(stamp: Stamp) -> ProcessIdentity | None:
     return None
 
 
+def _members_now(path: Path, stamp: Stamp, owner: ProcessIdentity) -> list[LaneMember]:
+    alive = stamp.state is OwnerState.LIVE and _alive(owner)
+    return list(members_of(stamp, str(path), process_table(), runner_alive=alive))
+
+
 def _signal(plan: _Plan, sig: int) -> SignalResult:
-    """Signal the command's group, or, for an owner without one, the owner.
+    """Signal the command's group, or, for an owner without one, the owner (not when it is
+    gone: a headless lane); then every member of the lane outside that group, one by one.
 
     A group whose leader already ended is not a reason to signal the runner: it has seen its
     command end and is releasing the lane (a SIGTERM then could cut the release short).
     """
+    start = len(plan.sends)
+    main = None
     if plan.group is not None:
-        return _signal_group(plan, sig)
-    return plan.send(plan.owner, sig, group=False)
+        main = _signal_group(plan, sig)
+    elif _alive(plan.owner):
+        main = plan.send(plan.owner, sig, group=False)
+    if main is not None and main.outcome == "refused":
+        return main  # the lane's own command may not be signalled: neither are its members
+    _signal_members(plan, sig)
+    done = plan.sends[start:]
+    for outcome in ("sent", "refused"):
+        found = next((r for r in done if r.outcome == outcome), None)
+        if found is not None:
+            return found
+    if done:
+        return done[0]
+    return plan.send(plan.owner, sig, group=False)  # nothing left: says why (gone)
+
+
+def _signal_members(plan: _Plan, sig: int, stopped_only: bool = False) -> None:
+    """Each member outside the command's group (the group had its killpg), identity-checked
+    at the signal by `send_checked`."""
+    group = plan.group.pid if plan.group is not None else None
+    for m in plan.members():
+        if m.pgid is not None and m.pgid == group:
+            continue
+        identity = ProcessIdentity(m.pid, m.start_ticks, plan.boot)
+        if stopped_only and liveness(identity)[0] is not Liveness.STOPPED:
+            continue
+        plan.send(identity, sig, group=False)
 
 
 def _signal_group(plan: _Plan, sig: int) -> SignalResult:
@@ -259,13 +300,15 @@ def _continue_stopped(plan: _Plan) -> None:
         _signal_group(plan, signal.SIGCONT)
     if liveness(plan.owner)[0] is Liveness.STOPPED:
         plan.send(plan.owner, signal.SIGCONT, group=False)
+    _signal_members(plan, signal.SIGCONT, stopped_only=True)
 
 
 def _escalate(plan: _Plan) -> None:
     if plan.group is not None and _members(plan.group.pid, plan.group.boot_id):
         _signal_group(plan, signal.SIGKILL)
-        if _wait(plan, SETTLE):
-            return
+    _signal_members(plan, signal.SIGKILL)
+    if _wait(plan, SETTLE):
+        return
     if _alive(plan.owner):
         plan.send(plan.owner, signal.SIGKILL, group=False)
 
@@ -275,10 +318,12 @@ def _alive(identity: ProcessIdentity) -> bool:
 
 
 def _done(plan: _Plan) -> bool:
-    """The owner has exited and no process is left in the command's group."""
+    """The owner has exited and no process is left in the command's group, nor in the lane."""
     if _alive(plan.owner):
         return False
-    return plan.group is None or not _members(plan.group.pid, plan.group.boot_id)
+    if plan.group is not None and _members(plan.group.pid, plan.group.boot_id):
+        return False
+    return not plan.members()
 
 
 def _wait(plan: _Plan, seconds: float) -> bool:
@@ -301,6 +346,15 @@ def _stopped(lane: str, first: SignalResult, plan: _Plan) -> str:
         if first.group
         else f"pid {first.identity.pid}"
     )
+    others = [
+        s.identity.pid
+        for s in plan.sends
+        if s.sent and s.signal == first.signal and not s.group and s is not first
+    ]
+    if others:  # members outside the group, one by one
+        listed = ", ".join(str(pid) for pid in others[:5])
+        more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+        to += f" and to each of {len(others)} more process(es) of the lane (pid {listed}{more})"
     how = f" via {first.method}" if first.method else ""
     resumed = any(s.signal == signal.SIGCONT and s.sent for s in plan.sends)
     then = "; it was stopped, so SIGCONT followed" if resumed else ""

@@ -1,4 +1,5 @@
-"""`lanewatch kill TARGET`: stop a live lane's command (its process group), after asking.
+"""`lanewatch kill TARGET`: stop a live lane's command (its process group) and every process of
+the lane outside it, or a headless lane's processes (its runner is gone), after asking.
 
 Exit codes (docs/exit-codes.md): 0 the lane ended, or had no owner to kill (stale, released,
 orphan: nothing to do); 1 the signal was sent but the lane still runs; 3 refused (another host,
@@ -17,7 +18,8 @@ import click
 
 from lanewatch.actions.assess import Assessment, Seen, assess
 from lanewatch.actions.authority import is_other_user, owner_label
-from lanewatch.actions.kill import DEFAULT_WAIT, SIGNALS, KillResult, kill
+from lanewatch.actions.checks import members_text
+from lanewatch.actions.kill import DEFAULT_WAIT, KILLABLE, SIGNALS, KillResult, kill
 from lanewatch.actions.targets import resolve
 from lanewatch.cli import completers
 from lanewatch.cli.common import friendly_errors
@@ -61,7 +63,8 @@ def kill_command(
     as_json: bool,
     allow_other_user: bool,
 ) -> None:
-    """Stop the live lane TARGET: its command's process group, checked at the moment of the signal.
+    """Stop the live lane TARGET: its command's process group and every other process of the lane
+    (a headless lane: each of its processes), each checked at the moment of the signal.
 
     TARGET is a namespace name, its path, or a lane name that is unambiguous across the known
     roots. The owner's identity (pid, start time, boot id) is re-checked through a pidfd right
@@ -71,7 +74,7 @@ def kill_command(
     resolved = resolve(target)
     seen = assess(resolved)
     # Another user's lane without --allow-other-user: nothing to ask, kill refuses and says why.
-    if seen.state in (NsState.LIVE, NsState.HUNG) and (allow_other_user or not is_other_user(seen)):
+    if seen.state in KILLABLE and (allow_other_user or not is_other_user(seen)):
         confirm(_plan(seen, sig, grace), "Kill it?", yes)
     result = kill(
         resolved,
@@ -114,10 +117,15 @@ def _plan(a: Assessment, sig: int, grace: float | None) -> list[str]:
     stamp = a.stamp
     assert stamp is not None
     name = signal.Signals(sig).name
-    if stamp.child_pid and stamp.pgid == stamp.child_pid:
+    if a.state is NsState.HEADLESS:
+        who = f"each of its {len(a.members)} processes ({safe(members_text(a.members))})"
+    elif stamp.child_pid and stamp.pgid == stamp.child_pid:
         who = f"process group {stamp.pgid} (its command, pid {stamp.child_pid})"
     else:
         who = f"its owner, pid {stamp.pid}"
+    outside = [m for m in a.members if m.pgid != stamp.pgid]
+    if a.state is not NsState.HEADLESS and outside:
+        who += f", and each of its {len(outside)} processes outside that group"
     then = (
         f"SIGKILL to whatever still runs after {grace:g}s"
         if grace is not None and sig != signal.SIGKILL

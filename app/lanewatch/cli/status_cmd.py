@@ -24,7 +24,14 @@ from lanewatch.cli.rootopts import read_roots
 from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
 from lanewatch.model.units import size
-from lanewatch.model.views import Changes, HealthStatus, Incident, NamespaceView, NsState
+from lanewatch.model.views import (
+    Changes,
+    HealthStatus,
+    Incident,
+    LaneMember,
+    NamespaceView,
+    NsState,
+)
 
 SCHEMA = schema_id("status")  # was the number 1 before 0.2
 EXIT_OK = Exit.OK
@@ -38,6 +45,7 @@ _STATE_STYLE = {
     NsState.ORPHAN: "magenta",
     NsState.RELEASED: "dim",
     NsState.UNKNOWN: "cyan",
+    NsState.HEADLESS: "bold cyan",
 }
 COLUMNS = ("state", "lane", "pid", "host", "age", "beat", "write", "files", "size", "!", "why")
 NARROW_COLUMNS = ("state", "lane", "pid", "beat", "write", "size", "!", "why")
@@ -89,6 +97,19 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "fence": v.fence,
         "fence_note": v.fence_note,
         "fence_private": list(v.fence_private),
+        "members": [member_json(m, now) for m in v.members],
+    }
+
+
+def member_json(m: LaneMember, now: float) -> dict[str, Any]:
+    return {
+        "pid": m.pid,
+        "start_ticks": m.start_ticks,
+        "command": m.command,
+        "started_at": m.started_at,
+        "age": _age(m.started_at, now),
+        "how": m.how,
+        "uid": m.uid,
     }
 
 
@@ -242,6 +263,12 @@ def render(changes: Changes, console: Console) -> None:
         if v.state is NsState.LIVE and v.fence == "none":
             words = fence_words(v.fence, v.fence_note, v.fence_private)
             console.print(cell(f"lane {v.lane}: {words}", style="yellow"))
+    for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
+        if v.state is NsState.HEADLESS:
+            shown = ", ".join(f"pid {m.pid} ({m.command[:60]})" for m in v.members[:5])
+            more = f" and {len(v.members) - 5} more" if len(v.members) > 5 else ""
+            line = f"{v.lane or v.name}: runner gone, still running: {shown}{more}"
+            console.print(cell(line, style=_STATE_STYLE[NsState.HEADLESS]))
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
         inc = Table(title="open incidents", title_justify="left")

@@ -48,6 +48,16 @@ SCRATCH_DIR = "scratch"
 RECEIPTS_DIR = "receipts"
 
 
+# Where tools look for their temp folder: each is the lane's `tmp/` (docs/launchers.md says
+# why each, and why XDG_RUNTIME_DIR and TMUX_TMPDIR are left alone).
+TEMP_VARS = (
+    "TMPDIR",  # POSIX: C libraries, Python, Go, Rust, Node, git, compilers
+    "TMP",  # Python's and Node's fallbacks, tools written for Windows
+    "TEMP",  # the same
+    "CLAUDE_CODE_TMPDIR",  # Claude Code's own temp root (it uses /tmp/claude-... otherwise)
+    "PYTEST_DEBUG_TEMPROOT",  # pytest's tmp_path root, read before TMPDIR; CI scripts export it
+)
+
 REFUSAL_WAIT = 2.0  # how long a refused claimant waits for the winner's stamp
 
 
@@ -153,9 +163,7 @@ class Lane:
         """Variables that bind a child process to this lane."""
         tmp = str(self.tmp_dir)
         return {
-            "TMPDIR": tmp,
-            "TMP": tmp,
-            "TEMP": tmp,
+            **dict.fromkeys(TEMP_VARS, tmp),
             ENV_LANE: self.name,
             ENV_NAMESPACE: str(self.namespace),
             "LANEWATCH_CHECKOUT": self.target.checkout.root,

@@ -5,6 +5,9 @@ sent to us are forwarded to that group while the child is un-reaped (so its pgid
 been reused); the handlers are in place before the lane is claimed, so none is lost. When we
 own the terminal, it is handed to the child's group as a shell would, so Ctrl-C and
 interactive programs behave as without us.
+
+The runner is its lane's child subreaper (`lanes/linger.py`): whatever CMD starts stays below
+it however it daemonizes, and the lane stays live until the last of those processes ends.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from lanewatch.inert import inert
 from lanewatch.lanes import fence as fences
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
+from lanewatch.lanes.launchers import handed_outside
+from lanewatch.lanes.linger import become_subreaper, linger, signal_descendants, wait_for_command
 from lanewatch.lanes.pick import Interrupted, WaitInterrupted
 from lanewatch.lanes.roots import state_dir
 from lanewatch.linux.procid import start_ticks
@@ -57,6 +62,7 @@ class _Forwarder:
         self._pending: list[int] = []
         self._pgid: int | None = None
         self._previous: dict[int, Any] = {}
+        self._to: Callable[[int], None] | None = None  # after CMD: the lane's processes
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         self.received.append(signum)
@@ -66,7 +72,9 @@ class _Forwarder:
             self._send(signum)
 
     def _send(self, signum: int) -> None:
-        if self._pgid is not None:
+        if self._to is not None:
+            self._to(signum)
+        elif self._pgid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._pgid, signum)
 
@@ -85,6 +93,10 @@ class _Forwarder:
         self._pgid = pgid
         while self._pending:
             self._send(self._pending.pop(0))
+
+    def to_each(self, deliver: Callable[[int], None]) -> None:
+        """CMD is reaped (its group number may be reused): send to each process instead."""
+        self._to = deliver
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
@@ -166,12 +178,16 @@ def run_in_lane(
         argv, env = fences.command_for(
             lane.fence, cmd, {**os.environ, **lane.env()}, lane.tmp_dir, state_dir()
         )
+        warning = handed_outside(cmd, env, lane.name)
+        if warning is not None:
+            print(warning, file=sys.stderr, flush=True)
+        become_subreaper()  # if it cannot, processes that daemonize leave the tree, as before
         proc = _spawn(argv, env)
         if isinstance(proc, int):
             lane.release(exit_code=proc, event="spawn-failed")
             return proc
         forwarder.target(proc.pid)
-        return _supervise(lane, proc, forwarder)
+        return _supervise(lane, proc, forwarder, cmd[0])
     finally:
         forwarder.restore()
         if lane.claimed:  # an exception on the way: never leave the stamp saying live
@@ -202,7 +218,7 @@ def run_unclaimed(cmd: Sequence[str]) -> int:
         forwarder.restore()
 
 
-def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder) -> int:
+def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder, name: str) -> int:
     code = 1
     try:
         with _terminal_to(proc.pid):
@@ -212,7 +228,7 @@ def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder)
                 ticks = None
             lane.update_stamp(child_pid=proc.pid, child_start_ticks=ticks, pgid=proc.pid)
             ledger.append(lane.namespace, "spawned", lane=lane.name, child_pid=proc.pid)
-            returncode = proc.wait()
+            returncode = wait_for_command(proc)
         code = exit_code_of(returncode)
         ledger.append(
             lane.namespace,
@@ -221,6 +237,7 @@ def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder)
             exit_code=code,
             signals_forwarded=[signal.Signals(s).name for s in forwarder.received],
         )
+        linger(lane, name, code, lambda: forwarder.to_each(signal_descendants))
     finally:
         _reap_on_the_way_out(proc)
         lane.release(exit_code=code)

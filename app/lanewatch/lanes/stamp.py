@@ -77,10 +77,15 @@ class Stamp:
     fence_note: str | None = None  # why a lane runs unfenced ("--fence none", the kernel's no)
     fence_private: list[str] | None = None  # the mount points that are the lane's own
     schema: int = SCHEMA
+    # The mount namespace CMD runs in ("mnt:[4026532]"), when it has one of its own (the fence):
+    # a process cannot leave it, so it marks the lane's processes after the runner is gone.
+    mnt_ns: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
+        if data["mnt_ns"] is None:  # unfenced stamps keep their shape
+            del data["mnt_ns"]
         return data
 
     def with_changes(self, **changes: Any) -> Stamp:
@@ -110,6 +115,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "released_at": (int, float),
     **dict.fromkeys(("fence", "fence_note"), (str,)),
     "fence_private": (list,),
+    "mnt_ns": (str,),
 }
 _WRONG_TYPE = "field {name!r} has the wrong type"
 

@@ -154,6 +154,20 @@ def pids() -> list[int]:
     return [int(n) for n in names if n.isdigit()]
 
 
+def stat_table() -> dict[int, ProcStat]:
+    """The stat of every visible process; processes that vanish or cannot be read meanwhile
+    are skipped."""
+    table: dict[int, ProcStat] = {}
+    for pid in pids():
+        try:
+            st = read_stat(pid)
+        except OSError:
+            continue
+        if st is not None:
+            table[pid] = st
+    return table
+
+
 def exists(pid: int) -> bool:
     """Whether /proc/PID exists (a thread id counts). No exception per missing pid."""
     return os.access(f"{PROC}/{pid}", os.F_OK)
@@ -359,5 +373,14 @@ def read_locks() -> str | None:
     try:
         with open(LOCKS, encoding="ascii", errors="replace") as f:
             return f.read()
+    except OSError:
+        return None
+
+
+def namespace_link(pid: int | str, kind: str = "mnt") -> str | None:
+    """The identity of a process's namespace of `kind` ("mnt:[4026531841]"), or None when it
+    cannot be read (gone, another user's process as a normal user)."""
+    try:
+        return os.readlink(f"{PROC}/{pid}/ns/{kind}")
     except OSError:
         return None

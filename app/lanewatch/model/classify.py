@@ -16,6 +16,8 @@ Rules, in order:
 - stamp from another host: judged only by its heartbeat (fresh: live, else stale), never by
   a local pid;
 - written before this boot: stale;
+- a local runner gone (dead, zombie, pid reused, or released) while processes of its lane
+  still run (`members`, from `processes/members.py`): headless, never stale or clearable;
 - local owner: dead, zombie or pid reused: stale; stopped: hung; alive with the heartbeat
   overdue: hung; alive: live; cannot inspect (permission): live if the heartbeat is fresh or
   the lock is held (inferred), else unknown. A permission error is never read as death.
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, StampStatus
 from lanewatch.linux.procid import Liveness
 from lanewatch.model.timing import is_overdue, overdue_after
-from lanewatch.model.views import Grade, NsState
+from lanewatch.model.views import Grade, LaneMember, NsState
 
 _DEAD = {
     Liveness.DEAD: "dead",
@@ -52,15 +54,17 @@ class LivenessEvidence:
     lock_held: bool | None = None  # read from /proc/locks; None when not asked or unknown
     uid: int | None = None  # real uid of the owner while it runs; None when not read
     child_uid: int | None = None  # the same for the command
+    members: tuple[LaneMember, ...] = ()  # the lane's running processes, runner left out
 
     def same_verdict(self, other: LivenessEvidence | None) -> bool:
         """The same judgement as `other`, whenever each was made."""
         if other is None:
             return False
         return (self.pid, self.start_ticks, self.liveness, self.reason, self.child,
-                self.child_reason, self.lock_held, self.uid, self.child_uid) == (
+                self.child_reason, self.lock_held, self.uid, self.child_uid, self.members) == (
             other.pid, other.start_ticks, other.liveness, other.reason, other.child,
-            other.child_reason, other.lock_held, other.uid, other.child_uid)  # fmt: skip
+            other.child_reason, other.lock_held, other.uid, other.child_uid,
+            other.members)  # fmt: skip
 
     def about(self, stamp: Stamp) -> bool:
         """Whether this evidence is about the owner this stamp names."""
@@ -99,6 +103,9 @@ def classify(
             )
     if stamp.state is OwnerState.RELEASED:
         code = "" if stamp.exit_code is None else f" (exit code {stamp.exit_code})"
+        if evidence is not None and evidence.about(stamp) and evidence.members:
+            why = f"released by its owner{code}; {still_running(evidence.members)}"
+            return Verdict(NsState.HEADLESS, why, Grade.KNOWN)
         return Verdict(NsState.RELEASED, f"released by its owner{code}", Grade.KNOWN)
     beat = read.heartbeat_at or stamp.heartbeat_at
     overdue = is_overdue(stamp, beat, now)
@@ -170,8 +177,18 @@ def _unprobed(stamp: Stamp, overdue: bool) -> Verdict:
     return Verdict(NsState.LIVE, f"pid {stamp.pid} not probed yet; heartbeat fresh", Grade.INFERRED)
 
 
+def still_running(members: tuple[LaneMember, ...]) -> str:
+    """The stable words for a headless lane's members: "2 processes of the lane still run"."""
+    n = len(members)
+    return f"{n} process{'' if n == 1 else 'es'} of the lane still run{'s' if n == 1 else ''}"
+
+
 def _local(stamp: Stamp, ev: LivenessEvidence, overdue: bool) -> Verdict:
     if ev.liveness in _DEAD:
+        if ev.members and ev.liveness is not Liveness.OTHER_BOOT:  # none outlives a boot
+            return Verdict(
+                NsState.HEADLESS, f"runner {ev.reason}; {still_running(ev.members)}", Grade.KNOWN
+            )
         return Verdict(NsState.STALE, ev.reason, Grade.KNOWN)
     if ev.liveness is Liveness.STOPPED:
         return Verdict(NsState.HUNG, f"{ev.reason} (SIGSTOP or traced)", Grade.KNOWN)

@@ -18,7 +18,7 @@ from lanewatch.model import incidents as inc
 from lanewatch.model import timing
 from lanewatch.model.classify import LivenessEvidence, classify
 from lanewatch.model.timing import RATE_WINDOW
-from lanewatch.model.views import NamespaceView, SourceHealth
+from lanewatch.model.views import LaneMember, NamespaceView, SourceHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,4 +409,11 @@ def view_of(
         fence=s.fence if s else None,
         fence_note=s.fence_note if s else None,
         fence_private=tuple(s.fence_private or ()) if s else (),
+        members=_members(rec),
     )
+
+
+def _members(rec: NsRecord) -> tuple[LaneMember, ...]:
+    """The running processes of the lane, from the newest liveness evidence about its owner."""
+    ev, s = rec.liveness, rec.owner
+    return ev.members if ev is not None and s is not None and ev.about(s) else ()

@@ -34,6 +34,8 @@ _STATES = (
     State(NsState.UNKNOWN, "could not tell; never treated as dead", Severity.MEDIUM),
     State(NsState.STALE, "owner dead or its pid reused", Severity.MEDIUM),
     State(NsState.ORPHAN, "no valid stamp", Severity.MEDIUM),
+    # The runner died or let go while processes it started run on: nobody waits for them.
+    State(NsState.HEADLESS, "runner gone, processes of the lane still run", Severity.HIGH),
     State(NsState.RELEASED, "exited cleanly, files kept", Severity.LOW),
 )
 

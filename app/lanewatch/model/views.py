@@ -19,11 +19,25 @@ class NsState(StrEnum):
     ORPHAN = "orphan"  # no valid stamp
     RELEASED = "released"  # owner exited cleanly, files kept
     UNKNOWN = "unknown"  # could not tell (permission error, newer schema): never treated as dead
+    HEADLESS = "headless"  # the runner is gone (dead or released) but processes of the lane run
 
 
 # Nobody runs in these any more: the stale view lists them and `clear` acts on them, no other.
 # UNKNOWN ("could not tell") may be alive: it stays with the lanes and is never cleared.
 STALE_STATES = frozenset({NsState.STALE, NsState.ORPHAN, NsState.RELEASED})
+
+
+@dataclass(frozen=True, slots=True)
+class LaneMember:
+    """One running process of a lane (`processes/members.py` says how membership is known)."""
+
+    pid: int
+    start_ticks: int
+    command: str  # the command line, or the kernel's short name; untrusted text
+    started_at: float | None  # epoch seconds
+    how: str  # how it is known to be the lane's: descendant | group | marker | mount-ns
+    uid: int | None = None  # the effective uid it runs as; None: could not be read
+    pgid: int | None = None
 
 
 class Grade(StrEnum):
@@ -82,6 +96,7 @@ class NamespaceView:
     fence: str | None = None  # how CMD is fenced: "kernel", "bwrap", "none" (lanes/fence.py)
     fence_note: str | None = None  # why it runs unfenced
     fence_private: tuple[str, ...] = ()  # the mount points that are the lane's own
+    members: tuple[LaneMember, ...] = ()  # the lane's running processes (not its runner)
 
 
 @dataclass(frozen=True, slots=True)

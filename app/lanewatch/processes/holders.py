@@ -39,7 +39,7 @@ from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.proc import DELETED as _DELETED
 from lanewatch.linux.proc import DENIED_ERRNOS as _DENIED_ERRNOS
 from lanewatch.linux.proc import GONE_ERRNOS as _GONE_ERRNOS
-from lanewatch.linux.proc import ProcStat, open_fd_dir, parse_cmdline, pin, read_stat
+from lanewatch.linux.proc import ProcStat, open_fd_dir, parse_cmdline, pin, read_stat, stat_table
 from lanewatch.linux.proc import environ_values as _environ_values
 from lanewatch.linux.proc import owner_at as _dir_uid
 from lanewatch.linux.proc import parse_status as _parse_status
@@ -261,15 +261,7 @@ def holders(
 
 def process_table() -> dict[int, ProcStat]:
     """The stat of every visible process; processes that vanish meanwhile are skipped."""
-    table: dict[int, ProcStat] = {}
-    for pid in _pids():
-        try:
-            st = read_stat(pid)
-        except OSError:
-            continue
-        if st is not None:
-            table[pid] = st
-    return table
+    return stat_table()
 
 
 def ppid_map() -> dict[int, int]:

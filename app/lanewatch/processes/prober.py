@@ -28,10 +28,12 @@ from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import procid
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import is_under
+from lanewatch.linux.proc import ProcStat
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
+from lanewatch.model.views import LaneMember
 from lanewatch.model.writers import Holding, Owner
-from lanewatch.processes import fastprobe
+from lanewatch.processes import fastprobe, members
 from lanewatch.processes import holders as procscan
 from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.deaths import DeathWatch
@@ -49,12 +51,32 @@ QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s
 PROMPT_GAP = 0.25
 
 
-def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
+def judge(
+    namespace: str,
+    stamp: Stamp,
+    at: float,
+    procs: Callable[[], Mapping[int, ProcStat]] | None = None,
+    *,
+    released: bool = False,
+) -> LivenessEvidence | None:
     """The kernel's verdict on a local live owner, with the uid it runs as (and its
-    command's); None for a released or remote stamp."""
-    if stamp.state is not OwnerState.LIVE or stamp.host != procid.hostname():
+    command's) and the lane's running processes (`processes/members.py`); None for a remote
+    stamp, and for a released one unless `released` (the actions' check: a runner that could
+    not wait for its processes leaves them running) and some process of the lane runs.
+    `procs`: the process table, read at most once by the caller's probe."""
+    if stamp.host != procid.hostname():
         return None
+    table = procs if procs is not None else members.lazy_table(procscan.process_table)
     owner = ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id)
+    if stamp.state is not OwnerState.LIVE:
+        if not released or stamp.boot_id != procid.boot_id():
+            return None
+        found = members.members_of(stamp, namespace, table(), runner_alive=False)
+        if not found:
+            return None
+        return LivenessEvidence(
+            stamp.pid, stamp.start_ticks, Liveness.DEAD, "released", at, members=found
+        )
     alive, why = procid.liveness(owner)
     child: Liveness | None = None
     child_why = ""
@@ -65,22 +87,42 @@ def judge(namespace: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
         child_uid = procid.owner_uid(command) if child in _RUNNING else None
     held = lock.is_lock_held(Path(namespace)) if alive is Liveness.UNKNOWN else None
     uid = procid.owner_uid(owner) if alive in _RUNNING else None
+    found = _members(namespace, stamp, alive, table())
     return LivenessEvidence(
-        stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, held, uid, child_uid
-    )
+        stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, held, uid, child_uid,
+        found,
+    )  # fmt: skip
 
 
 _RUNNING = (Liveness.ALIVE, Liveness.STOPPED)  # whose uid is read: `classify.claims_mismatch`
 
 
+def _members(
+    namespace: str, stamp: Stamp, alive: Liveness, procs: Mapping[int, ProcStat]
+) -> tuple[LaneMember, ...]:
+    """The lane's running processes, given the verdict on its runner (none from another boot)."""
+    if alive is Liveness.OTHER_BOOT:
+        return ()
+    runner = alive in (*_RUNNING, Liveness.UNKNOWN)
+    return members.members_of(stamp, namespace, procs, runner_alive=runner)
+
+
 _UNJUDGED = object()
+_TABLE = ("process table",)  # where `judge_once` keeps the probe's one process table
 
 
-def judge_all(stamps: Mapping[str, Stamp], at: float) -> dict[str, LivenessEvidence]:
+def judge_all(
+    stamps: Mapping[str, Stamp],
+    at: float,
+    procs: Callable[[], Mapping[int, ProcStat]] | None = None,
+) -> dict[str, LivenessEvidence]:
     """`judge` of every stamp that names a local live owner; the kernel is asked once per
-    owner identity (one process may own many lanes), see `judge_once`."""
+    owner identity (one process may own many lanes), see `judge_once`; the process table is
+    read once (`procs`, else at the first stamp that needs it)."""
     out: dict[str, LivenessEvidence] = {}
     known: dict[tuple[object, ...], object] = {}
+    if procs is not None:
+        known[_TABLE] = procs
     for key, s in stamps.items():
         ev = judge_once(key, s, at, known)
         if ev is not None:
@@ -95,8 +137,14 @@ def judge_once(
     except for an owner it would not tell about (UNKNOWN: each namespace's lock is read)."""
     who = (s.state, s.host, s.pid, s.start_ticks, s.boot_id, s.child_pid, s.child_start_ticks)
     ev = known.get(who, _UNJUDGED)
+    table = known.get(_TABLE)
+    if not callable(table):
+        table = known[_TABLE] = members.lazy_table(procscan.process_table)
     if ev is _UNJUDGED or (isinstance(ev, LivenessEvidence) and ev.liveness is Liveness.UNKNOWN):
-        ev = known[who] = judge(key, s, at)
+        ev = known[who] = judge(key, s, at, table)
+    elif isinstance(ev, LivenessEvidence):  # the same owner, another lane: its own members
+        found = _members(key, s, ev.liveness, table())
+        ev = ev if found == ev.members else replace(ev, members=found)
     return ev if isinstance(ev, LivenessEvidence) else None
 
 
@@ -117,6 +165,8 @@ def owners_of(
         if seen is not None and seen.about(s) and seen.uid not in (None, s.uid):
             continue
         pids = {s.pid} | ({s.child_pid} if s.child_pid else set())
+        if seen is not None and seen.about(s):  # members that left the tree and the group
+            pids |= {m.pid for m in seen.members}
         out[key] = Owner(
             key,
             s.lane,
@@ -255,7 +305,8 @@ def probe(
     in its environment (`processes/markers.py`), wherever it sits in the process tree."""
     t0 = time.monotonic()
     at = time.time()
-    evidence = judge_all(stamps, at)
+    table = members.lazy_table(procscan.process_table)
+    evidence = judge_all(stamps, at, table)
     owners = owners_of(stamps, evidence)
     held: tuple[Holding, ...] | None = None
     partial = None
@@ -263,7 +314,7 @@ def probe(
         found, partial = holdings(prefixes, memo)
         held = tuple(found)
     elif owners:
-        procs = procscan.process_table()
+        procs = table()
         real = [os.path.realpath(p) for p in prefixes if os.path.isdir(p)]
         pids = fastprobe.lane_pids(procs, owners.values())
         if markers is not None:
@@ -298,6 +349,8 @@ def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[in
     for key, ev in report.evidence.items():
         if ev.liveness is Liveness.ALIVE:
             pids.add(ev.pid)
+        else:  # a headless lane turns stale when its last member ends: watch them
+            pids.update(m.pid for m in ev.members)
         child = stamps[key].child_pid if key in stamps else None
         if ev.child is Liveness.ALIVE and child:
             pids.add(child)

@@ -26,7 +26,7 @@ from lanewatch.model.views import STALE_STATES, Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import lane_label as target_label
 
-KILLABLE = frozenset({NsState.LIVE, NsState.HUNG})
+KILLABLE = frozenset({NsState.LIVE, NsState.HUNG, NsState.HEADLESS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +85,24 @@ def describe_kill(ns: NamespaceView, signal_name: str = "TERM") -> str:
     command = fmt.short_command(ns.command) or "?"
     owner = owner_label(ns.uid) if ns.uid is not None else f"user {ns.user or '?'}"
     other = whose(ns)
+    if ns.state is NsState.HEADLESS:
+        n = len(ns.members)
+        pids = ", ".join(str(m.pid) for m in ns.members[:5])
+        more = f" and {len(ns.members) - 5} more" if len(ns.members) > 5 else ""
+        return (
+            (f"{other} " if other else "")
+            + f"Send SIG{signal_name} to each of the {n} process{'' if n == 1 else 'es'} of lane "
+            f"{target_label(ns)!r} still running (pid {pids}{more}); its runner (pid {ns.pid}, "
+            f"{owner}) is gone. Each is re-checked at the moment of its signal (the same process "
+            "that was listed, running as the lane's user), then the lane is stale."
+        )
     return (
         (f"{other} " if other else "")
         + f"Send SIG{signal_name} to the process group of lane {target_label(ns)!r} "
         f"({command}; owner pid {ns.pid}, {owner}, checkout {ns.checkout_path or '?'}); "
         "`lanewatch run` then records the exit and releases the lane. The owner is re-checked "
-        "at the moment of the signal: if it changed since this row was shown, nothing is sent."
+        "at the moment of the signal: if it changed since this row was shown, nothing is sent. "
+        "Processes of the lane outside that group get the signal too, each re-checked."
     )
 
 

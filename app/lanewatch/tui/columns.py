@@ -31,6 +31,7 @@ STATE_STYLES = {
     NsState.STALE: "bold red",
     NsState.ORPHAN: "red",
     NsState.RELEASED: "dim",
+    NsState.HEADLESS: "bold cyan",
 }
 # An incident's kind is coloured by its severity (`model/kinds.py`); the 16 ANSI colours only,
 # so it reads the same in every terminal.

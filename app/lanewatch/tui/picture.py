@@ -30,7 +30,7 @@ VIEW_TITLES = {View.LANES: "Lanes", View.COLLISIONS: "Collisions", View.STALE: "
 
 # UNKNOWN ("could not tell") stays with the lanes: it may be alive, so it is never offered
 # for clearing.
-LANE_STATES = frozenset({NsState.LIVE, NsState.HUNG, NsState.UNKNOWN})
+LANE_STATES = frozenset({NsState.LIVE, NsState.HUNG, NsState.UNKNOWN, NsState.HEADLESS})
 
 
 def view_of(ns: NamespaceView) -> View:

@@ -4,6 +4,7 @@ and inert (`scheme.inert`): a stamp's `\x1b]0;` is shown, never sent to the term
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 
 from rich.console import Group, RenderableType
@@ -65,6 +66,7 @@ def namespace_renderable(
     owner.add_row("path", _t(ns.key))
     owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.size(ns.bytes)}"))
     parts: list[RenderableType] = [title, owner]
+    parts.extend(_members(ns))
     parts.extend(_writes_and_ledger(detail))
     parts.append(_section("Incidents"))
     if incidents:
@@ -80,6 +82,29 @@ def namespace_renderable(
     else:
         parts.append(Text("none", style="dim"))
     return Group(*parts)
+
+
+MAX_MEMBERS_SHOWN = 20
+
+
+def _members(ns: NamespaceView) -> list[RenderableType]:
+    """The lane's running processes: pid, since when (and how long, as of this change), how
+    each is known to be the lane's, its command. Shown when there are any."""
+    if not ns.members:
+        return []
+    n = len(ns.members)
+    parts: list[RenderableType] = [_section(f"Processes ({n})")]
+    grid = _grid()
+    now = time.time()
+    for m in ns.members[:MAX_MEMBERS_SHOWN]:
+        since = f"since {fmt.clock(m.started_at)} ({fmt.ago(m.started_at, now)})"
+        row = Text(f"{since}  ", style="dim").append(Text(f"{m.how}  ", style="dim"))
+        row.append(inert(m.command))
+        grid.add_row(Text(f"pid {m.pid}"), row)
+    parts.append(grid)
+    if n > MAX_MEMBERS_SHOWN:
+        parts.append(Text(f"and {n - MAX_MEMBERS_SHOWN} more", style="dim"))
+    return parts
 
 
 def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:

@@ -1,0 +1,91 @@
+"""Commands that hand their work to a server already running outside the lane.
+
+`tmux new -d …` does not run anything itself: it asks the tmux server on its socket to start
+the session. When that server was started before this `lanewatch run` (by the user, or by
+another lane), the session's processes are the server's children: not the lane's, and with
+the server's environment (another lane's TMPDIR). That is told before CMD starts, with the
+recipe that works: a server of the lane's own (docs/launchers.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+from collections.abc import Mapping, Sequence
+
+_TMUX_FLAGS_WITH_VALUE = "cfLST"  # tmux [-2CDlNuVv] [-c cmd] [-f file] [-L name] [-S path] [-T f]
+# Commands that only ask about or stop a server: nothing is handed over.
+_TMUX_HARMLESS = frozenset(
+    {"kill-server", "kill-session", "ls", "list-sessions", "has-session", "has", "info"}
+)
+
+
+def _tmux_socket(args: Sequence[str], env: Mapping[str, str]) -> tuple[str, str | None, list[str]]:
+    """The socket path tmux would use, its subcommand (None: tmux's default, new-session),
+    and the arguments without the socket options (-L, -S)."""
+    name = path = None
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--" or not arg.startswith("-") or arg == "-":
+            break
+        j, value = 1, None
+        while j < len(arg):
+            flag = arg[j]
+            if flag in _TMUX_FLAGS_WITH_VALUE:
+                value = arg[j + 1 :] or (args[i + 1] if i + 1 < len(args) else "")
+                used = [arg] if arg[j + 1 :] else args[i : i + 2]
+                i += len(used) - 1
+                if flag in "LS":
+                    name, path = (value, path) if flag == "L" else (name, value)
+                    if j > 1:
+                        kept.append(arg[:j])  # the flags before it: -2uL x keeps -2u
+                else:
+                    kept.extend(used)
+                break
+            j += 1
+        if value is None:
+            kept.append(arg)
+        i += 1
+    rest = list(args[i:])
+    command = next((a for a in rest if a != "--"), None)
+    if path:
+        where = path
+    elif name is None and env.get("TMUX"):
+        where = env["TMUX"].split(",")[0]
+    else:
+        base = env.get("TMUX_TMPDIR") or "/tmp"
+        where = os.path.join(base, f"tmux-{os.getuid()}", name or "default")
+    return where, command, kept + rest
+
+
+def _listening(path: str) -> bool:
+    """Whether a server answers on the unix socket `path` (a connect, closed at once)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(0.5)
+            s.connect(path)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def handed_outside(cmd: Sequence[str], env: Mapping[str, str], lane: str) -> str | None:
+    """The warning for a CMD that will hand its work to a server running outside the lane, or
+    None. Called before CMD starts: any server already listening is not the lane's."""
+    if not cmd or os.path.basename(cmd[0]) != "tmux":
+        return None
+    path, command, rest = _tmux_socket(cmd[1:], env)
+    if command in _TMUX_HARMLESS or not _listening(path):
+        return None
+    own = lane.replace("/", "-") or "lane"
+    fixed = shlex.join(["tmux", "-L", own, *rest])
+    return (
+        f"lanewatch: tmux will hand this command to the tmux server already running on "
+        f"{path}, outside lane {lane}: the session's processes will not belong to the lane, "
+        f"and they get that server's environment (its TMPDIR), not the lane's. Start a server "
+        f"of the lane's own instead: lanewatch run --lane {shlex.quote(lane)} -- {fixed} "
+        f"(attach with: tmux -L {shlex.quote(own)} attach). See docs/launchers.md."
+    )

@@ -1,0 +1,78 @@
+"""`lanewatch run` as its lane's child subreaper: it reaps whatever CMD leaves behind, and the
+lane stays live until the last of the lane's processes has ended.
+
+Why wait (docs/launchers.md): a command that daemonizes (`tmux new -d`, `nohup x &`, a double
+fork) returns at once while its work goes on; if the runner released the lane then, the lane
+would read "released" (clearable) while its processes still write to it. So after CMD exits
+the runner says, once, which processes still run and keeps the lane until they end; its exit
+code is still CMD's. Ctrl-C (any forwarded signal) then goes to each of those processes,
+identity-checked (`linux.reaper.signal_exact`), and `lanewatch kill LANE` ends them too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+from lanewatch.inert import inert
+from lanewatch.lanes import ledger
+from lanewatch.lanes.lane import Lane
+from lanewatch.linux import reaper
+from lanewatch.linux.procid import ProcessIdentity, boot_id
+
+MAX_NAMED = 5
+
+
+def become_subreaper() -> str | None:
+    """Make the runner its descendants' reaper of last resort; None, or why it could not."""
+    return reaper.set_child_subreaper()
+
+
+def wait_for_command(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for CMD as `proc.wait()` would, reaping on the way every orphan re-parented to us
+    (a subreaper that never reaped would collect zombies). Returns the raw return code."""
+    while proc.returncode is None:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:  # reaped elsewhere: ask Popen, which knows
+            return proc.wait()
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode
+
+
+def signal_descendants(sig: int) -> None:
+    """Send `sig` to each of our descendants, each checked by identity at the signal."""
+    boot = boot_id()
+    for st in reaper.descendants(os.getpid()):
+        reaper.signal_exact(ProcessIdentity(st.pid, st.start_ticks, boot), sig)
+
+
+def linger(lane: Lane, command: str, code: int, retarget: Callable[[], None]) -> None:
+    """After CMD exited with `code`: while processes of the lane run (our descendants, with
+    the subreaper: every one it started), say so once and reap them until none is left.
+    `retarget` points the runner's signal forwarding at those processes."""
+    left = reaper.descendants(os.getpid())
+    if not left:
+        return
+    retarget()
+    named = ", ".join(f"pid {st.pid} ({inert(st.comm)})" for st in left[:MAX_NAMED])
+    more = f" and {len(left) - MAX_NAMED} more" if len(left) > MAX_NAMED else ""
+    print(
+        f"lanewatch: {inert(command)} exited ({code}); lane {inert(lane.name)} stays live while "
+        f"its {len(left)} process(es) run: {named}{more}. Ctrl-C or "
+        f"`lanewatch kill {inert(lane.name)}` ends them.",
+        file=sys.stderr,
+        flush=True,
+    )
+    ledger.append(
+        lane.namespace, "lingering", lane=lane.name, pids=[st.pid for st in left], exit_code=code
+    )
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+    ledger.append(lane.namespace, "processes-ended", lane=lane.name)

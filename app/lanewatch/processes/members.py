@@ -1,0 +1,177 @@
+"""A lane's members: every running process CMD started, however it left the runner's tree.
+
+Four ways a process is known to be a lane's, strongest first (`LaneMember.how`):
+- `descendant`: in the tree below the runner. `lanewatch run` is a child subreaper
+  (`linux/reaper.py`), so a process that daemonizes (setsid, double fork) is re-parented to the
+  runner, not to init, and stays in this tree for as long as the runner lives;
+- `group`: in the process group of CMD (`stamp.pgid`, led by `stamp.child_pid`). The group
+  outlives its leader; a pgid number is never handed out again while any member lives. A
+  process counts only if it started no earlier than the leader, and while a process holds the
+  leader's pid it must be the leader itself (same start ticks);
+- `mount-ns`: in the lane's own mount namespace (`stamp.mnt_ns`, the fence's), which a
+  process cannot leave without privileges;
+- `marker`: `$LANEWATCH_NAMESPACE` names the lane's namespace (`lanewatch run` exports it, and
+  children inherit it), started no earlier than the runner, running as the stamp's uid. The
+  last resort: a program may clear its environment.
+The descendants of every process found are members too.
+
+While the runner lives, the tree and the group are enough (the subreaper keeps everything in
+the tree) and nothing else is read. Once it is gone (killed, or released without waiting) the
+mount namespace and the marker are read too, once per process: each process's answer is kept
+by (pid, start ticks, name), so a probe reads only processes it has not seen.
+Lanewatch's own processes (`ownpids`) are never members, nor pid 1, nor kernel threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from lanewatch.lanes.lane import ENV_NAMESPACE
+from lanewatch.lanes.stamp import Stamp
+from lanewatch.linux.proc import Pinned, ProcStat, environ_values, namespace_link
+from lanewatch.linux.reaper import descendants
+from lanewatch.model.views import LaneMember
+from lanewatch.processes.ownpids import own_pids
+from lanewatch.processes.pidclock import CLK_TCK, boottime
+
+_MARKER = f"{ENV_NAMESPACE}=".encode()
+MAX_COMMAND = 200  # characters of a member's command line kept
+
+
+Table = Mapping[int, ProcStat]
+
+
+class _Facts:
+    """What each process said about itself, kept while it runs: (uid, marker, mount ns,
+    command) by (pid, start ticks, name). The name changes at exec, and so may the rest."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[int, int, str], tuple[int | None, str | None, str | None, str]] = {}
+
+    def of(self, st: ProcStat) -> tuple[int | None, str | None, str | None, str]:
+        key = (st.pid, st.start_ticks, st.comm)
+        with self._lock:
+            known = self._seen.get(key)
+        if known is not None:
+            return known
+        found = _read(st)
+        with self._lock:
+            self._seen[key] = found
+        return found
+
+    def forget_gone(self, procs: Table) -> None:
+        """Drop what was kept about processes no longer in `procs` (bounded by the table)."""
+        with self._lock:
+            if len(self._seen) > 2 * len(procs) + 64:
+                self._seen = {
+                    k: v
+                    for k, v in self._seen.items()
+                    if (st := procs.get(k[0])) is not None and st.start_ticks == k[1]
+                }
+
+
+_facts = _Facts()
+
+
+def _read(st: ProcStat) -> tuple[int | None, str | None, str | None, str]:
+    """uid, $LANEWATCH_NAMESPACE, mount namespace and command line of `st`'s process, read
+    through a pinned /proc/PID (a pid reused meanwhile answers nothing)."""
+    uid = marker = None
+    command = st.comm
+    try:
+        with Pinned.open(st.pid) as p:
+            now = p.stat()
+            if now is None or now.start_ticks != st.start_ticks:
+                return None, None, None, command
+            uid = p.owner()
+            try:
+                marker = environ_values(p.environ(), _MARKER)[0]
+            except OSError:
+                marker = None  # another user's process, as a normal user: no marker seen
+            with contextlib.suppress(OSError):
+                command = " ".join(a for a in p.cmdline() if a)[:MAX_COMMAND] or st.comm
+    except OSError:
+        return None, None, None, command
+    return uid, marker, namespace_link(st.pid), command
+
+
+@functools.cache
+def _booted_at() -> float:
+    """Epoch seconds of the boot, once: so a process's start time reads the same each probe."""
+    return time.time() - boottime()
+
+
+def started_at(start_ticks: int) -> float:
+    """Epoch seconds of a process start given in clock ticks since boot."""
+    return round(_booted_at() + start_ticks / CLK_TCK, 2)
+
+
+def members_of(
+    stamp: Stamp, namespace: str, procs: Table, *, runner_alive: bool
+) -> tuple[LaneMember, ...]:
+    """The running processes of the lane `stamp` names (its runner left out), from `procs`."""
+    skip = own_pids() | {stamp.pid}
+    found: dict[int, str] = {}
+    if runner_alive:
+        for st in descendants(stamp.pid, procs):
+            found.setdefault(st.pid, "descendant")
+    for st in _group(stamp, procs):
+        found.setdefault(st.pid, "group")
+    if not runner_alive:
+        for pid, how in _marked(stamp, namespace, procs):
+            found.setdefault(pid, how)
+        for pid in list(found):
+            for st in descendants(pid, procs):
+                found.setdefault(st.pid, "descendant")
+    out = []
+    for pid, how in sorted(found.items()):
+        st = procs.get(pid)
+        if pid in skip or pid <= 1 or st is None or st.kernel_thread or st.state in ("Z", "X"):
+            continue
+        uid, _marker, _ns, command = _facts.of(st)
+        when = started_at(st.start_ticks)
+        out.append(LaneMember(pid, st.start_ticks, command, when, how, uid, st.pgid))
+    _facts.forget_gone(procs)
+    return tuple(out)
+
+
+def _group(stamp: Stamp, procs: Table) -> list[ProcStat]:
+    """Members of CMD's process group, while the group can still be CMD's (module doc)."""
+    pgid, ticks = stamp.pgid, stamp.child_start_ticks
+    if not pgid or pgid <= 1 or ticks is None or pgid != stamp.child_pid:
+        return []
+    leader = procs.get(pgid)
+    if leader is not None and leader.start_ticks != ticks:
+        return []  # the number names another process now: the group is not CMD's
+    return [st for st in procs.values() if st.pgid == pgid and st.start_ticks >= ticks]
+
+
+def _marked(stamp: Stamp, namespace: str, procs: Table) -> list[tuple[int, str]]:
+    """Processes started since the runner that carry the lane's mount namespace or marker."""
+    out = []
+    for st in procs.values():
+        if st.start_ticks < stamp.start_ticks or st.pid <= 1 or st.kernel_thread:
+            continue
+        uid, marker, ns, _command = _facts.of(st)
+        if stamp.mnt_ns and ns == stamp.mnt_ns:
+            out.append((st.pid, "mount-ns"))
+        elif marker == namespace and uid == stamp.uid:
+            out.append((st.pid, "marker"))
+    return out
+
+
+def lazy_table(read: Callable[[], dict[int, ProcStat]]) -> Callable[[], dict[int, ProcStat]]:
+    """`read`, called at most once: the process table shared by the judgements of one probe."""
+    kept: list[dict[int, ProcStat]] = []
+
+    def once() -> dict[int, ProcStat]:
+        if not kept:
+            kept.append(read())
+        return kept[0]
+
+    return once

@@ -1,0 +1,303 @@
+"""A lane's members: what CMD starts stays the lane's (setsid, double fork, a cleared
+environment, the runner's death), `status` lists it, `kill` ends it, `clear` waits for it.
+Real `lanewatch run` processes, real signals, a real tmux server on a socket of the test's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lanewatch.lanes import ledger
+from lanewatch.lanes.lane import locate
+from lanewatch.lanes.stamp import OwnerState, read_stamp
+from lanewatch.linux import reaper
+from lanewatch.linux.procid import ProcessIdentity, boot_id, start_ticks
+from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
+
+pytestmark = pytest.mark.unprivileged  # user journeys: also run as a normal user
+
+DEADLINE = 30.0
+
+# CMD: fork; the child starts a session of its own and forks again (a daemon's double fork);
+# the grandchild (optionally with an empty environment) writes its pid and waits for a file.
+DOUBLE_FORK = textwrap.dedent(
+    """
+    import os, sys
+    mode, out, go = sys.argv[1:4]
+    waiter = (
+        "import os, sys, time\\n"
+        "out, go = sys.argv[1:3]\\n"
+        "open(out + '.part', 'w').write(str(os.getpid()))\\n"
+        "os.rename(out + '.part', out)\\n"
+        "deadline = time.monotonic() + 120\\n"
+        "while not os.path.exists(go) and time.monotonic() < deadline:\\n"
+        "    time.sleep(0.02)\\n"
+    )
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            env = {} if mode == "clear" else dict(os.environ)
+            os.execve(sys.executable, [sys.executable, "-c", waiter, out, go], env)
+        os._exit(0)
+    os.wait()
+    """
+)
+
+
+def ns_of(lane: str, repo: Path) -> Path:
+    return locate(lane, checkout=repo).namespace
+
+
+def status_of(repo: Path, lane: str) -> dict[str, Any]:
+    result = lanewatch("status", "--json", cwd=repo)
+    assert result.returncode in (0, 4, 5), result.stderr
+    found = [n for n in json.loads(result.stdout)["namespaces"] if n["lane"] == lane]
+    assert len(found) == 1, result.stdout
+    return found[0]
+
+
+def start_double_fork(
+    spawn: Spawn, repo: Path, tmp_path: Path, lane: str, mode: str
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`lanewatch run --lane LANE -- python DOUBLE_FORK`; returns the runner, the grandchild's
+    pid once CMD has exited (the runner lingers), and the file that ends the grandchild."""
+    out, go = tmp_path / f"{lane}.pid", tmp_path / f"{lane}.go"
+    cmd = [sys.executable, "-c", DOUBLE_FORK, mode, str(out), str(go)]
+    runner = spawn(
+        [*LANEWATCH, "run", "--lane", lane, "--", *cmd],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    pid = int(wait_for(lambda: out.exists() and out.read_text(), DEADLINE, what="grandchild"))
+    ns = ns_of(lane, repo)
+    wait_for(lambda: any(e.event == "lingering" for e in ledger.read(ns)), DEADLINE)
+    return runner, pid, go
+
+
+def member(entry: dict[str, Any], pid: int) -> dict[str, Any]:
+    found = [m for m in entry["members"] if m["pid"] == pid]
+    assert found, entry
+    return found[0]
+
+
+def test_a_daemon_stays_a_member_after_the_runner_is_killed_and_kill_ends_it(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
+) -> None:
+    runner, pid, _go = start_double_fork(spawn, repo, tmp_path, "a", "keep")
+    subreaper.adopt(pid)
+    live = status_of(repo, "a")
+    assert live["state"] == "live"  # CMD has exited; its daemon keeps the lane
+    assert member(live, pid)["how"] == "descendant"  # re-parented to the runner (subreaper)
+    assert os.getpgid(pid) == os.getsid(pid) != os.getsid(runner.pid)  # left CMD's session
+
+    runner.kill()  # SIGKILL: the runner cannot release or wait any more
+    runner.wait(timeout=DEADLINE)
+    gone = status_of(repo, "a")
+    assert gone["state"] == "headless", gone
+    assert "1 process of the lane still runs" in gone["reason"]
+    m = member(gone, pid)
+    assert m["how"] == "marker" and m["start_ticks"] == start_ticks(pid)
+    assert "python" in m["command"] and m["age"] is not None and m["age"] >= 0
+
+    said = lanewatch("clear", "a", "--yes", cwd=repo)
+    assert said.returncode != 0 and f"pid {pid}" in said.stderr + said.stdout
+    assert ns_of("a", repo).is_dir()
+
+    killed = lanewatch("kill", "a", "--yes", cwd=repo)
+    assert killed.returncode == 0, killed.stderr + killed.stdout
+    assert "stopped" in killed.stdout
+    state = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG)  # ours now: we are the subreaper
+    assert state is None or state.si_pid == pid
+    after = status_of(repo, "a")
+    assert after["state"] == "stale" and after["members"] == []
+    cleared = lanewatch("clear", "a", "--yes", cwd=repo)
+    assert cleared.returncode == 0, cleared.stderr + cleared.stdout
+    assert not ns_of("a", repo).exists()
+
+
+def test_a_daemon_with_a_cleared_environment_is_a_member_while_the_runner_lives(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
+) -> None:
+    """No marker, its own session: only the runner's tree knows it. `kill` of the live lane
+    reaches it (it is outside CMD's group); the runner then releases with CMD's code."""
+    runner, pid, _go = start_double_fork(spawn, repo, tmp_path, "bare", "clear")
+    subreaper.adopt(pid)
+    assert b"LANEWATCH_NAMESPACE" not in Path(f"/proc/{pid}/environ").read_bytes()
+    live = status_of(repo, "bare")
+    assert live["state"] == "live" and member(live, pid)["how"] == "descendant"
+    killed = lanewatch("kill", "bare", "--yes", cwd=repo)
+    assert killed.returncode == 0, killed.stderr + killed.stdout
+    assert runner.wait(timeout=DEADLINE) == 0
+    stamp = read_stamp(ns_of("bare", repo)).stamp
+    assert stamp is not None and stamp.state is OwnerState.RELEASED and stamp.exit_code == 0
+    assert start_ticks(pid) is None  # the runner reaped it
+
+
+# --- tmux -------------------------------------------------------------------------------------
+
+TMUX = shutil.which("tmux")
+needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (.ci/run installs it)")
+
+
+@pytest.fixture
+def tmux_socket(tmp_path: Path) -> Iterator[Path]:
+    """A socket of the test's own, never the user's server; its server is killed at the end."""
+    sock = tmp_path / "tmux.sock"
+    try:
+        yield sock
+    finally:
+        subprocess.run(
+            ["tmux", "-S", str(sock), "kill-server"], capture_output=True, timeout=DEADLINE
+        )
+
+
+@needs_tmux
+def test_a_tmux_session_started_by_the_lane_keeps_it_live_until_it_ends(
+    spawn: Spawn, repo: Path, tmp_path: Path, tmux_socket: Path
+) -> None:
+    go = tmp_path / "go"
+    session = f"while [ ! -e {go} ]; do sleep 0.05; done"
+    runner = spawn(
+        [*LANEWATCH, "run", "--lane", "a", "--", "tmux", "-S", str(tmux_socket), "new", "-d",
+         session],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    ns = ns_of("a", repo)
+    wait_for(lambda: any(e.event == "lingering" for e in ledger.read(ns)), DEADLINE)
+    live = status_of(repo, "a")
+    assert live["state"] == "live"
+    commands = " | ".join(m["command"] for m in live["members"])
+    assert "tmux" in commands and ("sleep" in commands or "while" in commands), commands
+    assert runner.poll() is None  # `tmux new -d` returned; the lane did not
+    go.touch()  # the session's command ends, the session with it, then the server
+    assert runner.wait(timeout=DEADLINE) == 0
+    assert runner.stderr is not None
+    assert b"stays live while its" in runner.stderr.read()
+    done = status_of(repo, "a")
+    assert done["state"] == "released" and done["members"] == []
+
+
+@needs_tmux
+def test_a_tmux_server_running_outside_the_lane_is_named_with_the_recipe(
+    repo: Path, tmux_socket: Path
+) -> None:
+    outer = subprocess.run(
+        ["tmux", "-S", str(tmux_socket), "new", "-d", "-s", "outer", "sleep 120"],
+        capture_output=True,
+        timeout=DEADLINE,
+    )
+    assert outer.returncode == 0, outer.stderr
+    result = lanewatch(
+        "run", "--lane", "b", "--", "tmux", "-S", str(tmux_socket), "new", "-d", "true", cwd=repo
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"tmux server already running on {tmux_socket}, outside lane b" in result.stderr
+    assert "lanewatch run --lane b -- tmux -L b new -d true" in result.stderr
+    assert "stays live" not in result.stderr  # the server is not the lane's: nothing to wait for
+
+
+def test_no_warning_for_a_tmux_without_a_running_server(repo: Path, tmp_path: Path) -> None:
+    sock = tmp_path / "none.sock"
+    result = lanewatch(
+        "run", "--lane", "c", "--", "sh", "-c", f"echo tmux -S {sock} new -d", cwd=repo
+    )
+    assert result.returncode == 0 and "outside lane" not in result.stderr
+
+
+def test_a_killed_signal_does_not_leak_to_other_lanes(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
+) -> None:
+    """Two headless lanes: killing one leaves the other's processes running."""
+    one, pid1, _ = start_double_fork(spawn, repo, tmp_path, "one", "keep")
+    two, pid2, go2 = start_double_fork(spawn, repo, tmp_path, "two", "keep")
+    subreaper.adopt(pid1)
+    subreaper.adopt(pid2)
+    for runner in (one, two):
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=DEADLINE)
+    assert lanewatch("kill", "one", "--yes", cwd=repo).returncode == 0
+    assert status_of(repo, "one")["state"] == "stale"
+    other = status_of(repo, "two")
+    assert other["state"] == "headless" and member(other, pid2)
+    go2.touch()
+    wait_for(lambda: status_of(repo, "two")["state"] == "stale", DEADLINE, what="two ends")
+
+
+WORKTREE_SCRIPT = """
+set -e
+cd "$1"
+for n in 1 2; do
+  git worktree add -q "../agent-$n" -b "agent-$n"
+  (cd "../agent-$n" && $LW run --lane agent -- sh -c \\
+    'echo "$TMPDIR" > "$0"; (while [ ! -e "$1" ]; do sleep 0.05; done) </dev/null >/dev/null &' \\
+    "$2/tmpdir-$n" "$2/go") &
+done
+wait
+"""
+
+
+def test_a_git_worktree_script_gives_each_agent_its_own_lane(
+    spawn: Spawn, repo: Path, tmp_path: Path
+) -> None:
+    """docs/launchers.md's recipe: one worktree and one background `run` per agent, the same
+    lane name in each; every agent has its own namespace and TMPDIR; the script's `wait` ends
+    when each agent and what it left running have ended."""
+    env = {**os.environ, "LW": shlex.join(LANEWATCH)}
+    script = spawn(
+        ["sh", "-c", WORKTREE_SCRIPT, "sh", str(repo), str(tmp_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    def lanes() -> list[dict[str, Any]]:
+        result = lanewatch("status", "--json", cwd=repo)
+        found = [n for n in json.loads(result.stdout)["namespaces"] if n["lane"] == "agent"]
+        return found if len(found) == 2 and all(n["members"] for n in found) else []
+
+    live = wait_for(lanes, DEADLINE, what="two live lanes with members")
+    assert {n["state"] for n in live} == {"live"}
+    assert len({n["key"] for n in live}) == 2  # one lane name, two checkouts, two namespaces
+    tmpdirs = {(tmp_path / f"tmpdir-{n}").read_text().strip() for n in (1, 2)}
+    assert tmpdirs == {f"{n['key']}/tmp" for n in live}
+    (tmp_path / "go").touch()
+    assert script.wait(timeout=DEADLINE) == 0, script.stderr
+    done = [n for n in json.loads(lanewatch("status", "--json", cwd=repo).stdout)["namespaces"]]
+    assert {n["state"] for n in done if n["lane"] == "agent"} == {"released"}
+
+
+def test_the_linux_layer_makes_a_subreaper_and_signals_one_identity_only() -> None:
+    """`linux/reaper.py`: the prctl works (in a child: the flag stays with its process), and a
+    signal goes only to the identity given (a wrong start time is refused, nothing sent)."""
+    code = "from lanewatch.linux import reaper; print(reaper.set_child_subreaper(), reaper.is_child_subreaper())"  # noqa: E501
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["None", "True"], out.stderr
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        me = reaper.descendants(os.getpid())
+        assert sleeper.pid in [st.pid for st in me]
+        ticks = start_ticks(sleeper.pid)
+        assert ticks is not None
+        wrong = ProcessIdentity(sleeper.pid, ticks + 1, boot_id())
+        assert reaper.signal_exact(wrong, signal.SIGTERM) is False
+        assert sleeper.poll() is None  # untouched
+        assert reaper.signal_exact(ProcessIdentity(sleeper.pid, ticks, boot_id()), signal.SIGTERM)
+        assert sleeper.wait(timeout=DEADLINE) == -signal.SIGTERM
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()
