@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,8 +96,23 @@ def test_the_service_names_a_detached_writer_fast_and_status_shows_it(
         check=True,
     ).stdout.strip()
     assert manual.startswith("nohup ") and manual.endswith(" &")
-    # The docs' command, as a shell runs it; its process group is killed at the end.
+    # The docs' command, as a shell runs it. The shell exits at once, so the fixture's kill of
+    # its group would not run: `service uninstall` stops the recorder (by identity) at the end.
     spawn(["sh", "-c", manual], cwd=tmp_path)
+    try:
+        _journey(repo, root, tmp_path, isolated_state, procs, a)
+    finally:
+        subprocess.run([*LANEWATCH, "service", "uninstall"], capture_output=True, timeout=60)
+
+
+def _journey(
+    repo: Path,
+    root: Path,
+    tmp_path: Path,
+    isolated_state: Path,
+    procs: list[subprocess.Popen[bytes]],
+    a: Any,
+) -> None:
     log = isolated_state / "service.log"
     wait_for(lambda: log.exists() and re.search(r"state\s+live\s+A:", log.read_text()), 30)
     said = subprocess.run(
@@ -150,7 +166,13 @@ def test_the_fast_probe_reads_processes_found_only_by_their_lane_marker(
     target = a.namespace / "tmp" / "held.txt"
     pidfile = tmp_path / "writer.pid"
     try:
-        b = start_lane(procs, repo, root, "B", detached_writer_cmd(target, pidfile))
+        # Since the runner is a subreaper, B's own detached children stay in its tree; what only
+        # the marker finds is a process of lane B started elsewhere with B's environment (a
+        # server the lane handed work to): here, started by the test in a session of its own.
+        b = start_lane(procs, repo, root, "B")
+        env = {**os.environ, "LANEWATCH_NAMESPACE": str(b.namespace), "LANEWATCH_LANE": "B"}
+        writer = [sys.executable, "-c", WRITER, str(target), str(pidfile)]
+        procs.append(subprocess.Popen(writer, env=env, start_new_session=True))
         writer_pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text(), 20))
         wait_for(target.exists, 20)
         stamps = {}
