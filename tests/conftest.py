@@ -80,6 +80,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_terminal_size_in_the_environment() -> Iterator[None]:
+    """The CLI honours $COLUMNS when piped; a size left in the environment (by a shell, or by
+    a library during another test of this worker) would squeeze the tables tests read."""
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+    yield
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+
+
+@pytest.fixture(autouse=True)
 def _fast_tests_start_no_process(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -56,7 +56,9 @@ class Lanes:
         cmd: Sequence[str] = ("sleep", "600"),
         heartbeat: float = 0.5,
         wait: bool = True,
+        fence: str = "auto",
     ) -> RealLane:
+        """`fence="none"`: a lane that must reach shared temp (what an unfenced lane does)."""
         owner = subprocess.Popen(
             [
                 *LANEWATCH,
@@ -67,6 +69,8 @@ class Lanes:
                 name,
                 "--heartbeat",
                 str(heartbeat),
+                "--fence",
+                fence,
                 "--",
                 *cmd,
             ],

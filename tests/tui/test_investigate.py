@@ -251,9 +251,10 @@ async def test_shared_file_timeline_shows_both_contents_and_the_diff(
     with shared_temp_file() as shared:
         async with app.run_test(size=(160, 100)) as pilot:
             await until(pilot, lambda: app.picture.attribution == "kernel", 30, what="kernel")
-            lanes.start("A", write_cmd(first, shared, then="exec sleep 60"))
+            # unfenced: a fenced lane's /tmp is its own (tests/unit/test_fence.py)
+            lanes.start("A", write_cmd(first, shared, then="exec sleep 60"), fence="none")
             await until(pilot, lambda: len(history([str(scratch)], str(shared))) >= 1, 30, what="A")
-            lanes.start("B", write_cmd(second, shared, then="exec sleep 60"))
+            lanes.start("B", write_cmd(second, shared, then="exec sleep 60"), fence="none")
 
             def b_incident() -> Incident | None:
                 for inc in app.picture.incidents.values():

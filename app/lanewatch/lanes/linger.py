@@ -50,6 +50,19 @@ def signal_descendants(sig: int) -> None:
         reaper.signal_exact(ProcessIdentity(st.pid, st.start_ticks, boot), sig)
 
 
+def _tmux_hint(lane: Lane) -> str:
+    """A tmux server started in a fenced lane has its socket in the lane's private /tmp, which
+    is `<namespace>/tmp` outside: name the path to attach from outside (`tmux -L` cannot)."""
+    if lane.fence is None or "/tmp" not in lane.fence.private:
+        return ""
+    folder = lane.tmp_dir / f"tmux-{os.getuid()}"
+    try:
+        sockets = sorted(e.path for e in os.scandir(folder) if e.is_socket())
+    except OSError:
+        return ""
+    return "".join(f" Attach from outside the lane: tmux -S {inert(s)} attach." for s in sockets)
+
+
 def linger(lane: Lane, command: str, code: int, retarget: Callable[[], None]) -> None:
     """After CMD exited with `code`: while processes of the lane run (our descendants, with
     the subreaper: every one it started), say so once and reap them until none is left.
@@ -63,7 +76,7 @@ def linger(lane: Lane, command: str, code: int, retarget: Callable[[], None]) ->
     print(
         f"lanewatch: {inert(command)} exited ({code}); lane {inert(lane.name)} stays live while "
         f"its {len(left)} process(es) run: {named}{more}. Ctrl-C or "
-        f"`lanewatch kill {inert(lane.name)}` ends them.",
+        f"`lanewatch kill {inert(lane.name)}` ends them.{_tmux_hint(lane)}",
         file=sys.stderr,
         flush=True,
     )
