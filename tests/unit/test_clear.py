@@ -265,6 +265,42 @@ def test_a_file_opened_for_a_moment_does_not_block(lw: Procs, scratch: Path) -> 
     assert reader.poll() is None
 
 
+# A fanotify listener with an event it has not read yet: it holds the event's file open,
+# read-only, for as long as it takes (a busy recorder: seconds). Its read-write file inside
+# is a real use and still refuses.
+FANOTIFY_HOLDER = textwrap.dedent(
+    """
+    import ctypes, sys, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    group = libc.fanotify_init(0, 0)  # FAN_CLASS_NOTIF: root (CAP_SYS_ADMIN) only
+    assert group >= 0, ctypes.get_errno()
+    f = open(sys.argv[1], sys.argv[2])
+    print("ready", flush=True)
+    time.sleep(300)
+    """
+)
+
+
+@pytest.mark.privileged
+@pytest.mark.parametrize("mode", ["r", "r+"])
+def test_a_fanotify_listeners_event_file_does_not_block(
+    lw: Procs, scratch: Path, mode: str
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("fanotify_init needs root (CAP_SYS_ADMIN)")
+    ns = released_namespace(scratch, "watched")
+    (ns / "tmp" / "f0.txt").write_text("x")
+    args = [sys.executable, "-c", FANOTIFY_HOLDER, str(ns / "tmp" / "f0.txt"), mode]
+    listener = lw.start(args, stdout=subprocess.PIPE, cwd="/")
+    assert listener.stdout is not None and listener.stdout.readline() == b"ready\n"
+    result = clear("watched", check=False)
+    if mode == "r":
+        assert result.outcome == "cleared", result.message
+    else:
+        assert_refused(result, ns, f"pid {listener.pid}")
+    assert listener.poll() is None
+
+
 def test_stamp_is_read_again_under_the_lock(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between the first look (released) and the lock, a new owner claimed and wrote its stamp."""
     ns = released_namespace(scratch, "reclaimed")

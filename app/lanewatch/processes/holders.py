@@ -553,6 +553,7 @@ def _held_fds(
         problems.append(Unreadable(pid, "fd", _why(exc)))
         return []
     held: list[HeldPath] = []
+    watcher = False
     match = matcher.match
     try:
         try:
@@ -582,6 +583,7 @@ def _held_fds(
             # Most fds are sockets, pipes or paths elsewhere: reject them before any stat
             # (`matcher.maybe`, inlined: this line runs for every fd on the machine).
             if not raw.startswith(slashed) and raw not in exact:
+                watcher = watcher or raw == _FANOTIFY
                 continue
             prefix = match(raw)
             suffixed = raw.endswith(_DELETED)
@@ -616,7 +618,15 @@ def _held_fds(
             reading.table = hash((tuple(names), tuple(reading.links)))
     finally:
         os.close(fdd)
+    if watcher:  # a fanotify listener's read-only fds are its events' files, not a user's
+        return [h for h in held if h.access != "read"]
     return held
+
+
+# A fanotify group (a watcher such as a root `lanewatch record` with kernel attribution) gets an
+# open read-only fd of each file an event names, held until it has read the event: a clear must
+# not take that for a process using the namespace (a concurrent recorder made clear refuse).
+_FANOTIFY = "anon_inode:[fanotify]"
 
 
 def _fd_access(link: str, dfd: int) -> Access | None:
