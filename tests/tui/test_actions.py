@@ -131,6 +131,7 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
                 (ns := app.picture.namespaces.get(done.key)) is not None
                 and ns.state is NsState.RELEASED
             ),
+            30,  # a `lanewatch run` start and exit: ~0.3 s alone, seconds beside a busy suite
             what="released lane",
         )
         await show(pilot, app, View.STALE, done.key)

@@ -431,8 +431,9 @@ def test_no_descriptor_leaks_after_1000_events(tmp_path: Path) -> None:
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(folder), "1000"])
         assert proc.wait(timeout=120) == 0
         collector.wait(lambda: len({e.path for e in collector.events if e.is_close_write}) >= 1000)
+    # No descriptor of ours is left open. (The worker's other threads, left by earlier tests,
+    # may close theirs meanwhile: fewer is not a leak.)
     assert open_fds() - before == set()
-    assert len(open_fds()) == len(before)
     assert {e.pid for e in collector.events if not e.is_overflow} == {proc.pid}
     assert len(collector.content) == 1000 and None not in collector.content.values()
     assert collector.open_during_callback

@@ -10,7 +10,10 @@ from collections.abc import Iterable
 
 
 def is_under(path: str, prefix: str) -> bool:
-    """`path` is `prefix` or lies below it. A trailing slash on `prefix` does not matter."""
+    """`path` is `prefix` or lies below it. A trailing slash on `prefix` does not matter. An
+    empty string is no path: under nothing (`"".startswith("")` would put it under "/")."""
+    if not path:
+        return False
     base = prefix.rstrip("/")
     return path in (prefix, base) or path.startswith(base + "/")
 
