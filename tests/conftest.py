@@ -257,6 +257,16 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Processes a test starts; all are killed and reaped at the end."""
     started: list[subprocess.Popen[bytes]] = []
     yield started
+    # SIGTERM first: a `lanewatch run` forwards it to CMD, which runs in a process group of its
+    # own that a SIGKILL of the runner's group would leave running (for as long as it sleeps).
+    running = [p for p in started if p.poll() is None]
+    for p in running:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 3
+    for p in running:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
     for p in started:
         if p.poll() is None:
             try:
