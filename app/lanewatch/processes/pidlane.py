@@ -300,23 +300,12 @@ class PidLanes:
             owners = list(self.owners.by_pid.get(pid, ()))
         for (p, start), o in owners:
             if start not in found and self.clock.proves(p, start, window, now=now):
-                cmd = o.command
-                found[start] = Writer(
-                    p,
-                    start,
-                    True,
-                    o.lane,
-                    o.key,
-                    self._root_of(o.key),
-                    o.checkout_id,
-                    o.checkout_path,
-                    cmd,
-                    how=f"its lane's {'command' if p == o.child_pid else 'owner'} per the stamp;"
-                    " exited before we read the event, pid not reused since",
-                    owner_pid=o.pid,
-                    owner=True,
-                    git_common_dir=o.git_common_dir,
+                role = "command" if p == o.child_pid else "owner"
+                how = (
+                    f"its lane's {role} per the stamp;"
+                    " exited before we read the event, pid not reused since"
                 )
+                found[start] = self._owner_writer(o, p, start, how)
         if len(found) == 1:
             self.stats["credited"] += 1
             return next(iter(found.values()))
