@@ -1,0 +1,12 @@
+"""The scheme version: which layout of roots, namespaces, stamps and receipts a host keeps.
+
+A stamp's or receipt's `schema` says how one file is written; the scheme says how a whole host
+keeps its lanes (where namespaces live, what binds them to a checkout, what a gate reads). Hosts
+that share work must run the same scheme: the many-host view flags one that differs, and every
+stamp, receipt, `id --json` and the metrics carry it. Raise it only when a host on the old scheme
+would misjudge a lane of the new one.
+"""
+
+from __future__ import annotations
+
+SCHEME_VERSION = 1
