@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "purge": "trash_cmd:purge_command",
     "record": "record_cmd:record_command",
     "history": "history_cmd:history_command",
+    "hello": "hello_cmd:hello_command",
     "service": "service_cmd:service_command",
     "completion": "completion_cmd:completion_command",
 }
@@ -53,6 +54,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "hook": _ANYWHERE,
     "roots": _ANYWHERE,
     "completion": _ANYWHERE,
+    "hello": _ANYWHERE,  # the many-host handshake: names a host even where the engine cannot run
     "run": _PROC_ONLY,  # the owner's identity: start time and boot id
     "prove": _PROC_ONLY,
     "drill": _PROC_ONLY,

@@ -37,7 +37,7 @@ import click
 from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import read_roots
-from lanewatch.cli.status_cmd import incident_json
+from lanewatch.cli.status_cmd import incident_json, namespace_json
 from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert
 from lanewatch.lanes.roots import state_dir
@@ -50,8 +50,10 @@ ROOTS_EVERY = 10.0  # seconds between two looks at the registry (a service: new 
 class Printer:
     """Turns delivered Changes into lines; remembers what it printed, so only changes print."""
 
-    def __init__(self, as_json: bool, roots: Sequence[str]) -> None:
+    def __init__(self, as_json: bool, roots: Sequence[str], views: bool = False) -> None:
         self.as_json = as_json
+        self.views = views  # --views: every change of a namespace, with the whole of it
+        self.seen: dict[str, NamespaceView] = {}
         self.roots = list(roots)
         self.states: dict[str, tuple[str, str]] = {}
         self.incidents: dict[str, tuple[int, bool]] = {}
@@ -92,10 +94,13 @@ class Printer:
                 self.health[h.root] = (h.status, h.detail)
                 self.emit("health", root=h.root, status=h.status, detail=h.detail)
         for key, v in sorted(changes.upserts.items()):
-            if self.states.get(key) != (v.state.value, v.reason):
+            changed = self.states.get(key) != (v.state.value, v.reason)
+            if changed or (self.views and self.seen.get(key) != v):
                 self.states[key] = (v.state.value, v.reason)
+                self.seen[key] = v
                 self.state(v)
         for key in sorted(changes.removed):
+            self.seen.pop(key, None)
             if self.states.pop(key, None) is not None:
                 self.emit("state", key=key, state="removed")
         for i in sorted(changes.incidents.values(), key=lambda i: i.last_seen):
@@ -106,6 +111,9 @@ class Printer:
                 self.incident(i, new)
 
     def state(self, v: NamespaceView) -> None:
+        extra: dict[str, Any] = {}
+        if self.views:  # the whole namespace, as `status --json` has it (the many-host stream)
+            extra["view"] = {**namespace_json(v, time.time()), "write_rate": list(v.write_rate)}
         self.emit(
             "state",
             key=v.key,
@@ -115,6 +123,7 @@ class Printer:
             state=v.state.value,
             reason=v.reason,
             grade=v.grade,
+            **extra,
         )
 
     def incident(self, i: Incident, new: bool) -> None:
@@ -145,6 +154,14 @@ class Printer:
             sys.stdout.flush()
         except (BrokenPipeError, ValueError):
             self.closed = True
+
+
+def _until_eof(stop: threading.Event, received: list[str]) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        while sys.stdin.buffer.read1(4096):
+            pass
+    received.append("EOF")
+    stop.set()
 
 
 def _wanted_roots(system: bool) -> list[str] | None:
@@ -207,9 +224,25 @@ def _text(f: dict[str, Any]) -> str:
     is_flag=True,
     help="With --service, as root: watch every user's registered roots.",
 )
+@click.option(
+    "--views",
+    is_flag=True,
+    help="With --json: a state line on every change of a namespace, carrying all of it (`view`).",
+)
+@click.option(
+    "--until-eof",
+    is_flag=True,
+    help="Also stop when stdin closes (the far end of `ssh HOST lanewatch record`).",
+)
 @friendly_errors
 def record_command(
-    roots: Sequence[str], as_json: bool, poll: bool, service: bool, system: bool
+    roots: Sequence[str],
+    as_json: bool,
+    poll: bool,
+    service: bool,
+    system: bool,
+    views: bool,
+    until_eof: bool,
 ) -> None:
     """Run the engine without a screen and print each change until SIGINT or SIGTERM.
 
@@ -234,9 +267,11 @@ def record_command(
     engine = Engine(
         _wanted_roots(system) if system and not roots else (list(roots) or None), poll=poll
     )
-    printer = Printer(as_json, engine.roots)
+    printer = Printer(as_json, engine.roots, views=views)
     stop = threading.Event()
     received: list[str] = []
+    if until_eof:  # over ssh: the local side went away (no SIGHUP without a terminal)
+        threading.Thread(target=_until_eof, args=(stop, received), daemon=True).start()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signal.Signals(signum).name)

@@ -29,6 +29,7 @@ NAMES = (
     "restore",  # lanewatch restore ID --json
     "purge",  # lanewatch purge --json
     "record",  # lanewatch record --json: every line
+    "hello",  # lanewatch hello --json: the many-host handshake
 )
 
 

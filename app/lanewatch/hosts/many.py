@@ -1,0 +1,72 @@
+"""The local engine and every host's stream behind one engine's interface (for the dashboard).
+
+Each batch reaches the UI with the whole health (the local roots', then each host's), since a
+batch's health replaces what the picture had; a full local picture (a rescan, a restarted
+engine process) carries every host's namespaces and incidents too, so it never erases them.
+Anything else (rescan, stats, quiet_for, …) is the local engine's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+from lanewatch.hosts.stream import HostStream
+from lanewatch.model.views import Changes, SourceHealth
+
+
+class ManyHosts:
+    def __init__(self, local: Any, streams: Sequence[HostStream]) -> None:
+        self.local = local
+        self.streams = list(streams)
+        self._lock = threading.Lock()
+        self._local_health: tuple[SourceHealth, ...] = ()
+        self._out: Callable[[Changes], None] = lambda c: None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.local, name)  # rescan, stats, quiet_for, acknowledge, pid, …
+
+    def start(self, on_changes: Callable[[Changes], None]) -> None:
+        self._out = on_changes
+        for stream in self.streams:
+            stream.start(self._from_host)
+        self.local.start(self._from_local)
+
+    def stop(self) -> None:
+        for stream in self.streams:
+            stream.stop()
+        self.local.stop()
+
+    def stream(self, name: str) -> HostStream | None:
+        return next((s for s in self.streams if s.host.name == name), None)
+
+    def _health(self) -> tuple[SourceHealth, ...]:
+        hosts = [h for s in self.streams for h in s.health()]
+        return (*self._local_health, *hosts)
+
+    def _from_local(self, changes: Changes) -> None:
+        with self._lock:
+            if changes.health or changes.full:
+                self._local_health = tuple(changes.health)
+            if changes.full:
+                upserts = dict(changes.upserts)
+                incidents = dict(changes.incidents)
+                for s in self.streams:
+                    with s.lock:
+                        upserts.update(s.views)
+                        incidents.update(s.incidents)
+                changes = replace(
+                    changes,
+                    upserts=MappingProxyType(upserts),
+                    incidents=MappingProxyType(incidents),
+                )
+            out = replace(changes, health=self._health())
+        self._out(out)
+
+    def _from_host(self, changes: Changes) -> None:
+        with self._lock:
+            out = replace(changes, health=self._health())
+        self._out(out)

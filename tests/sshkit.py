@@ -1,0 +1,188 @@
+"""A real OpenSSH server on loopback, as whoever runs the test: the "second host" of the
+many-host tests (docs/hosts.md).
+
+`ssh_server` generates a host key and a user key under tmp_path, writes an sshd_config (a free
+high port on 127.0.0.1, no PAM, the generated authorized_keys) and a client ssh_config (alias
+`far` → that port, that key, its own known_hosts, BatchMode), and starts `sshd -D -e`. A normal
+user can run sshd on a high port and log in as itself; root needs /run/sshd (the package's
+service makes it; `.ci/run` too). Tests point lanewatch at it with $LANEWATCH_SSH="ssh -F cfg".
+The far side is this same machine with its own state folder, root and TMPDIR: `far_command`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import wait_for
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+ALIAS = "far"
+
+
+def skip_reason() -> str | None:
+    if not os.access(SSHD, os.X_OK):
+        return "no OpenSSH server (apt-get install openssh-server; .ci/run does)"
+    if shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
+        return "no OpenSSH client (ssh, ssh-keygen)"
+    if os.geteuid() == 0 and not Path("/run/sshd").is_dir():
+        return "sshd as root needs /run/sshd (mkdir -m 755 /run/sshd; .ci/run makes it)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class SshServer:
+    home: Path
+    port: int
+    client_config: Path
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = self.home / "sshd.log"
+
+    @property
+    def ssh(self) -> str:
+        """$LANEWATCH_SSH for this server."""
+        return f"ssh -F {shlex.quote(str(self.client_config))}"
+
+    def start(self) -> None:
+        cfg = self.home / "sshd_config"
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(cfg)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                process_group=0,
+            )
+        wait_for(self._listening, 20, what=f"sshd listening on {self.port} ({self.log})")
+
+    def _listening(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"sshd exited: {self.log.read_text(errors='replace')}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 1):
+            return True
+        return False
+
+    def stop(self) -> None:
+        """sshd and every session it forked (they run in sessions of their own): the links
+        through it drop, as when a host goes away."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            family = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            family = []
+        for p in [psutil.Process(proc.pid), *family]:
+            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+                p.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        psutil.wait_procs(family, timeout=10)
+
+
+def far_command(home: Path) -> str:
+    """The far side's lanewatch: this interpreter with its own state folder, root and TMPDIR
+    (ssh starts a login shell with a clean environment)."""
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    env = {
+        "LANEWATCH_STATE_DIR": home / "state",
+        "LANEWATCH_ROOT": home / "root",
+        "TMPDIR": home / "tmp",
+    }
+    assigns = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
+    return f"env {assigns} {shlex.quote(sys.executable)} -m lanewatch"
+
+
+def write_hosts(state: Path, entries: dict[str, str], destination: str = ALIAS) -> Path:
+    """hosts.toml in the local state folder: name → remote command, all through `far`."""
+    state.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for name, command in entries.items():
+        lines += [f"[hosts.{name}]", f"ssh = {destination!r}", f"lanewatch = {command!r}", ""]
+    path = state / "hosts.toml"
+    path.write_text("\n".join(lines).replace("'", '"'), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def ssh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    home = tmp_path / "ssh"
+    home.mkdir()
+    home.chmod(0o700)
+    keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
+    subprocess.run([*keygen, "-f", str(home / "host_key")], check=True)
+    subprocess.run([*keygen, "-f", str(home / "user_key")], check=True)
+    shutil.copy(home / "user_key.pub", home / "authorized_keys")
+    port = _free_port()
+    (home / "sshd_config").write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {home / 'host_key'}",
+                f"AuthorizedKeysFile {home / 'authorized_keys'}",
+                f"PidFile {home / 'sshd.pid'}",
+                "UsePAM no",
+                "StrictModes no",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PubkeyAuthentication yes",
+                "PermitRootLogin prohibit-password",
+                "PrintMotd no",
+                "Banner none",
+                "LogLevel ERROR",
+                "ClientAliveInterval 2",
+                "",
+            ]
+        )
+    )
+    client = home / "ssh_config"
+    client.write_text(
+        "\n".join(
+            [
+                f"Host {ALIAS}",
+                "    HostName 127.0.0.1",
+                f"    Port {port}",
+                f"    User {psutil.Process().username()}",
+                f"    IdentityFile {home / 'user_key'}",
+                "    IdentitiesOnly yes",
+                f"    UserKnownHostsFile {home / 'known_hosts'}",
+                "    StrictHostKeyChecking accept-new",
+                "    BatchMode yes",
+                "    LogLevel ERROR",
+                "",
+            ]
+        )
+    )
+    client.chmod(0o600)
+    server = SshServer(home, port, client)
+    server.start()
+    monkeypatch.setenv("LANEWATCH_SSH", server.ssh)
+    try:
+        yield server
+    finally:
+        server.stop()
