@@ -27,15 +27,35 @@ from lanewatch.cli.common import friendly_errors
     hidden=True,
     help="Start headless, wait for the first picture, print a summary and exit (for tests).",
 )
+@click.option(
+    "--host",
+    "host_names",
+    multiple=True,
+    metavar="NAME",
+    help="Also show this host's lanes, live over ssh (repeatable; a name of hosts.toml or an "
+    "ssh destination; docs/hosts.md). Default: the hosts.toml hosts marked `default`.",
+)
 @friendly_errors
-def dash_command(roots: tuple[Path, ...], poll: bool, self_check: bool) -> None:
+def dash_command(
+    roots: tuple[Path, ...], poll: bool, self_check: bool, host_names: tuple[str, ...]
+) -> None:
     """Open the dashboard: live lanes, collisions and stale namespaces.
 
     Press ? inside for every key.
     """
+    from lanewatch.hosts import config
     from lanewatch.tui.app import make_app
 
-    app = make_app(list(roots) or None, poll=poll)
+    hosts = config.pick(host_names)
+    engine = None
+    if hosts:
+        from lanewatch.engine.process import EngineProcess
+        from lanewatch.hosts.many import ManyHosts
+        from lanewatch.hosts.stream import HostStream
+
+        local = EngineProcess(list(roots) or None, poll=poll)
+        engine = ManyHosts(local, [HostStream(h) for h in hosts])
+    app = make_app(list(roots) or None, poll=poll, engine=engine)
     if self_check:
         from lanewatch.tui.selfcheck import self_check_run
 

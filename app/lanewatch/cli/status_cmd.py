@@ -21,6 +21,8 @@ from lanewatch.cli.common import cell, echo_json, friendly_errors
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import read_roots
+from lanewatch.hosts.stream import HostState
+from lanewatch.hosts.wire import split_key
 from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
 from lanewatch.model.units import size
@@ -98,6 +100,8 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "fence_note": v.fence_note,
         "fence_private": list(v.fence_private),
         "members": [member_json(m, now) for m in v.members],
+        # Issue 20, additive: the host (`--host NAME`) whose lane this is; null: this one's.
+        "from_host": (split_key(v.key) or (None,))[0],
     }
 
 
@@ -217,7 +221,7 @@ def console() -> Console:
     return Console(highlight=False, width=max(out.width, 160))
 
 
-def render(changes: Changes, console: Console) -> None:
+def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) -> None:
     now = changes.at or time.time()
     narrow = console.width < WIDE
     # Narrow: no vertical rules and no host, age or files (the JSON has them all), so the
@@ -230,6 +234,8 @@ def render(changes: Changes, console: Console) -> None:
         pad_edge=not narrow,
     )
     shown = NARROW_COLUMNS if narrow else COLUMNS
+    if hosts and narrow:  # many hosts: whose lane it is matters more than its age
+        shown = ("host", *shown)
     for col in shown:
         table.add_column(
             col,
@@ -288,6 +294,16 @@ def render(changes: Changes, console: Console) -> None:
     for h in changes.health:
         style = "red" if h.status in _BAD_HEALTH else "dim"
         console.print(cell(f"root {h.root}: {h.status} ({h.detail})", style=style))
+    for state in hosts:
+        hello = state.hello or {}
+        said = f"host {state.host.name}: {state.status} ({state.detail})"
+        if hello.get("version"):
+            said += f", lanewatch {hello['version']}, scheme {hello.get('scheme')}"
+        style = "dim" if state.status == "ok" and not state.flags else "red"
+        console.print(cell(said, style=style))
+        for flag in state.flags:
+            console.print(cell(f"  {flag.detail}", style="bold red"))
+            console.print(cell(f"  fix: {flag.fix}", style="bold"))
     if changes.attribution:
         line = f"attribution: {changes.attribution}: {changes.attribution_hint}"
         console.print(cell(line, style="dim"))
@@ -305,17 +321,37 @@ def render(changes: Changes, console: Console) -> None:
     is_flag=True,
     help="Report roots as polled (network filesystems). status reads each root once either way.",
 )
+@click.option(
+    "--host",
+    "host_names",
+    multiple=True,
+    metavar="NAME",
+    help="Add this host's lanes, read over ssh (repeatable; a name of hosts.toml or an ssh "
+    "destination; docs/hosts.md). Default: the hosts.toml hosts marked `default`.",
+)
 @friendly_errors
-def status_command(roots: Sequence[str], as_json: bool, poll: bool) -> None:
+def status_command(
+    roots: Sequence[str], as_json: bool, poll: bool, host_names: Sequence[str]
+) -> None:
     """Every namespace of every known root, with its state, owner and open incidents.
 
-    Exits 0 when no collision is open, 4 when one is, 5 when none is but a root is unreadable.
+    Exits 0 when no collision is open, 4 when one is, 5 when none is but a root (or a host)
+    is unreadable.
     """
     from lanewatch.engine.engine import Engine
+    from lanewatch.hosts import config, snapshot
 
-    changes = Engine(list(roots) if roots else None, poll=poll).snapshot()
+    hosts = config.pick(host_names)
+    pictures = snapshot.gather(hosts)
+    changes = snapshot.merged(
+        Engine(list(roots) if roots else None, poll=poll).snapshot(), pictures
+    )
+    states = [p.state for p in pictures]
     if as_json:
-        echo_json(status_json(changes))
+        data = status_json(changes)
+        if hosts:  # additive (issue 20): each host's link, version, scheme and flags
+            data["hosts"] = [s.to_json() for s in states]
+        echo_json(data)
     else:
-        render(changes, console())
+        render(changes, console(), states)
     raise SystemExit(exit_code(changes))

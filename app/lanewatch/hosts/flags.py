@@ -70,7 +70,11 @@ def unbound(incidents: Iterable[Incident]) -> Flag | None:
     """Writes that escape the lanes: open shared-file incidents (lanes writing one file in
     shared temp, where they clash)."""
     paths = sorted(
-        {i.path or "?" for i in incidents if i.kind == IncidentKind.SHARED_FILE and not i.acknowledged}
+        {
+            i.path or "?"
+            for i in incidents
+            if i.kind == IncidentKind.SHARED_FILE and not i.acknowledged
+        }
     )
     if not paths:
         return None

@@ -21,6 +21,9 @@ from lanewatch.actions.authority import owner_label
 from lanewatch.actions.results import Result
 from lanewatch.actions.trashbox import TrashEntry as TrashItem
 from lanewatch.errors import LanewatchError
+from lanewatch.hosts import actions as remote
+from lanewatch.hosts.config import Host
+from lanewatch.hosts.wire import split_key
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import STALE_STATES, Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
@@ -41,6 +44,8 @@ def can_kill(ns: NamespaceView) -> bool:
     """Worth offering: a live or hung owner on this host whose stamp's claims match (a
     mismatched one is `unknown`, and says so), ours, or anyone's for root. The actions module
     re-checks it all."""
+    if split_key(ns.key) is not None:  # another host's lane: its lanewatch checks the owner
+        return ns.state in KILLABLE and ns.mismatch is None and ns.pid is not None
     return (
         ns.state in KILLABLE
         and ns.mismatch is None
@@ -59,7 +64,7 @@ def why_not_kill(ns: NamespaceView) -> str:
         return f"{label}: its stamp's claims do not match ({ns.mismatch})"
     if ns.pid is None:
         return f"{label} names no owner pid"
-    if ns.host != hostname():
+    if ns.host != hostname() and split_key(ns.key) is None:
         return f"{label} runs on host {ns.host or '?'}, not this one"
     if _other_user(ns) and os.geteuid() != 0:
         return f"{label} is the lane of {owner_label(ns.uid)}, not yours"
@@ -67,7 +72,16 @@ def why_not_kill(ns: NamespaceView) -> str:
 
 
 def _other_user(ns: NamespaceView) -> bool:
-    return ns.uid is not None and ns.uid != os.getuid()
+    # Another host's uids are its own: there, its lanewatch refuses another user's lane.
+    return ns.uid is not None and ns.uid != os.getuid() and split_key(ns.key) is None
+
+
+def on_host(ns: NamespaceView) -> str:
+    """ "On host NAME (over ssh): " for another host's lane, else ""."""
+    remote_ = split_key(ns.key)
+    return (
+        f"On host {remote_[0]} (over ssh, its lanewatch re-checks everything): " if remote_ else ""
+    )
 
 
 def whose(ns: NamespaceView) -> str:
@@ -84,7 +98,7 @@ def can_clear(ns: NamespaceView) -> bool:
 def describe_kill(ns: NamespaceView, signal_name: str = "TERM") -> str:
     command = fmt.short_command(ns.command) or "?"
     owner = owner_label(ns.uid) if ns.uid is not None else f"user {ns.user or '?'}"
-    other = whose(ns)
+    other = on_host(ns) + whose(ns)
     if ns.state is NsState.HEADLESS:
         n = len(ns.members)
         pids = ", ".join(str(m.pid) for m in ns.members[:5])
@@ -107,7 +121,7 @@ def describe_kill(ns: NamespaceView, signal_name: str = "TERM") -> str:
 
 
 def describe_clear(ns: NamespaceView) -> str:
-    return (
+    return on_host(ns) + (
         f"Move namespace {ns.name} ({ns.state.value}: {ns.reason}; {fmt.size(ns.bytes)}) "
         f"into the trash of {ns.root}. It is refused if anything holds its lock or has a file "
         "open inside; `t` lists the trash and restores it."
@@ -133,6 +147,10 @@ class ActionsAdapter:
         Success means the lane ended: a command that outlived the wait is a failure, shown
         with kill's reason ("still running after 5s"), as the CLI exits 1 for it.
         """
+        far = self._far(ns)
+        if far is not None:
+            host, key = far
+            return _remote("kill", target_label(ns), lambda: remote.kill(host, key, _name(sig)))
         other = _other_user(ns)
         return _run(
             "kill",
@@ -144,6 +162,10 @@ class ActionsAdapter:
         )
 
     def clear(self, ns: NamespaceView) -> ActionOutcome:
+        far = self._far(ns)
+        if far is not None:
+            host, key = far
+            return _remote("clear", target_label(ns), lambda: remote.clear(host, key))
         return _run(
             "clear",
             target_label(ns),
@@ -159,6 +181,17 @@ class ActionsAdapter:
             "restore", label, lambda: trash_mod.restore(item, roots=[Path(item.root)], check=False)
         )
 
+    def _far(self, ns: NamespaceView) -> tuple[Host, str] | None:
+        """The host and its own key, for another host's lane (the engine is `ManyHosts`)."""
+        found = split_key(ns.key)
+        stream = getattr(self._engine, "stream", None)
+        if found is None or not callable(stream):
+            return None
+        host_stream = stream(found[0])
+        if host_stream is None:
+            raise LanewatchError(f"no host {found[0]} in this dashboard")
+        return host_stream.host, found[1]
+
     # -- incidents ----------------------------------------------------------------------------
 
     def acknowledge(self, incident: Incident) -> ActionOutcome:
@@ -170,6 +203,18 @@ class ActionsAdapter:
 
 
 R = TypeVar("R", bound=Result)
+
+
+def _name(sig: int) -> str:
+    return signal.Signals(sig).name.removeprefix("SIG")
+
+
+def _remote(verb: str, label: str, act: Callable[[], remote.RemoteResult]) -> ActionOutcome:
+    try:
+        result = act()
+    except (LanewatchError, OSError) as exc:
+        return ActionOutcome(verb, label, False, str(exc))
+    return ActionOutcome(verb, label, result.ok, result.message)
 
 
 def _ok(result: Result) -> bool:

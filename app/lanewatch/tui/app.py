@@ -44,6 +44,7 @@ from lanewatch.tui.widgets.lane_table import LaneTable
 if TYPE_CHECKING:
     from lanewatch.engine.engine import Engine
     from lanewatch.engine.process import EngineProcess
+    from lanewatch.hosts.many import ManyHosts
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +327,8 @@ class LanewatchApp(App[None]):
     # -- helpers for screens --------------------------------------------------------------------
 
     def root_paths(self) -> list[str]:
-        from_health = [h.root for h in self.picture.health]
+        # This host's roots: another host's (`NAME:/path`, `ssh:NAME`) are read over ssh.
+        from_health = [h.root for h in self.picture.health if h.root.startswith("/")]
         return from_health or self._root_paths
 
     def root_count(self) -> int:
@@ -415,7 +417,7 @@ def make_app(
     roots: Sequence[Path] | None = None,
     *,
     poll: bool = False,
-    engine: Engine | EngineProcess | None = None,
+    engine: Engine | EngineProcess | ManyHosts | None = None,
     demo_note: str | None = None,
     clock: Callable[[], float] | None = None,
 ) -> LanewatchApp:

@@ -17,6 +17,7 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 
+from lanewatch.hosts.wire import split_key
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import fmt
@@ -104,8 +105,10 @@ class ActionFlows:
                 ]
             )
 
+        hosts = sorted({ns.host or "?" for ns in frozen if split_key(ns.key) is not None})
+        where = f" on host {', '.join(hosts)}" if hosts else ""
         screen = KillConfirm(
-            f"Kill {len(frozen)} lane{'s' if len(frozen) > 1 else ''}?",
+            f"Kill {len(frozen)} lane{'s' if len(frozen) > 1 else ''}{where}?",
             [_ns_line(ns) for ns in frozen],
             describe,
         )

@@ -1,0 +1,46 @@
+"""Kill and clear a remote lane: the far lanewatch runs its own command, with its own checks
+(`ssh HOST lanewatch kill KEY --yes --json`): the owner's identity is re-checked there at the
+moment of the signal, as here. The person confirmed on this side (the dialog named the host), so
+the far command gets `--yes`; another user's lane is never forced (no --allow-other-user)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lanewatch.hosts import link
+from lanewatch.hosts.config import Host
+
+KILL_TIMEOUT = 60.0  # the far kill waits for the lane to end (5 s by default) and ssh's setup
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteResult:
+    ok: bool
+    message: str
+    data: dict[str, Any] | None  # the far command's JSON, when it printed one
+    code: int
+
+
+def _result(host: Host, verb: str, answer: link.Answer, ok_when: Any) -> RemoteResult:
+    data = answer.json()
+    if answer.no_lanewatch:
+        return RemoteResult(False, f"host {host.name}: lanewatch is not installed", None, 127)
+    if data is None:
+        why = answer.why()
+        return RemoteResult(False, f"host {host.name}: {verb} failed: {why}", None, answer.code)
+    message = f"host {host.name}: {data.get('message') or data.get('outcome') or verb}"
+    return RemoteResult(bool(ok_when(data, answer.code)), message, data, answer.code)
+
+
+def kill(host: Host, far_key: str, signal_name: str = "TERM") -> RemoteResult:
+    answer = link.call(
+        host, "kill", far_key, "--signal", signal_name, "--yes", "--json", timeout=KILL_TIMEOUT
+    )
+    # Success is the lane ended (as the local kill says it), exit 0 and "stopped"/"gone".
+    return _result(host, "kill", answer, lambda d, code: code == 0)
+
+
+def clear(host: Host, far_key: str) -> RemoteResult:
+    answer = link.call(host, "clear", far_key, "--yes", "--json", timeout=KILL_TIMEOUT)
+    return _result(host, "clear", answer, lambda d, code: code == 0)
