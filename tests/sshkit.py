@@ -186,3 +186,60 @@ def ssh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshS
         yield server
     finally:
         server.stop()
+
+
+def far_env(home: Path) -> dict[str, str]:
+    """This process's environment as the far side's lanewatch sees its own."""
+    return {
+        **os.environ,
+        "LANEWATCH_STATE_DIR": str(home / "state"),
+        "LANEWATCH_ROOT": str(home / "root"),
+        "TMPDIR": str(home / "tmp"),
+    }
+
+
+def far_lane(
+    procs: list[subprocess.Popen[bytes]], repo: Path, home: Path, lane: str
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """A real `lanewatch run` lane in the far side's root (its state folder, its registry);
+    returns once its stamp names CMD."""
+    from lanewatch.lanes.names import namespace_name
+    from lanewatch.lanes.stamp import read_stamp
+    from tests.unit.enginekit import _checkout_id
+
+    root = home / "root"
+    root.mkdir(parents=True, exist_ok=True)
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    args = [sys.executable, "-m", "lanewatch", "run", "--root", str(root), "--lane", lane]
+    proc = subprocess.Popen(
+        [*args, "--", "sleep", "600"],
+        cwd=repo,
+        stdin=subprocess.DEVNULL,
+        process_group=0,
+        env=far_env(home),
+    )
+    procs.append(proc)
+    ns = root.resolve() / namespace_name(_checkout_id(repo), lane)
+
+    def ready() -> bool:
+        s = read_stamp(ns).stamp
+        return s is not None and s.pid == proc.pid and s.child_pid is not None
+
+    wait_for(lambda: ready() or proc.poll() is not None, 20, what=f"far lane {lane}")
+    assert proc.poll() is None, f"far lane {lane} ended: {proc.returncode}"
+    return proc, ns
+
+
+def old_scheme_script(home: Path, far: str) -> str:
+    """A far "lanewatch" that keeps scheme 0: its hello says so, the rest is the real one."""
+    home.mkdir(parents=True, exist_ok=True)
+    script = home / "old-lanewatch"
+    hello = (
+        '{"schema": "lanewatch.hello/1", "version": "0.0.9", "scheme": 0, "hostname": "old", '
+        '"user": "u", "uid": 0, "roots": [], "default_root": "/", "state_dir": "/"}'
+    )
+    script.write_text(
+        f'#!/bin/sh\nif [ "$1" = hello ]; then echo \'{hello}\'; exit 0; fi\nexec {far} "$@"\n'
+    )
+    script.chmod(0o755)
+    return str(script)

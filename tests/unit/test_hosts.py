@@ -1,0 +1,178 @@
+"""Many hosts (issue 20): a real OpenSSH server on loopback (tests/sshkit.py) is the second
+host, with its own state folder and root; the far side runs the real `lanewatch` (hello,
+status, record, kill) that ssh starts there. Nothing about the link is mocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lanewatch.hosts import actions as remote
+from lanewatch.hosts import flags
+from lanewatch.hosts.config import Host, pick
+from lanewatch.hosts.stream import HostStream
+from lanewatch.hosts.wire import remote_key
+from lanewatch.model.views import Changes, NsState
+from tests.conftest import LANEWATCH, wait_for
+from tests.sshkit import (
+    SshServer,
+    far_command,
+    far_lane,
+    old_scheme_script,
+    ssh_server,  # noqa: F401 (a fixture)
+    write_hosts,
+)
+from tests.unit.contractkit import valid
+from tests.unit.enginekit import start_lane
+
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
+
+def status(*args: str) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [*LANEWATCH, "status", "--json", *args], capture_output=True, text=True, timeout=120
+    )
+    data = json.loads(done.stdout)
+    valid("status", data)
+    return done.returncode, data
+
+
+def test_status_shows_the_lanes_of_both_hosts(
+    ssh_server: SshServer,  # noqa: F811
+    repo: Path,
+    root: Path,
+    tmp_path: Path,
+    isolated_state: Path,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    far_home = tmp_path / "farhome"
+    write_hosts(isolated_state, {"far": far_command(far_home)})
+    here = start_lane(procs, repo, root, "near-lane")
+    _, far_ns = far_lane(procs, repo, far_home, "far-lane")
+    code, data = status("--root", str(root), "--host", "far")
+    assert code == 0, data
+    lanes = {n["lane"]: n for n in data["namespaces"]}
+    assert lanes["near-lane"]["from_host"] is None
+    assert lanes["near-lane"]["key"] == str(here.namespace)
+    assert lanes["far-lane"]["from_host"] == "far" and lanes["far-lane"]["host"] == "far"
+    assert lanes["far-lane"]["key"] == remote_key("far", str(far_ns))
+    assert lanes["far-lane"]["state"] == "live"
+    [host] = data["hosts"]
+    assert host["status"] == "ok" and host["scheme"] == 1 and host["flags"] == []
+    # The text table has the HOST column, even narrow, with the host's name in it.
+    text = subprocess.run(
+        [*LANEWATCH, "status", "--root", str(root), "--host", "far"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "100"},  # narrow: the HOST column comes first
+    ).stdout
+    far_row = next(line for line in text.splitlines() if "far-lane" in line)
+    assert far_row.split()[0] == "far", text
+
+
+def test_half_migrated_hosts_are_named_with_the_fix(
+    ssh_server: SshServer,  # noqa: F811
+    root: Path,
+    tmp_path: Path,
+    isolated_state: Path,
+) -> None:
+    far = far_command(tmp_path / "farhome")
+    write_hosts(
+        isolated_state,
+        {
+            "bare": str(tmp_path / "nowhere" / "lanewatch"),  # no lanewatch there: ssh says 127
+            "old": old_scheme_script(tmp_path / "oldhome", far),
+        },
+    )
+    code, data = status("--root", str(root), "--host", "bare", "--host", "old")
+    assert code == 5, data  # the picture is incomplete: two hosts are not watched normally
+    hosts = {h["name"]: h for h in data["hosts"]}
+    [missing] = hosts["bare"]["flags"]
+    assert missing["kind"] == flags.MISSING and hosts["bare"]["status"] == "missing"
+    assert missing["fix"] == "ssh far 'python3 -m pip install --user lanewatch'"
+    [old] = hosts["old"]["flags"]
+    assert old["kind"] == flags.SCHEME and "scheme 0" in old["detail"]
+    assert old["fix"] == "ssh far 'python3 -m pip install -U lanewatch'"
+    assert hosts["old"]["scheme"] == 0
+    bad = {r["root"]: r["status"] for r in data["roots"]}
+    assert bad["ssh:bare"] == "missing" and bad["ssh:old"] == "degraded"
+    text = subprocess.run(
+        [*LANEWATCH, "status", "--root", str(root), "--host", "bare", "--host", "old"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "fix: ssh far 'python3 -m pip install --user lanewatch'" in text
+    assert "fix: ssh far 'python3 -m pip install -U lanewatch'" in text
+
+
+def test_hosts_file_and_names(isolated_state: Path) -> None:
+    write_hosts(isolated_state, {"far": "x/lanewatch"})
+    assert pick(["far"]) == [Host("far", "far", "x/lanewatch")]
+    assert pick(["elsewhere"]) == [Host("elsewhere", "elsewhere")]
+    assert pick([]) == []  # none marked default
+    assert Host("h", "h", "env A=1 lanewatch").argv("kill", "a b")[-1] == (
+        "env A=1 lanewatch kill 'a b'"
+    )
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.batches: list[Changes] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, changes: Changes) -> None:
+        with self.lock:
+            self.batches.append(changes)
+
+
+def test_stream_goes_degraded_when_the_link_drops_and_recovers(
+    ssh_server: SshServer,  # noqa: F811
+    repo: Path,
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    far_home = tmp_path / "farhome"
+    _, far_ns = far_lane(procs, repo, far_home, "far-lane")
+    key = remote_key("far", str(far_ns))
+    stream = HostStream(Host("far", "far", far_command(far_home)))
+    seen = Collect()
+    stream.start(seen)
+    try:
+        wait_for(lambda: key in stream.views, 60, what="the far lane over the stream")
+        assert stream.views[key].state is NsState.LIVE and stream.views[key].host == "far"
+        assert stream.state.status == "ok" and stream.state.hello is not None
+        ssh_server.stop()  # the host goes away: sshd and every session through it
+        wait_for(lambda: stream.state.status == "degraded", 30, what="degraded")
+        assert key in stream.views  # shown as last seen meanwhile
+        assert any(h.status == "degraded" for h in seen.batches[-1].health)
+        ssh_server.start()
+        wait_for(lambda: stream.state.connects == 2 and stream.state.status == "ok", 60)
+        assert key in stream.views and stream.views[key].state is NsState.LIVE
+    finally:
+        stream.stop()
+
+
+def test_kill_of_a_remote_lane_ends_its_process(
+    ssh_server: SshServer,  # noqa: F811
+    repo: Path,
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    far_home = tmp_path / "farhome"
+    proc, far_ns = far_lane(procs, repo, far_home, "far-lane")
+    host = Host("far", "far", far_command(far_home))
+    result = remote.kill(host, str(far_ns))
+    assert result.ok, result
+    assert result.data is not None and result.data["outcome"] == "stopped"
+    valid("kill", result.data)
+    assert proc.wait(timeout=30) is not None  # the lane's runner recorded the exit and ended
+    again = remote.kill(host, str(far_ns))  # nothing left to kill: the far side says so
+    assert again.data is not None and again.data["outcome"] == "gone"
