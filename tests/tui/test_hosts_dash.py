@@ -1,0 +1,86 @@
+"""One dashboard, two hosts (issue 20): a local lane and a lane of the "far" host, a real sshd on
+loopback (tests/sshkit.py) streaming the far side's real `lanewatch record`. The far lane shows
+with its host in the HOST column, is killed from the dashboard through the far lanewatch (the
+dialog names the host), and the host goes degraded when sshd dies and ok when it is back."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lanewatch.engine.process import EngineProcess
+from lanewatch.hosts.config import Host
+from lanewatch.hosts.many import ManyHosts
+from lanewatch.hosts.stream import HostStream
+from lanewatch.hosts.wire import remote_key
+from lanewatch.tui.app import make_app
+from lanewatch.tui.picture import View
+from lanewatch.tui.screens.kill_confirm import KillConfirm
+from tests.sshkit import SshServer, far_command, far_lane
+from tests.sshkit import ssh_server as ssh_server  # a fixture
+
+from .conftest import Lanes
+from .helpers import screen_text, settle, shows, until
+from .test_actions import outcome, show
+
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
+
+async def test_one_dashboard_shows_and_kills_lanes_of_both_hosts(
+    lanes: Lanes,
+    scratch: Path,
+    repo: Path,
+    tmp_path: Path,
+    ssh_server: SshServer,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    far_home = tmp_path / "farhome"
+    near = lanes.start("near-lane")
+    far_proc, far_ns = far_lane(procs, repo, far_home, "far-lane")
+    far_key = remote_key("far", str(far_ns))
+    stream = HostStream(Host("far", "far", far_command(far_home)))
+    engine = ManyHosts(EngineProcess([scratch]), [stream])
+    app = make_app([scratch], engine=engine)
+    async with app.run_test(size=(160, 36)) as pilot:
+        table = app.main.table(View.LANES)
+        await until(pilot, lambda: table.has_row(near.key), what="the local lane")
+        await until(pilot, lambda: table.has_row(far_key), timeout=60, what="the far lane")
+        await shows(pilot, "near-lane", "far-lane", "HOST")
+        far_line = next(line for line in screen_text(app).splitlines() if "far-lane" in line)
+        assert " far " in far_line + " ", far_line  # its HOST cell
+        assert app.picture.namespaces[far_key].host == "far"
+
+        # Kill the far lane from here: the dialog names the host; the far lanewatch does it.
+        await show(pilot, app, View.LANES, far_key)
+        await settle(pilot)
+        await pilot.press("k")
+        await until(pilot, lambda: isinstance(app.screen, KillConfirm), what="kill dialog")
+        await shows(pilot, "on host far", "On host far (over ssh")
+        await settle(pilot)
+        await pilot.press("y")
+        result = await outcome(pilot, app, "kill")
+        assert result.ok, result.message
+        assert "host far" in result.message
+        await asyncio.to_thread(far_proc.wait, 30)  # the far lane's runner ended
+        await until(
+            pilot,
+            lambda: app.main.table(View.STALE).has_row(far_key),
+            timeout=30,
+            what="the far lane released (stale view)",
+        )
+        assert near.owner.poll() is None  # the local lane is untouched
+
+        # The host goes away: degraded in the status line; back: the warning leaves.
+        await asyncio.to_thread(ssh_server.stop)
+        await shows(pilot, "degraded ssh:far", timeout=30)
+        await asyncio.to_thread(ssh_server.start)
+        await until(
+            pilot,
+            lambda: stream.state.status == "ok" and "ssh:far" not in screen_text(app),
+            timeout=60,
+            what="the host ok again",
+        )
+        assert app.main.table(View.STALE).has_row(far_key)
