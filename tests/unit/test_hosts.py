@@ -176,3 +176,34 @@ def test_kill_of_a_remote_lane_ends_its_process(
     assert proc.wait(timeout=30) is not None  # the lane's runner recorded the exit and ended
     again = remote.kill(host, str(far_ns))  # nothing left to kill: the far side says so
     assert again.data is not None and again.data["outcome"] == "gone"
+
+
+def test_record_views_and_until_eof(
+    repo: Path, root: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """What the far side runs: every change with the whole namespace, ending when ssh (its
+    stdin) goes away."""
+    lane = start_lane(procs, repo, root, "viewed")
+    proc = subprocess.Popen(
+        [*LANEWATCH, "record", "--json", "--views", "--until-eof", "--root", str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=tmp_path,
+        process_group=0,
+    )
+    procs.append(proc)
+    assert proc.stdout is not None and proc.stdin is not None
+    lines = []
+    while True:
+        line = json.loads(proc.stdout.readline())
+        lines.append(line)
+        if line["type"] == "state" and line["key"] == str(lane.namespace):
+            break
+    valid("record", line)
+    assert line["view"]["lane"] == "viewed" and line["view"]["state"] == "live"
+    assert [m["command"] for m in line["view"]["members"]] == ["sleep 60"]
+    assert line["view"]["pid"] == lane.proc.pid
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    last = json.loads(proc.stdout.read().splitlines()[-1])
+    assert last["type"] == "stop" and last["signal"] == "EOF"

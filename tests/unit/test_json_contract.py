@@ -55,6 +55,14 @@ def test_every_report_has_a_shipped_schema_that_is_itself_valid() -> None:
         assert validator(name).schema["$id"] == schema_id(name)
 
 
+def test_hello(tmp_path: Path) -> None:
+    """The many-host handshake (docs/hosts.md): version, scheme, who, which roots."""
+    from lanewatch.lanes.scheme import SCHEME_VERSION
+
+    hello = report("hello", "hello", cwd=tmp_path)
+    assert hello["scheme"] == SCHEME_VERSION and hello["uid"] == os.getuid()
+
+
 def test_checkout_and_roots(repo: Path, scratch: Path) -> None:
     ident = report("id", "id", cwd=repo)
     assert ident["root"] == str(repo.resolve())
