@@ -101,13 +101,13 @@ class SshServer:
         psutil.wait_procs(family, timeout=10)
 
 
-def far_command(home: Path) -> str:
+def far_command(home: Path, root: Path | None = None) -> str:
     """The far side's lanewatch: this interpreter with its own state folder, root and TMPDIR
     (ssh starts a login shell with a clean environment)."""
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     env = {
         "LANEWATCH_STATE_DIR": home / "state",
-        "LANEWATCH_ROOT": home / "root",
+        "LANEWATCH_ROOT": root or home / "root",
         "TMPDIR": home / "tmp",
     }
     assigns = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
@@ -125,13 +125,9 @@ def write_hosts(state: Path, entries: dict[str, str], destination: str = ALIAS) 
     return path
 
 
-@pytest.fixture
-def ssh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    home = tmp_path / "ssh"
-    home.mkdir()
+def make_server(home: Path) -> SshServer:
+    """Keys, configs and a started sshd under `home` (the fixture's, and the benchmark's)."""
+    home.mkdir(parents=True)
     home.chmod(0o700)
     keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
     subprocess.run([*keygen, "-f", str(home / "host_key")], check=True)
@@ -181,6 +177,15 @@ def ssh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshS
     client.chmod(0o600)
     server = SshServer(home, port, client)
     server.start()
+    return server
+
+
+@pytest.fixture
+def ssh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    server = make_server(tmp_path / "ssh")
     monkeypatch.setenv("LANEWATCH_SSH", server.ssh)
     try:
         yield server
