@@ -14,7 +14,10 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from lanewatch.errors import LanewatchError
+from lanewatch.hosts import link
 from lanewatch.hosts.stream import HostStream
+from lanewatch.hosts.wire import SEP
 from lanewatch.model.views import Changes, SourceHealth
 
 
@@ -39,6 +42,18 @@ class ManyHosts:
         for stream in self.streams:
             stream.stop()
         self.local.stop()
+
+    def acknowledge(self, incident_id: str) -> None:
+        """A far incident (`NAME:ID`) is acknowledged there (`lanewatch incidents ID --ack`);
+        its stream then brings it back acknowledged. A local one, by the local engine."""
+        name, sep, far = incident_id.partition(SEP)
+        stream = self.stream(name) if sep else None
+        if stream is None:
+            self.local.acknowledge(incident_id)
+            return
+        answer = link.call(stream.host, "incidents", far, "--ack")
+        if answer.code != 0:
+            raise LanewatchError(f"host {name}: {answer.why()}")
 
     def stream(self, name: str) -> HostStream | None:
         return next((s for s in self.streams if s.host.name == name), None)
