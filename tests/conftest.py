@@ -50,6 +50,7 @@ FAST = {
         "test_takeover_seen_by_the_live_engine",
     },
     "test_incidents_lookup.py": set(),
+    "test_hosts_flags.py": set(),
     "test_inert.py": set(),
     "test_model.py": set(),
     "test_mounts.py": {"test_real_bind_mount_on_the_same_filesystem"},
