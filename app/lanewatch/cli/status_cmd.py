@@ -292,6 +292,8 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             )
         console.print(inc)
     for h in changes.health:
+        if hosts and h.root.startswith("ssh:"):
+            continue  # said below, host by host
         style = "red" if h.status in _BAD_HEALTH else "dim"
         console.print(cell(f"root {h.root}: {h.status} ({h.detail})", style=style))
     for state in hosts:

@@ -30,9 +30,6 @@ class Flag:
     def to_json(self) -> dict[str, str]:
         return {"kind": self.kind, "detail": self.detail, "fix": self.fix}
 
-    def line(self, host: str) -> str:
-        return f"host {host}: {self.detail}; fix: {self.fix}"
-
 
 def _on(host: Host, command: str) -> str:
     return f"ssh {shlex.quote(host.destination)} {shlex.quote(command)}"

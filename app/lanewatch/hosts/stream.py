@@ -44,9 +44,16 @@ class HostState:
     flags: list[flags.Flag] = field(default_factory=list)
     since: float = field(default_factory=time.time)
     connects: int = 0  # links made so far (a reconnect makes it 2)
+    retry_in: float | None = None  # seconds until the next try, while down
 
     def health(self) -> SourceHealth:
-        words = [self.detail, *(f.line(self.host.name) for f in self.flags)]
+        """One line in the status line: what is wrong, the fix, then the retry (a narrow
+        terminal cuts the end of the line: the fix comes first)."""
+        words = [self.detail]
+        for f in self.flags:
+            words += [f"fix: {f.fix}"] if f.kind == flags.MISSING else [f.detail, f"fix: {f.fix}"]
+        if self.retry_in is not None:
+            words.append(f"retrying in {self.retry_in:g}s")
         status = self.status
         if status == OK and any(f.kind != flags.UNBOUND for f in self.flags):
             status = LOST  # up, but half-migrated: not watching normally
@@ -147,7 +154,7 @@ class HostStream:
                 if self.state.status in (OK, CONNECTING):
                     self.state.status = LOST
                     self.state.detail = "connection lost"
-                self.state.detail += f"; retrying in {wait:g}s"
+                self.state.retry_in = wait
             self._tell()
             self._stop.wait(wait)
 
@@ -259,6 +266,7 @@ class HostStream:
                 return
             self.state.status, self.state.detail = status, detail
             self.state.since = time.time()
+            self.state.retry_in = None
         self._tell()
 
     def _tell(
