@@ -58,7 +58,7 @@ async def test_one_dashboard_shows_and_kills_lanes_of_both_hosts(
         await settle(pilot)
         await pilot.press("k")
         await until(pilot, lambda: isinstance(app.screen, KillConfirm), what="kill dialog")
-        await shows(pilot, "on host far", "On host far (over ssh")
+        await shows(pilot, "on host far", "On host far, through its own lanewatch")
         await settle(pilot)
         await pilot.press("y")
         result = await outcome(pilot, app, "kill")

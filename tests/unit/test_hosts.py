@@ -18,6 +18,7 @@ from lanewatch.hosts import flags
 from lanewatch.hosts.config import Host, pick
 from lanewatch.hosts.stream import HostStream
 from lanewatch.hosts.wire import remote_key
+from lanewatch.lanes.stamp import read_stamp
 from lanewatch.model.views import Changes, NsState
 from tests.conftest import LANEWATCH, wait_for
 from tests.sshkit import (
@@ -169,7 +170,13 @@ def test_kill_of_a_remote_lane_ends_its_process(
     far_home = tmp_path / "farhome"
     proc, far_ns = far_lane(procs, repo, far_home, "far-lane")
     host = Host("far", "far", far_command(far_home))
-    result = remote.kill(host, str(far_ns))
+    stamp = read_stamp(far_ns).stamp
+    assert stamp is not None and stamp.started_at is not None
+    # The row showed another owner (a lane replaced since): the far side refuses, sends nothing.
+    other = remote.kill(host, str(far_ns), seen=(stamp.pid, stamp.started_at - 1))
+    assert not other.ok and other.code == 3 and other.data is not None
+    assert other.data["outcome"] == "refused" and proc.poll() is None
+    result = remote.kill(host, str(far_ns), seen=(stamp.pid, stamp.started_at))
     assert result.ok, result
     assert result.data is not None and result.data["outcome"] == "stopped"
     valid("kill", result.data)

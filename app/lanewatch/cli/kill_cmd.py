@@ -54,6 +54,13 @@ from lanewatch.model.views import NsState
     help="As root, allow killing another user's lane (refused otherwise); the lane's stamp "
     "file, folder and processes must all be that user's.",
 )
+@click.option(
+    "--if-owner",
+    "if_owner",
+    metavar="PID:STARTED_AT",
+    help="Refuse unless the lane's owner is still this one (its pid and `started_at`, as "
+    "`status --json` showed it): what another host's dashboard sends (docs/hosts.md).",
+)
 @friendly_errors
 def kill_command(
     target: str,
@@ -62,6 +69,7 @@ def kill_command(
     yes: bool,
     as_json: bool,
     allow_other_user: bool,
+    if_owner: str | None,
 ) -> None:
     """Stop the live lane TARGET: its command's process group and every other process of the lane
     (a headless lane: each of its processes), each checked at the moment of the signal.
@@ -81,7 +89,7 @@ def kill_command(
         sig=sig,
         grace=grace,
         allow_other_user=allow_other_user,
-        seen=Seen.of(seen.stamp),
+        seen=_shown(if_owner) if if_owner else Seen.of(seen.stamp),
         check=False,
     )
     if as_json:
@@ -92,6 +100,16 @@ def kill_command(
         sys.exit(Exit.REFUSED)
     if result.outcome == "running":
         sys.exit(Exit.FAILED)
+
+
+def _shown(value: str) -> Seen:
+    pid, _, started = value.partition(":")
+    try:
+        return Seen(int(pid), float(started))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: PID:STARTED_AT, as status --json shows them", param_hint="--if-owner"
+        ) from None
 
 
 def kill_json(r: KillResult) -> dict[str, Any]:

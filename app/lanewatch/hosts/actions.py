@@ -33,10 +33,17 @@ def _result(host: Host, verb: str, answer: link.Answer, ok_when: Any) -> RemoteR
     return RemoteResult(bool(ok_when(data, answer.code)), message, data, answer.code)
 
 
-def kill(host: Host, far_key: str, signal_name: str = "TERM") -> RemoteResult:
-    answer = link.call(
-        host, "kill", far_key, "--signal", signal_name, "--yes", "--json", timeout=KILL_TIMEOUT
-    )
+def kill(
+    host: Host,
+    far_key: str,
+    signal_name: str = "TERM",
+    seen: tuple[int | None, float | None] | None = None,
+) -> RemoteResult:
+    """`seen`: the owner (pid, started_at) the row showed; the far kill refuses any other."""
+    args = ["kill", far_key, "--signal", signal_name, "--yes", "--json"]
+    if seen is not None and seen[0] is not None and seen[1] is not None:
+        args += ["--if-owner", f"{seen[0]}:{seen[1]!r}"]
+    answer = link.call(host, *args, timeout=KILL_TIMEOUT)
     # Success is the lane ended (as the local kill says it), exit 0 and "stopped"/"gone".
     return _result(host, "kill", answer, lambda d, code: code == 0)
 

@@ -77,11 +77,9 @@ def _other_user(ns: NamespaceView) -> bool:
 
 
 def on_host(ns: NamespaceView) -> str:
-    """ "On host NAME (over ssh): " for another host's lane, else ""."""
-    remote_ = split_key(ns.key)
-    return (
-        f"On host {remote_[0]} (over ssh, its lanewatch re-checks everything): " if remote_ else ""
-    )
+    """What the dialog says first for another host's lane ("" for this host's)."""
+    found = split_key(ns.key)
+    return f"On host {found[0]}, through its own lanewatch (over ssh): " if found else ""
 
 
 def whose(ns: NamespaceView) -> str:
@@ -150,7 +148,10 @@ class ActionsAdapter:
         far = self._far(ns)
         if far is not None:
             host, key = far
-            return _remote("kill", target_label(ns), lambda: remote.kill(host, key, _name(sig)))
+            seen = (ns.pid, ns.started_at)  # the far kill refuses an owner other than the row's
+            return _remote(
+                "kill", target_label(ns), lambda: remote.kill(host, key, _name(sig), seen)
+            )
         other = _other_user(ns)
         return _run(
             "kill",
