@@ -183,6 +183,11 @@ def test_kill_of_a_remote_lane_ends_its_process(
     assert proc.wait(timeout=30) is not None  # the lane's runner recorded the exit and ended
     again = remote.kill(host, str(far_ns))  # nothing left to kill: the far side says so
     assert again.data is not None and again.data["outcome"] == "gone"
+    cleared = remote.clear(host, str(far_ns))  # released now: its namespace goes to the trash
+    assert cleared.ok and cleared.data is not None, cleared
+    valid("clear", cleared.data)
+    assert [r["outcome"] for r in cleared.data["results"]] == ["cleared"]
+    assert not far_ns.exists()
 
 
 def test_record_views_and_until_eof(
