@@ -16,10 +16,10 @@ from lanewatch.hosts.config import Host
 from lanewatch.hosts.many import ManyHosts
 from lanewatch.hosts.stream import HostStream
 from lanewatch.hosts.wire import remote_key
-from lanewatch.tui.app import make_app
+from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.picture import View
 from lanewatch.tui.screens.kill_confirm import KillConfirm
-from tests.sshkit import SshServer, far_command, far_lane
+from tests.sshkit import SshServer, far_command, far_lane, old_scheme_script
 from tests.sshkit import ssh_server as ssh_server  # a fixture
 
 from .conftest import Lanes
@@ -84,3 +84,28 @@ async def test_one_dashboard_shows_and_kills_lanes_of_both_hosts(
             what="the host ok again",
         )
         assert app.main.table(View.STALE).has_row(far_key)
+
+
+async def test_half_migrated_hosts_are_named_in_the_status_line(
+    scratch: Path, tmp_path: Path, ssh_server: SshServer
+) -> None:
+    far = far_command(tmp_path / "farhome")
+    bare = HostStream(Host("bare", "far", str(tmp_path / "nowhere" / "lanewatch")))
+    old = HostStream(Host("old", "far", old_scheme_script(tmp_path / "oldhome", far)))
+    app = make_app([scratch], engine=ManyHosts(EngineProcess([scratch]), [bare, old]))
+    async with app.run_test(size=(250, 36)) as pilot:
+        await until(pilot, lambda: old.state.status == "ok", timeout=60, what="old streams")
+        text = await shows(pilot, "missing ssh:bare", "degraded ssh:old", timeout=30)
+        assert "fix: ssh far 'python3 -m pip install --user lanewatch'" in text
+        # One status line cannot hold both fixes: each flagged host's is also told in a toast.
+        await until(pilot, lambda: len(toasts(app)) >= 2, what="a toast per flagged host")
+        said = toasts(app)
+        assert said["host bare"].endswith("fix: ssh far 'python3 -m pip install --user lanewatch'")
+        assert said["host old"] == (
+            "it keeps scheme 0 (lanewatch 0.0.9), not this side's 1\n"
+            "fix: ssh far 'python3 -m pip install -U lanewatch'"
+        )
+
+
+def toasts(app: LanewatchApp) -> dict[str, str]:
+    return {n.title: n.message for n in app._notifications if n.title.startswith("host ")}

@@ -219,3 +219,52 @@ def test_record_views_and_until_eof(
     assert proc.wait(timeout=30) == 0
     last = json.loads(proc.stdout.read().splitlines()[-1])
     assert last["type"] == "stop" and last["signal"] == "EOF"
+
+
+def test_a_far_incident_is_streamed_and_acknowledged_there(
+    ssh_server: SshServer,  # noqa: F811
+    repo: Path,
+    root: Path,
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    from lanewatch.engine.engine import Engine
+    from lanewatch.hosts.many import ManyHosts
+    from tests.sshkit import far_env
+
+    far_home = tmp_path / "farhome"
+    _, far_ns = far_lane(procs, repo, far_home, "far-lane")
+    stream = HostStream(Host("far", "far", far_command(far_home)))
+    many = ManyHosts(Engine([str(root)]), [stream])
+    seen = Collect()
+    many.start(seen)
+    try:
+        wait_for(lambda: remote_key("far", str(far_ns)) in stream.views, 60, what="far lane")
+        # A second claim of the far lane there: refused, and the far engine records it.
+        again = subprocess.run(
+            [
+                *LANEWATCH,
+                "run",
+                "--root",
+                str(far_home / "root"),
+                "--lane",
+                "far-lane",
+                "--",
+                "true",
+            ],
+            cwd=repo,
+            env=far_env(far_home),
+            capture_output=True,
+            timeout=60,
+        )
+        assert again.returncode == 3, again.stderr
+        found = wait_for(lambda: list(stream.incidents.values()), 60, what="the far incident")
+        [incident] = found
+        assert incident.id.startswith("far:refused-claim-") and not incident.acknowledged
+        assert incident.victim == remote_key("far", str(far_ns))
+        with seen.lock:  # every batch the dashboard got carries the host's health
+            assert all(any(h.root == "ssh:far" for h in b.health) for b in seen.batches)
+        many.acknowledge(incident.id)  # runs `lanewatch incidents ID --ack` there
+        wait_for(lambda: stream.incidents[incident.id].acknowledged, 60, what="acknowledged")
+    finally:
+        many.stop()

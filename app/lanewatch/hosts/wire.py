@@ -8,7 +8,7 @@ a far side of another version may leave one out, and none of it is trusted as ma
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lanewatch.model.views import (
@@ -38,6 +38,24 @@ def split_key(key: str) -> tuple[str, str] | None:
 def host_root(host: str) -> str:
     """The pseudo-root a host's own health is shown under (`ssh:NAME`)."""
     return f"ssh{SEP}{host}"
+
+
+def host_fixes(health: Iterable[SourceHealth]) -> list[tuple[str, list[str]]]:
+    """(host, [what is wrong, "fix: …", …]) of each flagged host in a picture's health (the
+    line `stream.HostState.health` writes: parts joined by "; ", each fix after its finding)."""
+    found = []
+    prefix = host_root("")
+    for h in health:
+        if not h.root.startswith(prefix) or "fix: " not in h.detail:
+            continue
+        parts = h.detail.split("; ")
+        kept = [
+            p
+            for i, p in enumerate(parts)
+            if p.startswith("fix: ") or (i + 1 < len(parts) and parts[i + 1].startswith("fix: "))
+        ]
+        found.append((h.root.removeprefix(prefix), kept))
+    return found
 
 
 def _str(d: Mapping[str, Any], k: str) -> str | None:

@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from lanewatch.errors import LanewatchError
+from lanewatch.hosts.wire import host_fixes
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
 from lanewatch.model.views import Incident, NamespaceView
@@ -103,6 +104,7 @@ class LanewatchApp(App[None]):
         self.default_root = str(canonical_root(default_root()))
         self._last_drain = 0.0
         self._attribution_told = False
+        self._fixes_told: set[str] = set()  # a half-migrated host's fix, told once (toast)
         self._terminal: int | None = None  # stdin, watched for a hang-up once mounted
         self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
         self.watch_problem: watch.Problem | None = None  # what the watchdog found, if anything
@@ -263,8 +265,20 @@ class LanewatchApp(App[None]):
                 markup=False,
                 timeout=10,
             )
+        self._tell_fixes()
         if isinstance(self.screen, IncidentScreen):
             self.screen.picture_changed()
+
+    def _tell_fixes(self) -> None:
+        """A host flagged as half-migrated (`hosts/flags.py`): its fix whole in a toast, once;
+        the status line keeps saying it, as far as its one line reaches."""
+        for name, words in host_fixes(self.picture.health):
+            said = "\n".join(words)
+            if said not in self._fixes_told:
+                self._fixes_told.add(said)
+                self.notify(
+                    said, title=f"host {name}", severity="warning", markup=False, timeout=20
+                )
 
     def main_live(self) -> bool:
         """The main screen is composed and the app is not shutting down (`run_test` tears the
