@@ -39,9 +39,11 @@ class ManyHosts:
         self.local.start(self._from_local)
 
     def stop(self) -> None:
-        for stream in self.streams:
-            stream.stop()
+        for stream in self.streams:  # every link asked to end first: they end together
+            stream.stop(wait=False)
         self.local.stop()
+        for stream in self.streams:
+            stream.join()
 
     def acknowledge(self, incident_id: str) -> None:
         """A far incident (`NAME:ID`) is acknowledged there (`lanewatch incidents ID --ack`);

@@ -124,8 +124,19 @@ class HostStream:
         )
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """End the link (its far `record` sees stdin close and stops); `wait=False` only asks,
+        so many hosts stop at once (`join` then waits)."""
         self._stop.set()
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(OSError, ValueError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+        if wait:
+            self.join()
+
+    def join(self) -> None:
         proc = self._proc
         if proc is not None:
             _end(proc)
