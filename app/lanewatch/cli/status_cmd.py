@@ -98,6 +98,7 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "fence_note": v.fence_note,
         "fence_private": list(v.fence_private),
         "members": [member_json(m, now) for m in v.members],
+        "scheme": v.scheme,
     }
 
 
