@@ -21,11 +21,12 @@ from typing import Any
 import pytest
 
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
+from lanewatch.linux import mountinfo
 from lanewatch.linux.mountinfo import network_fstype, parse_mountinfo, read_mountinfo
 from tests.conftest import LANEWATCH, wait_for
 from tests.unit import actionkit
 from tests.unit.contractkit import parsed
-from tests.unit.enginekit import make_stamp
+from tests.unit.enginekit import make_stamp, running
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
@@ -165,11 +166,15 @@ def test_a_polled_root_sees_another_hosts_lane_arrive_and_go_quiet(
         reader.join(timeout=20)
 
 
+def nfs_line(path: Path) -> str:
+    """A mountinfo line saying `path`'s real device is an NFS mount (what the kernel would
+    print for one; no NFS server can be mounted on a test machine)."""
+    dev = os.stat(path).st_dev
+    return f"900 1 {os.major(dev)}:{os.minor(dev)} / {path} rw - nfs4 server:/export rw\n"
+
+
 def test_a_root_on_a_network_filesystem_is_known(tmp_path: Path) -> None:
-    dev = os.stat(tmp_path).st_dev
-    line = (
-        f"900 1 {os.major(dev)}:{os.minor(dev)} / {tmp_path} rw - nfs4 server:/export rw,vers=4.2\n"
-    )
+    line = nfs_line(tmp_path)
     table = [*read_mountinfo(), *parse_mountinfo(line.encode())]  # mounted last: on top
     assert network_fstype(str(tmp_path), table) == "nfs4"
     local = line.replace(" nfs4 ", " ext4 ")
@@ -178,3 +183,24 @@ def test_a_root_on_a_network_filesystem_is_known(tmp_path: Path) -> None:
     # This machine's own view of tmp_path: what `RootWatch` decides on.
     real = network_fstype(str(tmp_path))
     assert real is None or real in line, "tmp_path is on a network filesystem here"
+
+
+def test_the_engine_polls_a_root_on_a_network_filesystem_unasked(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine reads the real mount table with one line added: the root's device as NFS
+    (the one fact an NFS mount would change). It polls the root, says why, and sees writes."""
+    real = read_mountinfo()
+    line = nfs_line(root)
+    monkeypatch.setattr(
+        mountinfo, "read_mountinfo", lambda: [*real, *parse_mountinfo(line.encode())]
+    )
+    ns = make_stamp(root, "on-nfs")
+    with running([root], poll_interval=0.2) as (engine, rec):
+        assert engine.poll is False  # nobody asked for --poll
+        assert rec.health(root) == "polling"
+        with rec.lock:
+            [health] = [h for h in rec.picture.health if h.root == str(root)]
+        assert health.detail.startswith("nfs4, a network filesystem: polling"), health
+        (ns / "written-elsewhere.txt").write_text("x")
+        wait_for(lambda: (v := rec.view(ns)) is not None and v.files == 2, what="the write seen")
