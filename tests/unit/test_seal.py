@@ -33,7 +33,7 @@ from tests.unit.test_hook import git_run
 FIELDS = {
     "schema", "step", "outcome", "exit_code", "checkout_id", "checkout_path", "lane",
     "namespace", "git_head", "git_error", "dirty", "dirty_digest", "changed_during_run",
-    "pid", "host", "user", "started_at", "finished_at", "command",
+    "pid", "host", "user", "started_at", "finished_at", "command", "scheme",
 }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from lanewatch.actions.assess import Assessment
 from lanewatch.actions.mounts import mounts_inside
+from lanewatch.lanes.stamp import Stamp
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import STALE_STATES, LaneMember, NsState
 from lanewatch.processes.holders import HeldPath, Holder, ProcScan, Unreadable, scan
@@ -37,6 +38,12 @@ _KIND = {"cwd": "its working directory", "root": "its root", "map": "a mapping o
 MAX_LISTED = 5
 
 
+def foreign_host(stamp: Stamp | None) -> str | None:
+    """The host a stamp's owner runs (or ran) on, when it is not this one: a shared root (NFS)
+    holds lanes of other hosts, whose processes cannot be checked from here."""
+    return stamp.host if stamp is not None and stamp.host != hostname() else None
+
+
 def why_not_clearable(a: Assessment) -> str | None:
     if a.members and a.state not in (NsState.LIVE, NsState.HUNG):
         return (
@@ -47,7 +54,7 @@ def why_not_clearable(a: Assessment) -> str | None:
     if a.state not in STALE_STATES:
         return f"it is {a.describe()}; only stale, orphan or released namespaces are cleared"
     stamp = a.stamp
-    if stamp is not None and stamp.host != hostname():
+    if stamp is not None and foreign_host(stamp):
         return (
             f"its owner ran on host {stamp.host}: processes there cannot be checked from "
             f"here; clear it on {stamp.host}"

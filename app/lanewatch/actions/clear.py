@@ -26,7 +26,7 @@ from typing import Literal
 
 from lanewatch.actions import journal, trashbox
 from lanewatch.actions.assess import Assessment, Seen, aim, assess
-from lanewatch.actions.checks import why_held, why_mounted, why_not_clearable
+from lanewatch.actions.checks import foreign_host, why_held, why_mounted, why_not_clearable
 from lanewatch.actions.fsops import rename_noreplace, tree_size
 from lanewatch.actions.pin import Gone, Pinned, Refused, pin
 from lanewatch.actions.results import checked, human_size
@@ -48,6 +48,7 @@ class ClearResult:
     trash_path: str | None = None
     files: int | None = None
     bytes: int | None = None
+    owner_host: str | None = None  # the owner's host, when it is not this one (then refused)
 
     @property
     def ok(self) -> bool:
@@ -93,7 +94,7 @@ def clear_target(target: Target, *, dry_run: bool = False, seen: Seen | None = N
     why = why_not_clearable(first)
     if why is not None:
         _note_refusal(target, first, why, dry_run)
-        return _refused(target, why, first.state.value)
+        return _refused(target, why, first.state.value, foreign_host(first.stamp))
     diary: list[Callable[[], object]] = []  # written once the trash lock is let go
     try:
         lock = contextlib.nullcontext() if dry_run else trashbox.trash_lock(target.root)
@@ -108,9 +109,11 @@ def clear_target(target: Target, *, dry_run: bool = False, seen: Seen | None = N
     return result
 
 
-def _refused(target: Target, why: str, state: str | None = None) -> ClearResult:
+def _refused(
+    target: Target, why: str, state: str | None = None, owner_host: str | None = None
+) -> ClearResult:
     msg = f"refused to clear {target.label}: {why}"
-    return ClearResult("refused", str(target.path), target.label, msg, state)
+    return ClearResult("refused", str(target.path), target.label, msg, state, owner_host=owner_host)
 
 
 def _pinned(
@@ -132,7 +135,7 @@ def _pinned(
         why = why or (held.why if held else None)
         if why is not None:
             diary.append(functools.partial(_note_refusal, target, now, why, dry_run))
-            return _refused(target, why, now.state.value)
+            return _refused(target, why, now.state.value, foreign_host(now.stamp))
         files, size = tree_size(target.path)
         note = f" [{held.note}]" if held and held.note else ""
         if dry_run:

@@ -27,7 +27,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -70,6 +70,7 @@ class KillResult:
     sends: tuple[SignalResult, ...] = ()
     escalated: bool = False
     method: str | None = None  # "pidfd", or "psutil" where pidfds are missing
+    owner_host: str | None = None  # the owner's host, when it is not this one (then refused)
 
     @property
     def ok(self) -> bool:
@@ -178,8 +179,11 @@ def kill_target(
         return end("gone", f"{target.label} has no owner to kill: {a.describe()}")
     if a.state not in KILLABLE or stamp is None:
         return end("refused", f"refused to kill {target.label}: it is {a.describe()}")
-    if stamp.host != hostname():
-        return end("refused", f"refused to kill {target.label}: its owner runs on {stamp.host}")
+    if stamp.host != hostname():  # its processes are not ours to see: kill it on its host
+        return replace(
+            end("refused", f"refused to kill {target.label}: its owner runs on {stamp.host}"),
+            owner_host=stamp.host,
+        )
     changed = seen.changed(stamp) if seen is not None else None
     if changed is not None:
         return end("refused", f"refused to kill {target.label}: {changed}")

@@ -101,6 +101,7 @@ def _result_json(r: ClearResult, missing: list[str], bad: list[str]) -> dict[str
         "files": r.files,
         "bytes": r.bytes,
         "message": r.message,
+        "owner_host": r.owner_host,  # another host's owner: refused, clear it there
     }
 
 

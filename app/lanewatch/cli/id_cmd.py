@@ -7,6 +7,7 @@ import click
 from lanewatch.cli.common import friendly_errors, say
 from lanewatch.cli.reports import report
 from lanewatch.lanes.checkout import resolve_checkout
+from lanewatch.lanes.scheme import SCHEME_VERSION
 
 
 @click.command("id")
@@ -16,8 +17,9 @@ from lanewatch.lanes.checkout import resolve_checkout
 def id_command(checkout: str | None, as_json: bool) -> None:
     """Print the checkout id, slug, worktree root and git common dir."""
     bound = resolve_checkout(checkout)
+    fields = {**bound.to_json(), "scheme": SCHEME_VERSION}  # which scheme this host keeps
     if as_json:
-        report("id", bound.to_json())
+        report("id", fields)
         return
-    for key, value in bound.to_json().items():
+    for key, value in fields.items():
         say(f"{key:12} {value}")

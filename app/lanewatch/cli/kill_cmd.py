@@ -121,6 +121,7 @@ def kill_json(r: KillResult) -> dict[str, Any]:
         "escalated": r.escalated,
         "method": r.method,
         "message": r.message,
+        "owner_host": r.owner_host,  # another host's owner: refused, kill it there
     }
 
 

@@ -4,8 +4,10 @@ For CI jobs, servers, and a privileged recorder beside an unprivileged dashboard
 incidents, evidence and write history in the roots exactly as the dashboard does. Each state
 change of a namespace, each new or grown incident, each change of a root's health and of the
 attribution is printed as it is delivered: a JSON object a line with `--json` (`type` is
-"start", "state", "incident", "health", "attribution", "roots" or "stop"), else a short line
-of text.
+"start", "state", "incident", "health", "attribution", "roots", "metrics" or "stop"), else a
+short line of text. `--metrics ADDR:PORT` and `--metrics-textfile PATH` expose Prometheus
+metrics of the engine's picture (engine/metrics.py, docs/metrics.md); a "metrics" line says
+where.
 
 `--service` is the always-on watcher (`lanewatch service install`, docs/service.md): it also
 keeps a heartbeat in its state folder (`records/service.py`) so `status` and the dashboard can
@@ -195,6 +197,60 @@ def _beat(path: Path, beat: Any, attribution: str | None, alive: bool) -> Any:
     return beat
 
 
+class _Metrics:
+    """`--metrics` and `--metrics-textfile` (engine/metrics.py). prometheus_client is imported
+    only when one is asked for: `record` without them, and `run`, never load it."""
+
+    def __init__(self, engine: Any, address: str | None, textfile: str | None) -> None:
+        self.engine, self.address, self.textfile = engine, address, textfile
+        self.http: Any = None
+        self.file: Any = None
+        self.failing = False  # the textfile could not be written: said once, retried
+
+    def start(self, printer: Printer) -> None:
+        if self.address is None and self.textfile is None:
+            return
+        from lanewatch.engine import metrics
+
+        registry = metrics.registry_for(self.engine)
+        if self.address is not None:
+            try:
+                self.http = metrics.HttpExporter.start(self.address, registry)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--metrics") from exc
+            except OSError as exc:
+                raise click.ClickException(
+                    f"cannot serve metrics on {self.address}: {exc.strerror or exc}"
+                ) from exc
+        if self.textfile is not None:
+            self.file = metrics.TextfileExporter(self.textfile, registry, self._picture)
+        with printer._lock:
+            printer.emit(
+                "metrics",
+                url=self.http.url if self.http else None,
+                textfile=self.file.path if self.file else None,
+            )
+
+    def _picture(self) -> object:
+        return self.engine().snapshot()
+
+    def tick(self, *, force: bool = False) -> None:
+        if self.file is None:
+            return
+        try:
+            self.file.tick(force=force)
+            self.failing = False
+        except OSError as exc:
+            if not self.failing:
+                log.warning("cannot write the metrics file %s: %s", self.file.path, exc)
+            self.failing = True
+
+    def stop(self) -> None:
+        if self.http is not None:
+            self.http.stop()
+        self.tick(force=True)  # the last picture: the engine is down (lanewatch_engine_up 0)
+
+
 def _text(f: dict[str, Any]) -> str:
     if "summary" in f:
         ack = " acknowledged" if f.get("acknowledged") else " reopened" if f.get("reopened") else ""
@@ -205,6 +261,8 @@ def _text(f: dict[str, Any]) -> str:
         return f"{f['state']:<8} {who}: {f.get('reason', '')}".rstrip(": ")
     if "status" in f:
         return f"{f['root']}: {f['status']} ({f['detail']})"
+    if "url" in f:
+        return f"metrics at {f['url'] or '-'}, textfile {f['textfile'] or '-'}"
     if "hint" in f:
         return f"attribution {f['attribution']['mode']}: {f['hint']}"
     return " ".join(f"{k}={v}" for k, v in f.items())
@@ -233,6 +291,16 @@ def _text(f: dict[str, Any]) -> str:
     "--until-eof",
     is_flag=True,
     help="Also stop when stdin closes (the far end of `ssh HOST lanewatch record`).",
+    "--metrics",
+    "metrics_at",
+    metavar="ADDR:PORT",
+    help="Serve Prometheus metrics over HTTP (a bare PORT: on 127.0.0.1; docs/metrics.md).",
+)
+@click.option(
+    "--metrics-textfile",
+    metavar="PATH",
+    type=click.Path(dir_okay=False),
+    help="Keep Prometheus metrics in PATH for node_exporter's textfile collector.",
 )
 @friendly_errors
 def record_command(
@@ -243,6 +311,8 @@ def record_command(
     system: bool,
     views: bool,
     until_eof: bool,
+    metrics_at: str | None,
+    metrics_textfile: str | None,
 ) -> None:
     """Run the engine without a screen and print each change until SIGINT or SIGTERM.
 
@@ -268,6 +338,7 @@ def record_command(
         _wanted_roots(system) if system and not roots else (list(roots) or None), poll=poll
     )
     printer = Printer(as_json, engine.roots, views=views)
+    exporters = _Metrics(lambda: engine, metrics_at, metrics_textfile)  # reads `engine` as it is
     stop = threading.Event()
     received: list[str] = []
     if until_eof:  # over ssh: the local side went away (no SIGHUP without a terminal)
@@ -290,6 +361,7 @@ def record_command(
         )
     beat_path = None
     try:
+        exporters.start(printer)
         engine.start(printer)
         if beat_dir is not None and beat is not None:
             beat_path = svc.write_beat(beat_dir, beat)
@@ -313,8 +385,10 @@ def record_command(
             if beat_path is not None and beat is not None and now >= next_beat:
                 next_beat = now + svc.BEAT_EVERY
                 beat = _beat(beat_path, beat, printer.attribution, engine.alive())
+            exporters.tick()
     finally:
         engine.stop()
+        exporters.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
         if beat_path is not None and beat is not None:

@@ -102,6 +102,7 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "members": [member_json(m, now) for m in v.members],
         # Issue 20, additive: the host (`--host NAME`) whose lane this is; null: this one's.
         "from_host": (split_key(v.key) or (None,))[0],
+        "scheme": v.scheme,
     }
 
 

@@ -10,6 +10,8 @@ Sharp edges of watchdog 7.1 this module designs around (see docs/engine.md):
 - when the root is deleted its emitter thread stops for good: the DirDeletedEvent of the root
   is queued as "root-gone", and `RootWatch.problem()` notices a dead thread or a root replaced
   under the same path, so the worker re-watches;
+- a root on a network filesystem (NFS, CIFS, … `linux.mountinfo.network_fstype`) is polled:
+  inotify reports only the writes made through this kernel, never another host's;
 - reads would generate IN_OPEN/IN_CLOSE_NOWRITE: the event filter keeps them out of the
   kernel mask, so our own reads of stamps and ledgers never feed back.
 """
@@ -45,6 +47,7 @@ from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
 from watchdog.observers.polling import PollingObserverVFS
 
 from lanewatch.lanes.roots import ROOT_META
+from lanewatch.linux.mountinfo import network_fstype
 from lanewatch.model.views import HealthStatus, SourceHealth
 
 log = logging.getLogger(__name__)
@@ -214,6 +217,9 @@ class RootWatch:
             self.identity = (st.st_dev, st.st_ino)
             if self.want_poll:
                 return self._start_polling("polling (--poll)")
+            shared = network_fstype(self.root)
+            if shared is not None:  # other hosts write there: inotify would never say
+                return self._start_polling(f"{shared}, a network filesystem: polling")
             return self._start_inotify()
 
     def _start_inotify(self) -> SourceHealth:

@@ -18,6 +18,7 @@ from typing import Any
 
 from lanewatch.lanes.fields import Rejected, load_versioned, strings, take
 from lanewatch.lanes.fsutil import NotAFile, UnsafePath, read_nofollow_in, write_atomic
+from lanewatch.lanes.scheme import SCHEME_VERSION
 
 SCHEMA = 1
 MAX_STAMP_BYTES = 64 * 1024
@@ -80,6 +81,9 @@ class Stamp:
     # The mount namespace CMD runs in ("mnt:[4026532]"), when it has one of its own (the fence):
     # a process cannot leave it, so it marks the lane's processes after the runner is gone.
     mnt_ns: str | None = None
+    # The scheme of the host that wrote it (lanes/scheme.py). None: the stamp names none (an
+    # older lanewatch: `scheme.stated` reads it as 1). Typed as every field: not an int is garbage.
+    scheme: int | None = SCHEME_VERSION
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -116,6 +120,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("fence", "fence_note"), (str,)),
     "fence_private": (list,),
     "mnt_ns": (str,),
+    "scheme": (int,),
 }
 _WRONG_TYPE = "field {name!r} has the wrong type"
 

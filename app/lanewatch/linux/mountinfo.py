@@ -125,3 +125,37 @@ def hidden_reason() -> str | None:
                 if opt.startswith("hidepid=") and opt not in ("hidepid=0", "hidepid=off"):
                     reason = f"{PROC} is mounted with {opt}"
     return reason
+
+
+# Filesystems another machine (or the host of a VM) writes to as well: inotify reports only the
+# writes made through this kernel, so a root there is polled (files/tail.py,
+# docs/hosts-shared-root.md).
+NETWORK_FSTYPES = frozenset(
+    {
+        "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "ceph", "glusterfs", "lustre",
+        "gpfs", "ocfs2", "gfs2", "9p", "virtiofs", "fuse.sshfs", "fuse.glusterfs", "fuse.ceph",
+    }
+)  # fmt: skip
+
+
+def network_fstype(path: str, table: list[MountEntry] | None = None) -> str | None:
+    """The type of the network filesystem `path` lies on (nfs4, cifs, …), or None: a local
+    one, or it cannot be told (no mountinfo, no such path). `table`: mountinfo as read (tests)."""
+    try:
+        dev = os.stat(path).st_dev
+        entries = read_mountinfo() if table is None else table
+    except OSError:
+        return None
+    # The last mount of that device is the one on top (a bind mount shares its device).
+    here = [e for e in entries if _dev_of(e) == dev]
+    if not here:
+        return None
+    fstype = here[-1].fstype
+    return fstype if fstype in NETWORK_FSTYPES else None
+
+
+def _dev_of(entry: MountEntry) -> int | None:
+    try:
+        return entry.dev
+    except ValueError:
+        return None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from lanewatch.lanes.scheme import stated
 from lanewatch.lanes.stamp import Stamp, StampRead
 from lanewatch.linux.procid import Liveness
 from lanewatch.model import incidents as inc
@@ -410,6 +411,7 @@ def view_of(
         fence_note=s.fence_note if s else None,
         fence_private=tuple(s.fence_private or ()) if s else (),
         members=_members(rec),
+        scheme=stated(s.scheme) if s else None,
     )
 
 

@@ -97,6 +97,7 @@ class NamespaceView:
     fence_note: str | None = None  # why it runs unfenced
     fence_private: tuple[str, ...] = ()  # the mount points that are the lane's own
     members: tuple[LaneMember, ...] = ()  # the lane's running processes (not its runner)
+    scheme: int | None = None  # the scheme its stamp names (lanes/scheme.py); None: no stamp
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from lanewatch.lanes.fsutil import UnsafePath, ensure_real_dir, open_regular, wr
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, RECEIPTS_DIR, Lane, LaneTarget, locate
 from lanewatch.lanes.names import decode_lane, encode_lane
 from lanewatch.lanes.nested import holding
+from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.lanes.stamp import OwnerState
 from lanewatch.linux.procid import hostname
 from lanewatch.proof.gitstate import GitState, read_git_state
@@ -100,6 +101,9 @@ class Receipt:
     finished_at: float
     command: tuple[str, ...]
     schema: int = SCHEMA
+    # The writer's scheme (lanes/scheme.py), sealed with the rest. None: the receipt names none
+    # (an older lanewatch: `scheme.stated` reads it as 1); not an int: garbage, as any field.
+    scheme: int | None = SCHEME_VERSION
 
     @property
     def passed(self) -> bool:
@@ -205,6 +209,9 @@ def parse_receipt(data: bytes) -> ReceiptRead:
     )
     if isinstance(values, str):
         return _garbage(values, obj)
+    scheme = obj.get("scheme")
+    if scheme is not None and type(scheme) is not int:
+        return _garbage("field 'scheme' is of the wrong type", obj)
     problem = _contradiction(values)
     if problem:
         return _garbage(problem, obj)
@@ -212,7 +219,8 @@ def parse_receipt(data: bytes) -> ReceiptRead:
     values["command"] = tuple(values["command"])
     values["started_at"] = float(values["started_at"])
     values["finished_at"] = float(values["finished_at"])
-    return ReceiptRead(ReceiptStatus.OK, Receipt(**values, schema=obj["schema"]), raw=obj)
+    receipt = Receipt(**values, schema=obj["schema"], scheme=scheme)
+    return ReceiptRead(ReceiptStatus.OK, receipt, raw=obj)
 
 
 def receipt_path(namespace: Path, step: str) -> Path:

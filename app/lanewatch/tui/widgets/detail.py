@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from lanewatch.inert import inert
 from lanewatch.lanes.fence import describe
+from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import STATE_STYLES, intruder_label, lane_label
@@ -63,6 +64,8 @@ def namespace_renderable(
     if fence is not None:
         owner.add_row("fence", _t(fence))
     owner.add_row("stamp", _t(ns.stamp_status))
+    if ns.scheme != SCHEME_VERSION and ns.stamp_status == "ok":  # another host's, or older
+        owner.add_row("scheme", _t(f"{ns.scheme} (this lanewatch keeps {SCHEME_VERSION})"))
     owner.add_row("path", _t(ns.key))
     owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.size(ns.bytes)}"))
     parts: list[RenderableType] = [title, owner]

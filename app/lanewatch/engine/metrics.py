@@ -1,0 +1,227 @@
+"""Prometheus metrics of a running engine (docs/metrics.md): over HTTP or a node_exporter textfile.
+
+A custom collector reads the engine's current picture (`Engine.snapshot`) when it is scraped;
+nothing is counted as events arrive, so the watch path costs what it did. This module imports
+prometheus_client at the top: only `lanewatch record --metrics…` imports it, so `lanewatch run`
+and the dashboard never load it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client import start_http_server, write_to_textfile
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from lanewatch import __version__
+from lanewatch.lanes.scheme import SCHEME_VERSION
+from lanewatch.model.views import (
+    STALE_STATES,
+    Changes,
+    HealthStatus,
+    Incident,
+    IncidentKind,
+    NsState,
+)
+
+GRADES = ("known", "inferred")
+MODES = ("kernel", "inferred")  # attribution (Engine.attribution)
+DEFAULT_HOST = "127.0.0.1"  # loopback unless an address is given: the picture names paths
+TEXTFILE_MIN_GAP = 2.0  # a changed picture is written at most this often
+TEXTFILE_MAX_GAP = 15.0  # and an unchanged one this often (its ages move on)
+
+
+class Source(Protocol):
+    """What the collector reads: the engine (`engine.engine.Engine`)."""
+
+    @property
+    def roots(self) -> list[str]: ...
+    @property
+    def attribution(self) -> str: ...
+    @property
+    def stats(self) -> dict[str, int]: ...
+    def snapshot(self) -> Changes: ...
+    def alive(self) -> bool: ...
+
+
+def incident_status(i: Incident) -> str:
+    """open, acknowledged (by a person) or resolved (by lanewatch: every writer gone)."""
+    if i.resolved:
+        return "resolved"
+    return "acknowledged" if i.acknowledged else "open"
+
+
+class EngineCollector(Collector):
+    """The metrics of whichever engine `source()` returns now (`record` may replace it)."""
+
+    def __init__(self, source: Callable[[], Source]) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        engine = self.source()
+        picture = engine.snapshot()
+        now = time.time()
+        roots = sorted(set(engine.roots) | {v.root for v in picture.upserts.values()})
+        yield from _lanes(picture, roots)
+        yield from _incidents(picture)
+        yield from _health(picture, roots, engine.alive(), now)
+        yield from _identity(engine.attribution)
+        stats = engine.stats
+        for name, what in (
+            ("rescans", "full rescans of a root (after an overflow or a lost watch)"),
+            ("overflows", "inotify queue overflows"),
+            ("batches", "batches of file events applied"),
+        ):
+            counter = CounterMetricFamily(f"lanewatch_engine_{name}", what)
+            counter.add_metric([], stats.get(name, 0))
+            yield counter
+
+
+def _lanes(picture: Changes, roots: list[str]) -> Iterator[Metric]:
+    lanes = GaugeMetricFamily(
+        "lanewatch_lanes", "Namespaces by root and state", labels=["root", "state"]
+    )
+    stale = GaugeMetricFamily(
+        "lanewatch_stale_bytes",
+        "Bytes held by namespaces nobody runs in (stale, orphan, released)",
+        labels=["root"],
+    )
+    held = GaugeMetricFamily("lanewatch_lane_bytes", "Bytes held by namespaces", labels=["root"])
+    counts = Counter((v.root, v.state.value) for v in picture.upserts.values())
+    stale_bytes: Counter[str] = Counter()
+    all_bytes: Counter[str] = Counter()
+    for v in picture.upserts.values():
+        all_bytes[v.root] += v.bytes or 0
+        if v.state in STALE_STATES:
+            stale_bytes[v.root] += v.bytes or 0
+    for root in roots:  # every state of every root, zeros too: a query sees them all
+        for state in NsState:
+            lanes.add_metric([root, state.value], counts[(root, state.value)])
+        stale.add_metric([root], stale_bytes[root])
+        held.add_metric([root], all_bytes[root])
+    yield from (lanes, stale, held)
+
+
+def _incidents(picture: Changes) -> Iterator[Metric]:
+    family = GaugeMetricFamily(
+        "lanewatch_incidents",
+        "Incidents by kind, grade and status (open, acknowledged, resolved)",
+        labels=["kind", "grade", "status"],
+    )
+    counts = Counter((i.kind, i.grade, incident_status(i)) for i in picture.incidents.values())
+    kinds = [k.value for k in IncidentKind]
+    kinds += sorted({k for k, _, _ in counts} - set(kinds))  # a kind from a newer lanewatch
+    for kind in kinds:
+        for grade in GRADES:
+            for status in ("open", "acknowledged", "resolved"):
+                family.add_metric([kind, grade, status], counts[(kind, grade, status)])
+    yield family
+
+
+def _health(picture: Changes, roots: list[str], alive: bool, now: float) -> Iterator[Metric]:
+    health = GaugeMetricFamily(
+        "lanewatch_root_health",
+        "1 for the state each root's watch is in (ok, polling, degraded, missing, overflow-rescan)",
+        labels=["root", "status"],
+    )
+    current = {h.root: h.status for h in picture.health}
+    for root in roots:
+        for status in HealthStatus:
+            health.add_metric([root, status.value], 1 if current.get(root) == status else 0)
+    up = GaugeMetricFamily("lanewatch_engine_up", "1 while the engine's thread runs")
+    up.add_metric([], 1 if alive else 0)
+    age = GaugeMetricFamily(
+        "lanewatch_last_change_age_seconds",
+        "Seconds since the engine last delivered a change (NaN before its first picture)",
+    )
+    age.add_metric([], max(0.0, now - picture.at) if picture.at else float("nan"))
+    yield from (health, up, age)
+
+
+def _identity(attribution: str) -> Iterator[Metric]:
+    info = GaugeMetricFamily(
+        "lanewatch_build_info", "lanewatch's version and scheme", labels=["version", "scheme"]
+    )
+    info.add_metric([__version__, str(SCHEME_VERSION)], 1)
+    scheme = GaugeMetricFamily(
+        "lanewatch_scheme_version", "The scheme version this lanewatch keeps (lanes/scheme.py)"
+    )
+    scheme.add_metric([], SCHEME_VERSION)
+    mode = GaugeMetricFamily(
+        "lanewatch_attribution_mode",
+        "1 for how writers are known: kernel (fanotify) or inferred",
+        labels=["mode"],
+    )
+    for name in MODES:
+        mode.add_metric([name], 1 if attribution == name else 0)
+    yield from (info, scheme, mode)
+
+
+def registry_for(source: Callable[[], Source]) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(EngineCollector(source))
+    return registry
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """ "PORT", "HOST:PORT" or "[V6]:PORT" -> (host, port); the host is loopback unless named.
+    ValueError with a reason people can read."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    host = host.strip("[]") or DEFAULT_HOST
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not ADDR:PORT (a port from 0 to 65535)")
+    return host, int(port)
+
+
+@dataclass
+class HttpExporter:
+    """`--metrics ADDR:PORT`: a thread of prometheus_client's HTTP server."""
+
+    url: str
+    _shutdown: Callable[[], None]
+
+    @classmethod
+    def start(cls, address: str, registry: CollectorRegistry) -> HttpExporter:
+        host, port = parse_address(address)
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+        bound = server.server_address[1]
+        shown = f"[{host}]" if ":" in host else host
+        return cls(f"http://{shown}:{bound}/metrics", server.shutdown)
+
+    def stop(self) -> None:
+        self._shutdown()
+
+
+class TextfileExporter:
+    """`--metrics-textfile PATH`: node_exporter's textfile collector reads PATH. Written
+    atomically (prometheus_client writes a temporary file and renames it), when the picture
+    changed (at most every TEXTFILE_MIN_GAP s) and every TEXTFILE_MAX_GAP s regardless."""
+
+    def __init__(self, path: str, registry: CollectorRegistry, picture: Callable[[], object]):
+        self.path = os.path.abspath(path)
+        self.registry = registry
+        self.picture = picture  # the engine's current picture: a new object when it changed
+        self._last: object = None
+        self._written = float("-inf")
+
+    def tick(self, now: float | None = None, *, force: bool = False) -> bool:
+        """Write the file if it is due (`force`: now); True when it was written. OSError when
+        it cannot be."""
+        now = time.monotonic() if now is None else now
+        picture = self.picture()
+        gap = now - self._written
+        changed = picture is not self._last
+        due = gap >= TEXTFILE_MAX_GAP or (changed and gap >= TEXTFILE_MIN_GAP)
+        if not (due or force):
+            return False
+        write_to_textfile(self.path, self.registry)
+        self._last, self._written = picture, now
+        return True
