@@ -291,6 +291,8 @@ def _text(f: dict[str, Any]) -> str:
     "--until-eof",
     is_flag=True,
     help="Also stop when stdin closes (the far end of `ssh HOST lanewatch record`).",
+)
+@click.option(
     "--metrics",
     "metrics_at",
     metavar="ADDR:PORT",
