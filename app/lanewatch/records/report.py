@@ -34,6 +34,7 @@ from lanewatch.lanes.fsutil import open_regular
 from lanewatch.lanes.ledger import LedgerLine
 from lanewatch.lanes.names import split_namespace_name
 from lanewatch.lanes.stamp import StampRead, read_stamp
+from lanewatch.model import units
 from lanewatch.model.kinds import severity_of
 from lanewatch.model.views import Incident
 from lanewatch.records import evidence, writes
@@ -311,7 +312,8 @@ def says(s: Shown) -> str:
         "same": f"Then {v.writer}: the same content again.",
         "binary": f"{v.writer} wrote binary content ({size} bytes): not shown.",
         "not-kept": f"{v.writer} wrote {size} bytes: content not kept (only kernel "
-        "attribution keeps contents, up to 64 KiB), and the file no longer holds it.",
+        f"attribution keeps contents, up to {units.size(evidence.SMALL_FILE)}), and the file "
+        "no longer holds it.",
         "not-hashed": f"{v.writer} wrote to it ({v.event or 'modify'}) while holding it open: "
         "no content was read.",
     }.get(s.kind, v.writer)
