@@ -93,10 +93,11 @@ def who(person: Mapping[str, Any] | None, limit: int | None = None) -> str:
     return inert(text)
 
 
-def _entry_writer(e: writes.WriteEntry) -> str:
+def entry_writer(e: writes.WriteEntry, limit: int | None = None) -> str:
+    """Who made a recorded write, for people (inert): "lane L, pid N: command"."""
     if not e.identified:
         return inert(f"pid {e.pid} ({e.how or 'not identified'})")
-    return who({"lane": e.lane, "pid": e.pid, "command": list(e.command)})
+    return who({"lane": e.lane, "pid": e.pid, "command": list(e.command)}, limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +179,7 @@ def versions(history: Sequence[writes.WriteEntry], incident: Incident, path: str
     """The versions of `path` recorded around the incident, oldest first."""
     lo, hi = incident.first_seen - AROUND, incident.last_seen + AROUND
     found = [
-        Version(e.time, e.sha256, e.size, _entry_writer(e), e.event)
+        Version(e.time, e.sha256, e.size, entry_writer(e), e.event)
         for e in history
         if e.path == path and lo <= e.time <= hi
     ]
