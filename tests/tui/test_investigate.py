@@ -242,6 +242,44 @@ async def test_takeover_timeline_shows_what_the_intruder_wrote(
         assert f"pid {intruder_pid}" in text and "Written by" in text
 
 
+@pytest.mark.unprivileged
+async def test_takeover_timeline_shows_the_victims_stamp_the_intruders_and_the_diff(
+    live_takeover: DemoScenario,
+) -> None:
+    """Without kernel attribution too: the engine keeps the stamp it read before the owner
+    changed and the new one (each named by the owner its stamp names), so the timeline shows
+    the victim's stamp whole, then the intruder's as a diff from it."""
+    demo = live_takeover
+    victim = demo.lanes["agent-2"].namespace
+    victim_pid = demo.lanes["agent-2"].runner.pid
+    stamp = victim / ".lanewatch" / "owner.json"
+    app = make_app([demo.scratch_root])
+    async with app.run_test(size=(160, 120)) as pilot:
+        await until(
+            pilot, lambda: incident_of(app, "takeover", victim) is not None, 60, what="takeover"
+        )
+        inc = incident_of(app, "takeover", victim)
+        assert inc is not None
+        intruder_pid = inc.intruder["pid"]
+        screen = await open_timeline(pilot, app, inc)
+        assert screen.report is not None
+        (story,) = [s for s in screen.report.files if s.path == str(stamp)]
+        kinds = [s.kind for s in story.shown]
+        assert kinds[:2] == ["content", "diff"], kinds
+        first, then = story.shown[0], story.shown[1]
+        assert f"pid {victim_pid}" in first.version.writer
+        assert f"pid {intruder_pid}" in then.version.writer
+        assert f'  "pid": {victim_pid},' in first.lines
+        assert f'-  "pid": {victim_pid},' in then.lines
+        assert f'+  "pid": {intruder_pid},' in then.lines
+        # Its writer is who the stamp names, or (with kernel attribution) who the kernel saw.
+        text = await shows(pilot, f"Written by lane agent-2, pid {victim_pid}", "Then ")
+        then_line = next(line for line in text.splitlines() if line.startswith(" Then "))
+        assert f"pid {intruder_pid}" in then_line
+        assert f'  -  "pid": {victim_pid},' in text and f'  +  "pid": {intruder_pid},' in text
+        assert text.index("Written by lane agent-2") < text.index(then_line)
+
+
 @privileged
 async def test_shared_file_timeline_shows_both_contents_and_the_diff(
     lanes: Lanes, scratch: Path

@@ -34,6 +34,9 @@ LOCK_FILE = "writes.lock"
 MAX_BYTES = 8 * 1024 * 1024
 MAX_LINE = 64 * 1024
 SCHEMA = 1
+# `how` of an entry the engine made from a stamp it read (not a kernel event): the writer is
+# the owner the stamp names (engine/stampversions.py).
+STAMP_CLAIM = "as its stamp says"
 
 
 @dataclass(frozen=True, slots=True)
