@@ -71,8 +71,10 @@ LANE_PLAN = (
     _LaneSpec("build", "alpha", "released", "ran 6 writes and exited 0", ("--burst", "6")),
     _LaneSpec("tests", "beta", "live", "holds a file open and its cwd in alpha/agent-1",
               ("--every", "0.5"), (), "in-agent-1"),
-    _LaneSpec("fuzz", "beta", "live", "holds a file open in shared temp", ("--every", "0.3"),
-              ("shared-file",), "shared-temp"),
+    _LaneSpec("fuzz", "beta", "live", "holds a file open in shared temp", ("--every", "1.0",
+              "--versions"), ("shared-file",), "shared-temp"),
+    _LaneSpec("fuzz-2", "alpha", "live", "rewrites beta/fuzz's file in shared temp",
+              ("--every", "2.0", "--versions"), ("shared-file",), "shared-temp"),
 )  # fmt: skip
 
 
@@ -280,7 +282,7 @@ class DemoScenario:
                 hold = victim / "from-beta-tests.log"
                 args += ["--hold", str(hold), "--cwd", str(victim)]
             elif spec.place == "shared-temp":
-                hold = self.shared_tmp / "fuzz-corpus.bin"
+                hold = self.shared_tmp / "fuzz-corpus.txt"  # both fuzz lanes write it
                 args += ["--hold", str(hold)]
             # The fence would give the shared-temp writer a /tmp of its own: it opts out, as
             # a tool run with `--fence none` does, to show what lanewatch sees then.
