@@ -122,6 +122,7 @@ class DemoScenario:
         timeout: float = 30.0,
     ) -> None:
         self.layout = _Layout(Path(os.path.realpath(base or disk.default_base())))
+        self._built = self.layout.base / "built"  # made when the build is done
         self.keep = keep
         self.heartbeat = heartbeat
         self.takeover_delay = takeover_delay
@@ -270,6 +271,7 @@ class DemoScenario:
         self._await_takeover(lanes["agent-2"], intruder)
         self._plant_files()
         self._save()
+        self._built.touch()  # the intruder's delay starts now
 
     def _start_lanes(self) -> None:
         victim = self.namespace("alpha", "agent-1") / "tmp"
@@ -391,6 +393,8 @@ class DemoScenario:
     def _take_over(self, run: LaneRun) -> DemoProcess:
         argv = [*INTRUDER, "--namespace", str(run.namespace)]
         argv += ["--delay", f"{self.takeover_delay:g}"]
+        if self.takeover_delay:  # counted from the end of the build: the dashboard is starting
+            argv += ["--after", str(self._built)]
         return self._spawn(f"intruder {run.lane}", argv, self.layout.base)
 
     def _await_takeover(self, run: LaneRun, intruder: DemoProcess) -> None:
