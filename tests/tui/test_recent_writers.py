@@ -10,6 +10,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from lanewatch.model.views import Changes, Evidence, SourceHealth
 from lanewatch.records.writes import WriteEntry, WriteLog
 from lanewatch.tui.app import make_app
@@ -71,6 +73,7 @@ def _holder_incident(ns: Path, theirs: Path):  # type: ignore[no-untyped-def]
     return incident("cross-lane-write-1", str(ns), kind="cross-lane-write", evidence=(ev,))
 
 
+@pytest.mark.unprivileged
 def test_each_recent_write_names_its_last_recorded_writer(tmp_path: Path) -> None:
     root, ns, _, theirs = _world(tmp_path)
     detail = load_detail(ns, roots=[str(root)], incidents=[_holder_incident(ns, theirs)])
@@ -83,6 +86,7 @@ def test_each_recent_write_names_its_last_recorded_writer(tmp_path: Path) -> Non
     assert load_detail(ns).writes[0].writer is None  # no roots, no incidents: not guessed
 
 
+@pytest.mark.unprivileged
 async def test_the_pane_shows_who_wrote_each_file_as_text(tmp_path: Path) -> None:
     root, ns, _, theirs = _world(tmp_path)
     view = ns_view("agent-1", key=str(ns), root=str(root))

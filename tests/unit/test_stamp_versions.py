@@ -10,6 +10,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from lanewatch.engine.stampversions import StampVersions
 from lanewatch.files.walk import read_stamp_at
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
@@ -34,6 +36,7 @@ def takeover(victim: Path, at: float) -> Incident:
     )
 
 
+@pytest.mark.unprivileged
 def test_the_stamp_before_and_after_are_kept_with_their_claimed_writers(tmp_path: Path) -> None:
     root = tmp_path / "root"
     ns = make_stamp(root, "agent-2", pid=4242, command=["pytest", "-x"])
@@ -62,6 +65,7 @@ def test_the_stamp_before_and_after_are_kept_with_their_claimed_writers(tmp_path
     assert '-  "pid": 4242,' in story.shown[1].lines and '+  "pid": 5555,' in story.shown[1].lines
 
 
+@pytest.mark.unprivileged
 def test_the_version_before_the_window_is_shown_and_the_kernels_record_wins(
     tmp_path: Path,
 ) -> None:
