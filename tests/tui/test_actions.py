@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,8 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
         await confirm(pilot, app, "c", "y")
         result = await outcome(pilot, app, "clear")
         assert result.ok, result.message
+        # One unit convention: the message says kB/B like the dashboard, never KiB.
+        assert re.search(r"moved \d+(\.\d)?[kMG]?B in \d+ files", result.message), result.message
         assert not done.namespace.exists()
         await until(pilot, lambda: not app.main.table(View.STALE).has_row(done.key))
 
@@ -153,7 +156,10 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
             screen = app.screen
             assert isinstance(screen, TrashScreen)
             await until(pilot, lambda s=screen: bool(s.items), what="trash listed")
-            await shows(pilot, "finished")
+            text = await shows(pilot, "finished", "1 cleared namespace")
+            assert "1 cleared namespaces" not in text  # not "1 items"
+            footer = text.rstrip().splitlines()[-1]
+            assert "Restore" in footer and "Next view" not in footer  # its own keys
             await settle(pilot)
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))

@@ -251,3 +251,23 @@ async def test_the_reason_takes_the_rest_of_a_wide_view(size: tuple[int, int]) -
         header = screen_text(app).splitlines()[1]
         assert all(label in header for label in ("STATE", "LANE", "SINCE", "BYTES", "WHY"))
         assert table.scroll_offset.x == 0
+
+
+async def test_the_ack_dialog_names_a_missing_victim_as_the_table_does() -> None:
+    """A shared-file incident has no victim: the table says "–", and so does the dialog (it
+    said "victim ?"); cancelling it acknowledges nothing."""
+    shared = incident("shared-file-1", None, kind="shared-file", intruder={"lane": "fuzz"})
+    engine = FakeEngine([ns_view("fuzz")], [shared])
+    app = make_app([Path("/roots/r1")], engine=engine, clock=lambda: NOW)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: app.picture.loaded, what="the world")
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("a")
+        text = await shows(pilot, "Acknowledge 1 incident?", "shared-file-1  victim –")
+        assert "victim ?" not in text
+        await settle(pilot)
+        await pilot.press("n")
+        await until(pilot, lambda: app.screen is app.main, what="the dialog closed")
+        assert engine.acknowledged == []

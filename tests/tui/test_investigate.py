@@ -242,6 +242,81 @@ async def test_takeover_timeline_shows_what_the_intruder_wrote(
         assert f"pid {intruder_pid}" in text and "Written by" in text
 
 
+@pytest.mark.unprivileged
+async def test_takeover_timeline_shows_the_victims_stamp_the_intruders_and_the_diff(
+    live_takeover: DemoScenario,
+) -> None:
+    """Without kernel attribution too: the engine keeps the stamp it read before the owner
+    changed and the new one (each named by the owner its stamp names), so the timeline shows
+    the victim's stamp whole, then the intruder's as a diff from it."""
+    demo = live_takeover
+    victim = demo.lanes["agent-2"].namespace
+    victim_pid = demo.lanes["agent-2"].runner.pid
+    stamp = victim / ".lanewatch" / "owner.json"
+    app = make_app([demo.scratch_root])
+    async with app.run_test(size=(160, 120)) as pilot:
+        await until(
+            pilot, lambda: incident_of(app, "takeover", victim) is not None, 60, what="takeover"
+        )
+        inc = incident_of(app, "takeover", victim)
+        assert inc is not None
+        intruder_pid = inc.intruder["pid"]
+        screen = await open_timeline(pilot, app, inc)
+        assert screen.report is not None
+        (story,) = [s for s in screen.report.files if s.path == str(stamp)]
+        kinds = [s.kind for s in story.shown]
+        assert kinds[:2] == ["content", "diff"], kinds
+        first, then = story.shown[0], story.shown[1]
+        assert f"pid {victim_pid}" in first.version.writer
+        assert f"pid {intruder_pid}" in then.version.writer
+        assert f'  "pid": {victim_pid},' in first.lines
+        assert f'-  "pid": {victim_pid},' in then.lines
+        assert f'+  "pid": {intruder_pid},' in then.lines
+        # Its writer is who the stamp names, or (with kernel attribution) who the kernel saw.
+        text = await shows(pilot, f"Written by lane agent-2, pid {victim_pid}", "Then ")
+        then_line = next(line for line in text.splitlines() if line.startswith(" Then "))
+        assert f"pid {intruder_pid}" in then_line
+        assert f'  -  "pid": {victim_pid},' in text and f'  +  "pid": {intruder_pid},' in text
+        assert text.index("Written by lane agent-2") < text.index(then_line)
+
+
+@privileged
+async def test_demo_shared_file_timeline_shows_both_lanes_contents_and_the_diff(
+    demo: DemoScenario,
+) -> None:
+    """The demo's two fuzz lanes rewrite one file in shared temp, each version written whole
+    and closed: kernel attribution reads each at its close, so the timeline shows what fuzz
+    wrote and, as a diff from it, what fuzz-2 wrote (and the other way round)."""
+    shared = demo.lanes["fuzz"].hold
+    roots = [str(demo.scratch_root)]
+    app = make_app([demo.scratch_root])
+    async with app.run_test(size=(160, 120)) as pilot:
+        await until(pilot, lambda: app.picture.attribution == "kernel", 30, what="kernel")
+
+        def both() -> Incident | None:
+            inc = incident_of(app, "shared-file")
+            lanes = {w.get("lane") for w in inc.writers} if inc is not None else set()
+            return inc if {"fuzz", "fuzz-2"} <= lanes else None
+
+        def hashed_by(lane: str) -> bool:
+            return any(e.lane == lane and e.sha256 for e in history(roots, str(shared)))
+
+        await until(pilot, lambda: both() is not None, 60, what="both fuzz lanes' incident")
+        await until(pilot, lambda: hashed_by("fuzz") and hashed_by("fuzz-2"), 30, what="writes")
+        inc = both()
+        assert inc is not None
+        screen = await open_timeline(pilot, app, inc)
+        assert screen.report is not None
+        (story,) = [s for s in screen.report.files if s.path == str(shared)]
+        writers = {s.version.writer.split(",")[0] for s in story.shown}
+        assert {"lane fuzz", "lane fuzz-2"} <= writers
+        diffs = [s for s in story.shown if s.kind == "diff"]
+        changed = [s for s in diffs if any(line.startswith("+written by lane") for line in s.lines)]
+        assert changed, [s.kind for s in story.shown]
+        text = await shows(pilot, "What each writer wrote", "+written by lane fuzz")
+        assert "-written by lane fuzz" in text
+
+
 @privileged
 async def test_shared_file_timeline_shows_both_contents_and_the_diff(
     lanes: Lanes, scratch: Path

@@ -64,7 +64,7 @@ def test_scenario_has_every_kind_and_leaves_nothing(tmp_path: Path) -> None:
         assert scenario.base == state_dir().resolve() / "demo"
         lanes = scenario.lanes
         assert dict(scenario.counts()) == {
-            "live": 5,
+            "live": 6,
             "hung": 1,
             "stale": 1,
             "released": 1,
@@ -129,6 +129,11 @@ def test_scenario_has_every_kind_and_leaves_nothing(tmp_path: Path) -> None:
         assert scenario.shared_tmp.parent == shared
         assert _environ(unbound.pid)["LANEWATCH_LANE"] == "fuzz"
         assert any(_inside(f, scenario.shared_tmp) for f in _open_files(unbound.pid))
+        # and a second lane writes the same file: each version written whole and closed
+        second = lanes["fuzz-2"]
+        assert second.writer is not None and second.hold == lanes["fuzz"].hold
+        assert _environ(second.writer.pid)["LANEWATCH_LANE"] == "fuzz-2"
+        assert second.hold.read_text().startswith("written by lane fuzz")
 
         # the user's own roots registry is untouched: the demo has its own state dir
         assert not (state_dir() / "roots.json").exists()

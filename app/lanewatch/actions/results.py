@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol, TypeVar
 
 from lanewatch.errors import LanewatchError
+from lanewatch.model.units import size
 
 
 class Result(Protocol):
@@ -39,11 +40,5 @@ def checked(result: R, check: bool) -> R:
 
 
 def human_size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # unreachable
+    """Bytes as the dashboard shows them (`model.units.size`: decimal, `1.2kB`); `?` unknown."""
+    return "?" if n is None else size(n)

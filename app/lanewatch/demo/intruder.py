@@ -1,8 +1,10 @@
 """The demo's takeover: `python -m lanewatch.demo.intruder --namespace NS [--delay S]`.
 
-After `--delay` seconds it rewrites a live lane's owner stamp with its own identity (pid, start
-ticks, host, its real command line), using the scheme's stamp writer, while the real owner
-lives on and keeps the lock. Then it just stays alive, so the stamp names a live process, until
+After `--delay` seconds (counted from when the file `--after` appears, if given: the demo makes
+it once it is built and its dashboard starts, so the takeover happens in front of it) it
+rewrites a live lane's owner stamp with its own identity (pid, start ticks, host, its real
+command line), using the scheme's stamp writer, while the real owner lives on and keeps the
+lock. Then it just stays alive, so the stamp names a live process, until
 the demo stops it or goes away.
 """
 
@@ -45,8 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lanewatch.demo.intruder")
     parser.add_argument("--namespace", required=True, type=Path)
     parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--after", type=Path, help="count the delay from when this file exists")
     args = parser.parse_args(argv)
     watch = Watch()
+    while args.after is not None and not args.after.exists():
+        if not watch.sleep(0.1):
+            return 0
     if not watch.sleep(args.delay):
         return 0
     if take_over(args.namespace) is None:

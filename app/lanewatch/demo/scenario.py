@@ -71,8 +71,10 @@ LANE_PLAN = (
     _LaneSpec("build", "alpha", "released", "ran 6 writes and exited 0", ("--burst", "6")),
     _LaneSpec("tests", "beta", "live", "holds a file open and its cwd in alpha/agent-1",
               ("--every", "0.5"), (), "in-agent-1"),
-    _LaneSpec("fuzz", "beta", "live", "holds a file open in shared temp", ("--every", "0.3"),
-              ("shared-file",), "shared-temp"),
+    _LaneSpec("fuzz", "beta", "live", "holds a file open in shared temp", ("--every", "1.0",
+              "--versions"), ("shared-file",), "shared-temp"),
+    _LaneSpec("fuzz-2", "alpha", "live", "rewrites beta/fuzz's file in shared temp",
+              ("--every", "2.0", "--versions"), ("shared-file",), "shared-temp"),
 )  # fmt: skip
 
 
@@ -120,6 +122,7 @@ class DemoScenario:
         timeout: float = 30.0,
     ) -> None:
         self.layout = _Layout(Path(os.path.realpath(base or disk.default_base())))
+        self._built = self.layout.base / "built"  # made when the build is done
         self.keep = keep
         self.heartbeat = heartbeat
         self.takeover_delay = takeover_delay
@@ -268,6 +271,7 @@ class DemoScenario:
         self._await_takeover(lanes["agent-2"], intruder)
         self._plant_files()
         self._save()
+        self._built.touch()  # the intruder's delay starts now
 
     def _start_lanes(self) -> None:
         victim = self.namespace("alpha", "agent-1") / "tmp"
@@ -280,7 +284,7 @@ class DemoScenario:
                 hold = victim / "from-beta-tests.log"
                 args += ["--hold", str(hold), "--cwd", str(victim)]
             elif spec.place == "shared-temp":
-                hold = self.shared_tmp / "fuzz-corpus.bin"
+                hold = self.shared_tmp / "fuzz-corpus.txt"  # both fuzz lanes write it
                 args += ["--hold", str(hold)]
             # The fence would give the shared-temp writer a /tmp of its own: it opts out, as
             # a tool run with `--fence none` does, to show what lanewatch sees then.
@@ -389,6 +393,8 @@ class DemoScenario:
     def _take_over(self, run: LaneRun) -> DemoProcess:
         argv = [*INTRUDER, "--namespace", str(run.namespace)]
         argv += ["--delay", f"{self.takeover_delay:g}"]
+        if self.takeover_delay:  # counted from the end of the build: the dashboard is starting
+            argv += ["--after", str(self._built)]
         return self._spawn(f"intruder {run.lane}", argv, self.layout.base)
 
     def _await_takeover(self, run: LaneRun, intruder: DemoProcess) -> None:

@@ -2,9 +2,13 @@
 
 It is what a demo lane runs under `lanewatch run`: it keeps one file open (`--hold`, default
 `$TMPDIR/activity.log`), appends a line to it each tick and rewrites one of a few small chunk
-files in `$TMPDIR`, at a modest rate. `--cwd` and `--hold` point it elsewhere, which is how the
-demo stages a foreign write (into another lane's namespace) and an unbound write (into shared
-temp). `--burst N` writes N chunks and exits (the released lane).
+files in `$TMPDIR`, at a modest rate. With `--versions` it still holds that file open (what the
+prober sees), but writes nothing through that descriptor: each tick it rewrites the file whole,
+a few lines of text naming its lane, and closes it, as most tools write a file. A close is when
+kernel attribution reads a small file's content, so each version is recorded with its writer.
+`--cwd` and `--hold` point it elsewhere, which is how the demo stages a foreign write (into
+another lane's namespace) and an unbound write (into shared temp). `--burst N` writes N chunks
+and exits (the released lane).
 
 Standard library only, and run as a script, so each of the demo's writers starts in a blink.
 It dies with its parent (`PR_SET_PDEATHSIG`, SIGKILL: that reaches a stopped process too), and
@@ -112,13 +116,25 @@ def run(args: argparse.Namespace) -> int:
         while args.burst == 0 or tick < args.burst:
             size = random.randint(256, 4096)
             (churn / f"chunk-{tick % args.files:02d}.bin").write_bytes(os.urandom(size))
-            if held.tell() > MAX_HELD_BYTES:
-                held.truncate(0)
-            held.write(f"{time.time():.3f} pid {os.getpid()} tick {tick}: {size} bytes\n".encode())
+            if args.versions:
+                hold.write_bytes(version(tick, size))  # opened, written whole, closed
+            else:
+                if held.tell() > MAX_HELD_BYTES:
+                    held.truncate(0)
+                line = f"{time.time():.3f} pid {os.getpid()} tick {tick}: {size} bytes\n"
+                held.write(line.encode())
             tick += 1
             if args.burst == 0 and not watch.sleep(args.every * random.uniform(0.7, 1.3)):
                 return 0
     return 0
+
+
+def version(tick: int, size: int) -> bytes:
+    """One version of a `--versions` file: small text, different from one tick to the next
+    and from one lane to another (what a diff between two writers shows)."""
+    lane = os.environ.get("LANEWATCH_LANE", "?")
+    lines = [f"written by lane {lane}, pid {os.getpid()}", f"tick {tick}", f"chunk {size} bytes"]
+    return ("\n".join(lines) + "\n").encode()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cwd", help="working directory to sit in")
     parser.add_argument("--files", type=int, default=12, help="chunk files, rewritten in turn")
     parser.add_argument("--burst", type=int, default=0, help="write this many chunks, then exit")
+    parser.add_argument(
+        "--versions", action="store_true", help="rewrite the held file whole each tick, and close"
+    )
     return run(parser.parse_args(argv))
 
 

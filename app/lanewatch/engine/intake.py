@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from lanewatch.engine.stampversions import StampVersions
 from lanewatch.model import model as m
 from lanewatch.model.filehistory import FileHistory
 
@@ -71,9 +72,11 @@ class DiskMemo:
         self.files: dict[str, NsFiles] = {}
         self.ledgers: dict[str, LedgerState] = {}
         self.history = FileHistory()
+        self.stamps = StampVersions()  # the stamp last read per namespace, bytes and all
 
     def forget(self, keys: Iterable[str]) -> None:
         for key in keys:
             self.files.pop(key, None)
             self.ledgers.pop(key, None)
             self.history.forget_under(key)
+            self.stamps.forget(key)

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from lanewatch.engine.intake import DiskMemo, Found, LedgerState, Namespaces, NsFiles
+from lanewatch.engine.stampversions import sha256
 from lanewatch.files import walk as scanner
 from lanewatch.lanes.names import split_namespace_name
 from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, OwnerState
@@ -86,6 +87,7 @@ class WalkIntake:
         """A namespace found: its stamp and the owner's verdict. Callers listing many pass one
         `known` to all, so 1,000 lanes of four owners ask the kernel four times."""
         read = scanner.read_stamp_at(key)
+        self.memo.stamps.read(key, read, now)  # the first read: the namespace's baseline
         ev = None
         if read.stamp is not None:
             ev = judge_once(key, read.stamp, now, {} if known is None else known)
@@ -190,9 +192,13 @@ class WalkIntake:
                 )
             st = self.catch_up_ledger(key, rec.root, out)
             released = st.releases.get(old.pid, 0.0) >= old.started_at - 1.0
+            if not released:  # the stamp before and this one: the takeover's evidence
+                self.memo.stamps.keep_replaced(rec.root, key, read, now)
+        self.memo.stamps.read(key, read, now)
         ev = judge(key, new, now) if new is not None else None
         path = os.path.join(key, META_DIR, STAMP_FILE)
-        out.emit(m.StampChanged(key, read, now, alive, released, ev, path=path))
+        sha = sha256(read.data) if read.data is not None else None
+        out.emit(m.StampChanged(key, read, now, alive, released, ev, sha256=sha, path=path))
 
     # -- ledger and receipts -------------------------------------------------------------------
     def _ledger_lines(

@@ -97,7 +97,11 @@ def read_stamp_at(namespace: str) -> StampRead:
             return StampRead(StampStatus.SYMLINK, detail=f"{path} or its folder is a symlink")
         return StampRead(StampStatus.UNREADABLE, detail=f"{exc.strerror} reading {path}")
     return replace(
-        parse_stamp(data), mtime=st.st_mtime, file_uid=st.st_uid, folder_uid=folder_uid(namespace)
+        parse_stamp(data),
+        mtime=st.st_mtime,
+        file_uid=st.st_uid,
+        folder_uid=folder_uid(namespace),
+        data=data if len(data) <= MAX_STAMP_BYTES else None,
     )
 
 

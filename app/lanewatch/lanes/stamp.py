@@ -153,6 +153,9 @@ class StampRead:
     # only a claim; these say who could have written it (`model.classify.claims_mismatch`).
     file_uid: int | None = None
     folder_uid: int | None = None
+    # The bytes as read, where the reader keeps them (the engine's: `files.walk.read_stamp_at`),
+    # so a replaced owner's stamp can be shown beside its successor's (issue 16).
+    data: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -34,6 +34,7 @@ from lanewatch.lanes.fsutil import open_regular
 from lanewatch.lanes.ledger import LedgerLine
 from lanewatch.lanes.names import split_namespace_name
 from lanewatch.lanes.stamp import StampRead, read_stamp
+from lanewatch.model import units
 from lanewatch.model.kinds import severity_of
 from lanewatch.model.views import Incident
 from lanewatch.records import evidence, writes
@@ -45,6 +46,7 @@ LEDGER_MAX = 40
 MAX_PATHS = 10
 MAX_VERSIONS = 20
 MAX_LINES = 200  # of a shown content or diff
+SAME_WRITE = 5.0  # seconds between two records of one content that are one write
 FORMATS = ("md", "json")
 
 
@@ -92,10 +94,14 @@ def who(person: Mapping[str, Any] | None, limit: int | None = None) -> str:
     return inert(text)
 
 
-def _entry_writer(e: writes.WriteEntry) -> str:
+def entry_writer(e: writes.WriteEntry, limit: int | None = None) -> str:
+    """Who made a recorded write, for people (inert): "lane L, pid N: command"."""
+    if e.how == writes.STAMP_CLAIM:
+        claimed = who({"lane": e.lane, "pid": e.pid, "command": list(e.command)}, limit)
+        return f"{claimed} ({writes.STAMP_CLAIM})"
     if not e.identified:
         return inert(f"pid {e.pid} ({e.how or 'not identified'})")
-    return who({"lane": e.lane, "pid": e.pid, "command": list(e.command)})
+    return who({"lane": e.lane, "pid": e.pid, "command": list(e.command)}, limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,16 +182,21 @@ def evidence_rows(incident: Incident) -> tuple[EvidenceRow, ...]:
 def versions(history: Sequence[writes.WriteEntry], incident: Incident, path: str) -> list[Version]:
     """The versions of `path` recorded around the incident, oldest first."""
     lo, hi = incident.first_seen - AROUND, incident.last_seen + AROUND
-    found = [
-        Version(e.time, e.sha256, e.size, _entry_writer(e), e.event)
-        for e in history
-        if e.path == path and lo <= e.time <= hi
-    ]
-    known = {(v.sha256, round(v.time, 3)) for v in found}
+    mine = [e for e in history if e.path == path]
+    # A stamp the engine read names its writer by claim; the kernel's record of the same
+    # content names it by fact: keep the kernel's.
+    seen = {e.sha256 for e in mine if e.identified and e.sha256}
+    mine = [e for e in mine if not (e.how == writes.STAMP_CLAIM and e.sha256 in seen)]
+    inside = [e for e in mine if lo <= e.time <= hi]
+    before = [e for e in mine if e.time < lo]
+    if before:  # what the file held when the incident began, however long before
+        inside.insert(0, max(before, key=lambda e: e.time))
+    found = [Version(e.time, e.sha256, e.size, entry_writer(e), e.event) for e in inside]
     for row in evidence_rows(incident):
         if row.path != path or not row.sha256 or row.time is None:
             continue
-        if (row.sha256, round(row.time, 3)) not in known:
+        # The same content recorded within a few seconds is the same write, seen twice.
+        if not any(v.sha256 == row.sha256 and abs(v.time - row.time) < SAME_WRITE for v in found):
             found.append(Version(row.time, row.sha256, row.size, row.writer, "evidence"))
     found.sort(key=lambda v: v.time)
     out: list[Version] = []
@@ -311,7 +322,8 @@ def says(s: Shown) -> str:
         "same": f"Then {v.writer}: the same content again.",
         "binary": f"{v.writer} wrote binary content ({size} bytes): not shown.",
         "not-kept": f"{v.writer} wrote {size} bytes: content not kept (only kernel "
-        "attribution keeps contents, up to 64 KiB), and the file no longer holds it.",
+        f"attribution keeps contents, up to {units.size(evidence.SMALL_FILE)}), and the file "
+        "no longer holds it.",
         "not-hashed": f"{v.writer} wrote to it ({v.event or 'modify'}) while holding it open: "
         "no content was read.",
     }.get(s.kind, v.writer)

@@ -34,6 +34,9 @@ LOCK_FILE = "writes.lock"
 MAX_BYTES = 8 * 1024 * 1024
 MAX_LINE = 64 * 1024
 SCHEMA = 1
+# `how` of an entry the engine made from a stamp it read (not a kernel event): the writer is
+# the owner the stamp names (engine/stampversions.py).
+STAMP_CLAIM = "as its stamp says"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +179,46 @@ def entries(roots: Iterable[str]) -> list[WriteEntry]:
             continue
         kept.append(e)
     return kept
+
+
+TAIL_BYTES = 512 * 1024  # of each root's current log: what `latest_under` reads
+
+
+def _tail(path: Path, limit: int) -> Iterable[WriteEntry]:
+    """The entries of the last `limit` bytes of one log (the first, partial line skipped)."""
+    try:
+        with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                f.seek(size - limit)
+                f.readline()
+            for raw in f:
+                if len(raw) > MAX_LINE:
+                    continue
+                try:
+                    entry = WriteEntry.from_json(json.loads(raw))
+                except ValueError:
+                    continue
+                if entry is not None:
+                    yield entry
+    except OSError:
+        return
+
+
+def latest_under(
+    roots: Iterable[str], under: str, *, limit: int = TAIL_BYTES
+) -> dict[str, WriteEntry]:
+    """The newest recorded write of each path under the folder `under`, from the recent end
+    of each root's history only (bounded: the detail pane asks on every selection)."""
+    prefix = under.rstrip("/") + "/"
+    out: dict[str, WriteEntry] = {}
+    for root in roots:
+        for e in _tail(log_dir(root) / LOG_FILE, limit):
+            if e.path.startswith(prefix):
+                old = out.get(e.path)
+                if old is None or e.time >= old.time:
+                    out[e.path] = e
+    return out
 
 
 def history(roots: Iterable[str], path: str) -> list[WriteEntry]:

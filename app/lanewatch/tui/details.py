@@ -7,16 +7,21 @@ from __future__ import annotations
 import heapq
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from lanewatch.lanes import ledger
 from lanewatch.lanes.ledger import LedgerLine
 from lanewatch.lanes.stamp import META_DIR, StampRead, read_stamp
+from lanewatch.model.views import Incident
+from lanewatch.records import writes as history
+from lanewatch.records.report import entry_writer, evidence_rows
 
 LEDGER_TAIL = 12
 RECENT_WRITES = 8
 SCAN_LIMIT = 20_000
+WRITER_WIDTH = 48  # characters of a writer's command in the pane
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +29,7 @@ class RecentWrite:
     path: str  # relative to the namespace
     mtime: float
     size: int
+    writer: str | None = None  # who wrote it last, where recorded (inert text); None: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +49,18 @@ def load_detail(
     ledger_tail: int = LEDGER_TAIL,
     writes: int = RECENT_WRITES,
     scan_limit: int = SCAN_LIMIT,
+    roots: Sequence[str] = (),
+    incidents: Sequence[Incident] = (),
 ) -> Detail:
+    """`roots`' write history and `incidents`' evidence name the writers of the files."""
     error = None
     try:
         recent, scanned, truncated = recent_writes(namespace, writes, scan_limit)
     except OSError as exc:
         recent, scanned, truncated = [], 0, False
         error = f"{exc.strerror or exc} reading {namespace}"
+    if recent:
+        recent = with_writers(namespace, recent, roots, incidents)
     return Detail(
         key=str(namespace),
         stamp=read_stamp(namespace),
@@ -59,6 +70,29 @@ def load_detail(
         truncated=truncated,
         error=error,
     )
+
+
+def with_writers(
+    namespace: Path,
+    recent: Sequence[RecentWrite],
+    roots: Sequence[str],
+    incidents: Sequence[Incident],
+) -> list[RecentWrite]:
+    """Each file with its last writer: the roots' write history (kernel attribution) first,
+    else an incident's evidence about that path (the prober's holder, a foreign write)."""
+    recorded = history.latest_under(roots, str(namespace)) if roots else {}
+    seen: dict[str, str] = {}
+    for inc in incidents:
+        for row in evidence_rows(inc):
+            if row.path and row.writer and row.writer != "unknown":
+                seen[row.path] = row.writer  # oldest first: the newest stays
+    out = []
+    for w in recent:
+        full = f"{namespace}/{w.path}"
+        entry = recorded.get(full)
+        writer = entry_writer(entry, WRITER_WIDTH) if entry is not None else seen.get(full)
+        out.append(RecentWrite(w.path, w.mtime, w.size, writer))
+    return out
 
 
 def recent_writes(

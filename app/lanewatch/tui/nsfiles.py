@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lanewatch.lanes.fsutil import open_regular
 from lanewatch.linux.paths import is_under
+from lanewatch.model import units
 from lanewatch.records import report, writes
 
 MAX_FILES = 2000  # entries listed (the walk stops there and says so)
@@ -132,7 +133,7 @@ def read_file(namespace: Path, rel: str, limit: int = MAX_VIEW) -> FileContent:
             return FileContent(str(path), None, None, None, f"{where} is outside the namespace")
         size = os.fstat(fd).st_size
         if size > MAX_HASH:
-            return FileContent(str(path), size, None, None, f"larger than {limit // 1024} KiB")
+            return FileContent(str(path), size, None, None, f"larger than {units.size(limit)}")
         digest = hashlib.sha256()
         head = b""
         while chunk := os.read(fd, 1024 * 1024):
@@ -145,7 +146,7 @@ def read_file(namespace: Path, rel: str, limit: int = MAX_VIEW) -> FileContent:
         os.close(fd)
     sha = digest.hexdigest()
     if len(head) > limit:
-        return FileContent(str(path), size, sha, None, f"larger than {limit // 1024} KiB")
+        return FileContent(str(path), size, sha, None, f"larger than {units.size(limit)}")
     if b"\0" in head:
         return FileContent(str(path), size, sha, None, "binary")
     try:

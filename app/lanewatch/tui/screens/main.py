@@ -325,7 +325,8 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         wait = self._detail_at + DETAIL_REFRESH - self.lw.monotonic()
         if wait <= 0:
             self._detail_at = self.lw.monotonic()
-            self._load_detail(key)
+            # Read here, on the UI thread: the worker gets copies.
+            self._load_detail(key, self.lw.root_paths(), self.lw.picture.incidents_of(key))
         elif self._detail_timer is None:
             self._detail_timer = call_after(self, wait, self._timed_detail_load)
 
@@ -341,8 +342,9 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         description="read the selected namespace",
         exit_on_error=False,
     )
-    def _load_detail(self, key: str) -> None:
-        self.lw.post_from_thread(self, DetailLoaded(load_detail(Path(key))))
+    def _load_detail(self, key: str, roots: list[str], incidents: list[Incident]) -> None:
+        detail = load_detail(Path(key), roots=roots, incidents=incidents)
+        self.lw.post_from_thread(self, DetailLoaded(detail))
 
     @on(DetailLoaded)
     def _detail_loaded(self, message: DetailLoaded) -> None:

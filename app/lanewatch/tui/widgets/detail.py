@@ -121,10 +121,10 @@ def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
     else:
         writes = _grid()
         for w in detail.writes:
-            writes.add_row(
-                Text(fmt.clock(w.mtime), style="dim"),
-                Text(f"{fmt.size(w.size):>6}  ").append(inert(w.path)),
-            )
+            row = Text(f"{fmt.size(w.size):>6}  ").append(inert(w.path))
+            row.append("  by ", style="dim")
+            row.append(inert(w.writer) if w.writer else "writer not recorded", style="dim")
+            writes.add_row(Text(fmt.clock(w.mtime), style="dim"), row)
         parts.append(writes)
         if detail.truncated:
             parts.append(Text(f"(looked at the first {detail.scanned} entries)", style="dim"))
