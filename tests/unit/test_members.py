@@ -68,14 +68,23 @@ def status_of(repo: Path, lane: str) -> dict[str, Any]:
 
 
 def start_double_fork(
-    spawn: Spawn, repo: Path, tmp_path: Path, lane: str, mode: str
+    spawn: Spawn, repo: Path, tmp_path: Path, lane: str, mode: str, *opts: str
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
-    """`lanewatch run --lane LANE -- python DOUBLE_FORK`; returns the runner, the grandchild's
-    pid once CMD has exited (the runner lingers), and the file that ends the grandchild."""
+    """`lanewatch run --lane LANE [OPTS] -- python DOUBLE_FORK`; returns the runner, the
+    grandchild's pid once CMD has exited (the runner lingers), and the file that ends it."""
     out, go = tmp_path / f"{lane}.pid", tmp_path / f"{lane}.go"
     cmd = [sys.executable, "-c", DOUBLE_FORK, mode, str(out), str(go)]
+    return start_lingering(spawn, repo, lane, cmd, out, go, *opts)
+
+
+def start_lingering(
+    spawn: Spawn, repo: Path, lane: str, cmd: list[str], out: Path, go: Path, *opts: str
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`lanewatch run --lane LANE [OPTS] -- CMD`, where CMD leaves a process behind that
+    writes its pid to `out` and waits for `go`; returns the runner and that pid once CMD has
+    exited (the runner lingers), and `go`."""
     runner = spawn(
-        [*LANEWATCH, "run", "--lane", lane, "--", *cmd],
+        [*LANEWATCH, "run", "--lane", lane, *opts, "--", *cmd],
         cwd=repo,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -95,7 +104,8 @@ def member(entry: dict[str, Any], pid: int) -> dict[str, Any]:
 def test_a_daemon_stays_a_member_after_the_runner_is_killed_and_kill_ends_it(
     spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
 ) -> None:
-    runner, pid, _go = start_double_fork(spawn, repo, tmp_path, "a", "keep")
+    # Unfenced: the marker finds it (`test_a_daemon_in_a_fenced_lane_...`: the mount namespace).
+    runner, pid, _go = start_double_fork(spawn, repo, tmp_path, "a", "keep", "--fence", "none")
     subreaper.adopt(pid)
     live = status_of(repo, "a")
     assert live["state"] == "live"  # CMD has exited; its daemon keeps the lane
@@ -125,6 +135,55 @@ def test_a_daemon_stays_a_member_after_the_runner_is_killed_and_kill_ends_it(
     cleared = lanewatch("clear", "a", "--yes", cwd=repo)
     assert cleared.returncode == 0, cleared.stderr + cleared.stdout
     assert not ns_of("a", repo).exists()
+
+
+# CMD starts a daemon that leaves CMD's session and clears its environment (no marker), then
+# exits; the daemon writes its pid and waits for a file.
+SETSID_DAEMON = (
+    'setsid env -i sh -c \'echo $$ > "$0.part" && mv "$0.part" "$0"; '
+    'while [ ! -e "$1" ]; do sleep 0.05; done\' "$0" "$1" </dev/null >/dev/null 2>&1 &'
+)
+
+
+def fenced_here() -> bool:
+    from lanewatch.lanes import fence
+
+    return fence.kernel_refusal() is None
+
+
+def test_a_daemon_in_a_fenced_lane_is_a_member_by_its_mount_namespace(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
+) -> None:
+    """`setsid env -i sh -c 'sleep …' &`: no marker, its own session, and, once the runner is
+    SIGKILLed, out of every tree of the lane. Its mount namespace, the fence's, still names it:
+    the lane is headless (not stale, not clearable) until `kill` ends it."""
+    if not fenced_here():
+        pytest.skip("the kernel refuses the fence here: no mount namespace of the lane's own")
+    out, go = tmp_path / "ns.pid", tmp_path / "ns.go"
+    cmd = ["sh", "-c", SETSID_DAEMON, str(out), str(go)]
+    runner, pid, _go = start_lingering(spawn, repo, "ns", cmd, out, go, "--fence", "auto")
+    subreaper.adopt(pid)
+    assert b"LANEWATCH_NAMESPACE" not in Path(f"/proc/{pid}/environ").read_bytes()
+    assert os.getsid(pid) != os.getsid(runner.pid)
+    stamp = read_stamp(ns_of("ns", repo)).stamp
+    assert stamp is not None and stamp.fence == "kernel"
+    theirs = os.readlink(f"/proc/{pid}/ns/mnt")
+    assert stamp.mnt_ns == theirs != os.readlink("/proc/self/ns/mnt")  # as seen from outside
+
+    runner.kill()  # SIGKILL: no release, no wait; the daemon is re-parented to this test
+    runner.wait(timeout=DEADLINE)
+    gone = status_of(repo, "ns")
+    assert gone["state"] == "headless", gone
+    assert member(gone, pid)["how"] == "mount-ns"
+    said = lanewatch("clear", "ns", "--yes", cwd=repo)
+    assert said.returncode != 0 and f"pid {pid}" in said.stderr + said.stdout
+    assert ns_of("ns", repo).is_dir()
+
+    killed = lanewatch("kill", "ns", "--yes", cwd=repo)
+    assert killed.returncode == 0, killed.stderr + killed.stdout
+    wait_for(lambda: status_of(repo, "ns")["state"] == "stale", DEADLINE, what="stale")
+    assert lanewatch("clear", "ns", "--yes", cwd=repo).returncode == 0
+    assert not ns_of("ns", repo).exists()
 
 
 def test_a_daemon_with_a_cleared_environment_is_a_member_while_the_runner_lives(
