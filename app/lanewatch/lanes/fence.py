@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,6 +79,8 @@ class Fence:
         a fence."""
         if not self.fenced or not argv:
             return False
+        import shutil  # fenced runs only: `--fence none` starts without it
+
         return shutil.which(argv[0], path=env.get("PATH")) is not None
 
     def wrap(
@@ -211,6 +212,8 @@ def kernel_refusal() -> str | None:
 
 
 def _unshare_works(root: bool) -> bool:
+    import shutil
+
     binary = shutil.which("unshare")
     if binary is None:
         return False
@@ -337,6 +340,8 @@ def fall_back(fence: Fence, refusal: str) -> Fence:
 def _without_kernel(
     mode: Mode, binds: tuple[tuple[str, str], ...], keep: tuple[str, ...], refusal: str | None
 ) -> Fence:
+    import shutil
+
     forced = os.environ.get(ENV_FENCE_WITH, "")
     bwrap = shutil.which("bwrap") if forced != "kernel" else None
     if bwrap is not None and _bwrap_works(bwrap):
