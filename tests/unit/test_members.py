@@ -24,6 +24,7 @@ from lanewatch.lanes.stamp import OwnerState, read_stamp
 from lanewatch.linux import reaper
 from lanewatch.linux.procid import ProcessIdentity, boot_id, start_ticks
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
+from tests.unit.actionkit import NOBODY, as_user, python_as
 
 pytestmark = pytest.mark.unprivileged  # user journeys: also run as a normal user
 
@@ -184,6 +185,47 @@ def test_a_daemon_in_a_fenced_lane_is_a_member_by_its_mount_namespace(
     wait_for(lambda: status_of(repo, "ns")["state"] == "stale", DEADLINE, what="stale")
     assert lanewatch("clear", "ns", "--yes", cwd=repo).returncode == 0
     assert not ns_of("ns", repo).exists()
+
+
+# As another user: judge the lane from its stamp's bytes, as `status` would, and say how.
+JUDGE_AS_ANOTHER = """
+import json, sys, time
+from lanewatch.lanes.stamp import parse_stamp
+from lanewatch.linux.procid import boot_id, hostname
+from lanewatch.model.classify import classify
+from lanewatch.processes import prober
+read = parse_stamp(sys.argv[1].encode())
+ev = prober.judge(sys.argv[2], read.stamp, time.time())
+v = classify(read, ev, time.time(), host=hostname(), boot_id=boot_id())
+print(json.dumps({"state": v.state.value, "reason": v.reason, "members": len(ev.members),
+                  "unreadable": ev.unreadable}))
+"""
+
+
+def test_a_fenced_lane_seen_by_a_user_who_cannot_read_its_namespace_is_unknown_not_stale(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
+) -> None:
+    """Root's fenced lane, its runner SIGKILLed, its daemon alive: root sees it headless; a
+    user who may not read root's /proc/PID/ns/mnt cannot tell, and says unknown (never stale,
+    never "no member")."""
+    prefix = as_user(NOBODY)  # root only: a process the other user cannot read
+    if not fenced_here():
+        pytest.skip("the kernel refuses the fence here: no mount namespace of the lane's own")
+    out, go = tmp_path / "other.pid", tmp_path / "other.go"
+    cmd = ["sh", "-c", SETSID_DAEMON, str(out), str(go)]
+    runner, pid, _go = start_lingering(spawn, repo, "other", cmd, out, go)
+    subreaper.adopt(pid)
+    runner.kill()
+    runner.wait(timeout=DEADLINE)
+    assert status_of(repo, "other")["state"] == "headless"  # root reads the namespace
+    ns = ns_of("other", repo)
+    data = (ns / ".lanewatch" / "owner.json").read_text()
+    code = f"import sys; sys.argv[1:] = {[data, str(ns)]!r}\n" + JUDGE_AS_ANOTHER
+    done = python_as(prefix, code, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["state"] == "unknown" and seen["members"] == 0, seen
+    assert seen["unreadable"] >= 1 and "cannot be read here" in seen["reason"], seen
 
 
 def test_a_daemon_with_a_cleared_environment_is_a_member_while_the_runner_lives(
