@@ -13,9 +13,12 @@ Two ways to build it (docs/fence.md says why this order):
   on Ubuntu): `--dev-bind / /` keeps the tree. bwrap keeps a monitor process between the runner
   and CMD, which dies on the first SIGTERM while CMD may still run.
 
-`decide` asks the kernel for its real answer (a forked child tries the same unshare and
-mounts), so `auto` can say why it did not fence ("unfenced: user namespaces disabled by …")
-and `tmp` can refuse before anything runs.
+The decision (docs/fence.md, "Deciding"): `auto` asks nothing beforehand. The stub tries for
+real and reports through a pipe (`Report`): "fenced" with its mount namespace, or "refused"
+with the errno and the step, before CMD has run; the runner then falls back (`fall_back`:
+bwrap, or unfenced saying why, "unfenced: user namespaces disabled by …") and starts CMD again.
+`tmp` asks the kernel first (`kernel_refusal`: `unshare(1)`, or a forked child making the
+stub's calls), so that it refuses before anything is claimed or run.
 """
 
 from __future__ import annotations
