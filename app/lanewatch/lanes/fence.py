@@ -24,7 +24,6 @@ stub's calls), so that it refuses before anything is claimed or run.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -103,17 +102,25 @@ class Fence:
             if os.geteuid() == 0:
                 out += ["--cap-add", "ALL"]  # bwrap drops root's capabilities by default
             return [*out, "--", *argv]
-        spec: dict[str, object] = {"binds": [list(b) for b in self.binds], "keep": list(self.kept)}
-        if report is not None:
-            spec["report"] = report
-        return [sys.executable, "-I", "-S", "-c", STUB, json.dumps(spec), *argv]
+        # The stub's arguments, plain words (json would cost the stub `re`'s import): the
+        # report fd (-1: none), the binds as pairs, the kept paths, each list after its count.
+        spec = ["-1" if report is None else str(report), str(len(self.binds))]
+        spec += [part for bind in self.binds for part in bind]
+        spec += [str(len(self.kept)), *self.kept]
+        return [sys.executable, "-I", "-S", "-c", STUB, *spec, *argv]
 
 
-# The kernel way, run as `python -I -S -c STUB SPEC CMD...`: stdlib only, no site, no lanewatch.
+# The kernel way, run as `python -I -S -c STUB FD N SRC DST... M KEPT... CMD...` (`Fence.wrap`):
+# stdlib only, no site, no lanewatch.
 STUB = r"""
-import ctypes, json, os, sys
-spec, cmd = json.loads(sys.argv[1]), sys.argv[2:]
-report = spec.get("report")
+import ctypes, os, sys
+args = sys.argv[1:]
+report = int(args[0]) if args[0] != "-1" else None
+n = int(args[1])
+binds = [(args[2 + 2 * i], args[3 + 2 * i]) for i in range(n)]
+m = int(args[2 + 2 * n])
+keep = args[3 + 2 * n : 3 + 2 * n + m]
+cmd = args[3 + 2 * n + m :]
 libc = ctypes.CDLL(None, use_errno=True)
 def fail(what, err=None):
     err = err or ctypes.get_errno() or 1
@@ -140,10 +147,10 @@ if uid != 0:
 mount(None, "/", 16384 | (1 << 19))
 # Open every source before the first mount hides it (the lane's folders may lie under /tmp).
 try:
-    opened = [(os.open(s, os.O_PATH | os.O_DIRECTORY), d) for s, d in spec["binds"]]
-    opened += [(os.open(k, os.O_PATH), k) for k in spec["keep"]]
+    opened = [(os.open(s, os.O_PATH | os.O_DIRECTORY), d) for s, d in binds]
+    opened += [(os.open(k, os.O_PATH), k) for k in keep]
     for i, (fd, dst) in enumerate(opened):
-        if i >= len(spec["binds"]) and not os.path.exists(dst):
+        if i >= len(binds) and not os.path.exists(dst):
             if os.path.isdir("/proc/self/fd/%d" % fd):
                 os.makedirs(dst, mode=0o700, exist_ok=True)
             else:
