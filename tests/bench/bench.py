@@ -314,6 +314,9 @@ class Bench:
             "fenced_ms": round(ms["fenced"], 1),
             "unfenced_ms": round(ms["unfenced"], 1),
             "python_ms": round(ms["python"], 1),
+            # additive: the minimums, and the 1-minute load average before and after
+            **{f"{k}_min_ms": round(r[f"{k}_min"] * 1000, 1) for k in ms if f"{k}_min" in r},
+            "load": r.get("load"),
         }
         if r["how"] == "none":
             self.figures["fence"] = missing("ms", 30, "value", "this kernel fences no lane")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pkgutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +89,84 @@ def test_hook_and_lane_commands_load_only_what_they_use() -> None:
     loaded = set(json.loads(result.stdout))
     assert not loaded & {"textual", "watchdog", "psutil"}, sorted(loaded)
     assert "click" in loaded  # the probe really loaded the commands
+
+
+# Runs `lanewatch run ARGS` in this interpreter and writes every module it loaded, on exit.
+RUN_PROBE = textwrap.dedent(
+    """
+    import atexit, json, runpy, sys
+    out = sys.argv[1]
+    atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+    sys.argv = ["lanewatch", "run", *sys.argv[2:]]
+    runpy.run_module("lanewatch", run_name="__main__", alter_sys=True)
+    """
+)
+# What `lanewatch run` may load of lanewatch: its own command, the group, the core it runs.
+RUN_CLI = {"main", "common", "exits", "laneopts", "rootopts", "completers", "run_cmd"}
+RUN_PACKAGES = ("lanewatch.lanes.", "lanewatch.linux.")
+RUN_MODULES = {"lanewatch", "lanewatch.__main__", "lanewatch.cli", "lanewatch.errors"}
+RUN_MODULES |= {"lanewatch.inert", "lanewatch.lanes", "lanewatch.linux"}
+
+
+@pytest.mark.unprivileged
+@pytest.mark.parametrize("fence", ["none", "auto"])
+def test_run_loads_no_other_command_no_ui_and_no_watcher(
+    fence: str, repo: Path, tmp_path: Path
+) -> None:
+    """`lanewatch run` sits in hooks and agent loops and must start fast (`run_start` in
+    docs/performance.md): it loads neither the dashboard, the watcher, psutil, nor another
+    command's module, nor what its own start does without (filelock, platformdirs, the roots
+    registry's completion). A real run, in a fresh interpreter; its sys.modules at exit."""
+    out = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if k != "LANEWATCH_STATE_DIR"}
+    env.update(HOME=str(tmp_path), XDG_STATE_HOME=str(tmp_path / "state"))
+    args = ["--lane", "hygiene", "--fence", fence, "--", "true"]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_PROBE, str(out), *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(out.read_text()))
+    assert "lanewatch.lanes.run" in loaded and "click" in loaded  # it really ran
+    tops = {m.split(".")[0] for m in loaded}
+    assert not tops & {*UI_AND_WATCHERS, "psutil", "filelock", "platformdirs"}, sorted(tops)
+    ours = {m for m in loaded if m == "lanewatch" or m.startswith("lanewatch.")}
+    allowed = RUN_MODULES | {f"lanewatch.cli.{m}" for m in RUN_CLI}
+    extra = {m for m in ours - allowed if not m.startswith(RUN_PACKAGES)}
+    assert not extra, sorted(extra)  # e.g. lanewatch.cli.status_cmd, lanewatch.tui...
+    assert "lanewatch.lanes.roots" in loaded  # the guard above sees lanewatch's own modules
+
+
+@pytest.mark.parametrize(
+    ("xdg", "home"),
+    [
+        ("/xdg/state", "/home/ann"),
+        ("", "/home/ann"),
+        ("", "/home/ann/"),
+        ("", "/"),
+        ("relative/state", "/home/ann"),
+    ],
+)
+def test_the_state_dir_without_platformdirs_is_platformdirs_answer(
+    xdg: str, home: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run` finds the state folder without importing platformdirs (lanes/roots.py) in the
+    common Linux case; it must be the very folder platformdirs names."""
+    import platformdirs
+
+    from lanewatch.lanes import roots
+
+    if sys.platform != "linux":
+        pytest.skip("the fast path is Linux's")
+    monkeypatch.setenv("XDG_STATE_HOME", xdg)
+    monkeypatch.setenv("HOME", home)
+    monkeypatch.delenv("ANDROID_DATA", raising=False)
+    fast = roots._xdg_state_dir()
+    assert fast is not None  # every case above is a common one: the fast path answers
+    assert fast == platformdirs.user_state_dir("lanewatch")
+    monkeypatch.setenv("HOME", "relative")  # and where it cannot say, it leaves it to them
+    assert roots._xdg_state_dir() is None or xdg.startswith("/")

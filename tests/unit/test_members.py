@@ -24,6 +24,7 @@ from lanewatch.lanes.stamp import OwnerState, read_stamp
 from lanewatch.linux import reaper
 from lanewatch.linux.procid import ProcessIdentity, boot_id, start_ticks
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
+from tests.unit.actionkit import NOBODY, as_user, python_as
 
 pytestmark = pytest.mark.unprivileged  # user journeys: also run as a normal user
 
@@ -68,14 +69,23 @@ def status_of(repo: Path, lane: str) -> dict[str, Any]:
 
 
 def start_double_fork(
-    spawn: Spawn, repo: Path, tmp_path: Path, lane: str, mode: str
+    spawn: Spawn, repo: Path, tmp_path: Path, lane: str, mode: str, *opts: str
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
-    """`lanewatch run --lane LANE -- python DOUBLE_FORK`; returns the runner, the grandchild's
-    pid once CMD has exited (the runner lingers), and the file that ends the grandchild."""
+    """`lanewatch run --lane LANE [OPTS] -- python DOUBLE_FORK`; returns the runner, the
+    grandchild's pid once CMD has exited (the runner lingers), and the file that ends it."""
     out, go = tmp_path / f"{lane}.pid", tmp_path / f"{lane}.go"
     cmd = [sys.executable, "-c", DOUBLE_FORK, mode, str(out), str(go)]
+    return start_lingering(spawn, repo, lane, cmd, out, go, *opts)
+
+
+def start_lingering(
+    spawn: Spawn, repo: Path, lane: str, cmd: list[str], out: Path, go: Path, *opts: str
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`lanewatch run --lane LANE [OPTS] -- CMD`, where CMD leaves a process behind that
+    writes its pid to `out` and waits for `go`; returns the runner and that pid once CMD has
+    exited (the runner lingers), and `go`."""
     runner = spawn(
-        [*LANEWATCH, "run", "--lane", lane, "--", *cmd],
+        [*LANEWATCH, "run", "--lane", lane, *opts, "--", *cmd],
         cwd=repo,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -95,7 +105,8 @@ def member(entry: dict[str, Any], pid: int) -> dict[str, Any]:
 def test_a_daemon_stays_a_member_after_the_runner_is_killed_and_kill_ends_it(
     spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
 ) -> None:
-    runner, pid, _go = start_double_fork(spawn, repo, tmp_path, "a", "keep")
+    # Unfenced: the marker finds it (`test_a_daemon_in_a_fenced_lane_...`: the mount namespace).
+    runner, pid, _go = start_double_fork(spawn, repo, tmp_path, "a", "keep", "--fence", "none")
     subreaper.adopt(pid)
     live = status_of(repo, "a")
     assert live["state"] == "live"  # CMD has exited; its daemon keeps the lane
@@ -125,6 +136,96 @@ def test_a_daemon_stays_a_member_after_the_runner_is_killed_and_kill_ends_it(
     cleared = lanewatch("clear", "a", "--yes", cwd=repo)
     assert cleared.returncode == 0, cleared.stderr + cleared.stdout
     assert not ns_of("a", repo).exists()
+
+
+# CMD starts a daemon that leaves CMD's session and clears its environment (no marker), then
+# exits; the daemon writes its pid and waits for a file.
+SETSID_DAEMON = (
+    'setsid env -i sh -c \'echo $$ > "$0.part" && mv "$0.part" "$0"; '
+    'while [ ! -e "$1" ]; do sleep 0.05; done\' "$0" "$1" </dev/null >/dev/null 2>&1 &'
+)
+
+
+def fenced_here() -> bool:
+    from lanewatch.lanes import fence
+
+    return fence.kernel_refusal() is None
+
+
+def test_a_daemon_in_a_fenced_lane_is_a_member_by_its_mount_namespace(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
+) -> None:
+    """`setsid env -i sh -c 'sleep …' &`: no marker, its own session, and, once the runner is
+    SIGKILLed, out of every tree of the lane. Its mount namespace, the fence's, still names it:
+    the lane is headless (not stale, not clearable) until `kill` ends it."""
+    if not fenced_here():
+        pytest.skip("the kernel refuses the fence here: no mount namespace of the lane's own")
+    out, go = tmp_path / "ns.pid", tmp_path / "ns.go"
+    cmd = ["sh", "-c", SETSID_DAEMON, str(out), str(go)]
+    runner, pid, _go = start_lingering(spawn, repo, "ns", cmd, out, go, "--fence", "auto")
+    subreaper.adopt(pid)
+    assert b"LANEWATCH_NAMESPACE" not in Path(f"/proc/{pid}/environ").read_bytes()
+    assert os.getsid(pid) != os.getsid(runner.pid)
+    stamp = read_stamp(ns_of("ns", repo)).stamp
+    assert stamp is not None and stamp.fence == "kernel"
+    theirs = os.readlink(f"/proc/{pid}/ns/mnt")
+    assert stamp.mnt_ns == theirs != os.readlink("/proc/self/ns/mnt")  # as seen from outside
+
+    runner.kill()  # SIGKILL: no release, no wait; the daemon is re-parented to this test
+    runner.wait(timeout=DEADLINE)
+    gone = status_of(repo, "ns")
+    assert gone["state"] == "headless", gone
+    assert member(gone, pid)["how"] == "mount-ns"
+    said = lanewatch("clear", "ns", "--yes", cwd=repo)
+    assert said.returncode != 0 and f"pid {pid}" in said.stderr + said.stdout
+    assert ns_of("ns", repo).is_dir()
+
+    killed = lanewatch("kill", "ns", "--yes", cwd=repo)
+    assert killed.returncode == 0, killed.stderr + killed.stdout
+    wait_for(lambda: status_of(repo, "ns")["state"] == "stale", DEADLINE, what="stale")
+    assert lanewatch("clear", "ns", "--yes", cwd=repo).returncode == 0
+    assert not ns_of("ns", repo).exists()
+
+
+# As another user: judge the lane from its stamp's bytes, as `status` would, and say how.
+JUDGE_AS_ANOTHER = """
+import json, sys, time
+from lanewatch.lanes.stamp import parse_stamp
+from lanewatch.linux.procid import boot_id, hostname
+from lanewatch.model.classify import classify
+from lanewatch.processes import prober
+read = parse_stamp(sys.argv[1].encode())
+ev = prober.judge(sys.argv[2], read.stamp, time.time())
+v = classify(read, ev, time.time(), host=hostname(), boot_id=boot_id())
+print(json.dumps({"state": v.state.value, "reason": v.reason, "members": len(ev.members),
+                  "unreadable": ev.unreadable}))
+"""
+
+
+def test_a_fenced_lane_seen_by_a_user_who_cannot_read_its_namespace_is_unknown_not_stale(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
+) -> None:
+    """Root's fenced lane, its runner SIGKILLed, its daemon alive: root sees it headless; a
+    user who may not read root's /proc/PID/ns/mnt cannot tell, and says unknown (never stale,
+    never "no member")."""
+    prefix = as_user(NOBODY)  # root only: a process the other user cannot read
+    if not fenced_here():
+        pytest.skip("the kernel refuses the fence here: no mount namespace of the lane's own")
+    out, go = tmp_path / "other.pid", tmp_path / "other.go"
+    cmd = ["sh", "-c", SETSID_DAEMON, str(out), str(go)]
+    runner, pid, _go = start_lingering(spawn, repo, "other", cmd, out, go)
+    subreaper.adopt(pid)
+    runner.kill()
+    runner.wait(timeout=DEADLINE)
+    assert status_of(repo, "other")["state"] == "headless"  # root reads the namespace
+    ns = ns_of("other", repo)
+    data = (ns / ".lanewatch" / "owner.json").read_text()
+    code = f"import sys; sys.argv[1:] = {[data, str(ns)]!r}\n" + JUDGE_AS_ANOTHER
+    done = python_as(prefix, code, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["state"] == "unknown" and seen["members"] == 0, seen
+    assert seen["unreadable"] >= 1 and "cannot be read here" in seen["reason"], seen
 
 
 def test_a_daemon_with_a_cleared_environment_is_a_member_while_the_runner_lives(

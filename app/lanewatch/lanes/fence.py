@@ -13,17 +13,18 @@ Two ways to build it (docs/fence.md says why this order):
   on Ubuntu): `--dev-bind / /` keeps the tree. bwrap keeps a monitor process between the runner
   and CMD, which dies on the first SIGTERM while CMD may still run.
 
-`decide` asks the kernel for its real answer (a forked child tries the same unshare and
-mounts), so `auto` can say why it did not fence ("unfenced: user namespaces disabled by …")
-and `tmp` can refuse before anything runs.
+The decision (docs/fence.md, "Deciding"): `auto` asks nothing beforehand. The stub tries for
+real and reports through a pipe (`Report`): "fenced" with its mount namespace, or "refused"
+with the errno and the step, before CMD has run; the runner then falls back (`fall_back`:
+bwrap, or unfenced saying why, "unfenced: user namespaces disabled by …") and starts CMD again.
+`tmp` asks the kernel first (`kernel_refusal`: `unshare(1)`, or a forked child making the
+stub's calls), so that it refuses before anything is claimed or run.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
-import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,11 +75,23 @@ class Fence:
     def private(self) -> list[str]:
         return [mount for _, mount in self.binds]
 
-    def wrap(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
-        """`argv` as the fence runs it. A command that cannot be found or run is left alone,
-        so the runner reports it as before (127/126): nothing ran, nothing needs a fence."""
+    def wraps(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
+        """Whether `wrap` puts `argv` in the fence. A command that cannot be found or run is
+        left alone, so the runner reports it as before (127/126): nothing ran, nothing needs
+        a fence."""
+        if not self.fenced or not argv:
+            return False
+        import shutil  # fenced runs only: `--fence none` starts without it
+
+        return shutil.which(argv[0], path=env.get("PATH")) is not None
+
+    def wrap(
+        self, argv: Sequence[str], env: Mapping[str, str], report: int | None = None
+    ) -> list[str]:
+        """`argv` as the fence runs it (`wraps`). `report`: a pipe's write end the stub tells
+        how it went (`read_report`); the kernel way only."""
         argv = list(argv)
-        if not self.fenced or not argv or shutil.which(argv[0], path=env.get("PATH")) is None:
+        if not self.wraps(argv, env):
             return argv
         if self.how == "bwrap":
             out = [self.bwrap, "--dev-bind", "/", "/"]
@@ -89,17 +102,31 @@ class Fence:
             if os.geteuid() == 0:
                 out += ["--cap-add", "ALL"]  # bwrap drops root's capabilities by default
             return [*out, "--", *argv]
-        spec = {"binds": [list(b) for b in self.binds], "keep": list(self.kept)}
-        return [sys.executable, "-I", "-S", "-c", STUB, json.dumps(spec), *argv]
+        # The stub's arguments, plain words (json would cost the stub `re`'s import): the
+        # report fd (-1: none), the binds as pairs, the kept paths, each list after its count.
+        spec = ["-1" if report is None else str(report), str(len(self.binds))]
+        spec += [part for bind in self.binds for part in bind]
+        spec += [str(len(self.kept)), *self.kept]
+        return [sys.executable, "-I", "-S", "-c", STUB, *spec, *argv]
 
 
-# The kernel way, run as `python -I -S -c STUB SPEC CMD...`: stdlib only, no site, no lanewatch.
+# The kernel way, run as `python -I -S -c STUB FD N SRC DST... M KEPT... CMD...` (`Fence.wrap`):
+# stdlib only, no site, no lanewatch.
 STUB = r"""
-import ctypes, json, os, sys
-spec, cmd = json.loads(sys.argv[1]), sys.argv[2:]
+import ctypes, os, sys
+args = sys.argv[1:]
+report = int(args[0]) if args[0] != "-1" else None
+n = int(args[1])
+binds = [(args[2 + 2 * i], args[3 + 2 * i]) for i in range(n)]
+m = int(args[2 + 2 * n])
+keep = args[3 + 2 * n : 3 + 2 * n + m]
+cmd = args[3 + 2 * n + m :]
 libc = ctypes.CDLL(None, use_errno=True)
-def fail(what):
-    err = ctypes.get_errno()
+def fail(what, err=None):
+    err = err or ctypes.get_errno() or 1
+    if report is not None:  # the runner decides what to say (auto: run unfenced instead)
+        os.write(report, ("refused %d %s\n" % (err, what)).encode())
+        os._exit(125)
     sys.stderr.write("lanewatch: cannot fence the lane: %s: %s\n" % (what, os.strerror(err)))
     sys.stderr.flush()
     os._exit(125)
@@ -112,25 +139,38 @@ if libc.unshare(0x00020000 | (0 if uid == 0 else 0x10000000)) != 0:
 if uid != 0:
     for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)),
                        ("gid_map", "%d %d 1" % (gid, gid))):
-        with open("/proc/self/" + name, "w") as f:
-            f.write(text)
+        try:
+            with open("/proc/self/" + name, "w") as f:
+                f.write(text)
+        except OSError as exc:
+            fail("write " + name, exc.errno)
 mount(None, "/", 16384 | (1 << 19))
 # Open every source before the first mount hides it (the lane's folders may lie under /tmp).
-opened = [(os.open(s, os.O_PATH | os.O_DIRECTORY), d) for s, d in spec["binds"]]
-opened += [(os.open(k, os.O_PATH), k) for k in spec["keep"]]
-for i, (fd, dst) in enumerate(opened):
-    if i >= len(spec["binds"]) and not os.path.exists(dst):
-        if os.path.isdir("/proc/self/fd/%d" % fd):
-            os.makedirs(dst, mode=0o700, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(dst), mode=0o700, exist_ok=True)
-            os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o600))
-    mount("/proc/self/fd/%d" % fd, dst, 4096 | 16384)
-    os.close(fd)
+try:
+    opened = [(os.open(s, os.O_PATH | os.O_DIRECTORY), d) for s, d in binds]
+    opened += [(os.open(k, os.O_PATH), k) for k in keep]
+    for i, (fd, dst) in enumerate(opened):
+        if i >= len(binds) and not os.path.exists(dst):
+            if os.path.isdir("/proc/self/fd/%d" % fd):
+                os.makedirs(dst, mode=0o700, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(dst), mode=0o700, exist_ok=True)
+                os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o600))
+        mount("/proc/self/fd/%d" % fd, dst, 4096 | 16384)
+        os.close(fd)
+except OSError as exc:
+    fail("bind %s" % (exc.filename or "a folder"), exc.errno)
 try:
     os.chdir(cwd)  # again: a cwd in /tmp is now the lane's
 except OSError:
     pass
+if report is not None:  # fenced: say in which mount namespace, then let CMD have the pid
+    try:
+        ns = os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        ns = ""
+    os.write(report, ("fenced %s\n" % ns).encode())
+    os.close(report)
 try:
     os.execvp(cmd[0], cmd)
 except OSError as exc:
@@ -182,6 +222,8 @@ def kernel_refusal() -> str | None:
 
 
 def _unshare_works(root: bool) -> bool:
+    import shutil
+
     binary = shutil.which("unshare")
     if binary is None:
         return False
@@ -280,16 +322,37 @@ class Need:
 
 def decide(mode: Mode, namespace: Path, need: Need, *, shm: bool = False) -> Fence:
     """How to fence a run of the lane at `namespace`; raises FenceRefused for `tmp` when the
-    fence cannot be built. Pure but for the kernel's answer (`kernel_refusal`, `bwrap`)."""
+    fence cannot be built. Pure but for the kernel's answer (`kernel_refusal`, `bwrap`).
+
+    `auto` asks nothing: the kernel way is tried for real by the stub, and `fall_back` chooses
+    again where it refuses (the runner reads the stub's `Report`). `tmp` asks the kernel first,
+    so that a refusal comes before anything is claimed or run."""
     if mode is Mode.NONE:
         return Fence("none", "--fence none")
     mounts = [*TMP_MOUNTS, *([SHM_MOUNT] if shm else [])]
     binds = tuple((str(namespace / FOLDERS[m]), m) for m in mounts if os.path.isdir(m))
     keep = kept(need.paths, [m for _, m in binds])
     forced = os.environ.get(ENV_FENCE_WITH, "")
-    refusal = None if forced == "bwrap" else kernel_refusal()
-    if refusal is None and forced != "bwrap":
+    if forced == "bwrap":
+        return _without_kernel(mode, binds, keep, None)
+    refusal = None if mode is Mode.AUTO else kernel_refusal()
+    if refusal is None:
         return Fence("kernel", "", binds, keep)
+    return _without_kernel(mode, binds, keep, refusal)
+
+
+def fall_back(fence: Fence, refusal: str) -> Fence:
+    """After the stub said `refusal` (`auto` only): bubblewrap where it works, else unfenced,
+    saying why."""
+    return _without_kernel(Mode.AUTO, fence.binds, fence.kept, refusal)
+
+
+def _without_kernel(
+    mode: Mode, binds: tuple[tuple[str, str], ...], keep: tuple[str, ...], refusal: str | None
+) -> Fence:
+    import shutil
+
+    forced = os.environ.get(ENV_FENCE_WITH, "")
     bwrap = shutil.which("bwrap") if forced != "kernel" else None
     if bwrap is not None and _bwrap_works(bwrap):
         return Fence("bwrap", "", binds, keep, bwrap=bwrap)
@@ -300,6 +363,57 @@ def decide(mode: Mode, namespace: Path, need: Need, *, shm: bool = False) -> Fen
             "Install bubblewrap or allow user namespaces (docs/fence.md), or use --fence auto"
         )
     return Fence("none", note)
+
+
+# The steps of the stub whose refusal is the kernel's (`why_refused` names the setting).
+_KERNEL_STEPS = ("unshare", "write setgroups", "write uid_map", "write gid_map", "mount /")
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What the stub told the runner: fenced in `mnt_ns`, or `refusal` (CMD did not run);
+    neither when it said nothing (killed before it could)."""
+
+    mnt_ns: str | None = None
+    refusal: str | None = None
+
+
+def read_report(fd: int) -> Report:
+    """Read the stub's one line from the pipe `fd` until it closes it (at its exec or exit);
+    closes `fd`."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    words = b"".join(chunks).decode(errors="replace").strip().split(" ", 2)
+    if words[0] == "fenced":
+        ns = words[1] if len(words) > 1 and words[1].startswith("mnt:[") else None
+        return Report(mnt_ns=ns)
+    if words[0] == "refused" and len(words) == 3 and words[1].isdigit():
+        err, what = int(words[1]), words[2]
+        if what in _KERNEL_STEPS:
+            return Report(refusal=why_refused(err, os.geteuid() == 0))
+        return Report(refusal=f"the fence could not be built ({what}: {os.strerror(err)})")
+    return Report()
+
+
+def own_mount_ns(pid: int, reported: str | None) -> str | None:
+    """The mount namespace of the fenced `pid` as seen from here (the stub's `reported` one
+    when `pid` is already gone), or None when it is this process's own: a process in our own
+    namespace is not thereby the lane's."""
+    try:
+        ns: str | None = os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        ns = reported
+    try:
+        ours = os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return None  # cannot tell it from ours: record nothing rather than a wrong namespace
+    return ns if ns and ns != ours else None
 
 
 def prepare(fence: Fence) -> None:
@@ -351,9 +465,11 @@ def command_for(
     env: Mapping[str, str],
     tmp: Path,
     state: Path,
+    report: int | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """CMD's argv and environment in its (claimed) lane: inside the fence TMPDIR is /tmp;
-    without it, a short TMPDIR (`short_tmp`), with a warning when a socket would not fit."""
+    without it, a short TMPDIR (`short_tmp`), with a warning when a socket would not fit.
+    `report`: see `Fence.wrap`."""
     out = dict(env)
     if fence.fenced:
         prepare(fence)
@@ -364,7 +480,7 @@ def command_for(
         if warning is not None:
             sys.stderr.write(f"lanewatch: warning: {warning}\n")
     out.update({"TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir, ENV_FENCE: fence.how})
-    return fence.wrap(argv, out), out
+    return fence.wrap(argv, out, report), out
 
 
 def describe(how: str | None, note: str | None, private: Sequence[str] | None) -> str | None:

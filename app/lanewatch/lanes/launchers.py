@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 from collections.abc import Mapping, Sequence
 
 _TMUX_FLAGS_WITH_VALUE = "cfLST"  # tmux [-2CDlNuVv] [-c cmd] [-f file] [-L name] [-S path] [-T f]
@@ -63,6 +62,8 @@ def _tmux_socket(args: Sequence[str], env: Mapping[str, str]) -> tuple[str, str 
 
 def _listening(path: str) -> bool:
     """Whether a server answers on the unix socket `path` (a connect, closed at once)."""
+    import socket  # only for a tmux command: `run` starts without it
+
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(0.5)

@@ -63,10 +63,25 @@ def _tmux_hint(lane: Lane) -> str:
     return "".join(f" Attach from outside the lane: tmux -S {inert(s)} attach." for s in sockets)
 
 
+def _childless() -> bool:
+    """Whether the runner has no child left (reaping, on the way, any that already ended).
+    Then it has no descendant either: a descendant is below a living child of ours, or was
+    re-parented to us when its parent died. The common case, and it costs no /proc scan."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if pid == 0:
+            return False
+
+
 def linger(lane: Lane, command: str, code: int, retarget: Callable[[], None]) -> None:
     """After CMD exited with `code`: while processes of the lane run (our descendants, with
     the subreaper: every one it started), say so once and reap them until none is left.
     `retarget` points the runner's signal forwarding at those processes."""
+    if _childless():
+        return
     left = reaper.descendants(os.getpid())
     if not left:
         return

@@ -1,7 +1,9 @@
 """The namespace lock: held by the owner for its whole life.
 
-`owner.lock` is a filelock (flock) file that is never unlinked: recreating a lock path while
-someone holds the old inode would split holders. Alongside it the owner holds a shared flock
+`owner.lock` is an flock file that is never unlinked: recreating a lock path while someone
+holds the old inode would split holders. It is taken with `fcntl.flock` itself, as filelock's
+UnixFileLock takes it (the two exclude each other): `lanewatch run` starts without filelock's
+import cost (docs/performance.md, `run_start`). Alongside it the owner holds a shared flock
 on the namespace folder itself, which systemd-tmpfiles honours before it ages a folder.
 A held lock is not proof of life on its own (a forked child may inherit it); liveness is
 judged from the stamp's pid + start ticks + boot id.
@@ -15,8 +17,6 @@ import fcntl
 import os
 from pathlib import Path
 
-from filelock import UnixFileLock
-
 from lanewatch.lanes.stamp import LOCK_FILE, META_DIR
 from lanewatch.linux.mountinfo import mount_device
 from lanewatch.linux.proc import read_locks
@@ -29,32 +29,32 @@ def lock_path(namespace: Path) -> Path:
 class NamespaceLock:
     def __init__(self, namespace: Path) -> None:
         self.namespace = namespace
-        self._lock = UnixFileLock(
-            str(lock_path(namespace)),
-            blocking=False,
-            thread_local=False,
-            fallback_to_soft=False,
-            preserve_lock_file=True,
-            mode=0o644,
-            on_acquired=self._remember_inode,
-        )
+        self._fd: int | None = None  # the lock file, flocked, while held
+        self._pid = 0  # who took it: a forked child inherits the descriptor, not the hold
         self._dir_fd: int | None = None
         self._lock_inode: tuple[int, int] | None = None
 
-    def _remember_inode(self, fd: int) -> None:
-        st = os.fstat(fd)
-        self._lock_inode = (st.st_dev, st.st_ino)
-
     @property
     def held(self) -> bool:
-        return self._lock.is_locked
+        """Whether this process holds it (a forked child of the holder does not: its exit
+        must not release the parent's lane, as with filelock)."""
+        return self._fd is not None and self._pid == os.getpid()
 
     def try_acquire(self) -> bool:
         """Take the lock without waiting; False if another holder has it."""
+        if self.held:
+            return True
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        fd = os.open(lock_path(self.namespace), flags, 0o644)
         try:
-            self._lock.acquire(blocking=False)
-        except TimeoutError:  # filelock.Timeout subclasses TimeoutError
-            return False
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return False
+            raise
+        st = os.fstat(fd)
+        self._fd, self._pid, self._lock_inode = fd, os.getpid(), (st.st_dev, st.st_ino)
         return True
 
     def hold_folder(self) -> None:
@@ -82,12 +82,16 @@ class NamespaceLock:
         return self._lock_inode == (st.st_dev, st.st_ino)
 
     def release(self) -> None:
+        if not self.held:
+            return  # a forked child: the hold is its parent's (filelock did the same)
         if self._dir_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._dir_fd)
             self._dir_fd = None
-        if self._lock.is_locked:
-            self._lock.release(force=True)
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)  # the flock goes with the last descriptor of this open
+            self._fd = None
 
 
 def is_lock_held(namespace: Path) -> bool | None:

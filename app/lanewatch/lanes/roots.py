@@ -10,30 +10,54 @@ is an error, never rebuilt: it may be fine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-from filelock import UnixFileLock
-
 from lanewatch.errors import LanewatchError
-from lanewatch.lanes.fsutil import open_regular, write_atomic
+from lanewatch.lanes.fsutil import flock_within, open_regular, write_atomic
 
 ENV_STATE_DIR = "LANEWATCH_STATE_DIR"
 ENV_ROOT = "LANEWATCH_ROOT"
+REGISTRY_WAIT = 10.0  # seconds a registry change waits for another
 ROOT_META = ".lanewatch-root"  # the root's own folder; never a namespace
 REGISTRY = "roots.json"
 
 
 def state_dir() -> Path:
     env = os.environ.get(ENV_STATE_DIR)
-    return Path(env) if env else Path(platformdirs.user_state_dir("lanewatch"))
+    if env:
+        return Path(env)
+    return Path(_xdg_state_dir() or _platform_state_dir())
+
+
+def _xdg_state_dir() -> str | None:
+    """platformdirs' `user_state_dir("lanewatch")` in its common Linux case, without its import
+    (`run` starts without it): `$XDG_STATE_HOME` when absolute, else an absolute `$HOME`'s
+    `.local/state`. None for the rest (no or a relative HOME, Android, other systems), which
+    platformdirs answers. tests/unit/test_import_hygiene.py holds the two to the same answer."""
+    android = os.environ.get("ANDROID_DATA") or hasattr(sys, "getandroidapilevel")
+    if sys.platform != "linux" or android:
+        return None
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "lanewatch")
+    home = os.environ.get("HOME", "")
+    if not os.path.isabs(home):
+        return None
+    return home.rstrip("/") + "/.local/state/lanewatch"  # as os.path.expanduser("~/...") does
+
+
+def _platform_state_dir() -> str:
+    import platformdirs  # only where `_xdg_state_dir` cannot say
+
+    return platformdirs.user_state_dir("lanewatch")
 
 
 def default_root() -> Path:
@@ -105,14 +129,21 @@ class Registry:
         self.path = self.directory / REGISTRY
         self.tell = tell  # says once what a recovery did (stderr by default)
 
-    def _lock(self) -> UnixFileLock:
-        return UnixFileLock(
-            str(self.path) + ".lock",
-            timeout=10,
-            thread_local=False,
-            fallback_to_soft=False,
-            preserve_lock_file=True,
-        )
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """The registry's flock (`roots.json.lock`, never unlinked), waited for up to 10 s.
+        fcntl.flock itself, as filelock's UnixFileLock takes it: `run` starts without filelock."""
+        path = str(self.path) + ".lock"
+        fd = open_regular(path, os.O_RDWR | os.O_CREAT)
+        try:
+            if not flock_within(fd, REGISTRY_WAIT):
+                raise LanewatchError(
+                    f"the roots registry is locked by another process ({path}, over "
+                    f"{REGISTRY_WAIT:g}s); try again"
+                )
+            yield
+        finally:
+            os.close(fd)
 
     def _read(self) -> list[RootEntry]:
         try:

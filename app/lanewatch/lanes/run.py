@@ -129,10 +129,12 @@ def _terminal_to(pgid: int) -> Iterator[None]:
         signal.signal(signal.SIGTTOU, old)
 
 
-def _spawn(cmd: Sequence[str], env: dict[str, str] | None) -> subprocess.Popen[bytes] | int:
+def _spawn(
+    cmd: Sequence[str], env: dict[str, str] | None, pass_fds: Sequence[int] = ()
+) -> subprocess.Popen[bytes] | int:
     """Start CMD as the leader of its own process group, or say why not (126/127)."""
     try:
-        return subprocess.Popen(list(cmd), env=env, process_group=0)
+        return subprocess.Popen(list(cmd), env=env, process_group=0, pass_fds=pass_fds)
     except OSError as exc:
         code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
         what = "not found" if code == EXIT_NOT_FOUND else "not executable"
@@ -174,24 +176,60 @@ def run_in_lane(
             if lane.fence is None:  # the next free lane, made by the pick: its own folders
                 _decide_fence(lane, fence, shm)
                 lane.update_stamp(**lane.fence_fields())
-        assert lane.fence is not None
-        argv, env = fences.command_for(
-            lane.fence, cmd, {**os.environ, **lane.env()}, lane.tmp_dir, state_dir()
-        )
-        warning = handed_outside(cmd, env, lane.name)
-        if warning is not None:
-            print(warning, file=sys.stderr, flush=True)
         become_subreaper()  # if it cannot, processes that daemonize leave the tree, as before
-        proc = _spawn(argv, env)
+        proc, mnt_ns = _start(lane, cmd, fence)
         if isinstance(proc, int):
             lane.release(exit_code=proc, event="spawn-failed")
             return proc
         forwarder.target(proc.pid)
-        return _supervise(lane, proc, forwarder, cmd[0])
+        return _supervise(lane, proc, forwarder, cmd[0], mnt_ns)
     finally:
         forwarder.restore()
         if lane.claimed:  # an exception on the way: never leave the stamp saying live
             lane.release(exit_code=1)
+
+
+def _start(
+    lane: Lane, cmd: Sequence[str], mode: fences.Mode
+) -> tuple[subprocess.Popen[bytes] | int, str | None]:
+    """Start CMD in its claimed lane, fenced as `lane.fence` says; with the mount namespace
+    it runs in when the fence gave it one of its own (`stamp.mnt_ns`).
+
+    The kernel way reports through a pipe (`fences.read_report`): where the kernel refuses,
+    `auto` chooses again (`fences.fall_back`: bubblewrap, or unfenced saying why), writes
+    that into the stamp and starts CMD again; CMD itself had not run."""
+    warned = False
+    while True:
+        fence = lane.fence
+        assert fence is not None
+        base = {**os.environ, **lane.env()}
+        stub = fence.how == "kernel" and fence.wraps(cmd, base)
+        reading, report = os.pipe() if stub else (-1, -1)
+        try:
+            argv, env = fences.command_for(
+                fence, cmd, base, lane.tmp_dir, state_dir(), None if report < 0 else report
+            )
+            if not warned:
+                warned = True
+                warning = handed_outside(cmd, env, lane.name)
+                if warning is not None:
+                    print(warning, file=sys.stderr, flush=True)
+            proc = _spawn(argv, env, () if report < 0 else (report,))
+        finally:
+            if report >= 0:
+                os.close(report)  # the stub holds the only write end now: EOF at its exec
+        if reading < 0:
+            return proc, None
+        said = fences.read_report(reading)
+        if isinstance(proc, int) or said.refusal is None:
+            ns = fences.own_mount_ns(proc.pid, said.mnt_ns) if said.mnt_ns else None
+            return proc, ns if not isinstance(proc, int) else None
+        proc.wait()  # exited 125 before CMD ran
+        if mode is not fences.Mode.AUTO:
+            print(f"lanewatch: cannot fence the lane: {said.refusal}", file=sys.stderr, flush=True)
+            return proc.returncode, None
+        lane.fence = fences.fall_back(fence, said.refusal)
+        lane.update_stamp(**lane.fence_fields())
 
 
 def _decide_fence(lane: Lane, mode: fences.Mode, shm: bool) -> None:
@@ -218,7 +256,13 @@ def run_unclaimed(cmd: Sequence[str]) -> int:
         forwarder.restore()
 
 
-def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder, name: str) -> int:
+def _supervise(
+    lane: Lane,
+    proc: subprocess.Popen[bytes],
+    forwarder: _Forwarder,
+    name: str,
+    mnt_ns: str | None = None,
+) -> int:
     code = 1
     try:
         with _terminal_to(proc.pid):
@@ -226,7 +270,10 @@ def _supervise(lane: Lane, proc: subprocess.Popen[bytes], forwarder: _Forwarder,
                 ticks = start_ticks(proc.pid)
             except OSError:
                 ticks = None
-            lane.update_stamp(child_pid=proc.pid, child_start_ticks=ticks, pgid=proc.pid)
+            fenced_in = {"mnt_ns": mnt_ns} if mnt_ns else {}
+            lane.update_stamp(
+                child_pid=proc.pid, child_start_ticks=ticks, pgid=proc.pid, **fenced_in
+            )
             ledger.append(lane.namespace, "spawned", lane=lane.name, child_pid=proc.pid)
             returncode = wait_for_command(proc)
         code = exit_code_of(returncode)

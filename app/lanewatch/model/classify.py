@@ -18,6 +18,8 @@ Rules, in order:
 - written before this boot: stale;
 - a local runner gone (dead, zombie, pid reused, or released) while processes of its lane
   still run (`members`, from `processes/members.py`): headless, never stale or clearable;
+  while processes that may be in its mount namespace cannot be read (`unreadable`, another
+  user's, as a normal user): unknown, never stale or clearable;
 - local owner: dead, zombie or pid reused: stale; stopped: hung; alive with the heartbeat
   overdue: hung; alive: live; cannot inspect (permission): live if the heartbeat is fresh or
   the lock is held (inferred), else unknown. A permission error is never read as death.
@@ -55,16 +57,20 @@ class LivenessEvidence:
     uid: int | None = None  # real uid of the owner while it runs; None when not read
     child_uid: int | None = None  # the same for the command
     members: tuple[LaneMember, ...] = ()  # the lane's running processes, runner left out
+    # Processes started since the runner whose mount namespace cannot be read here (another
+    # user's, as a normal user) while the lane has one of its own: maybe members, maybe not.
+    unreadable: int = 0
 
     def same_verdict(self, other: LivenessEvidence | None) -> bool:
         """The same judgement as `other`, whenever each was made."""
         if other is None:
             return False
         return (self.pid, self.start_ticks, self.liveness, self.reason, self.child,
-                self.child_reason, self.lock_held, self.uid, self.child_uid, self.members) == (
+                self.child_reason, self.lock_held, self.uid, self.child_uid, self.members,
+                self.unreadable) == (
             other.pid, other.start_ticks, other.liveness, other.reason, other.child,
             other.child_reason, other.lock_held, other.uid, other.child_uid,
-            other.members)  # fmt: skip
+            other.members, other.unreadable)  # fmt: skip
 
     def about(self, stamp: Stamp) -> bool:
         """Whether this evidence is about the owner this stamp names."""
@@ -106,6 +112,9 @@ def classify(
         if evidence is not None and evidence.about(stamp) and evidence.members:
             why = f"released by its owner{code}; {still_running(evidence.members)}"
             return Verdict(NsState.HEADLESS, why, Grade.KNOWN)
+        if evidence is not None and evidence.about(stamp) and evidence.unreadable:
+            why = f"released by its owner{code}; {cannot_tell(evidence.unreadable)}"
+            return Verdict(NsState.UNKNOWN, why, Grade.INFERRED)
         return Verdict(NsState.RELEASED, f"released by its owner{code}", Grade.KNOWN)
     beat = read.heartbeat_at or stamp.heartbeat_at
     overdue = is_overdue(stamp, beat, now)
@@ -183,12 +192,24 @@ def still_running(members: tuple[LaneMember, ...]) -> str:
     return f"{n} process{'' if n == 1 else 'es'} of the lane still run{'s' if n == 1 else ''}"
 
 
+def cannot_tell(unreadable: int) -> str:
+    """The stable words for processes that may be a fenced lane's, unreadable here."""
+    n = unreadable
+    return (
+        f"the mount namespace of {n} process{'' if n == 1 else 'es'} started since cannot be "
+        "read here (another user's): they may be the lane's"
+    )
+
+
 def _local(stamp: Stamp, ev: LivenessEvidence, overdue: bool) -> Verdict:
     if ev.liveness in _DEAD:
         if ev.members and ev.liveness is not Liveness.OTHER_BOOT:  # none outlives a boot
             return Verdict(
                 NsState.HEADLESS, f"runner {ev.reason}; {still_running(ev.members)}", Grade.KNOWN
             )
+        if ev.unreadable and ev.liveness is not Liveness.OTHER_BOOT:
+            why = f"runner {ev.reason}; {cannot_tell(ev.unreadable)}"
+            return Verdict(NsState.UNKNOWN, why, Grade.INFERRED)
         return Verdict(NsState.STALE, ev.reason, Grade.KNOWN)
     if ev.liveness is Liveness.STOPPED:
         return Verdict(NsState.HUNG, f"{ev.reason} (SIGSTOP or traced)", Grade.KNOWN)

@@ -8,8 +8,11 @@ Four ways a process is known to be a lane's, strongest first (`LaneMember.how`):
   outlives its leader; a pgid number is never handed out again while any member lives. A
   process counts only if it started no earlier than the leader, and while a process holds the
   leader's pid it must be the leader itself (same start ticks);
-- `mount-ns`: in the lane's own mount namespace (`stamp.mnt_ns`, the fence's), which a
-  process cannot leave without privileges;
+- `mount-ns`: in the lane's own mount namespace (`stamp.mnt_ns`: the fenced CMD's, as
+  `lanewatch run` saw it from outside), which a process cannot leave without privileges
+  (setsid, a double fork or `env -i` keep it). Another user's namespace cannot be read by a
+  normal user: such a process is neither a member nor a stranger (`unreadable`), and the lane
+  is judged unknown rather than stale while one runs;
 - `marker`: `$LANEWATCH_NAMESPACE` names the lane's namespace (`lanewatch run` exports it, and
   children inherit it), started no earlier than the runner, running as the stamp's uid. The
   last resort: a program may clear its environment.
@@ -163,6 +166,28 @@ def _marked(stamp: Stamp, namespace: str, procs: Table) -> list[tuple[int, str]]
         elif marker == namespace and uid == stamp.uid:
             out.append((st.pid, "marker"))
     return out
+
+
+def unreadable(stamp: Stamp, procs: Table) -> int:
+    """How many processes started since the runner may be in the lane's mount namespace but
+    cannot be asked (another user's /proc/PID/ns/mnt, as a normal user): not members, and not
+    strangers either. 0 for a lane without a mount namespace of its own."""
+    if not stamp.mnt_ns:
+        return 0
+    skip = own_pids()
+    n = 0
+    for st in procs.values():
+        if st.start_ticks < stamp.start_ticks or st.pid <= 1 or st.kernel_thread:
+            continue
+        if st.pid in skip or st.state in ("Z", "X"):
+            continue
+        uid, _marker, ns, _command = _facts.of(st)
+        # There, but its namespace withheld from us. A normal user's lane has a user namespace
+        # in which only its uid exists: another uid's process cannot be the lane's. A root
+        # lane's process may have become anyone.
+        if ns is None and uid is not None and (stamp.uid == 0 or uid == stamp.uid):
+            n += 1
+    return n
 
 
 def lazy_table(read: Callable[[], dict[int, ProcStat]]) -> Callable[[], dict[int, ProcStat]]:

@@ -72,11 +72,13 @@ def judge(
         if not released or stamp.boot_id != procid.boot_id():
             return None
         found = members.members_of(stamp, namespace, table(), runner_alive=False)
-        if not found:
+        unknown = 0 if found else members.unreadable(stamp, table())
+        if not found and not unknown:
             return None
         return LivenessEvidence(
-            stamp.pid, stamp.start_ticks, Liveness.DEAD, "released", at, members=found
-        )
+            stamp.pid, stamp.start_ticks, Liveness.DEAD, "released", at, members=found,
+            unreadable=unknown,
+        )  # fmt: skip
     alive, why = procid.liveness(owner)
     child: Liveness | None = None
     child_why = ""
@@ -88,9 +90,12 @@ def judge(
     held = lock.is_lock_held(Path(namespace)) if alive is Liveness.UNKNOWN else None
     uid = procid.owner_uid(owner) if alive in _RUNNING else None
     found = _members(namespace, stamp, alive, table())
+    unknown = 0
+    if not found and alive not in (*_RUNNING, Liveness.UNKNOWN, Liveness.OTHER_BOOT):
+        unknown = members.unreadable(stamp, table())
     return LivenessEvidence(
         stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, held, uid, child_uid,
-        found,
+        found, unknown,
     )  # fmt: skip
 
 
