@@ -1,1 +1,1 @@
-"""`lanewatch audit`: run the user's own command in parallel lanes and list what it wrote outside them."""
+"""`lanewatch audit`: run the user's own command in parallel lanes; list what it wrote outside."""

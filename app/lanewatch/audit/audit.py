@@ -142,7 +142,12 @@ def _run_all(cmd: Sequence[str], places: Sequence[str], work: Path, say: Callabl
             full += ["-c", SHIM, json.dumps(spec), *argv]
             log = open(run.log, "wb")  # noqa: SIM115 (closed below, when the run ends)
             proc = subprocess.Popen(
-                full, cwd=place, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                full,
+                cwd=place,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
                 start_new_session=True,
             )
             started.append((run, proc, log))
@@ -189,7 +194,9 @@ def _collect(cmd: Sequence[str], runs: list[Run], work: Path) -> AuditReport:
         after = capture.checkout_state(run.checkout)
         before = run.before
         if isinstance(after, str) or isinstance(before, str):
-            unseen.add(f"the checkout {run.checkout}: {after if isinstance(after, str) else before}")
+            unseen.add(
+                f"the checkout {run.checkout}: {after if isinstance(after, str) else before}"
+            )
             continue
         for item in capture.checkout_writes(before, after):
             _add(found, run, item, run.checkout, ticks, is_pytest)

@@ -59,8 +59,16 @@ def checkout_state(checkout: str) -> dict[str, int | None] | str:
     """Changed, untracked and ignored files of `checkout` with their mtimes, or why not."""
     try:
         done = subprocess.run(
-            ["git", "-C", checkout, "status", "--porcelain=v1", "-z", "--ignored",
-             "--untracked-files=all"],
+            [
+                "git",
+                "-C",
+                checkout,
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--ignored",
+                "--untracked-files=all",
+            ],
             capture_output=True,
             timeout=120,
             check=False,
@@ -126,5 +134,7 @@ def tests_at(ticks: list[Tick], mtime_ns: int | None) -> list[str]:
     inside = [t.test for t in ticks if t.start <= mtime_ns <= t.end]
     if inside:
         return sorted(set(inside))
-    near = [t.test for t in ticks if t.start <= mtime_ns + SLACK_NS and t.end + SLACK_NS >= mtime_ns]
+    near = [
+        t.test for t in ticks if t.start <= mtime_ns + SLACK_NS and t.end + SLACK_NS >= mtime_ns
+    ]
     return sorted(set(near))

@@ -78,7 +78,7 @@ except OSError as exc:
 
 CLOCK_MODULE = "lanewatch_audit_clock"
 CLOCK_ENV = "LANEWATCH_AUDIT_CLOCK"
-CLOCK = r'''"""lanewatch audit: when each test ran (one JSON line per test to $LANEWATCH_AUDIT_CLOCK)."""
+CLOCK = r'''"""lanewatch audit: when each test ran (JSON lines to $LANEWATCH_AUDIT_CLOCK)."""
 import json
 import os
 import time
