@@ -29,7 +29,7 @@ from lanewatch.audit.shim import CLOCK, CLOCK_ENV, CLOCK_MODULE, SHIM
 from lanewatch.errors import LanewatchError
 from lanewatch.lanes.checkout import find_checkout, resolve_checkout
 from lanewatch.lanes.fence import FOLDERS
-from lanewatch.lanes.lane import SCRATCH_DIR, locate
+from lanewatch.lanes.lane import SCRATCH_DIR, TEMP_VARS, locate
 
 EXIT_FENCE_REFUSED = 3  # `lanewatch run --fence tmp` where the fence cannot be built
 
@@ -127,6 +127,7 @@ def _run_all(cmd: Sequence[str], places: Sequence[str], work: Path, say: Callabl
                 (home / sub).mkdir(parents=True)
             spec = {
                 "tmpdir": str(ns / SCRATCH_DIR / "audit-tmp"),
+                "tempvars": list(TEMP_VARS),
                 "home": os.environ.get("HOME", ""),
                 "upper": str(home / "upper"),
                 "work": str(home / "work"),
@@ -223,7 +224,7 @@ def _add(
         fix = fix_for(item.area, item.rel, scope.scope, is_pytest)
         finding = Finding(display(item.area, item.rel), scope.scope, scope.owner, fix)
         found[key] = finding
-    tests = capture.tests_at(ticks, item.mtime_ns)
+    tests = capture.tests_running_at(ticks, item.mtime_ns)
     # `where`: the real place the path names (each checkout its own; /tmp and ~ one for all)
     finding.writes.append(Write(run.index, where, item.kind, item.mtime_ns, tests))
 

@@ -126,7 +126,7 @@ def read_clock(path: Path) -> list[Tick]:
     return ticks
 
 
-def tests_at(ticks: list[Tick], mtime_ns: int | None) -> list[str]:
+def tests_running_at(ticks: list[Tick], mtime_ns: int | None) -> list[str]:
     """The tests running when a file got its last modification time: those whose run holds it,
     else those within SLACK_NS of it (the coarse clock). Several under pytest-xdist."""
     if mtime_ns is None or not ticks:

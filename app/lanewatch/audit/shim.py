@@ -2,8 +2,9 @@
 
 `SHIM` runs as `python -I -S -c SHIM SPEC CMD...` inside the lane's fence (stdlib only: it runs
 in the user's Python, with nothing of lanewatch importable). It
-- points TMPDIR/TMP/TEMP at a folder of the lane (not `/tmp`), so what a tool writes through
-  TMPDIR is the lane's own and what lands in the fence's private `/tmp` is a fixed name;
+- points TMPDIR, TMP, TEMP, PYTEST_DEBUG_TEMPROOT (lanes.lane.TEMP_VARS) at a folder of the
+  lane (not `/tmp`): what a tool writes through them is the lane's own, and what still lands
+  in the fence's private `/tmp` is a fixed name;
 - where the kernel allows, mounts an overlay on $HOME whose upper folder is the lane's, so every
   write to the home folder lands there (and never in the real home); the checkout and the
   audit's own folders, when they lie under $HOME, are bound back on top so they stay real;
@@ -20,7 +21,7 @@ import ctypes, json, os, sys
 spec, cmd = json.loads(sys.argv[1]), sys.argv[2:]
 status = {"home": "not asked"}
 os.makedirs(spec["tmpdir"], mode=0o700, exist_ok=True)
-for var in ("TMPDIR", "TMP", "TEMP"):
+for var in spec["tempvars"]:
     os.environ[var] = spec["tmpdir"]
 for key, value in spec.get("env", {}).items():
     os.environ[key] = value
