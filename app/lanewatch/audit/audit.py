@@ -103,7 +103,7 @@ def run_audit(
         if repo is not None:
             _remove_worktrees(repo, worktrees)
         if not keep:
-            shutil.rmtree(work, ignore_errors=True)
+            _remove(work)
 
 
 def _run_all(cmd: Sequence[str], places: Sequence[str], work: Path, say: Callable[[str], None]):
@@ -227,6 +227,18 @@ def _add(
     tests = capture.tests_running_at(ticks, item.mtime_ns)
     # `where`: the real place the path names (each checkout its own; /tmp and ~ one for all)
     finding.writes.append(Write(run.index, where, item.kind, item.mtime_ns, tests))
+
+
+def _remove(work: Path) -> None:
+    """Remove the audit's folder. overlayfs leaves its work folder mode 000 (for a normal user
+    too): open every folder to its owner first, never following a link (os.walk does not)."""
+    for here, dirs, _files in os.walk(work):
+        for name in dirs:
+            path = os.path.join(here, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o700)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def _tail(log: Path) -> str:
