@@ -28,7 +28,7 @@ from lanewatch.audit.report import AuditReport, Finding, Run, Write
 from lanewatch.audit.shim import CLOCK, CLOCK_ENV, CLOCK_MODULE, SHIM
 from lanewatch.errors import LanewatchError
 from lanewatch.lanes.checkout import find_checkout, resolve_checkout
-from lanewatch.lanes.fence import FOLDERS
+from lanewatch.lanes.fence import ENV_FENCE_WITH, FOLDERS
 from lanewatch.lanes.lane import SCRATCH_DIR, TEMP_VARS, locate
 
 EXIT_FENCE_REFUSED = 3  # `lanewatch run --fence tmp` where the fence cannot be built
@@ -108,6 +108,8 @@ def run_audit(
 
 def _run_all(cmd: Sequence[str], places: Sequence[str], work: Path, say: Callable[[str], None]):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANEWATCH_")}
+    if ENV_FENCE_WITH in os.environ:  # the one knob that passes: which way to fence
+        env[ENV_FENCE_WITH] = os.environ[ENV_FENCE_WITH]
     env["LANEWATCH_STATE_DIR"] = str(work / "state")
     root = work / "root"
     at = pytest_position(cmd)
