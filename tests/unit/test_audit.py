@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -127,11 +128,16 @@ def test_the_sample_debt_is_reported_classified_and_named_then_gone_once_fixed(
     assert report["counts"]["unbound"] == report["counts"]["product-scoped"] == 0
 
 
+@pytest.mark.parametrize("way", ["kernel", "bwrap"])
 def test_the_markdown_queue_names_the_test_and_the_fix(
-    sample: tuple[Path, str, str, Path],
+    sample: tuple[Path, str, str, Path], way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if way == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    monkeypatch.setenv("LANEWATCH_FENCE_WITH", way)  # both ways of fencing (docs/fence.md)
     repo, fixed, tool, home = sample
-    done = audit("--markdown", "--", *PYTEST, "-k", "tmp or cache", cwd=repo, home=home)
+    argv = [*PYTEST, "-k", "tmp or cache"]
+    done = audit("--markdown", "--", *argv, cwd=repo, home=home)
     assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
     text = done.stdout
     assert f"## `{fixed}`" in text and f"## `~/.cache/{tool}/state.json`" in text
@@ -139,6 +145,10 @@ def test_the_markdown_queue_names_the_test_and_the_fix(
     assert "`test_sample.py::test_tool_cache`" in text
     assert "use `tmp_path`" in text and "**COLLISION**" in text
     assert "## Not seen" in text
+    done = audit("--json", "--", *argv, cwd=repo, home=home)
+    report = parsed("audit", done.stdout)
+    assert [r["fence"] for r in report["runs"]] == [way, way]  # the way asked for was used
+    assert report["shared"] == 2, report["findings"]
 
 
 def test_two_lanes_of_one_checkout_share_its_files(

@@ -30,6 +30,7 @@ from lanewatch.errors import LanewatchError
 from lanewatch.lanes.checkout import find_checkout, resolve_checkout
 from lanewatch.lanes.fence import ENV_FENCE_WITH, FOLDERS
 from lanewatch.lanes.lane import SCRATCH_DIR, TEMP_VARS, locate
+from lanewatch.lanes.stamp import read_stamp
 
 EXIT_FENCE_REFUSED = 3  # `lanewatch run --fence tmp` where the fence cannot be built
 
@@ -186,6 +187,8 @@ def _collect(cmd: Sequence[str], runs: list[Run], work: Path) -> AuditReport:
                 run.error = f"the run did not start (exit {run.exit_code}): {run.log_tail}"
             continue
         run.home = str(status.get("home"))
+        read = read_stamp(Path(run.namespace))
+        run.fence = read.stamp.fence if read.stamp is not None else None
         if run.home != "overlay":
             unseen.add(f"the home folder: {run.home}")
         ns = Path(run.namespace)

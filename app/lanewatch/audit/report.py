@@ -22,6 +22,7 @@ class Run:
     namespace: str
     log: str = ""
     exit_code: int | None = None
+    fence: str | None = None  # how the lane was fenced: "kernel" or "bwrap" (its stamp says)
     home: str = ""  # "overlay", or why the home folder was not seen
     error: str | None = None
     log_tail: str = ""
@@ -165,7 +166,7 @@ def markdown(report: AuditReport) -> str:
 def text(report: AuditReport) -> list[str]:
     out = []
     for r in report.runs:
-        state = r.error or f"exit {r.exit_code}, home {r.home}"
+        state = r.error or f"exit {r.exit_code}, fence {r.fence}, home {r.home}"
         out.append(f"run {r.index}: {inert(r.checkout)}  {inert(state)}")
     for f in report.findings:
         mark = "SHARED " if f.shared else "       "
