@@ -21,6 +21,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import IO
 
 from lanewatch.audit import capture
 from lanewatch.audit.classify import TEMPS, display, fix_for, scope_of
@@ -107,7 +108,9 @@ def run_audit(
             _remove(work)
 
 
-def _run_all(cmd: Sequence[str], places: Sequence[str], work: Path, say: Callable[[str], None]):
+def _run_all(
+    cmd: Sequence[str], places: Sequence[str], work: Path, say: Callable[[str], None]
+) -> list[Run]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANEWATCH_")}
     if ENV_FENCE_WITH in os.environ:  # the one knob that passes: which way to fence
         env[ENV_FENCE_WITH] = os.environ[ENV_FENCE_WITH]
@@ -120,7 +123,7 @@ def _run_all(cmd: Sequence[str], places: Sequence[str], work: Path, say: Callabl
         (work / "plugin" / f"{CLOCK_MODULE}.py").write_text(CLOCK)
         argv[at:at] = ["-p", CLOCK_MODULE]
     tag = os.urandom(3).hex()
-    started: list[tuple[Run, subprocess.Popen[bytes], object]] = []
+    started: list[tuple[Run, subprocess.Popen[bytes], IO[bytes]]] = []
     try:
         for i, place in enumerate(places):
             lane = f"audit-{tag}-{i}"
@@ -158,14 +161,14 @@ def _run_all(cmd: Sequence[str], places: Sequence[str], work: Path, say: Callabl
         say(f"running {len(started)} lanes: {' '.join(cmd)}")
         for run, proc, log in started:
             run.exit_code = proc.wait()
-            log.close()  # type: ignore[attr-defined]
+            log.close()
     finally:
         for _run, proc, log in started:
             if proc.returncode is None:  # interrupted: the runs end with us (`run` forwards)
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
-                log.close()  # type: ignore[attr-defined]
+                log.close()
     return [run for run, _, _ in started]
 
 
