@@ -158,7 +158,9 @@ def test_two_lanes_of_one_checkout_share_its_files(
     argv = ["--checkout", str(repo), "--parallel", "2", "--json", "--"]
     done = audit(*argv, *PYTEST, "-k", "checkout", cwd=tmp_path, home=home)
     assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
-    out = by_path(parsed("audit", done.stdout))["<checkout>/out/result.txt"]
+    report = parsed("audit", done.stdout)
+    assert any("sharing one checkout" in u for u in report["unseen"])
+    out = by_path(report)["<checkout>/out/result.txt"]
     assert (out["scope"], out["shared"]) == ("checkout-scoped", True)
     assert (repo / "out" / "result.txt").exists()  # the given checkout is real, not a copy
 

@@ -209,6 +209,11 @@ def _collect(cmd: Sequence[str], runs: list[Run], work: Path) -> AuditReport:
             continue
         for item in capture.checkout_writes(before, after):
             _add(found, run, item, run.checkout, ticks, is_pytest)
+    if len({r.checkout for r in runs}) < len(runs):
+        unseen.add(
+            "which of the runs sharing one checkout wrote a file in it: each is counted as a "
+            "writer of every file changed there"
+        )
     findings = sorted(found.values(), key=lambda f: (not f.shared, f.scope, f.path))
     unseen.add(
         "writes outside /tmp, /var/tmp, the home folder and the checkouts "
