@@ -31,6 +31,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # a process; a module not listed counts as `processes`, so a new test is never wrongly fast.
 # `_fast_tests_start_no_process` holds the list to the truth: a fast test that starts one fails.
 FAST = {
+    "test_audit_parts.py": set(),
     "test_attribution_parts.py": {"test_a_real_process_that_exited_is_proven_by_its_start"},
     "test_classify.py": {
         "test_permission_error_reading_proc_is_never_stale",

@@ -16,8 +16,8 @@ class Exit(IntEnum):
     FAILED = 1  # tried and could not: a signal sent but the lane still runs, a delete failed
     USAGE = 2  # click's usage error; a lane name or TARGET that cannot be one
     REFUSED = 3  # refused for safety: live, held by another owner, not ours, name taken
-    COLLISION = 4  # status: an open collision; drill: a lane read another's bytes
-    INCOMPLETE = 5  # status: a root could not be read; drill: blind to a clobber it made
+    COLLISION = 4  # status: an open collision; drill: a lane read another's bytes; audit: shared
+    INCOMPLETE = 5  # status: a root unread; drill: blind to a clobber; audit: a run not fenced
     UNBOUND = 6  # not inside a checkout, and nothing (--checkout, $LANEWATCH_CHECKOUT) bound one
     NEEDS_CONFIRMATION = 7  # no terminal on stdin to ask, and no --yes
     NOT_FOUND = 8  # no such namespace, lane, trash id, incident or recorded write
@@ -36,9 +36,9 @@ MEANING: dict[Exit, str] = {
     Exit.REFUSED: "refused for safety: the target is live, held, another user's, changed "
     "since it was seen, or its name is taken; a hook that is not ours",
     Exit.COLLISION: "a collision: `status` has an open incident; `drill` saw a lane read "
-    "another's bytes",
+    "another's bytes; `audit` saw a path written by two runs",
     Exit.INCOMPLETE: "the picture is incomplete: `status` could not read a root; `drill --unbound` "
-    "saw no clobber",
+    "saw no clobber; `audit` could not fence or start a run",
     Exit.UNBOUND: "unbound: not inside a git checkout and no --checkout",
     Exit.NEEDS_CONFIRMATION: "needs confirmation: no terminal to ask on and no --yes",
     Exit.NOT_FOUND: "not found: no such namespace, lane, trash id, incident or recorded write",

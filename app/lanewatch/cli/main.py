@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "gate": "gate_cmd:gate_command",
     "hook": "hook_cmd:hook_command",
     "drill": "drill_cmd:drill_command",
+    "audit": "audit_cmd:audit_command",
     "status": "status_cmd:status_command",
     "incidents": "incidents_cmd:incidents_command",
     "kill": "kill_cmd:kill_command",
@@ -58,6 +59,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "run": _PROC_ONLY,  # the owner's identity: start time and boot id
     "prove": _PROC_ONLY,
     "drill": _PROC_ONLY,
+    "audit": _PROC_ONLY,
     "kill": _PROC_ONLY,  # who holds what, and a pidfd re-check before the signal
     "clear": _PROC_ONLY,
     "restore": _PROC_ONLY,

@@ -24,6 +24,7 @@ NAMES = (
     "trash",  # lanewatch trash --json
     "gate",  # lanewatch gate STEP --json
     "drill",  # lanewatch drill --json
+    "audit",  # lanewatch audit --json
     "kill",  # lanewatch kill TARGET --json
     "clear",  # lanewatch clear TARGET... --json
     "restore",  # lanewatch restore ID --json

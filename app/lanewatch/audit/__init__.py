@@ -1,0 +1,1 @@
+"""`lanewatch audit`: run the user's own command in parallel lanes; list what it wrote outside."""

@@ -1,0 +1,186 @@
+"""The audit's report: the runs, every path they wrote outside their lanes, and three views of
+it (JSON, the Markdown migration queue, text for the terminal)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lanewatch.audit.classify import SCOPES
+from lanewatch.inert import inert
+
+EXIT_OK = 0
+EXIT_SHARED = 4  # a path written by two runs: unfenced, they would clobber each other
+EXIT_INCOMPLETE = 5  # a run could not be fenced or did not start: the picture has holes
+
+
+@dataclass
+class Run:
+    index: int
+    checkout: str
+    lane: str
+    namespace: str
+    log: str = ""
+    exit_code: int | None = None
+    fence: str | None = None  # how the lane was fenced: "kernel" or "bwrap" (its stamp says)
+    home: str = ""  # "overlay", or why the home folder was not seen
+    error: str | None = None
+    log_tail: str = ""
+    before: Any = None  # the checkout's state before the run (not reported)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("before")
+        return data
+
+
+@dataclass
+class Write:
+    run: int
+    where: str  # the real place the path names: the checkout, or "/tmp", "/var/tmp", "~"
+    kind: str  # "written" | "deleted"
+    mtime_ns: int | None
+    tests: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Finding:
+    path: str  # "/tmp/x", "~/.cache/tool/x", "<checkout>/out/x"
+    scope: str  # classify.SCOPES
+    owner: str  # the shared folder it belongs to
+    fix: str
+    writes: list[Write] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[int]:
+        return sorted({w.run for w in self.writes})
+
+    @property
+    def shared(self) -> bool:
+        """Two runs wrote the same real path (for the checkout: two runs in ONE checkout)."""
+        by_place: dict[str, set[int]] = {}
+        for w in self.writes:
+            by_place.setdefault(w.where, set()).add(w.run)
+        return any(len(runs) > 1 for runs in by_place.values())
+
+    @property
+    def tests(self) -> list[str]:
+        return sorted({t for w in self.writes for t in w.tests})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "scope": self.scope,
+            "owner": self.owner,
+            "shared": self.shared,
+            "runs": self.runs,
+            "times": len(self.writes),
+            "tests": self.tests,
+            "fix": self.fix,
+            "writes": [asdict(w) for w in self.writes],
+        }
+
+
+@dataclass
+class AuditReport:
+    command: list[str]
+    pytest: bool
+    runs: list[Run]
+    findings: list[Finding]
+    unseen: list[str]
+    work_dir: str = ""
+    kept: bool = False
+    repository: str | None = None
+
+    @property
+    def shared(self) -> list[Finding]:
+        return [f for f in self.findings if f.shared]
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"run {r.index}: {r.error}" for r in self.runs if r.error]
+
+    @property
+    def exit_code(self) -> int:
+        if self.shared:
+            return EXIT_SHARED
+        if self.errors:
+            return EXIT_INCOMPLETE
+        return EXIT_OK
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for f in self.findings if f.scope == s) for s in SCOPES}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.exit_code == EXIT_OK,
+            "exit_code": self.exit_code,
+            "command": self.command,
+            "pytest": self.pytest,
+            "repository": self.repository,
+            "work_dir": self.work_dir,
+            "kept": self.kept,
+            "counts": self.counts(),
+            "shared": len(self.shared),
+            "runs": [r.to_json() for r in self.runs],
+            "findings": [f.to_json() for f in self.findings],
+            "unseen": self.unseen,
+            "errors": self.errors,
+        }
+
+
+def _writers(f: Finding, pytest: bool) -> str:
+    runs = ", ".join(str(r) for r in f.runs)
+    if not pytest:
+        return f"runs {runs}"
+    tests = ", ".join(f"`{inert(t)}`" for t in f.tests) or "no test (collection or the session)"
+    return f"runs {runs}; by {tests}"
+
+
+def markdown(report: AuditReport) -> str:
+    """The migration queue: shared paths first, grouped by path, each with a fix."""
+    cmd = inert(" ".join(report.command))
+    out = [f"# Migration queue for `{cmd}`", ""]
+    c = report.counts()
+    out.append(
+        f"{len(report.runs)} runs in parallel; {len(report.findings)} paths written outside the "
+        f"lanes ({', '.join(f'{n} {s}' for s, n in c.items())}); "
+        f"**{len(report.shared)} shared between runs**."
+    )
+    out.append("")
+    for f in report.findings:
+        mark = "**COLLISION**" if f.shared else "not shared"
+        out.append(f"## `{inert(f.path)}`")
+        out.append("")
+        out.append(f"- scope: {f.scope} ({inert(f.owner)}); {mark}")
+        out.append(f"- written {len(f.writes)} times: {_writers(f, report.pytest)}")
+        out.append(f"- fix: {f.fix}")
+        out.append("")
+    if report.unseen:
+        out += ["## Not seen", ""] + [f"- {inert(u)}" for u in report.unseen] + [""]
+    if report.errors:
+        out += ["## Errors", ""] + [f"- {inert(e)}" for e in report.errors] + [""]
+    return "\n".join(out)
+
+
+def text(report: AuditReport) -> list[str]:
+    out = []
+    for r in report.runs:
+        state = r.error or f"exit {r.exit_code}, fence {r.fence}, home {r.home}"
+        out.append(f"run {r.index}: {inert(r.checkout)}  {inert(state)}")
+    for f in report.findings:
+        mark = "SHARED " if f.shared else "       "
+        out.append(f"{mark}{f.scope:16} {inert(f.path)}  ({_writers(f, report.pytest)})")
+    for u in report.unseen:
+        out.append(f"not seen: {inert(u)}")
+    code = report.exit_code
+    if code == EXIT_OK:
+        out.append(f"audit: ok, {len(report.findings)} paths written, none shared between runs")
+    elif code == EXIT_SHARED:
+        out.append(
+            f"audit: FAILED, {len(report.shared)} paths written by more than one run "
+            "(--markdown lists the fixes)"
+        )
+    else:
+        out.append("audit: INCOMPLETE, a run could not be audited (see above)")
+    return out

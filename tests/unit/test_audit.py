@@ -1,0 +1,174 @@
+"""`lanewatch audit` on a real sample repository (git init under tmp_path) whose tests write a
+fixed /tmp file, a file under ~/.cache/<tool>/ and a file inside the checkout: the real CLI runs
+the sample's pytest in 2 fenced lanes of 2 temporary worktrees, as root and as a normal user.
+
+HOME is a folder under tmp_path; the sample's "fixed /tmp file" has a unique name anyway, and the
+test asserts the real /tmp never sees it (it lands in each fence's private /tmp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lanewatch.cli.exits import Exit
+from tests.conftest import LANEWATCH, git
+from tests.unit.contractkit import parsed
+
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+DEBT = """
+import os
+import pathlib
+
+def test_fixed_tmp():
+    pathlib.Path({fixed!r}).write_text("fixed")
+
+def test_tool_cache():
+    cache = pathlib.Path(os.environ["HOME"]) / ".cache" / {tool!r}
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "state.json").write_text("{{}}")
+
+def test_checkout_output():
+    pathlib.Path("out").mkdir(exist_ok=True)
+    pathlib.Path("out/result.txt").write_text("result")
+"""
+
+FIXED = """
+def test_fixed_tmp(tmp_path):
+    (tmp_path / "fixed").write_text("fixed")
+
+def test_tool_cache(tmp_path):
+    (tmp_path / "state.json").write_text("{}")
+
+def test_checkout_output(tmp_path):
+    (tmp_path / "result.txt").write_text("result")
+"""
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> tuple[Path, str, str, Path]:
+    """The sample repository, the fixed /tmp path its test writes, its tool's name, its HOME."""
+    repo = tmp_path / "sample"
+    repo.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    fixed = f"/tmp/lanewatch-audit-sample-{uuid.uuid4().hex}.txt"
+    tool = f"sampletool-{uuid.uuid4().hex[:8]}"
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "test_sample.py").write_text(DEBT.format(fixed=fixed, tool=tool))
+    git("add", "test_sample.py", cwd=repo)
+    git("commit", "-q", "-m", "sample", cwd=repo)
+    return repo, fixed, tool, home
+
+
+def audit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*LANEWATCH, "audit", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "HOME": str(home)},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def by_path(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f["path"]: f for f in report["findings"]}
+
+
+def test_the_sample_debt_is_reported_classified_and_named_then_gone_once_fixed(
+    sample: tuple[Path, str, str, Path],
+) -> None:
+    repo, fixed, tool, home = sample
+    done = audit("--parallel", "2", "--json", "--", *PYTEST, cwd=repo, home=home)
+    assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
+    report = parsed("audit", done.stdout)
+    assert [r["exit_code"] for r in report["runs"]] == [0, 0], report["runs"]
+    assert [r["home"] for r in report["runs"]] == ["overlay", "overlay"]
+    found = by_path(report)
+    tmp = found[fixed]
+    assert (tmp["scope"], tmp["shared"], tmp["runs"]) == ("unbound", True, [0, 1])
+    assert tmp["tests"] == ["test_sample.py::test_fixed_tmp"]
+    cache = found[f"~/.cache/{tool}/state.json"]
+    assert (cache["scope"], cache["owner"], cache["shared"]) == (
+        "product-scoped",
+        f"~/.cache/{tool}",
+        True,
+    )
+    assert cache["tests"] == ["test_sample.py::test_tool_cache"]
+    out = found["<checkout>/out/result.txt"]
+    assert (out["scope"], out["shared"], out["runs"]) == ("checkout-scoped", False, [0, 1])
+    assert out["tests"] == ["test_sample.py::test_checkout_output"]
+    assert report["shared"] == 2
+    # Nothing reached the real places: the fence's private /tmp, the overlay on HOME.
+    assert not os.path.lexists(fixed)
+    assert not (home / ".cache").exists()
+    # The audit removed its worktrees (and their entries in the repository) and its folder.
+    assert git("worktree", "list", "--porcelain", cwd=repo).count("worktree ") == 1
+    assert not os.path.exists(report["work_dir"])
+
+    (repo / "test_sample.py").write_text(FIXED)
+    git("commit", "-q", "-am", "use tmp_path", cwd=repo)
+    done = audit("--parallel", "2", "--json", "--", *PYTEST, cwd=repo, home=home)
+    assert done.returncode == Exit.OK, (done.stdout, done.stderr)
+    report = parsed("audit", done.stdout)
+    assert report["ok"] and report["shared"] == 0
+    assert report["counts"]["unbound"] == report["counts"]["product-scoped"] == 0
+
+
+@pytest.mark.parametrize("way", ["kernel", "bwrap"])
+def test_the_markdown_queue_names_the_test_and_the_fix(
+    sample: tuple[Path, str, str, Path], way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if way == "bwrap" and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    monkeypatch.setenv("LANEWATCH_FENCE_WITH", way)  # both ways of fencing (docs/fence.md)
+    repo, fixed, tool, home = sample
+    argv = [*PYTEST, "-k", "tmp or cache"]
+    done = audit("--markdown", "--", *argv, cwd=repo, home=home)
+    assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
+    text = done.stdout
+    assert f"## `{fixed}`" in text and f"## `~/.cache/{tool}/state.json`" in text
+    assert "`test_sample.py::test_fixed_tmp`" in text
+    assert "`test_sample.py::test_tool_cache`" in text
+    assert "use `tmp_path`" in text and "**COLLISION**" in text
+    assert "## Not seen" in text
+    done = audit("--json", "--", *argv, cwd=repo, home=home)
+    report = parsed("audit", done.stdout)
+    assert [r["fence"] for r in report["runs"]] == [way, way]  # the way asked for was used
+    assert report["shared"] == 2, report["findings"]
+
+
+def test_two_lanes_of_one_checkout_share_its_files(
+    sample: tuple[Path, str, str, Path], tmp_path: Path
+) -> None:
+    repo, _fixed, _tool, home = sample
+    argv = ["--checkout", str(repo), "--parallel", "2", "--json", "--"]
+    done = audit(*argv, *PYTEST, "-k", "checkout", cwd=tmp_path, home=home)
+    assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
+    report = parsed("audit", done.stdout)
+    assert any("sharing one checkout" in u for u in report["unseen"])
+    out = by_path(report)["<checkout>/out/result.txt"]
+    assert (out["scope"], out["shared"]) == ("checkout-scoped", True)
+    assert (repo / "out" / "result.txt").exists()  # the given checkout is real, not a copy
+
+
+def test_outside_a_checkout_is_unbound(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    done = audit("--", "true", cwd=plain, home=tmp_path)
+    assert done.returncode == Exit.UNBOUND, done.stderr
+    assert "Traceback" not in done.stderr
+    json.dumps(done.stdout)  # nothing half-printed to choke on

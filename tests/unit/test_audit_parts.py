@@ -1,0 +1,70 @@
+"""The audit's pure parts: how a written path is classified, which test a file time names, where
+the clock plugin goes in a pytest command line, and the report's verdict (no process)."""
+
+from __future__ import annotations
+
+from lanewatch.audit.audit import pytest_position
+from lanewatch.audit.capture import SLACK_NS, Tick
+from lanewatch.audit.capture import tests_running_at as running_at
+from lanewatch.audit.classify import CHECKOUT, PRODUCT, UNBOUND, display, scope_of
+from lanewatch.audit.report import AuditReport, Finding, Write, markdown
+
+
+def test_fixed_names_in_shared_temp_and_home_are_unbound() -> None:
+    assert scope_of("/tmp", "out.json").scope == UNBOUND
+    assert scope_of("/var/tmp", "x.lock").scope == UNBOUND
+    assert scope_of("~", ".toolrc").scope == UNBOUND
+
+
+def test_folders_named_after_a_product_are_product_scoped() -> None:
+    cache = scope_of("~", ".cache/tool/state.json")
+    assert (cache.scope, cache.owner) == (PRODUCT, "~/.cache/tool")
+    share = scope_of("~", ".local/share/tool/db/x")
+    assert (share.scope, share.owner) == (PRODUCT, "~/.local/share/tool")
+    project = scope_of("/var/tmp", "project/build/a.o")
+    assert (project.scope, project.owner) == (PRODUCT, "/var/tmp/project")
+    assert scope_of("~", ".tool/config").owner == "~/.tool"
+
+
+def test_inside_the_checkout_is_checkout_scoped() -> None:
+    assert scope_of("checkout", "out/result.txt").scope == CHECKOUT
+    assert display("checkout", "out/result.txt") == "<checkout>/out/result.txt"
+    assert display("~", ".cache/t/x") == "~/.cache/t/x"
+
+
+def test_a_file_time_names_the_test_that_ran_then() -> None:
+    ticks = [Tick("t::a", 1_000_000_000, 2_000_000_000), Tick("t::b", 2_100_000_000, 3_000_000_000)]
+    assert running_at(ticks, 1_500_000_000) == ["t::a"]
+    assert running_at(ticks, 2_500_000_000) == ["t::b"]
+    # the coarse clock: a time just before b's start (a tick behind) is still b's
+    assert running_at(ticks, 2_100_000_000 - SLACK_NS // 2) == ["t::b"]
+    assert running_at(ticks, 5_000_000_000) == []  # after every test: the session's
+    assert running_at(ticks, None) == []
+    overlapping = [*ticks, Tick("t::c", 1_400_000_000, 1_600_000_000)]  # xdist
+    assert running_at(overlapping, 1_500_000_000) == ["t::a", "t::c"]
+
+
+def test_the_clock_plugin_goes_right_after_pytest() -> None:
+    assert pytest_position(["pytest", "-q"]) == 1
+    assert pytest_position(["/venv/bin/py.test"]) == 1
+    assert pytest_position(["python3", "-m", "pytest", "-x"]) == 3
+    assert pytest_position(["make", "test"]) is None
+    assert pytest_position(["python3", "-m", "unittest"]) is None
+
+
+def test_only_a_path_two_runs_wrote_in_one_place_is_shared() -> None:
+    own = Finding("<checkout>/out", CHECKOUT, "the checkout", "fix")
+    own.writes += [Write(0, "/c0", "written", 1), Write(1, "/c1", "written", 1)]
+    assert not own.shared  # two checkouts, each its own file
+    one = Finding("<checkout>/out", CHECKOUT, "the checkout", "fix")
+    one.writes += [Write(0, "/c0", "written", 1), Write(1, "/c0", "written", 1)]
+    assert one.shared  # two lanes of ONE checkout
+    tmp = Finding("/tmp/x", UNBOUND, "/tmp", "use tmp_path", [Write(0, "/tmp", "written", 1)])
+    assert not tmp.shared
+    report = AuditReport(["pytest"], True, [], [own, tmp], [])
+    assert report.exit_code == 0
+    tmp.writes.append(Write(1, "/tmp", "written", 2, ["t.py::test_x"]))
+    assert report.exit_code == 4
+    text = markdown(report)
+    assert "## `/tmp/x`" in text and "**COLLISION**" in text and "`t.py::test_x`" in text
+    assert "use tmp_path" in text
