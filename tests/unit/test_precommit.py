@@ -1,7 +1,9 @@
 """pre-commit: the gate reads pre-commit's push range, and the project's own hook
 (`.pre-commit-hooks.yaml`) blocks a push with no receipt and lets it through after `prove`,
-through the real pre-commit, from a local copy of this project (no git remote, no network
-but the package index its `language: python` environment installs from)."""
+through the real pre-commit, from a local copy of this project (no git remote, no network:
+pre-commit builds and installs the copy into its own `language: python` environment, and the
+dependencies and the build backend come from the test environment, as in
+tests/tui/test_install.py; resolving them from the package index is `.ci/run`'s install)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -65,7 +68,8 @@ def test_the_gate_checks_pre_commits_to_ref_when_stdin_is_empty(repo: Path) -> N
 
 def copy_of_the_project(tmp_path: Path) -> tuple[Path, str]:
     """This project's buildable files, committed in a repository of their own: pre-commit
-    installs a hook repository at a commit, and a clean one is installed once and reused."""
+    installs a hook repository at a commit (`try-repo` in a store of its own each time, so
+    three environments are built here, and one more by `install` for the pushes)."""
     copy = tmp_path / "lanewatch-src"
     copy.mkdir()
     for name in BUILD_FILES:
@@ -78,10 +82,24 @@ def copy_of_the_project(tmp_path: Path) -> tuple[Path, str]:
     return copy, git("rev-parse", "HEAD", cwd=copy).strip()
 
 
+def offline(home: Path) -> dict[str, str]:
+    """The environment pre-commit runs in: its hook environments under tmp_path, not ~/.cache;
+    `pip install .` there builds with the test environment's hatchling (no build isolation)
+    and finds the dependencies installed there (on PYTHONPATH: its .pth files, the editable
+    install of this checkout among them, are not processed, so `lanewatch` is the hook's own);
+    no index, so nothing is downloaded (a minute less on a 2-core CI machine)."""
+    return {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(home),
+        "PYTHONPATH": sysconfig.get_paths()["purelib"],
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_BUILD_ISOLATION": "0",  # pip's spelling of --no-build-isolation
+    }
+
+
 def pre_commit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
     env = {
-        **os.environ,
-        "PRE_COMMIT_HOME": str(home),  # its environments under tmp_path, not ~/.cache
+        **offline(home),
         "GIT_AUTHOR_NAME": "t",
         "GIT_AUTHOR_EMAIL": "t@example.invalid",
         "GIT_COMMITTER_NAME": "t",
@@ -99,7 +117,7 @@ def pre_commit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess
 
 
 def push(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PRE_COMMIT_HOME": str(home)}  # the environment already built
+    env = offline(home)  # the environment already built
     return subprocess.run(
         ["git", "push", "origin", "main"],
         cwd=repo,
@@ -111,7 +129,7 @@ def push(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow  # pre-commit builds lanewatch into a fresh virtualenv once (about a minute)
+@pytest.mark.slow  # pre-commit builds lanewatch into a fresh virtualenv once
 @pytest.mark.timeout(900)
 def test_the_projects_hook_blocks_a_push_until_prove(repo: Path, tmp_path: Path) -> None:
     pytest.importorskip("pre_commit")
@@ -154,3 +172,5 @@ def test_the_projects_hook_blocks_a_push_until_prove(repo: Path, tmp_path: Path)
     pushed = push(repo, home)
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
     assert git("rev-parse", "main", cwd=bare).strip() == git("rev-parse", "HEAD", cwd=repo).strip()
+    built = list(home.rglob("site-packages/lanewatch/__init__.py"))
+    assert len(built) == 1, built  # pre-commit installed the copy in its hook environment

@@ -251,6 +251,10 @@ class TailIntake:
         return out
 
     # -- watches -------------------------------------------------------------------------------
+    def watched(self) -> list[str]:
+        """The roots a watch covers now (inotify or polling): not a missing or degraded one."""
+        return [root for root in self.roots if self.watches[root].mode != "off"]
+
     def problems(self) -> Iterator[tuple[str, str]]:
         """Each root whose watch stopped covering it, with why (none before `start`); one at
         a time, so each is looked at after the one before it was dealt with."""

@@ -185,9 +185,12 @@ class Worker:
         lost = self.kernel.lost(batch)
         if lost is not None:  # nothing is attributed for the gap: rescan, and say so
             self.stats["overflows"] += 1
-            for root in self.roots:
+            # Only the watched roots: a missing or degraded root keeps its verdict, and one that
+            # just appeared is listed when its watch is set up (the tick), said "ok" first.
+            watched = self.tail.watched()
+            for root in watched:
                 self.keeper.emit(self.tail.notice(root, lost))
-            rescan.update(self.roots)
+            rescan.update(watched)
 
     def apply_beats(self) -> None:
         """Heartbeats since the last call, in one `apply` (`TailIntake.beats`)."""
