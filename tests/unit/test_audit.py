@@ -72,14 +72,16 @@ def sample(tmp_path: Path) -> tuple[Path, str, str, Path]:
     return repo, fixed, tool, home
 
 
-def audit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def audit(
+    *args: str, cwd: Path, home: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*LANEWATCH, "audit", *args],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=cwd,
-        env={**os.environ, "HOME": str(home)},
+        env={**os.environ, "HOME": str(home), **(env or {})},
         stdin=subprocess.DEVNULL,
     )
 
@@ -111,7 +113,7 @@ def test_the_sample_debt_is_reported_classified_and_named_then_gone_once_fixed(
     out = found["<checkout>/out/result.txt"]
     assert (out["scope"], out["shared"], out["runs"]) == ("checkout-scoped", False, [0, 1])
     assert out["tests"] == ["test_sample.py::test_checkout_output"]
-    assert report["shared"] == 2
+    assert report["shared"] == 2, [(f["path"], f["writes"]) for f in report["findings"] if f["shared"]]
     # Nothing reached the real places: the fence's private /tmp, the overlay on HOME.
     assert not os.path.lexists(fixed)
     assert not (home / ".cache").exists()

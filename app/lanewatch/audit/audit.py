@@ -295,6 +295,11 @@ def _kernel(
             f"{kernel.unnamed} writes by the runs to files deleted before the audit could name "
             "them (a temporary file in the fence's private /tmp: its folder is gone)"
         )
+    if kernel.unplaced:
+        unseen.add(
+            f"{kernel.unplaced} accesses by the runs through a mount of their own the audit "
+            "cannot name (the home overlay: its writes are listed from its upper folder)"
+        )
     if kernel.lost:
         unseen.add(f"the kernel's queue overflowed {kernel.lost} times: writes were lost")
     unseen |= {f"a filesystem not watched: {u}" for u in kernel.unmarked}

@@ -92,6 +92,7 @@ class KernelWatch:
         self.exited = 0  # writes whose writer was gone when read: not attributed
         self.lost = 0  # overflows: the kernel dropped events
         self.unnamed = 0  # a run's writes to files deleted before we could name them
+        self.unplaced = 0  # a run's accesses through a mount of its own we cannot name
         self.unread: list[str] = []  # written files we could not mark for reads, with why
         self._watcher: FanotifyWatcher | None = None
         self._pidfds = True
@@ -159,6 +160,9 @@ class KernelWatch:
                 if path in ("", "/"):  # removed before we read it, on a mount not ours: no name
                     self.unnamed += 1
                     continue
+            if not gone and not _names(path, ev.fd):
+                self.unplaced += 1  # a mount of the run's own (the home overlay): not our name
+                continue
             if wrote and not gone and path not in self._marked:
                 self._mark(path)  # from now on, every read of it is reported
             if ev.mask & FAN_CLOSE_WRITE:  # one write: a MODIFY alone is followed by its close
@@ -207,6 +211,16 @@ class KernelWatch:
             self._who.clear()
         self._who[key] = found
         return found
+
+
+def _names(path: str, fd: int) -> bool:
+    """Whether `path`, in our mount namespace, is the file the event's descriptor holds (a file
+    reached through a mount we do not have is named relative to that mount: "/.cache/x")."""
+    try:
+        ours, theirs = os.lstat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def _filesystems() -> list[str]:
