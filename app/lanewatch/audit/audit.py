@@ -277,10 +277,14 @@ def _kernel(
         _add(found, runs[acc.run], item, area, clocks[acc.run], is_pytest)
         # Each file the kernel saw written is marked for reads: none seen is none made.
         found[(area, rel)].reads_seen = True
+    read: set[tuple[str, int, tuple[str, ...]]] = set()
     for acc in kernel.accesses:
         if acc.kind == "read" and acc.path in by_path:
             tests = capture.tests_running_at(clocks[acc.run], acc.time_ns)
-            found[by_path[acc.path]].reads.append(Read(acc.run, acc.time_ns, tests))
+            key = (acc.path, acc.run, tuple(tests))
+            if key not in read:  # a gate polling a file: its first read by each test is enough
+                read.add(key)
+                found[by_path[acc.path]].reads.append(Read(acc.run, acc.time_ns, tests))
     unseen = {
         "reads of the fence's private /tmp and /var/tmp and of the home overlay: each run has "
         "its own, so no run can read another's there (reads within a run are not listed)",
