@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from lanewatch.cli.exits import Exit
-from tests.conftest import LANEWATCH, git
+from tests.conftest import LANEWATCH, git, wait_for
 from tests.unit.contractkit import parsed
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -72,14 +72,16 @@ def sample(tmp_path: Path) -> tuple[Path, str, str, Path]:
     return repo, fixed, tool, home
 
 
-def audit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def audit(
+    *args: str, cwd: Path, home: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*LANEWATCH, "audit", *args],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=cwd,
-        env={**os.environ, "HOME": str(home)},
+        env={**os.environ, "HOME": str(home), **(env or {})},
         stdin=subprocess.DEVNULL,
     )
 
@@ -111,7 +113,16 @@ def test_the_sample_debt_is_reported_classified_and_named_then_gone_once_fixed(
     out = found["<checkout>/out/result.txt"]
     assert (out["scope"], out["shared"], out["runs"]) == ("checkout-scoped", False, [0, 1])
     assert out["tests"] == ["test_sample.py::test_checkout_output"]
-    assert report["shared"] == 2
+    assert report["shared"] == 2, [
+        (f["path"], f["writes"]) for f in report["findings"] if f["shared"]
+    ]
+    if os.geteuid() != 0:  # a normal user: what kernel attribution would see is said unseen
+        assert report["kernel"] != "on"
+        assert any("/dev/shm" in u and "needs root" in u for u in report["unseen"])
+        assert any(u.startswith("reads:") for u in report["unseen"])
+        assert not any(f["reads_seen"] for f in report["findings"])
+    else:
+        assert report["kernel"] == "on"
     # Nothing reached the real places: the fence's private /tmp, the overlay on HOME.
     assert not os.path.lexists(fixed)
     assert not (home / ".cache").exists()
@@ -172,3 +183,41 @@ def test_outside_a_checkout_is_unbound(tmp_path: Path) -> None:
     assert done.returncode == Exit.UNBOUND, done.stderr
     assert "Traceback" not in done.stderr
     json.dumps(done.stdout)  # nothing half-printed to choke on
+
+
+SLEEPER = """
+import os, pathlib, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends it
+(pathlib.Path(sys.argv[1]) / str(os.getpid())).write_text("")
+time.sleep(600)
+"""
+
+
+def test_a_timeout_ends_every_run_and_the_audit_is_incomplete(
+    sample: tuple[Path, str, str, Path], tmp_path: Path
+) -> None:
+    repo, _fixed, _tool, home = sample
+    (repo / "hang.py").write_text(SLEEPER)
+    git("add", "hang.py", cwd=repo)
+    git("commit", "-q", "-m", "a step that hangs and ignores SIGTERM", cwd=repo)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    # 10 s: time enough for both runs to start on a loaded machine (asserted below).
+    argv = ["--parallel", "2", "--timeout", "10", "--json", "--", sys.executable, "hang.py"]
+    done = audit(*argv, str(pids), cwd=repo, home=home)
+    assert done.returncode == Exit.INCOMPLETE, (done.stdout, done.stderr)
+    report = parsed("audit", done.stdout)
+    assert report["timed_out"] == [0, 1] and report["timeout"] == 10
+    hung = [int(p.name) for p in pids.iterdir()]
+    assert len(hung) == 2, "both runs' commands had started"
+    assert all("SIGTERM, then SIGKILL" in r["error"] for r in report["runs"]), report["runs"]
+    for pid in hung:  # SIGKILL reached CMD's group, not only the runner
+        wait_for(lambda pid=pid: not _alive(pid), 10, what=f"pid {pid} ended")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

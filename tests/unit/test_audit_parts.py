@@ -3,11 +3,22 @@ the clock plugin goes in a pytest command line, and the report's verdict (no pro
 
 from __future__ import annotations
 
+import os
+
 from lanewatch.audit.audit import pytest_position
 from lanewatch.audit.capture import SLACK_NS, Tick
 from lanewatch.audit.capture import tests_running_at as running_at
-from lanewatch.audit.classify import CHECKOUT, PRODUCT, UNBOUND, display, scope_of
-from lanewatch.audit.report import AuditReport, Finding, Write, markdown
+from lanewatch.audit.classify import (
+    CHECKOUT,
+    OTHER,
+    PRODUCT,
+    UNBOUND,
+    area_of,
+    display,
+    fix_for,
+    scope_of,
+)
+from lanewatch.audit.report import AuditReport, Finding, Read, Run, Write, markdown
 
 
 def test_fixed_names_in_shared_temp_and_home_are_unbound() -> None:
@@ -68,3 +79,45 @@ def test_only_a_path_two_runs_wrote_in_one_place_is_shared() -> None:
     text = markdown(report)
     assert "## `/tmp/x`" in text and "**COLLISION**" in text and "`t.py::test_x`" in text
     assert "use tmp_path" in text
+
+
+def test_paths_the_kernel_saw_are_placed_and_classified() -> None:
+    assert area_of("/home/u/.cache/t/x", "/home/u") == ("~", ".cache/t/x")
+    assert area_of("/dev/shm/sem.lock", "/home/u") == ("/dev/shm", "sem.lock")
+    assert scope_of("/dev/shm", "sem.lock").scope == UNBOUND
+    shm = scope_of("/dev/shm", "tool/seg")
+    assert (shm.scope, shm.owner) == (PRODUCT, "/dev/shm/tool")
+    uid = os.getuid()
+    assert area_of(f"/run/user/{uid}/tool.sock", "/h") == (f"/run/user/{uid}", "tool.sock")
+    other = area_of("/srv/build/out/a.o", "/home/u")
+    assert other == (OTHER, "srv/build/out/a.o")
+    placed = scope_of(*other)
+    assert (placed.scope, placed.owner) == (PRODUCT, "/srv/build/out")
+    assert display(*other) == "/srv/build/out/a.o"
+    assert "tmp_path" in fix_for(*other, PRODUCT, True)
+
+
+def test_a_read_by_a_run_that_did_not_write_it_fails_the_audit() -> None:
+    feed = Finding("/srv/p/feed", PRODUCT, "/srv/p", "fix", [Write(0, OTHER, "written", 1)])
+    feed.reads_seen = True
+    report = AuditReport(["pytest"], True, [], [feed], [])
+    assert feed.read_note == "read by no run" and report.exit_code == 0
+    feed.reads.append(Read(0, 2, ["t.py::test_back"]))
+    assert not feed.crossed and report.exit_code == 0  # its own run reading it back
+    assert "run 0 read it back" in feed.read_note
+    feed.reads.append(Read(1, 3, ["t.py::test_gate"]))
+    assert feed.crossed == [(1, [0])] and not feed.shared
+    assert report.exit_code == 4
+    assert "run 1 read what run 0 wrote" in feed.read_note
+    assert "`t.py::test_gate`" in feed.read_note
+    text = markdown(report)
+    assert "**READ BY ANOTHER RUN**" in text and "run 1 read what run 0 wrote" in text
+    unwatched = Finding("/tmp/x", UNBOUND, "/tmp", "fix", [Write(0, "/tmp", "written", 1)])
+    assert unwatched.read_note == "reads not seen"
+
+
+def test_a_timed_out_run_makes_the_audit_incomplete() -> None:
+    run = Run(0, "/c0", "lane", "/ns", error="timed out after 3 s: ended by SIGTERM")
+    report = AuditReport(["make"], False, [run], [], [], timeout=3.0, timed_out=[0])
+    assert report.exit_code == 5
+    assert "**Timed out** after 3 s and ended: runs 0." in markdown(report)

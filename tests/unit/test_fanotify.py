@@ -601,3 +601,22 @@ def test_events_the_kernel_cannot_open_are_reported_not_lost(tmp_path: Path) -> 
     assert failed, "expected some events the kernel could not open under a 3-fd limit"
     assert all(err == errno.EMFILE and path is None for path, err in failed)
     assert all(path is not None for path, err in seen if err is None)
+
+
+@privileged
+def test_mark_file_reports_reads_of_that_file_only(
+    tmp_path: Path, watcher: FanotifyWatcher, collector: Collector
+) -> None:
+    marked, other = tmp_path / "artifact", tmp_path / "other"
+    marked.write_text("built")
+    other.write_text("not watched for reads")
+    watcher.mark_file(marked, fan.FAN_ACCESS | fan.FAN_CLOSE_NOWRITE)
+    reader = subprocess.Popen(["cat", str(other), str(marked)], stdout=subprocess.DEVNULL)
+    assert reader.wait(timeout=30) == 0
+    reads = fan.FAN_ACCESS | fan.FAN_CLOSE_NOWRITE
+    collector.wait(lambda: any(e.mask & reads for e in collector.for_path(marked)))
+    assert {e.pid for e in collector.for_path(marked) if e.mask & reads} == {reader.pid}
+    # the filesystem mark asks for writes only: the unmarked file's read wakes nobody
+    assert not any(e.mask & reads for e in collector.for_path(other))
+    with pytest.raises(ValueError):
+        watcher.mark_file(marked, fan.FAN_OPEN_PERM)  # never a permission event

@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from lanewatch.audit import capture
-from lanewatch.audit.classify import TEMPS, display, fix_for, scope_of
-from lanewatch.audit.report import AuditReport, Finding, Run, Write
+from lanewatch.audit import capture, stopper
+from lanewatch.audit.classify import TEMPS, area_of, display, fix_for, scope_of
+from lanewatch.audit.kernelwatch import KernelWatch
+from lanewatch.audit.report import AuditReport, Finding, Read, Run, Write
 from lanewatch.audit.shim import CLOCK, CLOCK_ENV, CLOCK_MODULE, SHIM
 from lanewatch.errors import LanewatchError
 from lanewatch.lanes.checkout import find_checkout, resolve_checkout
@@ -76,9 +77,11 @@ def run_audit(
     parallel: int | None = None,
     checkouts: Sequence[str] = (),
     keep: bool = False,
+    timeout: float | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> AuditReport:
-    """Audit `cmd`. Raises Unbound outside a checkout (without `checkouts`)."""
+    """Audit `cmd`. Raises Unbound outside a checkout (without `checkouts`). `timeout`: end
+    every run still going after that many seconds (stopper.py)."""
     say = on_phase or (lambda _msg: None)
     given = []
     for path in checkouts:
@@ -95,8 +98,19 @@ def run_audit(
             say(f"making {count} worktrees of {repo} at HEAD")
             worktrees = _add_worktrees(repo, work, count)
         places = worktrees or [given[i % len(given)] for i in range(count)]
-        runs = _run_all(cmd, places, work, say)
-        report = _collect(cmd, runs, work)
+        kernel = KernelWatch([str(work), *places])
+        why = kernel.start()
+        if why is not None:
+            say(f"kernel attribution off: {why}")
+        try:
+            runs, timed_out = _run_all(
+                cmd, places, work, say, kernel if why is None else None, timeout
+            )
+        finally:
+            kernel.stop()
+        report = _collect(cmd, runs, work, kernel if why is None else None)
+        report.kernel = "on" if why is None else why
+        report.timeout, report.timed_out = timeout, timed_out
         report.work_dir = str(work)
         report.kept = keep
         report.repository = repo
@@ -109,8 +123,13 @@ def run_audit(
 
 
 def _run_all(
-    cmd: Sequence[str], places: Sequence[str], work: Path, say: Callable[[str], None]
-) -> list[Run]:
+    cmd: Sequence[str],
+    places: Sequence[str],
+    work: Path,
+    say: Callable[[str], None],
+    kernel: KernelWatch | None,
+    timeout: float | None,
+) -> tuple[list[Run], list[int]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANEWATCH_")}
     if ENV_FENCE_WITH in os.environ:  # the one knob that passes: which way to fence
         env[ENV_FENCE_WITH] = os.environ[ENV_FENCE_WITH]
@@ -144,6 +163,8 @@ def _run_all(
             }
             run = Run(i, place, lane, str(ns), log=str(work / f"run-{i}.log"))
             run.before = capture.checkout_state(place)
+            if kernel is not None:
+                kernel.add_lane(i, str(ns))
             full = [sys.executable, "-m", "lanewatch", "run", "--lane", lane, "--root", str(root)]
             full += ["--checkout", place, "--fence", "tmp", "--", sys.executable, "-I", "-S"]
             full += ["-c", SHIM, json.dumps(spec), *argv]
@@ -157,8 +178,11 @@ def _run_all(
                 stderr=log,
                 start_new_session=True,
             )
+            if kernel is not None:
+                kernel.add_run(i, proc.pid)
             started.append((run, proc, log))
         say(f"running {len(started)} lanes: {' '.join(cmd)}")
+        timed_out = stopper.wait_all([(run, proc) for run, proc, _ in started], timeout, say)
         for run, proc, log in started:
             run.exit_code = proc.wait()
             log.close()
@@ -169,11 +193,14 @@ def _run_all(
                     os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
                 log.close()
-    return [run for run, _, _ in started]
+    return [run for run, _, _ in started], timed_out
 
 
-def _collect(cmd: Sequence[str], runs: list[Run], work: Path) -> AuditReport:
+def _collect(
+    cmd: Sequence[str], runs: list[Run], work: Path, kernel: KernelWatch | None
+) -> AuditReport:
     is_pytest = pytest_position(cmd) is not None
+    clocks = {r.index: capture.read_clock(work / f"clock-{r.index}.jsonl") for r in runs}
     found: dict[tuple[str, str], Finding] = {}
     unseen: set[str] = set()
     for run in runs:
@@ -197,7 +224,7 @@ def _collect(cmd: Sequence[str], runs: list[Run], work: Path) -> AuditReport:
         ns = Path(run.namespace)
         seen = [s for area in TEMPS for s in capture.temp_writes(ns / FOLDERS[area], area)]
         seen += capture.home_writes(work / f"home-{run.index}" / "upper")
-        ticks = capture.read_clock(work / f"clock-{run.index}.jsonl")
+        ticks = clocks[run.index]
         for item in seen:
             _add(found, run, item, item.area, ticks, is_pytest)
         after = capture.checkout_state(run.checkout)
@@ -214,12 +241,74 @@ def _collect(cmd: Sequence[str], runs: list[Run], work: Path) -> AuditReport:
             "which of the runs sharing one checkout wrote a file in it: each is counted as a "
             "writer of every file changed there"
         )
-    findings = sorted(found.values(), key=lambda f: (not f.shared, f.scope, f.path))
-    unseen.add(
-        "writes outside /tmp, /var/tmp, the home folder and the checkouts "
-        "(/dev/shm, /run/user, other folders): the audit does not watch them yet"
-    )
+    if kernel is None:
+        unseen.add(
+            "writes outside /tmp, /var/tmp, the home folder and the checkouts "
+            "(/dev/shm, /run/user, other folders): kernel attribution needs root or "
+            "CAP_SYS_ADMIN (sudo lanewatch audit ...)"
+        )
+        unseen.add("reads: which run read a written path needs kernel attribution (root)")
+    else:
+        unseen |= _kernel(kernel, runs, found, clocks, is_pytest)
+    findings = sorted(found.values(), key=lambda f: (not f.shared, not f.crossed, f.scope, f.path))
     return AuditReport(list(cmd), is_pytest, runs, findings, sorted(unseen))
+
+
+def _kernel(
+    kernel: KernelWatch,
+    runs: list[Run],
+    found: dict[tuple[str, str], Finding],
+    clocks: dict[int, list[capture.Tick]],
+    is_pytest: bool,
+) -> set[str]:
+    """Add what the kernel saw (every write by the runs' processes, and reads of those files)
+    to `found`; return what it could not see."""
+    home = os.environ.get("HOME", "")
+    overlaid = {r.index for r in runs if r.home == "overlay"}
+    by_path: dict[str, tuple[str, str]] = {}
+    for acc in kernel.accesses:
+        if acc.kind == "read":
+            continue
+        area, rel = area_of(acc.path, home)
+        if area == "~" and acc.run in overlaid:
+            continue  # the run's home overlay has it (and the path is not the real one)
+        item = capture.Seen(area, rel, acc.kind, acc.time_ns)
+        by_path[acc.path] = (area, rel)
+        _add(found, runs[acc.run], item, area, clocks[acc.run], is_pytest)
+        # Each file the kernel saw written is marked for reads: none seen is none made.
+        found[(area, rel)].reads_seen = True
+    read: set[tuple[str, int, tuple[str, ...]]] = set()
+    for acc in kernel.accesses:
+        if acc.kind == "read" and acc.path in by_path:
+            tests = capture.tests_running_at(clocks[acc.run], acc.time_ns)
+            key = (acc.path, acc.run, tuple(tests))
+            if key not in read:  # a gate polling a file: its first read by each test is enough
+                read.add(key)
+                found[by_path[acc.path]].reads.append(Read(acc.run, acc.time_ns, tests))
+    unseen = {
+        "reads of the fence's private /tmp and /var/tmp and of the home overlay: each run has "
+        "its own, so no run can read another's there (reads within a run are not listed)",
+    }
+    if kernel.exited:
+        unseen.add(
+            f"{kernel.exited} writes on this machine by processes that had exited before the "
+            "audit read them: not attributed (a short `sh -c 'echo > f'`; they may be a run's)"
+        )
+    if kernel.unnamed:
+        unseen.add(
+            f"{kernel.unnamed} writes by the runs to files deleted before the audit could name "
+            "them (a temporary file in the fence's private /tmp: its folder is gone)"
+        )
+    if kernel.unplaced:
+        unseen.add(
+            f"{kernel.unplaced} accesses by the runs through a mount of their own the audit "
+            "cannot name (the home overlay: its writes are listed from its upper folder)"
+        )
+    if kernel.lost:
+        unseen.add(f"the kernel's queue overflowed {kernel.lost} times: writes were lost")
+    unseen |= {f"a filesystem not watched: {u}" for u in kernel.unmarked}
+    unseen |= {f"reads of a written file not watched: {u}" for u in kernel.unread}
+    return unseen
 
 
 def _add(

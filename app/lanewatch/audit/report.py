@@ -44,12 +44,21 @@ class Write:
 
 
 @dataclass
+class Read:
+    run: int
+    time_ns: int
+    tests: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Finding:
     path: str  # "/tmp/x", "~/.cache/tool/x", "<checkout>/out/x"
     scope: str  # classify.SCOPES
     owner: str  # the shared folder it belongs to
     fix: str
     writes: list[Write] = field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)  # seen as root only (kernelwatch.py)
+    reads_seen: bool = False  # whether reads of this path were watched at all
 
     @property
     def runs(self) -> list[int]:
@@ -67,6 +76,35 @@ class Finding:
     def tests(self) -> list[str]:
         return sorted({t for w in self.writes for t in w.tests})
 
+    @property
+    def crossed(self) -> list[tuple[int, list[int]]]:
+        """(reader, the other runs that wrote it) for each run that read what another wrote:
+        one checkout's gate reading another's artifact."""
+        out = []
+        for reader in sorted({r.run for r in self.reads}):
+            others = [w for w in self.runs if w != reader]
+            if others:
+                out.append((reader, others))
+        return out
+
+    @property
+    def read_note(self) -> str:
+        """Who read it, in words ("run 1 read what run 0 wrote"), or that reads were not seen."""
+        if not self.reads_seen:
+            return "reads not seen"
+        if not self.reads:
+            return "read by no run"
+        parts = [
+            f"run {reader} read what run {', '.join(map(str, writers))} wrote"
+            for reader, writers in self.crossed
+        ]
+        own = sorted({r.run for r in self.reads} - {c[0] for c in self.crossed})
+        parts += [f"run {r} read it back" for r in own]
+        tests = sorted({t for r in self.reads for t in r.tests})
+        if tests:
+            parts.append("read by " + ", ".join(f"`{inert(t)}`" for t in tests))
+        return "; ".join(parts)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
@@ -78,6 +116,9 @@ class Finding:
             "tests": self.tests,
             "fix": self.fix,
             "writes": [asdict(w) for w in self.writes],
+            "reads_seen": self.reads_seen,
+            "reads": [asdict(r) for r in self.reads],
+            "read_by_other_run": bool(self.crossed),
         }
 
 
@@ -92,9 +133,18 @@ class AuditReport:
     kept: bool = False
     repository: str | None = None
 
+    kernel: str = ""  # "on", or why every write outside the fenced places was not seen
+    timed_out: list[int] = field(default_factory=list)  # runs ended by --timeout
+    timeout: float | None = None
+
     @property
     def shared(self) -> list[Finding]:
         return [f for f in self.findings if f.shared]
+
+    @property
+    def crossed(self) -> list[Finding]:
+        """Paths one run read after another wrote them (seen as root)."""
+        return [f for f in self.findings if f.crossed]
 
     @property
     def errors(self) -> list[str]:
@@ -102,7 +152,7 @@ class AuditReport:
 
     @property
     def exit_code(self) -> int:
-        if self.shared:
+        if self.shared or self.crossed:
             return EXIT_SHARED
         if self.errors:
             return EXIT_INCOMPLETE
@@ -122,6 +172,10 @@ class AuditReport:
             "kept": self.kept,
             "counts": self.counts(),
             "shared": len(self.shared),
+            "read_by_other_run": len(self.crossed),
+            "kernel": self.kernel,
+            "timeout": self.timeout,
+            "timed_out": self.timed_out,
             "runs": [r.to_json() for r in self.runs],
             "findings": [f.to_json() for f in self.findings],
             "unseen": self.unseen,
@@ -145,15 +199,22 @@ def markdown(report: AuditReport) -> str:
     out.append(
         f"{len(report.runs)} runs in parallel; {len(report.findings)} paths written outside the "
         f"lanes ({', '.join(f'{n} {s}' for s, n in c.items())}); "
-        f"**{len(report.shared)} shared between runs**."
+        f"**{len(report.shared)} shared between runs**"
+        + (f", **{len(report.crossed)} read by another run**." if report.crossed else ".")
     )
     out.append("")
+    if report.timed_out:
+        ended = ", ".join(map(str, report.timed_out))
+        out += [f"**Timed out** after {report.timeout:g} s and ended: runs {ended}.", ""]
     for f in report.findings:
         mark = "**COLLISION**" if f.shared else "not shared"
+        if f.crossed:
+            mark += "; **READ BY ANOTHER RUN**"
         out.append(f"## `{inert(f.path)}`")
         out.append("")
         out.append(f"- scope: {f.scope} ({inert(f.owner)}); {mark}")
         out.append(f"- written {len(f.writes)} times: {_writers(f, report.pytest)}")
+        out.append(f"- reads: {f.read_note}")
         out.append(f"- fix: {f.fix}")
         out.append("")
     if report.unseen:
@@ -169,8 +230,13 @@ def text(report: AuditReport) -> list[str]:
         state = r.error or f"exit {r.exit_code}, fence {r.fence}, home {r.home}"
         out.append(f"run {r.index}: {inert(r.checkout)}  {inert(state)}")
     for f in report.findings:
-        mark = "SHARED " if f.shared else "       "
+        mark = "SHARED " if f.shared else "READ   " if f.crossed else "       "
         out.append(f"{mark}{f.scope:16} {inert(f.path)}  ({_writers(f, report.pytest)})")
+        if f.reads:
+            out.append(f"       {f.read_note}")
+    if report.timed_out:
+        ended = ", ".join(map(str, report.timed_out))
+        out.append(f"timed out after {report.timeout:g} s and ended: runs {ended}")
     for u in report.unseen:
         out.append(f"not seen: {inert(u)}")
     code = report.exit_code
@@ -178,7 +244,8 @@ def text(report: AuditReport) -> list[str]:
         out.append(f"audit: ok, {len(report.findings)} paths written, none shared between runs")
     elif code == EXIT_SHARED:
         out.append(
-            f"audit: FAILED, {len(report.shared)} paths written by more than one run "
+            f"audit: FAILED, {len(report.shared)} paths written by more than one run, "
+            f"{len(report.crossed)} read by a run that did not write them "
             "(--markdown lists the fixes)"
         )
     else:

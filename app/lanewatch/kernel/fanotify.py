@@ -70,6 +70,7 @@ from lanewatch.linux.fanotify_abi import (
     FAN_EVENT_INFO_TYPE_PIDFD,
     FAN_FS_ERROR,
     FAN_MARK_ADD,
+    FAN_MARK_DONT_FOLLOW,
     FAN_MARK_FILESYSTEM,
     FAN_MARK_MOUNT,
     FAN_MARK_REMOVE,
@@ -221,6 +222,23 @@ class FanotifyGroup:
                 if k is MarkKind.FILESYSTEM and kind is MarkKind.AUTO and err == errno.EINVAL:
                     continue  # maybe a kernel before 4.20: try a mount mark
                 break
+        raise FanotifyError(err, _reason(err, f"marking {os.fsdecode(raw)}"))
+
+    def mark_inode(self, path: str | os.PathLike[str], mask: int) -> None:
+        """Watch one file (an inode mark: it follows the file, not its name) for `mask`; the
+        audit marks each written file for reads (FAN_ACCESS, FAN_CLOSE_NOWRITE) this way."""
+        if mask & FAN_ALL_PERM_EVENTS:
+            raise ValueError("permission events are never used: a writer must never wait on us")
+        libc = _require_libc()
+        raw = os.fsencode(path)
+        with self._lock:
+            fd = self.fileno()
+            if (
+                libc.fanotify_mark(fd, FAN_MARK_ADD | FAN_MARK_DONT_FOLLOW, mask, AT_FDCWD, raw)
+                == 0
+            ):
+                return
+            err = ctypes.get_errno()
         raise FanotifyError(err, _reason(err, f"marking {os.fsdecode(raw)}"))
 
     def read(
@@ -415,6 +433,12 @@ class FanotifyWatcher:
             if self.foreign is not None:
                 self.foreign.forget()  # a folder ignored until now may be under the new prefix
         return kind
+
+    def mark_file(self, path: str | os.PathLike[str], mask: int) -> None:
+        """Watch one more file for `mask` while running (an inode mark; raises FanotifyError)."""
+        if self._group is None:
+            raise RuntimeError("watcher not started")
+        self._group.mark_inode(path, mask)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the reader promptly and release everything; idempotent."""

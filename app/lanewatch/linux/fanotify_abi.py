@@ -52,6 +52,7 @@ FAN_REPORT_FD_ERROR = 0x2000  # Linux 6.13+: a failed event fd is reported as -e
 # fanotify_mark flags
 FAN_MARK_ADD = 0x01
 FAN_MARK_REMOVE = 0x02
+FAN_MARK_DONT_FOLLOW = 0x04  # mark a symlink itself, never its target
 FAN_MARK_MOUNT = 0x10
 FAN_MARK_FILESYSTEM = 0x100  # Linux 4.20+
 
