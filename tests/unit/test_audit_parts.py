@@ -50,6 +50,8 @@ def test_a_file_time_names_the_test_that_ran_then() -> None:
     # the coarse clock: a time just before b's start (a tick behind) is still b's
     assert running_at(ticks, 2_100_000_000 - SLACK_NS // 2) == ["t::b"]
     assert running_at(ticks, 5_000_000_000) == []  # after every test: the session's
+    # just after a test's end is not that test's: file times never run ahead of the test clock
+    assert running_at(ticks, 3_000_000_000 + SLACK_NS // 2) == []
     assert running_at(ticks, None) == []
     overlapping = [*ticks, Tick("t::c", 1_400_000_000, 1_600_000_000)]  # xdist
     assert running_at(overlapping, 1_500_000_000) == ["t::a", "t::c"]

@@ -128,13 +128,15 @@ def read_clock(path: Path) -> list[Tick]:
 
 def tests_running_at(ticks: list[Tick], mtime_ns: int | None) -> list[str]:
     """The tests running when a file got its last modification time: those whose run holds it,
-    else those within SLACK_NS of it (the coarse clock). Several under pytest-xdist."""
+    else those that start within SLACK_NS after it (the coarse clock).
+    Several under pytest-xdist."""
     if mtime_ns is None or not ticks:
         return []
     inside = [t.test for t in ticks if t.start <= mtime_ns <= t.end]
     if inside:
         return sorted(set(inside))
-    near = [
-        t.test for t in ticks if t.start <= mtime_ns + SLACK_NS and t.end + SLACK_NS >= mtime_ns
-    ]
+    # The coarse clock runs behind the fine one, never ahead: a file time may fall just before
+    # its test's start, never after its end (pytest's cache, written after the last test, is
+    # the session's, not that test's).
+    near = [t.test for t in ticks if t.start <= mtime_ns + SLACK_NS and mtime_ns <= t.end]
     return sorted(set(near))
