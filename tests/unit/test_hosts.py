@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,57 @@ def test_a_far_incident_is_streamed_and_acknowledged_there(
         wait_for(lambda: stream.incidents[incident.id].acknowledged, 60, what="acknowledged")
     finally:
         many.stop()
+
+
+# Open $1 for writing, write $2 and flush, create $3, then hold the file open (the far engine's
+# prober sees a lane's process holding a file outside its namespace: a shared-file incident).
+_HOLD = """
+import sys, time
+f = open(sys.argv[1], "w"); f.write(sys.argv[2]); f.flush()
+open(sys.argv[3], "w").close()
+time.sleep(600)
+"""
+
+
+def test_far_lanes_writing_one_shared_file_flag_the_host_with_the_fix(
+    ssh_server: SshServer,  # noqa: F811
+    repo: Path,
+    root: Path,
+    tmp_path: Path,
+    isolated_state: Path,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    """Two far lanes really write one file in the far host's shared temp (its TMPDIR, outside
+    every lane): the far engine raises the shared-file incident itself, and `status --host`
+    flags the host `unbound-writers` with the fix, whoever runs the test."""
+    far_home = tmp_path / "farhome"
+    write_hosts(isolated_state, {"far": far_command(far_home)})
+    shared = far_home / "tmp" / "receipt.json"  # the far side's shared temp, not a lane's
+    ready = [tmp_path / "ready-1", tmp_path / "ready-2"]
+    for n, flag_file in enumerate(ready, 1):
+        hold = [sys.executable, "-c", _HOLD, str(shared), f"job {n}", str(flag_file)]
+        far_lane(procs, repo, far_home, f"job-{n}", hold, fence="none")  # unfenced: real temp
+    wait_for(lambda: all(r.exists() for r in ready), 30, what="both far jobs wrote")
+
+    def flagged() -> tuple[int, dict[str, Any]] | None:
+        code, data = status("--root", str(root), "--host", "far")
+        [host] = data["hosts"]
+        return (code, data) if any(f["kind"] == flags.UNBOUND for f in host["flags"]) else None
+
+    code, data = wait_for(flagged, 60, what="the far host flagged unbound-writers")
+    [host] = data["hosts"]
+    [flag] = host["flags"]
+    assert host["status"] == "ok"  # a finding about the jobs there, not about the link
+    assert str(shared) in flag["detail"]
+    assert flag["fix"].startswith("lanewatch run --lane NAME -- CMD")
+    far_incidents = [i for i in data["incidents"] if i["id"].startswith("far:")]
+    assert [i["kind"] for i in far_incidents] == ["shared-file"], far_incidents
+    assert far_incidents[0]["path"] == str(shared)
+    assert code == 4, data  # an open collision (the far one) is in the picture
+    text = subprocess.run(
+        [*LANEWATCH, "status", "--root", str(root), "--host", "far"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "fix: lanewatch run --lane NAME -- CMD" in text, text
