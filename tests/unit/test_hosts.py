@@ -151,6 +151,11 @@ def test_stream_goes_degraded_when_the_link_drops_and_recovers(
         wait_for(lambda: key in stream.views, 60, what="the far lane over the stream")
         assert stream.views[key].state is NsState.LIVE and stream.views[key].host == "far"
         assert stream.state.status == "ok" and stream.state.hello is not None
+        # Its heartbeats come in `beats` lines (the far hello lists --beats): the view moves.
+        first = stream.views[key].heartbeat_at
+        assert first is not None and "beats" in stream.state.hello["record"]
+        wait_for(lambda: stream.kinds["beats"] >= 1, 30, what="a beats line")
+        wait_for(lambda: (stream.views[key].heartbeat_at or 0) > first, 30, what="a newer beat")
         ssh_server.stop()  # the host goes away: sshd and every session through it
         wait_for(lambda: stream.state.status == "degraded", 30, what="degraded")
         assert key in stream.views  # shown as last seen meanwhile
@@ -323,3 +328,53 @@ def test_far_lanes_writing_one_shared_file_flag_the_host_with_the_fix(
         timeout=120,
     ).stdout
     assert "fix: lanewatch run --lane NAME -- CMD" in text, text
+
+
+def test_record_beats_sends_heartbeat_only_changes_together(
+    repo: Path, root: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """`record --views --beats 1`: a lane beating every 0.2 s is not a whole view per beat but
+    one `beats` line a second (its newest heartbeat); a write still comes at once as a view."""
+    lane = start_lane(procs, repo, root, "beating", heartbeat=0.2)
+    args = ["record", "--json", "--views", "--beats", "1", "--until-eof", "--root", str(root)]
+    proc = subprocess.Popen(
+        [*LANEWATCH, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=tmp_path,
+        process_group=0,
+    )
+    procs.append(proc)
+    assert proc.stdout is not None and proc.stdin is not None
+    lines: list[dict[str, Any]] = []
+    threading.Thread(
+        target=lambda: lines.extend(json.loads(raw) for raw in proc.stdout or ()), daemon=True
+    ).start()
+    key = str(lane.namespace)
+
+    def beats() -> list[float]:
+        return [
+            ln["beats"][key] for ln in list(lines) if ln["type"] == "beats" and key in ln["beats"]
+        ]
+
+    wait_for(lambda: len(beats()) >= 3, 60, what="three beats lines naming the lane")
+    for line in list(lines):
+        valid("record", line)
+    said = beats()
+    assert said == sorted(said) and said[-1] > said[0]  # the newest heartbeat each time
+    views = [ln for ln in list(lines) if ln["type"] == "state" and ln["key"] == key]
+    # ~15 beats in 3 s: without --beats each is a whole view; with it, the first view and
+    # what else changed (the engine's own re-judgements), never one per beat.
+    assert len(views) <= 2 * len(said), views
+    (lane.namespace / "tmp").mkdir(exist_ok=True)
+    (lane.namespace / "tmp" / "written").write_bytes(b"x" * 100)
+    wait_for(
+        lambda: any(
+            ln["type"] == "state" and ln["key"] == key and (ln["view"]["bytes"] or 0) >= 100
+            for ln in list(lines)
+        ),
+        30,
+        what="the write as a whole view at once",
+    )
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
