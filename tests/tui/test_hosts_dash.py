@@ -147,7 +147,7 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         assert detail is not None and detail.elsewhere is not None
         assert not detail.writes and detail.stamp is None  # nothing read from this disk
         assert detail.elsewhere.startswith("Recent writes and ledger: on host far")
-        await shows(pilot, "not read from here")
+        await shows(pilot, "not read from here", timeout=30)
 
         app.open_files(far_key)
         await until(pilot, lambda: isinstance(app.screen, FilesScreen), what="files screen")
@@ -184,10 +184,10 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen), what="incident")
         screen = app.screen
         assert isinstance(screen, IncidentScreen)
-        await until(pilot, lambda: screen.report is not None, what="its report")
+        await until(pilot, lambda: screen.report is not None, timeout=30, what="its report")
         assert screen.report is not None and screen.report.victim_stamp is None
         assert not screen.report.ledger and not screen.report.files
-        text = await shows(pilot, "not read from here")
+        text = await shows(pilot, "not read from here", timeout=30)
         assert "incidents" in text and "--markdown" in text
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is app.main, what="back")
@@ -204,13 +204,15 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         await until(pilot, lambda: bool(trash.items), timeout=30, what="far trash listed")
         [item] = trash.items.values()
         assert item.id.startswith("far:") and item.original == far_key
-        text = await shows(pilot, "HOST", "far-lane")
+        text = await shows(pilot, "HOST", "far-lane", timeout=30)
         row = next(line for line in text.splitlines() if "far-lane" in line)
         assert row.split()[0].strip("│") == "far" or " far " in row, row
         await settle(pilot)
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="dialog")
-        await shows(pilot, "Restore from trash on host far?", "On host far, through its own")
+        await shows(
+            pilot, "Restore from trash on host far?", "On host far, through its own", timeout=30
+        )
         await settle(pilot)
         await pilot.press("y")
         result = await outcome(pilot, app, "restore")
