@@ -19,7 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -204,10 +204,15 @@ def far_env(home: Path) -> dict[str, str]:
 
 
 def far_lane(
-    procs: list[subprocess.Popen[bytes]], repo: Path, home: Path, lane: str
+    procs: list[subprocess.Popen[bytes]],
+    repo: Path,
+    home: Path,
+    lane: str,
+    cmd: Sequence[str] = ("sleep", "600"),
+    fence: str = "auto",
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """A real `lanewatch run` lane in the far side's root (its state folder, its registry);
-    returns once its stamp names CMD."""
+    returns once its stamp names CMD. `fence="none"`: a lane that reaches the far shared temp."""
     from lanewatch.lanes.names import namespace_name
     from lanewatch.lanes.stamp import read_stamp
     from tests.unit.enginekit import _checkout_id
@@ -217,7 +222,7 @@ def far_lane(
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "lanewatch", "run", "--root", str(root), "--lane", lane]
     proc = subprocess.Popen(
-        [*args, "--", "sleep", "600"],
+        [*args, "--fence", fence, "--", *cmd],
         cwd=repo,
         stdin=subprocess.DEVNULL,
         process_group=0,

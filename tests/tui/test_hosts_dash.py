@@ -10,16 +10,23 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from lanewatch.engine.process import EngineProcess
+from lanewatch.hosts import actions as remote
 from lanewatch.hosts.config import Host
 from lanewatch.hosts.many import ManyHosts
 from lanewatch.hosts.stream import HostStream
 from lanewatch.hosts.wire import remote_key
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.picture import View
+from lanewatch.tui.screens.confirm import ConfirmScreen
+from lanewatch.tui.screens.files import FilesScreen
+from lanewatch.tui.screens.incident import IncidentScreen
 from lanewatch.tui.screens.kill_confirm import KillConfirm
-from tests.sshkit import SshServer, far_command, far_lane, old_scheme_script
+from lanewatch.tui.screens.trash import TrashScreen
+from tests.conftest import LANEWATCH
+from tests.sshkit import SshServer, far_command, far_env, far_lane, old_scheme_script
 from tests.sshkit import ssh_server as ssh_server  # a fixture
 
 from .conftest import Lanes
@@ -109,3 +116,106 @@ async def test_half_migrated_hosts_are_named_in_the_status_line(
 
 def toasts(app: LanewatchApp) -> dict[str, str]:
     return {n.title: n.message for n in app._notifications if n.title.startswith("host ")}
+
+
+async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_there(
+    scratch: Path,
+    repo: Path,
+    tmp_path: Path,
+    ssh_server: SshServer,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    """The files screen, the detail pane and the incident screen of a far lane say where its
+    files are and the command that shows them (never an empty list that reads as "no files");
+    the trash screen lists the far host's trash with a HOST column and restores there."""
+    far_home = tmp_path / "farhome"
+    far_proc, far_ns = far_lane(procs, repo, far_home, "far-lane")
+    (far_ns / "made-there.txt").write_text("far bytes")  # a file the far lane really has
+    far_key = remote_key("far", str(far_ns))
+    host = Host("far", "far", far_command(far_home))
+    stream = HostStream(host)
+    app = make_app([scratch], engine=ManyHosts(EngineProcess([scratch]), [stream]))
+    async with app.run_test(size=(200, 44)) as pilot:
+        await show(pilot, app, View.LANES, far_key)
+        await until(
+            pilot,
+            lambda: (d := app.main.detail) is not None and d.key == far_key,
+            timeout=30,
+            what="the far lane's detail",
+        )
+        detail = app.main.detail
+        assert detail is not None and detail.elsewhere is not None
+        assert not detail.writes and detail.stamp is None  # nothing read from this disk
+        assert detail.elsewhere.startswith("Recent writes and ledger: on host far")
+        await shows(pilot, "not read from here", timeout=30)
+
+        app.open_files(far_key)
+        await until(pilot, lambda: isinstance(app.screen, FilesScreen), what="files screen")
+        files = app.screen
+        assert isinstance(files, FilesScreen)
+        text = await shows(pilot, "its files are there, not on this machine", timeout=30)
+        assert "file(s)" not in text and not files.files  # no "0 file(s)": an honest note
+        note = str(files.query_one("#files-note", Static).content)
+        assert note.endswith(f"List them there: ssh far 'ls -lAtR {far_ns}'"), note
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.main, what="back")
+
+        # A far incident (a second claim of the lane there, refused and recorded there).
+        again = subprocess.run(
+            [
+                *LANEWATCH,
+                "run",
+                "--root",
+                str(far_home / "root"),
+                "--lane",
+                "far-lane",
+                "--",
+                "true",
+            ],
+            cwd=repo,
+            env=far_env(far_home),
+            capture_output=True,
+            timeout=60,
+        )
+        assert again.returncode == 3, again.stderr
+        await until(pilot, lambda: bool(stream.incidents), timeout=60, what="the far incident")
+        [incident] = stream.incidents.values()
+        app.open_incident(incident)
+        await until(pilot, lambda: isinstance(app.screen, IncidentScreen), what="incident")
+        screen = app.screen
+        assert isinstance(screen, IncidentScreen)
+        await until(pilot, lambda: screen.report is not None, timeout=30, what="its report")
+        assert screen.report is not None and screen.report.victim_stamp is None
+        assert not screen.report.ledger and not screen.report.files
+        text = await shows(pilot, "not read from here", timeout=30)
+        assert "incidents" in text and "--markdown" in text
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.main, what="back")
+
+        # The far lane ends and is cleared there: the trash screen lists it under host far.
+        far_proc.terminate()
+        await asyncio.to_thread(far_proc.wait, 30)
+        cleared = await asyncio.to_thread(remote.clear, host, str(far_ns))
+        assert cleared.ok, cleared
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, TrashScreen), what="trash")
+        trash = app.screen
+        assert isinstance(trash, TrashScreen)
+        await until(pilot, lambda: bool(trash.items), timeout=30, what="far trash listed")
+        [item] = trash.items.values()
+        assert item.id.startswith("far:") and item.original == far_key
+        text = await shows(pilot, "HOST", "far-lane", timeout=30)
+        row = next(line for line in text.splitlines() if "far-lane" in line)
+        assert row.split()[0].strip("│") == "far" or " far " in row, row
+        await settle(pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="dialog")
+        await shows(
+            pilot, "Restore from trash on host far?", "On host far, through its own", timeout=30
+        )
+        await settle(pilot)
+        await pilot.press("y")
+        result = await outcome(pilot, app, "restore")
+        assert result.ok, result.message
+        assert "host far" in result.message
+        assert (far_ns / "made-there.txt").read_text() == "far bytes"  # back, there

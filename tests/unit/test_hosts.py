@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,11 @@ def test_stream_goes_degraded_when_the_link_drops_and_recovers(
         wait_for(lambda: key in stream.views, 60, what="the far lane over the stream")
         assert stream.views[key].state is NsState.LIVE and stream.views[key].host == "far"
         assert stream.state.status == "ok" and stream.state.hello is not None
+        # Its heartbeats come in `beats` lines (the far hello lists --beats): the view moves.
+        first = stream.views[key].heartbeat_at
+        assert first is not None and "beats" in stream.state.hello["record"]
+        wait_for(lambda: stream.kinds["beats"] >= 1, 30, what="a beats line")
+        wait_for(lambda: (stream.views[key].heartbeat_at or 0) > first, 30, what="a newer beat")
         ssh_server.stop()  # the host goes away: sshd and every session through it
         wait_for(lambda: stream.state.status == "degraded", 30, what="degraded")
         assert key in stream.views  # shown as last seen meanwhile
@@ -268,3 +274,107 @@ def test_a_far_incident_is_streamed_and_acknowledged_there(
         wait_for(lambda: stream.incidents[incident.id].acknowledged, 60, what="acknowledged")
     finally:
         many.stop()
+
+
+# Open $1 for writing, write $2 and flush, create $3, then hold the file open (the far engine's
+# prober sees a lane's process holding a file outside its namespace: a shared-file incident).
+_HOLD = """
+import sys, time
+f = open(sys.argv[1], "w"); f.write(sys.argv[2]); f.flush()
+open(sys.argv[3], "w").close()
+time.sleep(600)
+"""
+
+
+def test_far_lanes_writing_one_shared_file_flag_the_host_with_the_fix(
+    ssh_server: SshServer,  # noqa: F811
+    repo: Path,
+    root: Path,
+    tmp_path: Path,
+    isolated_state: Path,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    """Two far lanes really write one file in the far host's shared temp (its TMPDIR, outside
+    every lane): the far engine raises the shared-file incident itself, and `status --host`
+    flags the host `unbound-writers` with the fix, whoever runs the test."""
+    far_home = tmp_path / "farhome"
+    write_hosts(isolated_state, {"far": far_command(far_home)})
+    shared = far_home / "tmp" / "receipt.json"  # the far side's shared temp, not a lane's
+    ready = [tmp_path / "ready-1", tmp_path / "ready-2"]
+    for n, flag_file in enumerate(ready, 1):
+        hold = [sys.executable, "-c", _HOLD, str(shared), f"job {n}", str(flag_file)]
+        far_lane(procs, repo, far_home, f"job-{n}", hold, fence="none")  # unfenced: real temp
+    wait_for(lambda: all(r.exists() for r in ready), 30, what="both far jobs wrote")
+
+    def flagged() -> tuple[int, dict[str, Any]] | None:
+        code, data = status("--root", str(root), "--host", "far")
+        [host] = data["hosts"]
+        return (code, data) if any(f["kind"] == flags.UNBOUND for f in host["flags"]) else None
+
+    code, data = wait_for(flagged, 60, what="the far host flagged unbound-writers")
+    [host] = data["hosts"]
+    [flag] = host["flags"]
+    assert host["status"] == "ok"  # a finding about the jobs there, not about the link
+    assert str(shared) in flag["detail"]
+    assert flag["fix"].startswith("lanewatch run --lane NAME -- CMD")
+    far_incidents = [i for i in data["incidents"] if i["id"].startswith("far:")]
+    assert [i["kind"] for i in far_incidents] == ["shared-file"], far_incidents
+    assert far_incidents[0]["path"] == str(shared)
+    assert code == 4, data  # an open collision (the far one) is in the picture
+    text = subprocess.run(
+        [*LANEWATCH, "status", "--root", str(root), "--host", "far"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "fix: lanewatch run --lane NAME -- CMD" in text, text
+
+
+def test_record_beats_sends_heartbeat_only_changes_together(
+    repo: Path, root: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """`record --views --beats 1`: a lane beating every 0.2 s is not a whole view per beat but
+    one `beats` line a second (its newest heartbeat); a write still comes at once as a view."""
+    lane = start_lane(procs, repo, root, "beating", heartbeat=0.2)
+    args = ["record", "--json", "--views", "--beats", "1", "--until-eof", "--root", str(root)]
+    proc = subprocess.Popen(
+        [*LANEWATCH, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=tmp_path,
+        process_group=0,
+    )
+    procs.append(proc)
+    assert proc.stdout is not None and proc.stdin is not None
+    lines: list[dict[str, Any]] = []
+    threading.Thread(
+        target=lambda: lines.extend(json.loads(raw) for raw in proc.stdout or ()), daemon=True
+    ).start()
+    key = str(lane.namespace)
+
+    def beats() -> list[float]:
+        return [
+            ln["beats"][key] for ln in list(lines) if ln["type"] == "beats" and key in ln["beats"]
+        ]
+
+    wait_for(lambda: len(beats()) >= 3, 60, what="three beats lines naming the lane")
+    for line in list(lines):
+        valid("record", line)
+    said = beats()
+    assert said == sorted(said) and said[-1] > said[0]  # the newest heartbeat each time
+    views = [ln for ln in list(lines) if ln["type"] == "state" and ln["key"] == key]
+    # ~15 beats in 3 s: without --beats each is a whole view; with it, the first view and
+    # what else changed (the engine's own re-judgements), never one per beat.
+    assert len(views) <= 2 * len(said), views
+    (lane.namespace / "tmp").mkdir(exist_ok=True)
+    (lane.namespace / "tmp" / "written").write_bytes(b"x" * 100)
+    wait_for(
+        lambda: any(
+            ln["type"] == "state" and ln["key"] == key and (ln["view"]["bytes"] or 0) >= 100
+            for ln in list(lines)
+        ),
+        30,
+        what="the write as a whole view at once",
+    )
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0

@@ -52,9 +52,16 @@ ROOTS_EVERY = 10.0  # seconds between two looks at the registry (a service: new 
 class Printer:
     """Turns delivered Changes into lines; remembers what it printed, so only changes print."""
 
-    def __init__(self, as_json: bool, roots: Sequence[str], views: bool = False) -> None:
+    def __init__(
+        self, as_json: bool, roots: Sequence[str], views: bool = False, beats: float | None = None
+    ) -> None:
         self.as_json = as_json
         self.views = views  # --views: every change of a namespace, with the whole of it
+        # --beats: a change that only moves a namespace's heartbeat waits (at most `beats`
+        # seconds) in `beating`, then goes out with the others in one `beats` line.
+        self.beats = beats if views else None
+        self.beating: dict[str, float] = {}
+        self._beats_at = time.monotonic()
         self.seen: dict[str, NamespaceView] = {}
         self.roots = list(roots)
         self.states: dict[str, tuple[str, str]] = {}
@@ -97,12 +104,17 @@ class Printer:
                 self.emit("health", root=h.root, status=h.status, detail=h.detail)
         for key, v in sorted(changes.upserts.items()):
             changed = self.states.get(key) != (v.state.value, v.reason)
-            if changed or (self.views and self.seen.get(key) != v):
+            if not changed and self._only_beat(key, v):
+                self.beating[key] = v.heartbeat_at or 0.0
+                self.seen[key] = v
+            elif changed or (self.views and self.seen.get(key) != v):
                 self.states[key] = (v.state.value, v.reason)
                 self.seen[key] = v
+                self.beating.pop(key, None)  # the whole view carries its heartbeat
                 self.state(v)
         for key in sorted(changes.removed):
             self.seen.pop(key, None)
+            self.beating.pop(key, None)
             if self.states.pop(key, None) is not None:
                 self.emit("state", key=key, state="removed")
         for i in sorted(changes.incidents.values(), key=lambda i: i.last_seen):
@@ -111,6 +123,24 @@ class Printer:
                 new = i.id not in self.incidents
                 self.incidents[i.id] = seen
                 self.incident(i, new)
+
+    def _only_beat(self, key: str, v: NamespaceView) -> bool:
+        """--beats: `v` differs from what was last printed of it by its heartbeat alone."""
+        before = self.seen.get(key)
+        if self.beats is None or before is None or before.heartbeat_at == v.heartbeat_at:
+            return False
+        return replace(v, heartbeat_at=before.heartbeat_at) == before
+
+    def flush_beats(self, force: bool = False) -> None:
+        """The heartbeats that waited, in one line, once `beats` seconds passed since the
+        last such line (called by the record loop; hold the lock)."""
+        if self.beats is None or not self.beating or self.closed:
+            return
+        now = time.monotonic()
+        if force or now - self._beats_at >= self.beats:
+            self._beats_at = now
+            beating, self.beating = self.beating, {}
+            self.emit("beats", beats=dict(sorted(beating.items())))
 
     def state(self, v: NamespaceView) -> None:
         extra: dict[str, Any] = {}
@@ -288,6 +318,13 @@ def _text(f: dict[str, Any]) -> str:
     help="With --json: a state line on every change of a namespace, carrying all of it (`view`).",
 )
 @click.option(
+    "--beats",
+    type=click.FloatRange(0.1, 60.0),
+    metavar="SECONDS",
+    help="With --views: a change that only moves a heartbeat is sent at most every SECONDS, "
+    "with the others, in one `beats` line (the many-host stream; `hello` lists it).",
+)
+@click.option(
     "--until-eof",
     is_flag=True,
     help="Also stop when stdin closes (the far end of `ssh HOST lanewatch record`).",
@@ -312,6 +349,7 @@ def record_command(
     service: bool,
     system: bool,
     views: bool,
+    beats: float | None,
     until_eof: bool,
     metrics_at: str | None,
     metrics_textfile: str | None,
@@ -321,7 +359,13 @@ def record_command(
     Incidents, evidence and write history are kept in the roots as the dashboard keeps them.
     As root (or with CAP_SYS_ADMIN) writers are attributed by the kernel.
     """
-    from lanewatch.engine.engine import Engine
+    from lanewatch.engine.child import DELIVERY_INTERVAL
+    from lanewatch.engine.engine import MIN_INTERVAL, Engine
+
+    # --views feeds another host's dashboard (docs/hosts.md): changes go out as often as that
+    # dashboard's own engine process hands it changes (one frame), not at the default 50 ms
+    # pacing, which alone added up to ~33 ms to a far lane's write → screen (bench fig_hosts).
+    pace = DELIVERY_INTERVAL if views else MIN_INTERVAL
     from lanewatch.records import service as svc
 
     if system and (not service or os.geteuid() != 0):
@@ -337,9 +381,11 @@ def record_command(
             )
     follow = service and not roots  # a service follows the registry: new roots are watched
     engine = Engine(
-        _wanted_roots(system) if system and not roots else (list(roots) or None), poll=poll
+        _wanted_roots(system) if system and not roots else (list(roots) or None),
+        poll=poll,
+        min_interval=pace,
     )
-    printer = Printer(as_json, engine.roots, views=views)
+    printer = Printer(as_json, engine.roots, views=views, beats=beats)
     exporters = _Metrics(lambda: engine, metrics_at, metrics_textfile)  # reads `engine` as it is
     stop = threading.Event()
     received: list[str] = []
@@ -376,7 +422,7 @@ def record_command(
                 wanted = _wanted_roots(system)
                 if wanted is not None and wanted != engine.roots:
                     engine.stop()
-                    engine = Engine(wanted, poll=poll)
+                    engine = Engine(wanted, poll=poll, min_interval=pace)
                     with printer._lock:
                         printer.roots = list(engine.roots)
                         printer.emit("roots", roots=printer.roots)
@@ -388,6 +434,8 @@ def record_command(
                 next_beat = now + svc.BEAT_EVERY
                 beat = _beat(beat_path, beat, printer.attribution, engine.alive())
             exporters.tick()
+            with printer._lock:
+                printer.flush_beats()
     finally:
         engine.stop()
         exporters.stop()
@@ -397,4 +445,5 @@ def record_command(
             with contextlib.suppress(OSError):
                 svc.write_beat(beat_path.parent, svc.stopped(beat))
     with printer._lock:
+        printer.flush_beats(force=True)
         printer.emit("stop", signal=received[0] if received else None)

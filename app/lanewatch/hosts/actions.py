@@ -51,3 +51,22 @@ def kill(
 def clear(host: Host, far_key: str) -> RemoteResult:
     answer = link.call(host, "clear", far_key, "--yes", "--json", timeout=KILL_TIMEOUT)
     return _result(host, "clear", answer, lambda d, code: code == 0)
+
+
+def trash(host: Host) -> tuple[list[dict[str, Any]], str | None]:
+    """The host's trash entries as `lanewatch trash --json` prints them there (docs/json.md),
+    or why they could not be read."""
+    answer = link.call(host, "trash", "--json")
+    data = answer.json()
+    if answer.no_lanewatch:
+        return [], f"host {host.name}: lanewatch is not installed"
+    if data is None or answer.code != 0:
+        return [], f"host {host.name}: cannot list its trash: {answer.why()}"
+    entries = data.get("entries") or ()
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)], None
+
+
+def restore(host: Host, trash_id: str) -> RemoteResult:
+    """`lanewatch restore ID --json` there: refused there when the name is taken again."""
+    answer = link.call(host, "restore", trash_id, "--json", timeout=KILL_TIMEOUT)
+    return _result(host, "restore", answer, lambda d, code: code == 0)

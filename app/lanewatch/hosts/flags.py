@@ -31,7 +31,7 @@ class Flag:
         return {"kind": self.kind, "detail": self.detail, "fix": self.fix}
 
 
-def _on(host: Host, command: str) -> str:
+def on_host(host: Host, command: str) -> str:
     return f"ssh {shlex.quote(host.destination)} {shlex.quote(command)}"
 
 
@@ -39,7 +39,7 @@ def missing(host: Host, why: str) -> Flag:
     return Flag(
         MISSING,
         f"lanewatch is not installed there (`{host.command}`: {why})",
-        _on(host, "python3 -m pip install --user lanewatch"),
+        on_host(host, "python3 -m pip install --user lanewatch"),
     )
 
 
@@ -59,7 +59,7 @@ def scheme(host: Host, hello: Mapping[str, Any]) -> Flag | None:
         SCHEME,
         f"it keeps scheme {theirs if theirs is not None else 'none'} (lanewatch {version}), "
         f"not this side's {SCHEME_VERSION}",
-        _on(host, "python3 -m pip install -U lanewatch"),
+        on_host(host, "python3 -m pip install -U lanewatch"),
     )
 
 

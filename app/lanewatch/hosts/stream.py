@@ -15,8 +15,9 @@ import logging
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import IO, Any
 
@@ -31,6 +32,10 @@ OK = "ok"
 LOST = "degraded"  # the status line's word for "not watching normally"
 MISSING = "missing"
 BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # seconds before each retry, the last one repeated
+# A far namespace whose view moved by its heartbeat alone is told at most this often (in one
+# `beats` line for all of them: ~200 whole views a second at 1,000 lanes otherwise). A write,
+# a state or anything else still comes at once.
+BEATS_EVERY = 1.0
 
 
 @dataclass
@@ -114,6 +119,7 @@ class HostStream:
         self._thread: threading.Thread | None = None
         self._out: Callable[[Changes], None] = lambda c: None
         self.lines = 0  # lines read (tests, the bench)
+        self.kinds: Counter[str] = Counter()  # lines read by type (tests, the bench)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -172,6 +178,10 @@ class HostStream:
     def _stream(self) -> bool:
         """One link: True when it carried a picture before it ended."""
         args = ["record", "--json", "--views", "--until-eof"]
+        with self.lock:
+            accepts = (self.state.hello or {}).get("record") or ()
+        if isinstance(accepts, list) and "beats" in accepts:  # an older far side has no --beats
+            args += ["--beats", f"{BEATS_EVERY:g}"]
         for root in self.roots:
             args += ["--root", root]
         try:
@@ -204,6 +214,7 @@ class HostStream:
                 continue
             self.lines += 1
             kind = line.get("type")
+            self.kinds[str(kind)] += 1
             if kind == "start":
                 carried = True
                 with self.lock:
@@ -253,6 +264,13 @@ class HostStream:
             elif kind == "health":
                 h = wire.health(name, line)
                 self.far_health[h.root] = h
+            elif kind == "beats":
+                beats = line.get("beats")
+                for far_key, at in beats.items() if isinstance(beats, Mapping) else ():
+                    key = wire.remote_key(name, str(far_key))
+                    v = self.views.get(key)
+                    if v is not None and isinstance(at, int | float) and not isinstance(at, bool):
+                        upserts[key] = self.views[key] = replace(v, heartbeat_at=float(at))
             else:
                 return
         self._tell(upserts, removed, incidents)

@@ -22,8 +22,9 @@ from lanewatch.actions.results import Result
 from lanewatch.actions.trashbox import TrashEntry as TrashItem
 from lanewatch.errors import LanewatchError
 from lanewatch.hosts import actions as remote
+from lanewatch.hosts import elsewhere
 from lanewatch.hosts.config import Host
-from lanewatch.hosts.wire import split_key
+from lanewatch.hosts.wire import SEP, remote_key, split_key
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import STALE_STATES, Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
@@ -176,11 +177,42 @@ class ActionsAdapter:
     def trash(self, roots: Sequence[str]) -> list[TrashItem]:
         return trash_mod.list_all([Path(root) for root in roots])
 
+    def hosts(self) -> list[Host]:
+        """The other hosts of this dashboard (`dash --host`), in order; [] when there is none."""
+        return [s.host for s in getattr(self._engine, "streams", ())]
+
+    def far_trash(self) -> tuple[list[TrashItem], list[str]]:
+        """Every other host's trash (`lanewatch trash --json` there), its entries' id, root,
+        original and path prefixed `NAME:`; and a line per host whose trash could not be read."""
+        items: list[TrashItem] = []
+        errors: list[str] = []
+        for host in self.hosts():
+            entries, error = remote.trash(host)
+            if error is not None:
+                errors.append(f"{error} (there: {elsewhere.trash(host)})")
+            items += [_far_entry(host.name, e) for e in entries]
+        return items, errors
+
     def restore(self, item: TrashItem) -> ActionOutcome:
         label = item.lane or item.name
+        far = self.host_of(item.id)
+        if far is not None:  # another host's entry: its lanewatch restores it, with its checks
+            host, trash_id = far
+            return _remote("restore", label, lambda: remote.restore(host, trash_id))
         return _run(
             "restore", label, lambda: trash_mod.restore(item, roots=[Path(item.root)], check=False)
         )
+
+    def host_of(self, key: str) -> tuple[Host, str] | None:
+        """(host, its own key or id) of another host's namespace, incident or trash entry
+        (`NAME:…` with NAME one of this dashboard's hosts); None for this host's."""
+        name, sep, far = key.partition(SEP)
+        stream = getattr(self._engine, "stream", None)
+        host_stream = stream(name) if sep and far and callable(stream) else None
+        if host_stream is not None:
+            return host_stream.host, far
+        found = split_key(key)  # a far namespace's key without its stream: still not ours
+        return (Host(found[0], found[0]), found[1]) if found else None
 
     def _far(self, ns: NamespaceView) -> tuple[Host, str] | None:
         """The host and its own key, for another host's lane (the engine is `ManyHosts`)."""
@@ -233,3 +265,36 @@ def _run(
     except (LanewatchError, OSError) as exc:
         return ActionOutcome(verb, label, False, str(exc))
     return ActionOutcome(verb, label, succeeded(result), result.message)
+
+
+def _far_entry(host: str, e: dict[str, Any]) -> TrashItem:
+    """Another host's trash entry (its `trash --json` line) as this side's row: id, root,
+    original and path prefixed `NAME:`, so it never meets a local entry; its record stays there
+    (the far restore reads it)."""
+
+    def text(k: str) -> str | None:
+        v = e.get(k)
+        return None if v is None else str(v)
+
+    def number(k: str) -> int | None:
+        v = e.get(k)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    cleared = e.get("cleared_at")
+    return TrashItem(
+        id=remote_key(host, str(e["id"])),
+        root=remote_key(host, str(e.get("root", "?"))),
+        name=str(e.get("name", "?")),
+        lane=text("lane"),
+        original=remote_key(host, str(e.get("original", "?"))),
+        cleared_at=float(cleared) if isinstance(cleared, int | float) else None,
+        cleared_by=text("cleared_by"),
+        bytes=number("bytes"),
+        files=number("files"),
+        state=text("state"),
+        reason=text("reason"),
+        checkout_path=text("checkout_path"),
+        path=remote_key(host, str(e.get("path", "?"))),
+        complete=bool(e.get("complete", True)),
+        record=None,
+    )

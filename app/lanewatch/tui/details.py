@@ -41,6 +41,13 @@ class Detail:
     scanned: int
     truncated: bool
     error: str | None = None
+    elsewhere: str | None = None  # another host's lane: nothing read here, and how to see it
+
+
+def far_detail(key: str, note: str) -> Detail:
+    """Another host's lane: its files, ledger and stamp are on that host's disk (never this
+    one's, where the same path is someone else's): the pane says so instead."""
+    return Detail(key, None, (), (), 0, False, None, note)
 
 
 def load_detail(

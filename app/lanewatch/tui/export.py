@@ -11,15 +11,37 @@ from pathlib import Path
 
 from lanewatch.lanes.roots import state_dir
 from lanewatch.model.views import Incident
-from lanewatch.records.report import FORMATS, IncidentReport, build_report, render
+from lanewatch.records.report import (
+    FORMATS,
+    IncidentReport,
+    build_report,
+    evidence_rows,
+    render,
+    victim_lane,
+)
 
-__all__ = ["FORMATS", "IncidentReport", "build_report", "default_folder", "write_report"]
+__all__ = [
+    "FORMATS",
+    "IncidentReport",
+    "build_report",
+    "default_folder",
+    "far_report",
+    "write_report",
+]
 
 EXPORTS = "exports"
 
 
 def default_folder() -> Path:
     return state_dir() / EXPORTS
+
+
+def far_report(incident: Incident) -> IncidentReport:
+    """Another host's incident: what it carried over the stream (its evidence), nothing read
+    from this disk (its victim's stamp, its ledger and the recorded contents are that host's;
+    the same path here is another file)."""
+    rows = tuple(evidence_rows(incident))
+    return IncidentReport(incident, victim_lane(incident, None), None, rows, ())
 
 
 def default_name(incident: Incident, kind: str) -> str:

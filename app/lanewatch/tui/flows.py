@@ -162,10 +162,13 @@ class ActionFlows:
         line = Text(inert(item.lane or item.name), style="bold")
         line.append("  from the trash of ")
         line.append(inert(item.root))
+        far = self.adapter.host_of(item.id)
+        title = f"Restore from trash on host {far[0].name}?" if far else "Restore from trash?"
+        there = f"On host {far[0].name}, through its own lanewatch (over ssh): " if far else ""
         self._confirm(
-            "Restore from trash?",
+            title,
             [line],
-            f"Move it back to {item.original}. Refused if that name is taken again.",
+            f"{there}Move it back to {item.original}. Refused if that name is taken again.",
             "Restore",
             "restore",
             self.adapter.restore,

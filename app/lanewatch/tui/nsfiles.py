@@ -40,6 +40,7 @@ class NsListing:
     files: tuple[NsFile, ...]
     truncated: bool
     error: str | None = None
+    elsewhere: str | None = None  # another host's lane: not listed here, and how to see it
 
 
 @dataclass(frozen=True, slots=True)

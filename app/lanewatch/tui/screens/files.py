@@ -15,11 +15,12 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from lanewatch.hosts import elsewhere
 from lanewatch.inert import inert, inert_lines
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import untrusted
 from lanewatch.tui.messages import FileLoaded, FilesLoaded
-from lanewatch.tui.nsfiles import NsFile, list_files, read_file
+from lanewatch.tui.nsfiles import NsFile, NsListing, list_files, read_file
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, duration_key, number_key
 
 if TYPE_CHECKING:
@@ -78,6 +79,11 @@ class FilesScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="files", description="list files", exit_on_error=False)
     def _load(self) -> None:
+        far = self.lw.adapter.host_of(self.key)
+        if far is not None:  # its files are on that host's disk: never read this one's for them
+            note = elsewhere.files(*far)
+            self.lw.post_from_thread(self, FilesLoaded(NsListing(self.key, (), False, None, note)))
+            return
         self.lw.post_from_thread(self, FilesLoaded(list_files(Path(self.key), self.roots)))
 
     @on(FilesLoaded)
@@ -98,7 +104,9 @@ class FilesScreen(Screen[None]):
         table = self.query_one(LaneTable)
         table.apply(rows, [k for k in table.row_keys if k not in rows])
         note = self.query_one("#files-note", Static)
-        if listing.error:
+        if listing.elsewhere:
+            note.update(Text(inert(listing.elsewhere), style="yellow"))
+        elif listing.error:
             note.update(Text(inert(listing.error), style="red"))
         else:
             more = " (stopped there: more not listed)" if listing.truncated else ""

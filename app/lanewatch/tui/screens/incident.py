@@ -21,12 +21,19 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from lanewatch.hosts import elsewhere
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.records.report import who
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import untrusted
-from lanewatch.tui.export import IncidentReport, build_report, default_folder, default_name
+from lanewatch.tui.export import (
+    IncidentReport,
+    build_report,
+    default_folder,
+    default_name,
+    far_report,
+)
 from lanewatch.tui.messages import ReportLoaded
 from lanewatch.tui.screens.prompt import PathPrompt
 from lanewatch.tui.screens.typeahead import TypeaheadGuard
@@ -128,6 +135,7 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         self.incident = incident
         self.victim = victim
         self.report: IncidentReport | None = None
+        self.elsewhere: str | None = None  # another host's incident: how to see the rest there
 
     @property
     def lw(self) -> LanewatchApp:
@@ -141,6 +149,8 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        far = self.lw.adapter.host_of(self.incident.id)
+        self.elsewhere = elsewhere.report(*far) if far is not None else None
         self.query_one("#evidence", LaneTable).focus()
         self.action_reload()
 
@@ -169,7 +179,10 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         exit_on_error=False,
     )
     def _load(self, incident: Incident, victim: NamespaceView | None) -> None:
-        report = build_report(self.lw.root_paths(), incident)
+        if self.elsewhere is not None:  # another host's: its facts are on its disk
+            report = far_report(incident)
+        else:
+            report = build_report(self.lw.root_paths(), incident)
         self.lw.post_from_thread(self, ReportLoaded(report))
 
     @on(ReportLoaded)
@@ -193,7 +206,10 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         table = self.query_one("#evidence", LaneTable)
         table.apply(rows, [key for key in table.visible_keys if key not in rows])
         body = self.query_one("#incident-context-body", Static)
-        body.update(context_renderable(message.report, self.lw.picture.attribution_hint))
+        if self.elsewhere is not None:
+            body.update(Text(inert(self.elsewhere), style="yellow"))
+        else:
+            body.update(context_renderable(message.report, self.lw.picture.attribution_hint))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("export", "export_as"):

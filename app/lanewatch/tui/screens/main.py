@@ -21,9 +21,10 @@ from textual.containers import Container, Vertical
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
+from lanewatch.hosts import elsewhere
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import columns
-from lanewatch.tui.details import Detail, load_detail
+from lanewatch.tui.details import Detail, far_detail, load_detail
 from lanewatch.tui.empty import empty_text
 from lanewatch.tui.later import call_after
 from lanewatch.tui.messages import DetailLoaded, ViewPicked
@@ -343,7 +344,11 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         exit_on_error=False,
     )
     def _load_detail(self, key: str, roots: list[str], incidents: list[Incident]) -> None:
-        detail = load_detail(Path(key), roots=roots, incidents=incidents)
+        far = self.lw.adapter.host_of(key)
+        if far is not None:
+            detail = far_detail(key, elsewhere.detail(*far))
+        else:
+            detail = load_detail(Path(key), roots=roots, incidents=incidents)
         self.lw.post_from_thread(self, DetailLoaded(detail))
 
     @on(DetailLoaded)

@@ -1,4 +1,6 @@
-"""The trash of every watched root: pick a cleared namespace to restore (after a confirmation)."""
+"""The trash of every watched root, and of every other host of the dashboard (`dash --host`:
+`lanewatch trash --json` there, a HOST column first): pick a cleared namespace to restore (after
+a confirmation that names the host; the far `lanewatch restore` does it there)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
+from lanewatch.hosts.wire import split_key
 from lanewatch.inert import inert
+from lanewatch.linux.procid import hostname
 from lanewatch.tui import fmt
 from lanewatch.tui.actions_adapter import TrashItem
 from lanewatch.tui.columns import untrusted
@@ -31,6 +35,13 @@ TRASH_COLUMNS = (
     Column("bytes", "BYTES", justify="right", sort_key=number_key),
     Column("root", "ROOT", max_width=40),
 )
+HOST_COLUMN = Column("host", "HOST", max_width=24)
+
+
+def host_of(item: TrashItem) -> str:
+    """The host whose trash holds `item`: its name, or this machine's hostname."""
+    found = split_key(item.root)
+    return found[0] if found else hostname()
 
 
 class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
@@ -45,6 +56,7 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
         super().__init__()
         self.roots = roots
         self.items: dict[str, TrashItem] = {}
+        self.many = False  # set on mount: other hosts in this dashboard (the HOST column)
 
     @property
     def lw(self) -> LanewatchApp:
@@ -54,7 +66,9 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
         with Vertical(id="trash-body") as body:
             body.border_title = "Trash"
             body.border_subtitle = "enter/r restores · esc closes"
-            yield LaneTable(TRASH_COLUMNS, id="trash-table")
+            self.many = bool(self.lw.adapter.hosts())
+            columns = (HOST_COLUMN, *TRASH_COLUMNS) if self.many else TRASH_COLUMNS
+            yield LaneTable(columns, id="trash-table")
             yield Static(Text("reading the trash…", style="dim"), id="trash-note", markup=False)
         # Its own footer: the keys of this box, not those of the screen under it.
         yield Footer()
@@ -71,17 +85,21 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
         exit_on_error=False,
     )
     def _load(self) -> None:
+        errors = []
         try:
-            items, error = self.lw.adapter.trash(self.roots), None
+            items = self.lw.adapter.trash(self.roots)
         except OSError as exc:
-            items, error = [], str(exc)
-        self.lw.post_from_thread(self, TrashLoaded(tuple(items), error))
+            items, errors = [], [str(exc)]
+        far, far_errors = self.lw.adapter.far_trash()  # [] and [] without other hosts
+        error = "\n".join([*errors, *far_errors]) or None
+        self.lw.post_from_thread(self, TrashLoaded(tuple([*items, *far]), error))
 
     @on(TrashLoaded)
     def _loaded(self, message: TrashLoaded) -> None:
         self.items = {item.id: item for item in message.items}
         rows: dict[str, tuple[Cell, ...]] = {
             item.id: (
+                *((untrusted(host_of(item)),) if self.many else ()),
                 untrusted(item.lane),
                 untrusted(item.name),
                 fmt.stamp_time(item.cleared_at),
@@ -94,7 +112,8 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
         self.query_one(LaneTable).apply(rows)
         note = self.query_one("#trash-note", Static)
         if message.error:
-            note.update(Text(inert(message.error), style="red"))
+            said = f"{fmt.many(len(rows), 'cleared namespace')} listed; " if rows else ""
+            note.update(Text(said + inert(message.error), style="red"))
         elif not rows:
             note.update(Text("The trash is empty.", style="dim"))
         else:

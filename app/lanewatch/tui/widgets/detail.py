@@ -111,6 +111,8 @@ def _members(ns: NamespaceView) -> list[RenderableType]:
 
 
 def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
+    if detail is not None and detail.elsewhere:
+        return [_section("Recent writes and ledger"), Text(inert(detail.elsewhere), style="yellow")]
     parts: list[RenderableType] = [_section("Recent writes")]
     if detail is None:
         parts.append(Text("reading…", style="dim"))
