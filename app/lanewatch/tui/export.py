@@ -13,7 +13,14 @@ from lanewatch.lanes.roots import state_dir
 from lanewatch.model.views import Incident
 from lanewatch.records.report import FORMATS, IncidentReport, build_report, render
 
-__all__ = ["FORMATS", "IncidentReport", "build_report", "default_folder", "write_report"]
+__all__ = [
+    "FORMATS",
+    "IncidentReport",
+    "build_report",
+    "default_folder",
+    "destination",
+    "write_report",
+]
 
 EXPORTS = "exports"
 
@@ -25,6 +32,15 @@ def default_folder() -> Path:
 def default_name(incident: Incident, kind: str) -> str:
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in incident.id)[:64]
     return f"lanewatch-incident-{safe}.{kind}"
+
+
+def destination(incident: Incident, kind: str, target: Path | None = None) -> Path:
+    """Where `write_report` will put this report, as far as can be told before writing (the
+    confirmation names it): an explicit file as given, else the default name in the folder
+    (`-1`, `-2`... if that name is taken by then)."""
+    if target is not None and not target.is_dir():
+        return target
+    return (target if target is not None else default_folder()) / default_name(incident, kind)
 
 
 def write_report(report: IncidentReport, kind: str, target: Path | None = None) -> Path:
