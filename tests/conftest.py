@@ -84,12 +84,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(autouse=True)
 def _no_terminal_size_in_the_environment() -> Iterator[None]:
     """The CLI honours $COLUMNS when piped; a size left in the environment (by a shell, or by
-    a library during another test of this worker) would squeeze the tables tests read."""
+    a library during another test of this worker) would squeeze the tables tests read. Both
+    layers: GNU readline (imported by pdb, among others) sets them with C `setenv`, which
+    `os.environ` never sees but a child process inherits."""
     for name in ("COLUMNS", "LINES"):
         os.environ.pop(name, None)
+        os.unsetenv(name)
     yield
     for name in ("COLUMNS", "LINES"):
         os.environ.pop(name, None)
+        os.unsetenv(name)
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ from textual.keys import _character_to_key
 from textual.pilot import Pilot
 
 from lanewatch.tui.app import LanewatchApp
+from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.typeahead import BURST, TypeaheadGuard
 from tests.conftest import until as until  # the one waiting helper, for Pilot tests
 
@@ -38,14 +39,16 @@ async def shows(pilot: Pilot[object], *texts: str, timeout: float = 15.0) -> str
 
 async def cancelled(pilot: Pilot[object], label: str) -> None:
     """A dialog answered no: wait for its "<label> cancelled" notice, then prove no action
-    started. The answer's callback does one or the other at once (`tui/flows.py` `_confirm`),
-    so this is the event to await instead of a fixed pause that proves nothing happened."""
+    started. The answer's callback does one or the other at once (`tui/flows.py` `_confirm`,
+    `confirm_export`), so this is the event to await instead of a fixed pause that proves
+    nothing happened."""
     app = pilot.app
     notice = f"{label} cancelled"
     await until(
         pilot, lambda: any(n.message == notice for n in app._notifications), what=repr(notice)
     )
-    assert not [w for w in app.workers if w.group == "actions"], "an action was started"
+    started = [w for w in app.workers if w.group in ("actions", "export")]
+    assert not started, "an action or an export was started"
 
 
 def burst(pilot: Pilot[object], keys: Sequence[str]) -> None:
@@ -75,3 +78,14 @@ async def settle(pilot: Pilot[object], timeout: float = 15.0) -> None:
         return get_time() >= app.last_key_at + BURST
 
     await until(pilot, settled, timeout, what="the screen settled")
+
+
+async def confirm_export(pilot: Pilot[object], key: str) -> None:
+    """Press an export key (`e`, `E`) and answer its dialog yes, deliberately: once the dialog
+    is on screen and settled (keys typed ahead of it never answer)."""
+    app = pilot.app
+    await pilot.press(key)
+    await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the export dialog")
+    await settle(pilot)
+    await pilot.press("y")
+    await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), what="dialog closed")

@@ -210,9 +210,12 @@ def test_the_dashboard_never_writes_a_hostile_sequence_to_the_terminal(
         term.shows("note \\x1b[2JWIPED\\nFAKEROW", at)
         # The toasts name the folder, `state\x1b]0;OWNED\x07`, folded over lines at any point.
         # Each export is awaited on disk: a toast folds the long path at any point.
-        term.act("e")
+        # Each asks first, naming the file (inert: the folder's name holds a title sequence).
+        term.shows("Export incident as Markdown?", term.act("e"))
+        term.act("y")
         term.until(lambda: (exports_dir / f"{EXPORT}.md").exists(), "the Markdown export")
-        term.act("E")
+        term.shows("Export incident as JSON?", term.act("E"))
+        term.act("y")
         term.until(lambda: (exports_dir / f"{EXPORT}.json").exists(), "the JSON export")
         # "Export as…" offers a file name; not in this folder's raw name (an input shows it raw).
         term.shows("A file (.md or .json) or a folder", term.act("s"))

@@ -29,7 +29,7 @@ from tests.unit.attributionkit import privileged, shared_temp_file
 from tests.unit.test_attribution import write_cmd
 
 from .conftest import Lanes
-from .helpers import settle, shows, until
+from .helpers import confirm_export, settle, shows, until
 
 SIZE = (160, 60)
 OUTSIDE = "SECRET-OUTSIDE-THE-NAMESPACE"
@@ -178,7 +178,7 @@ async def test_export_goes_to_the_state_folder_as_the_cli_prints_it(
         screen = await open_timeline(pilot, app, inc)
         # The intruder and the owner it replaced, readably.
         await shows(pilot, "intruder lane agent-2, pid", "before   lane agent-2, pid")
-        await pilot.press("e")
+        await confirm_export(pilot, "e")
         await until(pilot, lambda: app.last_export is not None, what="the export")
         md = app.last_export
         assert md is not None and md.parent == default_folder()
@@ -191,7 +191,7 @@ async def test_export_goes_to_the_state_folder_as_the_cli_prints_it(
         assert screen.report is not None
         app.last_export = None
         await settle(pilot)
-        await pilot.press("E")
+        await confirm_export(pilot, "E")
         await until(pilot, lambda: app.last_export is not None, what="the JSON export")
         as_json = app.last_export
         assert as_json is not None and as_json.parent == default_folder()

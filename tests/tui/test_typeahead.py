@@ -1,8 +1,9 @@
 """Type-ahead never acts: keys that arrive in one burst (a paste, `tmux send-keys -l`, typing
 while the UI is busy) are delivered with no pause between them (`burst`), against real lanes
 and the real engine, and the real effects are checked: the lane's owner still runs, the
-namespaces are where they were, no export file exists, the incident is not acknowledged.
-A deliberate confirmation (a key pressed once the dialog is on screen and settled) still acts."""
+namespaces are where they were, no export file exists (in the state folder, where exports go,
+or the current one), the incident is not acknowledged. A deliberate confirmation (a key pressed
+once the dialog is on screen and settled) still acts."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from lanewatch.linux.procid import hostname
 from lanewatch.model.views import NsState
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
+from lanewatch.tui.export import default_folder
 from lanewatch.tui.picture import View
 from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.incident import IncidentScreen
@@ -29,7 +31,7 @@ from tests.conftest import lanewatch, wait_for
 
 from .conftest import Lanes, RealLane
 from .fakes import NOW, FakeEngine, ns_view
-from .helpers import burst, screen_text, settle, shows, until
+from .helpers import burst, cancelled, screen_text, settle, shows, until
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
@@ -40,7 +42,7 @@ class World:
     done: RealLane  # "done": released, the Stale view's row
     cleared: RealLane  # "old": released, then cleared into the trash
     scratch: Path
-    cwd: Path  # exports land here
+    cwd: Path  # never written: exports go to the state folder
 
     def acknowledged(self) -> bool:
         log = IncidentLog(str(self.scratch.resolve()))
@@ -56,6 +58,13 @@ class World:
         assert not self.acknowledged(), "the incident is not acknowledged on disk"
         assert not any(i.acknowledged for i in app.picture.incidents.values())
         assert app.last_export is None and not list(self.cwd.iterdir()), "no export written"
+        assert not exported(), "no export in the state folder"
+
+
+def exported() -> list[Path]:
+    """The files in the state folder's exports/ (where `e` / `E` write)."""
+    folder = default_folder()
+    return sorted(folder.iterdir()) if folder.exists() else []
 
 
 def released(lane: RealLane) -> bool:
@@ -103,6 +112,7 @@ def filter_text(app: LanewatchApp) -> str:
         (View.LANES, "/kill/y"),
         (View.COLLISIONS, "/agent"),
         (View.COLLISIONS, "/E"),
+        (View.COLLISIONS, "/Eyy"),
         (View.COLLISIONS, "/eay"),
         (View.STALE, "/cy"),
     ],
@@ -221,7 +231,7 @@ async def test_timeline_type_ahead_exports_and_acknowledges_nothing(world: World
         await until(pilot, lambda: timeline.report is not None, what="timeline report")
         await settle(pilot)
 
-        for keys in ("/E", "/agent", "/e", "/s"):
+        for keys in ("/E", "/Ey", "/agent", "/e", "/s"):
             burst(pilot, keys)
             await quiet(pilot, app)
             assert app.screen is timeline, f"{keys} opened nothing"
@@ -237,6 +247,60 @@ async def test_timeline_type_ahead_exports_and_acknowledges_nothing(world: World
         await until(pilot, lambda: app.screen is timeline)
         assert "refused-claim" in screen_text(app)
         world.untouched(app)
+
+
+async def export_dialog(pilot, app: LanewatchApp) -> ConfirmScreen:  # type: ignore[no-untyped-def]
+    await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="export dialog")
+    await quiet(pilot, app)
+    dialog = app.screen
+    assert isinstance(dialog, ConfirmScreen) and dialog.title_text.startswith("Export incident")
+    assert dialog.focused is dialog.query_one("#confirm-no"), "Cancel has the focus"
+    return dialog
+
+
+@pytest.mark.parametrize("where", ["collisions", "timeline"])
+async def test_export_asks_first_and_cancel_is_the_default(world: World, where: str) -> None:
+    """`E` (or `e`) with letters typed behind it in one burst opens the export dialog, which
+    names the file and takes none of them (not `y`, not enter); enter once it is settled
+    presses Cancel and escape cancels: no file. A deliberate `y` writes exactly one file."""
+    app = make_app([world.scratch])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await loaded(pilot, app)
+        await pilot.press("2")
+        await settle(pilot)
+        if where == "timeline":
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, IncidentScreen))
+            timeline = app.screen
+            assert isinstance(timeline, IncidentScreen)
+            await until(pilot, lambda: timeline.report is not None, what="timeline report")
+            await settle(pilot)
+        home = app.screen
+
+        for keys, kind, answer in ((["E", "y", "y"], "json", "enter"), ("eay", "md", "escape")):
+            burst(pilot, keys)
+            dialog = await export_dialog(pilot, app)
+            assert str(default_folder() / "lanewatch-incident-") in dialog.what
+            assert dialog.what.rstrip(".").endswith(f".{kind}"), dialog.what
+            world.untouched(app)
+            await settle(pilot)
+            app.clear_notifications()
+            await pilot.press(answer)
+            await until(pilot, lambda: app.screen is home, what=f"{answer} closes the dialog")
+            await cancelled(pilot, "Export")
+            await quiet(pilot, app)
+            world.untouched(app)
+            await settle(pilot)
+
+        await pilot.press("E")
+        await export_dialog(pilot, app)
+        await settle(pilot)
+        await pilot.press("y")
+        await until(pilot, lambda: app.last_export is not None, what="the export")
+        written = app.last_export
+        assert written is not None and exported() == [written] and written.suffix == ".json"
+        assert f"Wrote {written}" in [n.message for n in app._notifications]
+        assert not list(world.cwd.iterdir())
 
 
 async def test_a_released_lane_stays_until_a_deliberate_clear(world: World) -> None:

@@ -22,7 +22,7 @@ from lanewatch.tui.screens.prompt import PathPrompt
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
-from .helpers import cancelled, screen_text, settle, shows, until
+from .helpers import cancelled, confirm_export, screen_text, settle, shows, until
 
 
 @dataclass
@@ -104,7 +104,7 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
         await loaded(pilot, app)
         await pilot.press("2")
         await settle(pilot)  # an action key typed with the view switch is not a command
-        await pilot.press("e")
+        await confirm_export(pilot, "e")
         await until(pilot, lambda: app.last_export is not None, what="export from the view")
         md = app.last_export
         # Into the state folder, never the current one (a checkout: `gate` would refuse it).
@@ -124,7 +124,7 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
         assert "refused-claim" in text and "claim-refused" in text  # ledger line around it
         app.last_export = None
         await settle(pilot)
-        await pilot.press("E")
+        await confirm_export(pilot, "E")
         await until(pilot, lambda: app.last_export is not None, what="json export")
         data = json.loads(app.last_export.read_text())  # type: ignore[union-attr]
         assert data["incident"]["kind"] == "refused-claim"
@@ -141,6 +141,10 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
         prompt_input.value = str(target)  # type: ignore[attr-defined]
         await settle(pilot)
         await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="export dialog")
+        assert str(target) in app.screen.what  # type: ignore[attr-defined]
+        await settle(pilot)
+        await pilot.press("y")
         await until(pilot, lambda: app.last_export == target, what="export to a chosen path")
         assert json.loads(target.read_text())["incident"]["kind"] == "refused-claim"
         await pilot.press("escape")

@@ -8,8 +8,11 @@ back with the real CLI once the engine is gone. The others write the root's hist
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from lanewatch.records.writes import LOG_FILE, OLD_FILE, WriteEntry, WriteLog, history
 from tests.conftest import LANEWATCH
@@ -17,8 +20,11 @@ from tests.unit.attributionkit import kernel_engine, privileged, sha, wait_known
 from tests.unit.enginekit import start_lane
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LANEWATCH, *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+def cli(*args: str, cwd: Path, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": str(columns)} if columns else None
+    return subprocess.run(
+        [*LANEWATCH, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=env
+    )
 
 
 @privileged
@@ -79,6 +85,25 @@ def test_history_reads_rotated_logs_and_drops_duplicates(root: Path, tmp_path: P
     out = cli("history", path, "--root", str(root), cwd=tmp_path)
     assert out.returncode == 0
     assert "[red]x" in out.stdout  # printed as typed, never as markup
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_the_command_reads_at_80_columns_and_wide(root: Path, tmp_path: Path, columns: int) -> None:
+    """The command tells one writer from another: at 80 columns it keeps the room the fixed
+    columns leave, folded over lines, not cut to "st…" (the `how` column gives way: the JSON
+    has it). Wide, every column is there."""
+    path = str(tmp_path / "tmp" / "state.json")
+    script = ("sh", "-c", 'printf %s "$1" > "$2"; exec sleep 60', "sh", "two, longer", path)
+    WriteLog(str(root)).append([entry(path, 1.0, lane="agent-2", command=script)])
+    out = cli("history", path, "--root", str(root), cwd=tmp_path, columns=columns)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns, out.stdout
+    words = out.stdout.split()
+    assert {"exec", "sleep", "60", "two,", "longer"} <= set(words), out.stdout
+    assert "agent-2" in words and sha(b"hi")[:12] in out.stdout
+    header = next(line for line in lines if "time" in line and "command" in line)
+    assert ("how" in header.split()) == (columns > 80), header
 
 
 def test_history_of_an_unrecorded_path_says_so(root: Path, tmp_path: Path) -> None:

@@ -11,15 +11,23 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
+from rich import box
 from rich.table import Table
 
 from lanewatch.cli.common import cell, fail, friendly_errors
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
 from lanewatch.cli.rootopts import read_roots
-from lanewatch.cli.status_cmd import console
+from lanewatch.cli.status_cmd import WIDE, console
+
+if TYPE_CHECKING:
+    from lanewatch.records.writes import WriteEntry
+
+SHA_WIDE, SHA_NARROW = 16, 12  # hex digits of a content hash shown (the JSON has it whole)
+COMMAND_CUT = 80  # characters of a command shown (the JSON has it whole)
 
 
 def _iso(t: float) -> str:
@@ -42,23 +50,44 @@ def history_command(path: str, roots: Sequence[str], as_json: bool) -> None:
     if as_json:
         report("history", {"path": target, "roots": paths, "writes": [e.to_json() for e in found]})
     elif found:
-        table = Table(title=cell(f"writes of {target}"), title_justify="left")
-        for col in ("time", "lane", "pid", "command", "size", "sha256", "how"):
-            table.add_column(col, no_wrap=col in ("time", "pid", "size", "sha256"))
-        for e in found:
-            table.add_row(
-                _iso(e.time),
-                cell(e.lane or ("-" if e.identified else "?")),
-                str(e.pid),
-                cell(" ".join(e.command)[:80] or "-"),
-                "-" if e.size is None else str(e.size),
-                cell((e.sha256 or "-")[:16]),
-                cell(e.how + ("" if e.event == "close-write" else f" [{e.event}]")),
-            )
-        console().print(table)
+        out = console()
+        out.print(_table(target, found, narrow=out.width < WIDE))
     if not found:
         fail(
             f"no recorded write of {target} in {', '.join(paths) or 'no root'} (writes are "
             "recorded while kernel attribution runs: a dashboard or `lanewatch record` as root)",
             Exit.NOT_FOUND,
         )
+
+
+def _table(target: str, found: Sequence[WriteEntry], *, narrow: bool) -> Table:
+    """Wide: every column. Narrow (80 columns): no `how` (the JSON has it), a shorter hash, no
+    vertical rules, and the command last, folded over lines rather than cut: it is what tells
+    one writer from another, so it keeps the room the fixed columns leave."""
+    table = Table(
+        title=cell(f"writes of {target}"),
+        title_justify="left",
+        box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD,
+        pad_edge=not narrow,
+        expand=narrow,
+    )
+    narrow_order = ("time", "lane", "pid", "size", "sha256", "command")
+    order = narrow_order if narrow else ("time", "lane", "pid", "command", "size", "sha256", "how")
+    for col in order:
+        if col == "command":
+            table.add_column(col, overflow="fold", ratio=1 if narrow else None)
+        else:
+            table.add_column(col, no_wrap=col not in ("lane", "how"))
+    sha = SHA_NARROW if narrow else SHA_WIDE
+    for e in found:
+        cells = {
+            "time": _iso(e.time),
+            "lane": cell(e.lane or ("-" if e.identified else "?")),
+            "pid": str(e.pid),
+            "command": cell(" ".join(e.command)[:COMMAND_CUT] or "-"),
+            "size": "-" if e.size is None else str(e.size),
+            "sha256": cell((e.sha256 or "-")[:sha]),
+            "how": cell(e.how + ("" if e.event == "close-write" else f" [{e.event}]")),
+        }
+        table.add_row(*(cells[col] for col in order))
+    return table

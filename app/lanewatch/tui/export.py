@@ -25,6 +25,7 @@ __all__ = [
     "IncidentReport",
     "build_report",
     "default_folder",
+    "destination",
     "far_report",
     "write_report",
 ]
@@ -47,6 +48,15 @@ def far_report(incident: Incident) -> IncidentReport:
 def default_name(incident: Incident, kind: str) -> str:
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in incident.id)[:64]
     return f"lanewatch-incident-{safe}.{kind}"
+
+
+def destination(incident: Incident, kind: str, target: Path | None = None) -> Path:
+    """Where `write_report` will put this report, as far as can be told before writing (the
+    confirmation names it): an explicit file as given, else the default name in the folder
+    (`-1`, `-2`... if that name is taken by then)."""
+    if target is not None and not target.is_dir():
+        return target
+    return (target if target is not None else default_folder()) / default_name(incident, kind)
 
 
 def write_report(report: IncidentReport, kind: str, target: Path | None = None) -> Path:

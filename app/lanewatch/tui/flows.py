@@ -1,5 +1,5 @@
-"""Action flows shared by every screen: confirm, then run through the adapter in a worker; write
-an incident's export in a worker.
+"""Action flows shared by every screen: confirm, then run through the adapter in a worker; confirm
+an incident's export (the dialog says where it goes), then write it in a worker.
 
 The rows handed in are the ones the user saw when they pressed the key (frozen engine views);
 the confirmation names them, and the actions module re-verifies each at the moment of acting.
@@ -31,7 +31,13 @@ from lanewatch.tui.actions_adapter import (
     whose,
 )
 from lanewatch.tui.columns import intruder_label
-from lanewatch.tui.export import IncidentReport, build_report, default_folder, write_report
+from lanewatch.tui.export import (
+    IncidentReport,
+    build_report,
+    default_folder,
+    destination,
+    write_report,
+)
 from lanewatch.tui.messages import ActionsFinished, ExportFinished
 from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
@@ -230,6 +236,44 @@ class ActionFlows:
             )
 
     # -- incidents ---------------------------------------------------------------------------
+
+    def confirm_export(
+        self,
+        incident: Incident,
+        kind: str,
+        target: Path | None = None,
+        report: IncidentReport | None = None,
+    ) -> None:
+        """The export dialog (Cancel focused, like every other): it names the file to be
+        written; yes writes `report` (the timeline's) or builds it afresh."""
+        path = destination(incident, kind, target)
+        fmt_name = "JSON" if kind == "json" else "Markdown"
+        then = ""
+        if path.exists():  # an explicit file is replaced as asked; a default name never is
+            then = (
+                " It replaces the file there."
+                if path == target
+                else " That name is taken: -1, -2… is added; nothing is overwritten."
+            )
+        victim = self.picture.victim_label(incident.victim)
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                self.notify("Export cancelled", timeout=3)
+            elif report is not None:
+                self.write_export(report, kind, target)
+            else:
+                self.export_incident(incident, kind, target)
+
+        self.push_screen(
+            ConfirmScreen(
+                f"Export incident as {fmt_name}?",
+                [_incident_line(incident, victim)],
+                f"Write the report to {path}.{then}",
+                "Export",
+            ),
+            answered,
+        )
 
     def export_incident(self, incident: Incident, kind: str, target: Path | None = None) -> None:
         """Build the incident's report and write it (both off the UI thread)."""

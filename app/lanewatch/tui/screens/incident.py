@@ -2,8 +2,8 @@
 then what each writer wrote (contents and diffs, `widgets/report_view.py`), the ledger lines
 around it and the victim's stamp. `v` / `i` jump to the victim's / intruder's lane in the main
 screen (backspace there comes back). `e` exports Markdown, `E` JSON, into the state folder's
-`exports/`; `s` asks where. The report is `records/report.py`'s: the same bytes as
-`lanewatch incidents ID --markdown`."""
+`exports/`; `s` asks where; each asks first, naming the file. The report is
+`records/report.py`'s: the same bytes as `lanewatch incidents ID --markdown`."""
 
 from __future__ import annotations
 
@@ -240,7 +240,8 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
     def action_export(self, kind: str, target: str | None = None) -> None:
         if self.report is None:
             return
-        self.lw.flows.write_export(self.report, kind, Path(target).expanduser() if target else None)
+        where = Path(target).expanduser() if target else None
+        self.lw.flows.confirm_export(self.incident, kind, where, report=self.report)
 
     def action_export_as(self) -> None:
         if self.report is None:

@@ -548,7 +548,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
     def action_export(self, kind: str, target: Path | None = None) -> None:
         incident = self.selection.incident()
         if incident is not None:
-            self.flows.export_incident(incident, kind, target)
+            self.flows.confirm_export(incident, kind, target)
 
     def action_trash(self) -> None:
         self.lw.open_trash()
