@@ -77,7 +77,7 @@ def test_id_json_names_checkout_and_common_dir(
         outs.append(json.loads(result.stdout))
     a, b = outs
     assert a.pop("schema") == b.pop("schema") == "lanewatch.id/1"
-    assert set(a) == {"checkout_id", "slug", "root", "git_dir", "common_dir"}
+    assert set(a) == {"checkout_id", "slug", "root", "git_dir", "common_dir", "scheme"}
     assert a["checkout_id"] != b["checkout_id"]
     assert a["root"] == os.path.realpath(main)
     assert b["root"] == os.path.realpath(side)

@@ -89,4 +89,4 @@ def test_the_linux_layer_imports_only_the_stdlib() -> None:
     """The forbidden contract names the dependencies we have; this catches any new one too."""
     pytest.importorskip("grimp", reason="grimp comes with import-linter (the test extra)")
     assert outside_the_stdlib("lanewatch.linux") == set()
-    assert "filelock" in outside_the_stdlib("lanewatch.lanes")  # the check would notice
+    assert "platformdirs" in outside_the_stdlib("lanewatch.lanes")  # the check would notice

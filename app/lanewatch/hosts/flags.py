@@ -14,7 +14,8 @@ from typing import Any
 
 from lanewatch.hosts.config import Host
 from lanewatch.lanes.scheme import SCHEME_VERSION
-from lanewatch.model.views import Incident, IncidentKind
+from lanewatch.model.kinds import ESCAPED_THE_LANES
+from lanewatch.model.views import Incident
 
 MISSING = "no-lanewatch"
 SCHEME = "scheme-differs"
@@ -67,11 +68,7 @@ def unbound(incidents: Iterable[Incident]) -> Flag | None:
     """Writes that escape the lanes: open shared-file incidents (lanes writing one file in
     shared temp, where they clash)."""
     paths = sorted(
-        {
-            i.path or "?"
-            for i in incidents
-            if i.kind == IncidentKind.SHARED_FILE and not i.acknowledged
-        }
+        {i.path or "?" for i in incidents if i.kind in ESCAPED_THE_LANES and not i.acknowledged}
     )
     if not paths:
         return None

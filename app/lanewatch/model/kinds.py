@@ -89,6 +89,10 @@ _KINDS = (
 
 KINDS: Mapping[str, Kind] = MappingProxyType({k.name.value: k for k in _KINDS})
 
+# The kinds that mean a write escaped the lanes altogether (the many-host view flags a host
+# where they are seen: hosts/flags.py).
+ESCAPED_THE_LANES: frozenset[IncidentKind] = frozenset({IncidentKind.SHARED_FILE})
+
 # Names a kind had before (issue 17: jargon out): records on disk may still carry them; they
 # are read under the new name (`model.incidents.record_from_json`), and looked up here.
 LEGACY_NAMES: Mapping[str, str] = MappingProxyType(
