@@ -20,6 +20,7 @@ from lanewatch.lanes.checkout import (
 )
 from lanewatch.lanes.lane import Lane, locate, scratch_dir_for
 from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.scheme import SCHEME_VERSION
 from tests.conftest import LANEWATCH, git, lanewatch
 
 HOW_TO_BIND = re.compile(r"--checkout.*LANEWATCH_CHECKOUT", re.S)
@@ -83,6 +84,7 @@ def test_id_json_names_checkout_and_common_dir(
     assert b["root"] == os.path.realpath(side)
     assert a["common_dir"] == b["common_dir"] == os.path.realpath(main / ".git")
     assert a["slug"] == "repo" and b["slug"] == "repo-wt"
+    assert a.pop("scheme") == b["scheme"] == SCHEME_VERSION
     assert a == find_checkout(main).to_json()  # type: ignore[union-attr]
 
     link = tmp_path / "side-link"

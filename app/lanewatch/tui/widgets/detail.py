@@ -64,7 +64,8 @@ def namespace_renderable(
     if fence is not None:
         owner.add_row("fence", _t(fence))
     owner.add_row("stamp", _t(ns.stamp_status))
-    if ns.scheme not in (None, SCHEME_VERSION) and ns.stamp_status == "ok":  # another host's, or older
+    # another host's scheme, or an older one (None: no stamp)
+    if ns.scheme not in (None, SCHEME_VERSION) and ns.stamp_status == "ok":
         owner.add_row("scheme", _t(f"{ns.scheme} (this lanewatch keeps {SCHEME_VERSION})"))
     owner.add_row("path", _t(ns.key))
     owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.size(ns.bytes)}"))
