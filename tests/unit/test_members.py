@@ -4,6 +4,7 @@ Real `lanewatch run` processes, real signals, a real tmux server on a socket of 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,10 @@ import pytest
 
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import locate
-from lanewatch.lanes.stamp import OwnerState, read_stamp
+from lanewatch.lanes.stamp import OwnerState, read_stamp, write_stamp
 from lanewatch.linux import reaper
 from lanewatch.linux.procid import ProcessIdentity, boot_id, start_ticks
+from lanewatch.processes import prober
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
 from tests.unit.actionkit import NOBODY, as_user, python_as
 
@@ -185,6 +188,50 @@ def test_a_daemon_in_a_fenced_lane_is_a_member_by_its_mount_namespace(
     wait_for(lambda: status_of(repo, "ns")["state"] == "stale", DEADLINE, what="stale")
     assert lanewatch("clear", "ns", "--yes", cwd=repo).returncode == 0
     assert not ns_of("ns", repo).exists()
+
+
+def test_a_stale_lane_whose_namespace_number_is_reused_does_not_claim_a_stranger(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
+) -> None:
+    """The kernel hands a freed mount namespace's inode number out again: a released lane's
+    stamp may name, by number, the namespace of another lane's process started since. That
+    process is not the old lane's (its /tmp is not the old lane's tmp/): the old lane stays
+    released with no member (not headless), and `clear` removes it; the other lane keeps
+    its process."""
+    if not fenced_here():
+        pytest.skip("the kernel refuses the fence here: no mount namespace of the lane's own")
+    done = lanewatch("run", "--lane", "old", "--fence", "auto", "--", "true", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    old = ns_of("old", repo)
+    released = read_stamp(old).stamp
+    assert released is not None and released.state is not OwnerState.LIVE
+    assert released.mnt_ns  # fenced: the number of a namespace freed when `true` ended
+    out, go = tmp_path / "new.pid", tmp_path / "new.go"
+    cmd = ["sh", "-c", SETSID_DAEMON, str(out), str(go)]
+    _runner, pid, _go = start_lingering(spawn, repo, "new", cmd, out, go, "--fence", "auto")
+    subreaper.adopt(pid)
+    theirs = os.readlink(f"/proc/{pid}/ns/mnt")
+    # The reuse itself cannot be forced on demand (the kernel picks the number), so the stamp
+    # is written by hand: as if the old lane's freed namespace number had gone to this one.
+    write_stamp(old, dataclasses.replace(released, mnt_ns=theirs))
+    assert status_of(repo, "new")["state"] == "live"
+    seen = status_of(repo, "old")
+    assert seen["state"] == "released" and seen["members"] == [], seen
+    # The actions' judgement (`clear`, `kill`): no member, nothing it cannot tell.
+    stamp = read_stamp(old).stamp
+    assert stamp is not None and stamp.mnt_ns == theirs
+    assert prober.judge(str(old), stamp, time.time(), released=True) is None
+    # Without its tmp/ folder the old lane cannot tell a member from a stranger: unknown
+    # (it cannot be cleared), never a member.
+    (old / "tmp").rename(old / "tmp.away")
+    blind = prober.judge(str(old), stamp, time.time(), released=True)
+    assert blind is not None and blind.members == () and blind.unreadable >= 1, blind
+    (old / "tmp.away").rename(old / "tmp")
+    cleared = lanewatch("clear", "old", "--yes", cwd=repo)
+    assert cleared.returncode == 0, cleared.stderr + cleared.stdout
+    assert not old.exists()
+    assert os.readlink(f"/proc/{pid}/ns/mnt") == theirs  # the stranger was left alone
+    assert member(status_of(repo, "new"), pid)["how"] in ("descendant", "group")
 
 
 # As another user: judge the lane from its stamp's bytes, as `status` would, and say how.

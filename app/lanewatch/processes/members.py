@@ -10,9 +10,12 @@ Four ways a process is known to be a lane's, strongest first (`LaneMember.how`):
   leader's pid it must be the leader itself (same start ticks);
 - `mount-ns`: in the lane's own mount namespace (`stamp.mnt_ns`: the fenced CMD's, as
   `lanewatch run` saw it from outside), which a process cannot leave without privileges
-  (setsid, a double fork or `env -i` keep it). Another user's namespace cannot be read by a
-  normal user: such a process is neither a member nor a stranger (`unreadable`), and the lane
-  is judged unknown rather than stale while one runs;
+  (setsid, a double fork or `env -i` keep it). The kernel hands a freed namespace's inode
+  number out again, so a stale stamp's `mnt_ns` may name a stranger's new namespace: the
+  number only picks candidates, and a candidate counts once its /tmp is the lane's own `tmp/`
+  folder, which the fence bound there (same device and inode, `_shows_lane_tmp`). Another
+  user's namespace cannot be read by a normal user: such a process is neither a member nor a
+  stranger (`unreadable`), and the lane is judged unknown rather than stale while one runs;
 - `marker`: `$LANEWATCH_NAMESPACE` names the lane's namespace (`lanewatch run` exports it, and
   children inherit it), started no earlier than the runner, running as the stamp's uid. The
   last resort: a program may clear its environment.
@@ -29,13 +32,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
 
+from lanewatch.lanes.fence import FOLDERS
 from lanewatch.lanes.lane import ENV_NAMESPACE
 from lanewatch.lanes.stamp import Stamp
-from lanewatch.linux.proc import Pinned, ProcStat, environ_values, namespace_link
+from lanewatch.linux.proc import Pinned, ProcStat, environ_values, is_denied, namespace_link
 from lanewatch.linux.reaper import descendants
 from lanewatch.model.views import LaneMember
 from lanewatch.processes.ownpids import own_pids
@@ -46,6 +52,7 @@ MAX_COMMAND = 200  # characters of a member's command line kept
 
 
 Table = Mapping[int, ProcStat]
+Folder = tuple[int, int]  # (st_dev, st_ino) of the lane's tmp/ folder
 
 
 class _Facts:
@@ -55,6 +62,7 @@ class _Facts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: dict[tuple[int, int, str], tuple[int | None, str | None, str | None, str]] = {}
+        self._shown: dict[tuple[int, int, str, int, int], bool | None] = {}
 
     def of(self, st: ProcStat) -> tuple[int | None, str | None, str | None, str]:
         key = (st.pid, st.start_ticks, st.comm)
@@ -76,6 +84,24 @@ class _Facts:
                     for k, v in self._seen.items()
                     if (st := procs.get(k[0])) is not None and st.start_ticks == k[1]
                 }
+            if len(self._shown) > 2 * len(procs) + 64:
+                self._shown = {
+                    k: v
+                    for k, v in self._shown.items()
+                    if (st := procs.get(k[0])) is not None and st.start_ticks == k[1]
+                }
+
+    def shows(self, st: ProcStat, folder: Folder) -> bool | None:
+        """`_shows_lane_tmp`, kept by process and folder: a process cannot change its /tmp
+        without privileges, as it cannot leave its namespace."""
+        key = (st.pid, st.start_ticks, st.comm, *folder)
+        with self._lock:
+            if key in self._shown:
+                return self._shown[key]
+        found = _shows_lane_tmp(st, folder)
+        with self._lock:
+            self._shown[key] = found
+        return found
 
 
 _facts = _Facts()
@@ -101,6 +127,45 @@ def _read(st: ProcStat) -> tuple[int | None, str | None, str | None, str]:
     except OSError:
         return None, None, None, command
     return uid, marker, namespace_link(st.pid), command
+
+
+def lane_tmp(namespace: str) -> Folder | None:
+    """(device, inode) of the lane's `tmp/` folder, which the fence binds on /tmp; None when
+    there is none (then no process can prove it is in the lane's mount namespace)."""
+    try:
+        found = os.stat(os.path.join(namespace, FOLDERS["/tmp"]), follow_symlinks=False)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino) if stat.S_ISDIR(found.st_mode) else None
+
+
+def _shows_lane_tmp(st: ProcStat, folder: Folder) -> bool | None:
+    """Whether `st`'s process sees the lane's `tmp/` folder at /tmp, read through its pinned
+    /proc/PID/root (a pid reused meanwhile answers False); None when we may not look (another
+    user's process, as a normal user). /tmp itself is not followed if it is a link: the
+    fence mounts a folder there, and a link resolves against our root, not the process's."""
+    try:
+        with Pinned.open(st.pid) as p:
+            now = p.stat()
+            if now is None or now.start_ticks != st.start_ticks:
+                return False
+            seen = os.stat("root/tmp", dir_fd=p.dfd, follow_symlinks=False)
+    except OSError as exc:
+        return None if is_denied(exc) else False
+    return (seen.st_dev, seen.st_ino) == folder
+
+
+def in_lane_ns(stamp: Stamp, st: ProcStat, ns: str | None, folder: Folder | None) -> bool | None:
+    """Whether `st`'s process (mount namespace `ns`, as read) is in the lane's own mount
+    namespace: True, False, or None when that cannot be told (the namespace or /tmp withheld
+    from us, or a candidate while the lane has no tmp/ folder to compare with)."""
+    if not stamp.mnt_ns:
+        return False
+    if ns is None:
+        return None
+    if ns != stamp.mnt_ns:
+        return False  # a namespace's number is unique while it lives
+    return None if folder is None else _facts.shows(st, folder)
 
 
 @functools.cache
@@ -157,23 +222,26 @@ def _group(stamp: Stamp, procs: Table) -> list[ProcStat]:
 def _marked(stamp: Stamp, namespace: str, procs: Table) -> list[tuple[int, str]]:
     """Processes started since the runner that carry the lane's mount namespace or marker."""
     out = []
+    folder = lane_tmp(namespace) if stamp.mnt_ns else None
     for st in procs.values():
         if st.start_ticks < stamp.start_ticks or st.pid <= 1 or st.kernel_thread:
             continue
         uid, marker, ns, _command = _facts.of(st)
-        if stamp.mnt_ns and ns == stamp.mnt_ns:
+        if in_lane_ns(stamp, st, ns, folder):
             out.append((st.pid, "mount-ns"))
         elif marker == namespace and uid == stamp.uid:
             out.append((st.pid, "marker"))
     return out
 
 
-def unreadable(stamp: Stamp, procs: Table) -> int:
+def unreadable(stamp: Stamp, namespace: str, procs: Table) -> int:
     """How many processes started since the runner may be in the lane's mount namespace but
-    cannot be asked (another user's /proc/PID/ns/mnt, as a normal user): not members, and not
-    strangers either. 0 for a lane without a mount namespace of its own."""
+    cannot be asked (another user's /proc/PID/ns/mnt or /proc/PID/root, as a normal user; or
+    its namespace's number matches while the lane has no tmp/ folder to prove it by): not
+    members, and not strangers either. 0 for a lane without a mount namespace of its own."""
     if not stamp.mnt_ns:
         return 0
+    folder = lane_tmp(namespace)
     skip = own_pids()
     n = 0
     for st in procs.values():
@@ -185,7 +253,9 @@ def unreadable(stamp: Stamp, procs: Table) -> int:
         # There, but its namespace withheld from us. A normal user's lane has a user namespace
         # in which only its uid exists: another uid's process cannot be the lane's. A root
         # lane's process may have become anyone.
-        if ns is None and uid is not None and (stamp.uid == 0 or uid == stamp.uid):
+        if uid is None or (stamp.uid != 0 and uid != stamp.uid):
+            continue
+        if in_lane_ns(stamp, st, ns, folder) is None:
             n += 1
     return n
 

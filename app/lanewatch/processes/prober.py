@@ -72,7 +72,7 @@ def judge(
         if not released or stamp.boot_id != procid.boot_id():
             return None
         found = members.members_of(stamp, namespace, table(), runner_alive=False)
-        unknown = 0 if found else members.unreadable(stamp, table())
+        unknown = 0 if found else members.unreadable(stamp, namespace, table())
         if not found and not unknown:
             return None
         return LivenessEvidence(
@@ -92,7 +92,7 @@ def judge(
     found = _members(namespace, stamp, alive, table())
     unknown = 0
     if not found and alive not in (*_RUNNING, Liveness.UNKNOWN, Liveness.OTHER_BOOT):
-        unknown = members.unreadable(stamp, table())
+        unknown = members.unreadable(stamp, namespace, table())
     return LivenessEvidence(
         stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, held, uid, child_uid,
         found, unknown,
