@@ -106,6 +106,9 @@ RUN_CLI = {"main", "common", "exits", "laneopts", "rootopts", "completers", "run
 RUN_PACKAGES = ("lanewatch.lanes.", "lanewatch.linux.")
 RUN_MODULES = {"lanewatch", "lanewatch.__main__", "lanewatch.cli", "lanewatch.errors"}
 RUN_MODULES |= {"lanewatch.inert", "lanewatch.lanes", "lanewatch.linux"}
+# The standard library's parts that `run` does without: shlex only for the tmux advice
+# (lanes/launchers.py); no tempfile, no asyncio.
+RUN_NEVER_STDLIB = {"shlex", "tempfile", "asyncio"}
 
 
 @pytest.mark.unprivileged
@@ -134,6 +137,7 @@ def test_run_loads_no_other_command_no_ui_and_no_watcher(
     assert "lanewatch.lanes.run" in loaded and "click" in loaded  # it really ran
     tops = {m.split(".")[0] for m in loaded}
     assert not tops & {*UI_AND_WATCHERS, "psutil", "filelock", "platformdirs"}, sorted(tops)
+    assert not tops & RUN_NEVER_STDLIB, sorted(tops & RUN_NEVER_STDLIB)
     ours = {m for m in loaded if m == "lanewatch" or m.startswith("lanewatch.")}
     allowed = RUN_MODULES | {f"lanewatch.cli.{m}" for m in RUN_CLI}
     extra = {m for m in ours - allowed if not m.startswith(RUN_PACKAGES)}

@@ -10,7 +10,6 @@ recipe that works: a server of the lane's own (docs/launchers.md).
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping, Sequence
 
 _TMUX_FLAGS_WITH_VALUE = "cfLST"  # tmux [-2CDlNuVv] [-c cmd] [-f file] [-L name] [-S path] [-T f]
@@ -82,6 +81,8 @@ def handed_outside(cmd: Sequence[str], env: Mapping[str, str], lane: str) -> str
     if command in _TMUX_HARMLESS or not _listening(path):
         return None
     own = lane.replace("/", "-") or "lane"
+    import shlex  # only for this advice: `run` does not load it otherwise
+
     fixed = shlex.join(["tmux", "-L", own, *rest])
     return (
         f"lanewatch: tmux will hand this command to the tmux server already running on "

@@ -15,15 +15,24 @@ would give two names one folder.
 
 from __future__ import annotations
 
+import functools
 import re
-import string
 
 from lanewatch.errors import BadLaneName
 
-_KEEP = frozenset((string.ascii_letters + string.digits + "_.-").encode())
+_KEEP = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 MAX_ENCODED = 150  # leaves room for the checkout id within a 255-byte file name
-_ENCODED_RE = re.compile(r"[A-Za-z0-9_.\-]|~[0-9A-F]{2}")
-_CHECKOUT_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]*-[0-9a-f]{12}")
+
+
+# Compiled on first use, not at import (docs/performance.md, `run_start`).
+@functools.cache
+def _encoded_re() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z0-9_.\-]|~[0-9A-F]{2}")
+
+
+@functools.cache
+def _checkout_id_re() -> re.Pattern[str]:
+    return re.compile(r"[a-z0-9][a-z0-9-]*-[0-9a-f]{12}")
 
 
 def encode_lane(lane: str) -> str:
@@ -55,7 +64,7 @@ def decode_lane(encoded: str) -> str:
     Only the canonical spelling is accepted (`~41` is not `A`), so a foreign folder can never
     pass for a lane's namespace.
     """
-    if not encoded or "".join(_ENCODED_RE.findall(encoded)) != encoded:
+    if not encoded or "".join(_encoded_re().findall(encoded)) != encoded:
         raise ValueError(f"not an encoded lane name: {encoded!r}")
     raw = bytearray()
     i = 0
@@ -76,7 +85,7 @@ def decode_lane(encoded: str) -> str:
 
 
 def namespace_name(checkout_id: str, lane: str) -> str:
-    if not _CHECKOUT_ID_RE.fullmatch(checkout_id):
+    if not _checkout_id_re().fullmatch(checkout_id):
         raise BadLaneName(f"not a checkout id: {checkout_id!r}")
     return f"{checkout_id}.{encode_lane(lane)}"
 
@@ -84,7 +93,7 @@ def namespace_name(checkout_id: str, lane: str) -> str:
 def split_namespace_name(name: str) -> tuple[str, str] | None:
     """(checkout id, raw lane) for a name this scheme made, else None (a foreign folder)."""
     checkout_id, sep, encoded = name.partition(".")
-    if not sep or not _CHECKOUT_ID_RE.fullmatch(checkout_id):
+    if not sep or not _checkout_id_re().fullmatch(checkout_id):
         return None
     try:
         return checkout_id, decode_lane(encoded)

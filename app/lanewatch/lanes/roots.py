@@ -11,6 +11,7 @@ is an error, never rebuilt: it may be fine.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -94,9 +95,12 @@ class CorruptRegistry(LanewatchError):
 
 # `"path": "<json string>"`, maybe followed by its `"added_at": <number>`: what can be salvaged
 # from a registry cut short or garbled around its entries.
-_ENTRY_RE = re.compile(
-    r'"path"\s*:\s*("(?:[^"\\]|\\.)*")(?:\s*,\s*"added_at"\s*:\s*(-?[0-9][0-9.eE+-]*))?'
-)
+# Compiled on first use: only a corrupt registry needs it (docs/performance.md, `run_start`).
+@functools.cache
+def _entry_re() -> re.Pattern[str]:
+    return re.compile(
+        r'"path"\s*:\s*("(?:[^"\\]|\\.)*")(?:\s*,\s*"added_at"\s*:\s*(-?[0-9][0-9.eE+-]*))?'
+    )
 
 
 def _tell(message: str) -> None:
@@ -108,7 +112,7 @@ def salvage(raw: bytes) -> list[RootEntry]:
     """Entries a corrupt registry still names, kept only where a root exists there (its
     `.lanewatch-root` folder): garbage never becomes a root."""
     found: dict[str, RootEntry] = {}
-    for match in _ENTRY_RE.finditer(raw.decode("utf-8", "replace")):
+    for match in _entry_re().finditer(raw.decode("utf-8", "replace")):
         try:
             path = json.loads(match.group(1))
             added = float(match.group(2)) if match.group(2) else 0.0

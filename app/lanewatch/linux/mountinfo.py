@@ -9,13 +9,17 @@ from `os.readlink` or `os.listdir`, whatever its bytes.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
 
 from lanewatch.linux.proc import PROC, SELF_MOUNTINFO, self_fdinfo_value
 
-_OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+@functools.cache  # compiled on first use, not at import (docs/performance.md, `run_start`)
+def _octal_escape() -> re.Pattern[bytes]:
+    return re.compile(rb"\\([0-7]{3})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +51,7 @@ class MountEntry:
 def unescape(field: bytes) -> str:
     """Decode the kernel's octal escapes on the bytes, then the bytes as the filesystem
     encoding does."""
-    return os.fsdecode(_OCTAL_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), field))
+    return os.fsdecode(_octal_escape().sub(lambda m: bytes([int(m.group(1), 8)]), field))
 
 
 def parse_mountinfo(data: bytes) -> list[MountEntry]:
