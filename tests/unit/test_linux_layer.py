@@ -168,3 +168,19 @@ def test_path_containment(path: str, prefix: str, under: bool, below: bool) -> N
     assert paths.is_under(path, prefix) is under
     assert paths.is_below(path, prefix) is below
     assert paths.under_any(path, ["/elsewhere", prefix]) is under
+
+
+@pytest.mark.unprivileged
+def test_a_namespace_is_read_withheld_or_gone_never_confused() -> None:
+    """`namespace_link`: a process's namespace is read; one that has exited (a zombie, not yet
+    reaped: its namespaces already left) is "" (gone), never None, which means withheld: a
+    lane would be judged unknown for a process that merely ended (seen in CI under load)."""
+    assert proc.namespace_link(os.getpid()).startswith("mnt:[")
+    child = subprocess.Popen(["true"])
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, still in the table
+    try:
+        assert proc.namespace_link(child.pid) == ""
+    finally:
+        child.wait()
+    if os.geteuid() != 0:  # pid 1 is root's: withheld from a normal user, not gone
+        assert proc.namespace_link(1) is None

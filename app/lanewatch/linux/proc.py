@@ -378,9 +378,10 @@ def read_locks() -> str | None:
 
 
 def namespace_link(pid: int | str, kind: str = "mnt") -> str | None:
-    """The identity of a process's namespace of `kind` ("mnt:[4026531841]"), or None when it
-    cannot be read (gone, another user's process as a normal user)."""
+    """The identity of a process's namespace of `kind` ("mnt:[4026531841]"); None when we may
+    not read it (another user's process, as a normal user); "" when the process is gone or
+    exiting (its namespaces already left): no namespace, so not a withheld one either."""
     try:
         return os.readlink(f"{PROC}/{pid}/ns/{kind}")
-    except OSError:
-        return None
+    except OSError as exc:
+        return None if is_denied(exc) else ""
