@@ -99,7 +99,14 @@ def holder(procs: list[subprocess.Popen[bytes]]):  # type: ignore[no-untyped-def
         code = "import os,sys,time; os.dup2(os.open(sys.argv[1], os.O_RDWR), 3); time.sleep(60)"
         p = subprocess.Popen([sys.executable, "-c", code, str(path)], pass_fds=())
         procs.append(p)
-        wait_for(lambda: os.path.exists(f"/proc/{p.pid}/fd/3"), 10, what="held")
+
+        def holds() -> bool:  # fd 3 may be another file while the interpreter starts
+            try:
+                return os.readlink(f"/proc/{p.pid}/fd/3") == str(path)
+            except OSError:
+                return False
+
+        wait_for(holds, 20, what="held")
         return Holding(
             pid=p.pid, start_ticks=0, path=str(path), kind="fd", access="readwrite",
             deleted=False, directory=False, lane_env="A", namespace_env=None,
