@@ -140,8 +140,8 @@ def test_a_held_fifo_is_never_opened_and_a_symlink_never_followed(
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", spy)
-    assert read_held(str(fifo), [held_fifo]) is None
-    assert read_held(str(link), [held_link]) is None
+    assert read_held(str(fifo), [held_fifo], settle=0.0) is None
+    assert read_held(str(link), [held_link], settle=0.0) is None
     versions = HeldVersions(every=0.0)
     ns = str(root / "ns")
     versions.seen(
@@ -154,4 +154,7 @@ def test_a_held_fifo_is_never_opened_and_a_symlink_never_followed(
     # The same holder's regular file is read: the check above is not vacuous.
     plain = tmp_path / "plain.txt"
     plain.write_text("hello\n")
-    assert read_held(str(plain), [holder(plain)]) == b"hello\n"
+    held_plain = holder(plain)
+    assert read_held(str(plain), [held_plain], settle=0.0) == b"hello\n"
+    # Modified within the settle time: maybe mid-rewrite (truncated), read at a later probe.
+    assert read_held(str(plain), [held_plain], settle=60.0) is None

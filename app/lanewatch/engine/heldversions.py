@@ -33,6 +33,9 @@ from lanewatch.records.writes import HELD_READ, WriteEntry, WriteLog
 EVERY = 1.0  # seconds: at most one read of a path this often
 LAST = 4096  # paths whose last kept content hash is remembered
 PER_REPORT = 32  # paths read for one probe report, at most
+# seconds: a file modified this recently may be mid-rewrite (truncated, half written): read it at
+# a later probe instead (the kernel reads at the close; we can only wait for a quiet moment)
+SETTLE = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,7 @@ class Holder:
     holding: Holding
 
 
-def read_held(path: str, holders: Sequence[Holding]) -> bytes | None:
+def read_held(path: str, holders: Sequence[Holding], *, settle: float = SETTLE) -> bytes | None:
     """`path`'s bytes if it is a small regular text file and the very file (device and inode)
     a holder has open; None otherwise. Never opens a FIFO or device (lstat first, then
     `open_regular`'s O_NOFOLLOW|O_NONBLOCK and fstat check), never follows a symlink."""
@@ -54,6 +57,8 @@ def read_held(path: str, holders: Sequence[Holding]) -> bytes | None:
         return None
     if not stat.S_ISREG(st.st_mode) or st.st_size > SMALL_FILE or not worth_keeping(path):
         return None
+    if time.time() - st.st_mtime < settle:
+        return None  # being written now, maybe: a torn read would be a version no one wrote
     same = False
     for h in holders:
         if h.fd is None:
@@ -72,6 +77,8 @@ def read_held(path: str, holders: Sequence[Holding]) -> bytes | None:
         return None
     if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino) or len(data) > SMALL_FILE:
         return None
+    if (fst.st_mtime_ns, fst.st_size) != (st.st_mtime_ns, st.st_size) or len(data) != st.st_size:
+        return None  # written while we read
     if b"\0" in data:
         return None
     try:
