@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from lanewatch.demo import DemoScenario
+from lanewatch.engine.engine import Engine
 from lanewatch.lanes.roots import state_dir
 from lanewatch.model.views import Incident
+from lanewatch.records.evidence import load
 from lanewatch.records.incidents import read_all
 from lanewatch.records.writes import history
 from lanewatch.tui.app import LanewatchApp, make_app
@@ -315,6 +317,48 @@ async def test_demo_shared_file_timeline_shows_both_lanes_contents_and_the_diff(
         assert changed, [s.kind for s in story.shown]
         text = await shows(pilot, "What each writer wrote", "+written by lane fuzz")
         assert "-written by lane fuzz" in text
+
+
+@pytest.mark.unprivileged
+async def test_demo_shared_file_timeline_without_the_kernel_shows_both_lanes_contents(
+    demo: DemoScenario,
+) -> None:
+    """Without kernel attribution (a normal user's): the engine reads the demo's shared file
+    while the fuzz lanes hold it, so the timeline still shows what each wrote and the diff,
+    every version graded inferred and, both lanes holding it, naming both as its writers."""
+    shared = demo.lanes["fuzz"].hold
+    engine = Engine([str(demo.scratch_root)], attribution=False)  # what a normal user gets
+    app = make_app([demo.scratch_root], engine=engine)
+    async with app.run_test(size=(160, 120)) as pilot:
+
+        def both() -> Incident | None:
+            inc = incident_of(app, "shared-file")
+            lanes = {w.get("lane") for w in inc.writers} if inc is not None else set()
+            return inc if {"fuzz", "fuzz-2"} <= lanes else None
+
+        roots = [str(demo.scratch_root)]
+
+        def read_from(lane: str) -> bool:
+            """A version the engine read names `lane` as its writer inside (the demo writer's
+            first line: "written by lane L, pid N")."""
+            kept = [load(roots, e.sha256) for e in history(roots, str(shared)) if e.sha256]
+            return any(d is not None and f"written by lane {lane},".encode() in d for d in kept)
+
+        await until(pilot, lambda: both() is not None, 60, what="both fuzz lanes' incident")
+        await until(pilot, lambda: read_from("fuzz") and read_from("fuzz-2"), 60, what="reads")
+        inc = both()
+        assert inc is not None
+        screen = await open_timeline(pilot, app, inc)
+        assert screen.report is not None
+        (story,) = [s for s in screen.report.files if s.path == str(shared)]
+        assert {s.version.grade for s in story.shown} == {"inferred"}
+        assert [s.kind for s in story.shown][:2] == ["content", "diff"], story.shown
+        lines = [line for s in story.shown for line in s.lines]
+        assert any(line.startswith("+written by lane fuzz") for line in lines), lines
+        for lane in ("fuzz,", "fuzz-2,"):  # each lane's content, whole or in a diff
+            assert any(line.lstrip("+-").startswith(f"written by lane {lane}") for line in lines)
+        text = await shows(pilot, "What each writer wrote", "inferred: read while")
+        assert "lane fuzz" in text and "lane fuzz-2" in text
 
 
 @privileged

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
+from lanewatch.engine.heldversions import HeldVersions
 from lanewatch.engine.worker import MAX_BATCH, TICK, Worker
 from lanewatch.kernel.handle import KernelAttribution
 from lanewatch.lanes.roots import Registry, canonical_root
@@ -327,6 +328,8 @@ class Engine:
             # (and takes the GIL) for every write anyone makes while we walk. Until it starts,
             # `kernel.status()` says what it will be, so every Changes names its attribution.
             self.kernel.start()
+            if self.kernel.mode != "kernel":  # no kernel reads files at their close: we do
+                w.probes.held = HeldVersions()
         w.start_watches()
         for root in w.roots:  # namespaces made before the watches existed
             w.list_new(root)
@@ -364,6 +367,10 @@ class Engine:
                             self._prober.active()
                         else:  # inferred: look at once, while the writer may hold it
                             self._prober.written()
+                    if self._prober is not None and w.probes.holding_shared:
+                        # Inferred: lanes hold a shared file; it may change without a write in
+                        # any namespace, so probe (and read it) at the pace, not once a minute.
+                        self._prober.active()
                 elif scanning:
                     w.scan_some()
                 if not w.tail.watching and not w.scanning:

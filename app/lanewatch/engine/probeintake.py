@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from lanewatch.engine.heldversions import HeldVersions, Holder
 from lanewatch.engine.intake import Found, Namespaces
 from lanewatch.lanes.roots import state_dir
 from lanewatch.lanes.stamp import OwnerState, Stamp
@@ -16,6 +17,7 @@ from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model import writers as wr
 from lanewatch.model.filehistory import FileHistory
+from lanewatch.model.views import IncidentKind
 from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
 
 
@@ -32,6 +34,10 @@ class ProbeIntake:
         self.ignore = [str(state_dir())]
         # The last answer of `local_stamps`, with the namespaces mapping it was read from.
         self._local: tuple[object, Mapping[str, Stamp]] | None = None
+        # Inferred attribution only (the engine sets it when the kernel does not attribute):
+        # shared files read while lanes hold them, kept as versions for the incident's report.
+        self.held: HeldVersions | None = None
+        self.holding_shared = False  # the last report saw lanes hold a shared-file incident's file
 
     def local_stamps(self) -> Mapping[str, Stamp]:
         """Owners the prober should judge: live stamps of this host. Safe from any thread.
@@ -76,8 +82,24 @@ class ProbeIntake:
             ignore=self.ignore,
             at=report.at,
         )
+        held: dict[str, list[Holder]] = {}
+        root_of: dict[str, str] = {}
         for obs in found_obs:
-            out.emit(m.Observed(obs, self._root_of(obs, known)))
+            root = self._root_of(obs, known)
+            out.emit(m.Observed(obs, root))
+            if obs.kind is IncidentKind.SHARED_FILE and obs.path and self.held is not None:
+                ns = obs.intruder.get("namespace")
+                if isinstance(ns, str):
+                    root_of[ns] = root
+                    lane = str(obs.intruder.get("lane") or "?")
+                    held.setdefault(obs.path, []).extend(
+                        Holder(lane, ns, h)
+                        for h in report.holdings
+                        if h.path == obs.path and h.pid == obs.intruder.get("pid") and wr.writes(h)
+                    )
+        self.holding_shared = bool(held)
+        if held and self.held is not None:
+            self.held.seen(held, root_of)
         return out
 
     def _root_of(self, obs: inc.Observation, known: Mapping[str, m.NsRecord]) -> str:

@@ -99,6 +99,11 @@ def entry_writer(e: writes.WriteEntry, limit: int | None = None) -> str:
     if e.how == writes.STAMP_CLAIM:
         claimed = who({"lane": e.lane, "pid": e.pid, "command": list(e.command)}, limit)
         return f"{claimed} ({writes.STAMP_CLAIM})"
+    if e.how == writes.HELD_READ:
+        if len(e.held_by) > 1:  # several lanes held it: any of them may have written it
+            return inert(f"{' or '.join(e.held_by)} (inferred: read while each held the file)")
+        held = who({"lane": e.lane, "pid": e.pid, "command": list(e.command)}, limit)
+        return f"{held} ({writes.HELD_READ})"
     if not e.identified:
         return inert(f"pid {e.pid} ({e.how or 'not identified'})")
     return who({"lane": e.lane, "pid": e.pid, "command": list(e.command)}, limit)
@@ -124,6 +129,7 @@ class Version:
     size: int | None
     writer: str
     event: str = ""
+    grade: str = ""  # known (the kernel saw the writer), inferred (it held the file), or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +185,12 @@ def evidence_rows(incident: Incident) -> tuple[EvidenceRow, ...]:
     return tuple(sorted(rows, key=lambda r: (r.time is None, r.time or 0.0)))
 
 
+def _grade(e: writes.WriteEntry) -> str:
+    if e.how == writes.HELD_READ:
+        return "inferred"
+    return "known" if e.identified else ""
+
+
 def versions(history: Sequence[writes.WriteEntry], incident: Incident, path: str) -> list[Version]:
     """The versions of `path` recorded around the incident, oldest first."""
     lo, hi = incident.first_seen - AROUND, incident.last_seen + AROUND
@@ -191,13 +203,14 @@ def versions(history: Sequence[writes.WriteEntry], incident: Incident, path: str
     before = [e for e in mine if e.time < lo]
     if before:  # what the file held when the incident began, however long before
         inside.insert(0, max(before, key=lambda e: e.time))
-    found = [Version(e.time, e.sha256, e.size, entry_writer(e), e.event) for e in inside]
+    found = [Version(e.time, e.sha256, e.size, entry_writer(e), e.event, _grade(e)) for e in inside]
     for row in evidence_rows(incident):
         if row.path != path or not row.sha256 or row.time is None:
             continue
         # The same content recorded within a few seconds is the same write, seen twice.
         if not any(v.sha256 == row.sha256 and abs(v.time - row.time) < SAME_WRITE for v in found):
-            found.append(Version(row.time, row.sha256, row.size, row.writer, "evidence"))
+            v = Version(row.time, row.sha256, row.size, row.writer, "evidence", row.grade)
+            found.append(v)
     found.sort(key=lambda v: v.time)
     out: list[Version] = []
     for v in found:
@@ -477,6 +490,7 @@ def to_json(report: IncidentReport) -> dict[str, Any]:
                         "size": s.version.size,
                         "sha256": s.version.sha256,
                         "event": s.version.event,
+                        "grade": s.version.grade,
                         "shown": s.kind,
                         "lines": list(s.lines),
                         "more_lines": s.more,

@@ -37,6 +37,9 @@ SCHEMA = 1
 # `how` of an entry the engine made from a stamp it read (not a kernel event): the writer is
 # the owner the stamp names (engine/stampversions.py).
 STAMP_CLAIM = "as its stamp says"
+# `how` of an entry the engine made from a shared file it read while lanes' processes held it
+# open for writing (engine/heldversions.py): the writer is inferred, `held_by` names the holders.
+HELD_READ = "inferred: read while it held the file"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +60,12 @@ class WriteEntry:
     how: str
     event: str  # "close-write" | "modify"
     victim: str | None = None  # the namespace the path is in (None: shared temp)
+    held_by: tuple[str, ...] = ()  # HELD_READ: "lane L, pid N" of every holder at the read
 
     def to_json(self) -> dict[str, Any]:
         data = {f: getattr(self, f) for f in self.__slots__}  # not asdict: it deep-copies
         data["command"] = list(self.command)
+        data["held_by"] = list(self.held_by)
         data["schema"] = SCHEMA
         return data
 
@@ -70,6 +75,7 @@ class WriteEntry:
             return None
         try:
             cmd = obj.get("command") or []
+            held = obj.get("held_by") or []
             return cls(
                 path=str(obj["path"]),
                 time=float(obj["time"]),
@@ -85,6 +91,7 @@ class WriteEntry:
                 how=str(obj.get("how") or ""),
                 event=str(obj.get("event") or ""),
                 victim=obj["victim"] if isinstance(obj.get("victim"), str) else None,
+                held_by=tuple(str(h) for h in held) if isinstance(held, list) else (),
             )
         except (KeyError, TypeError, ValueError):
             return None
