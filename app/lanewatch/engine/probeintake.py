@@ -17,7 +17,7 @@ from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model import writers as wr
 from lanewatch.model.filehistory import FileHistory
-from lanewatch.model.views import IncidentKind
+from lanewatch.model.kinds import ESCAPED_THE_LANES
 from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
 
 
@@ -87,7 +87,7 @@ class ProbeIntake:
         for obs in found_obs:
             root = self._root_of(obs, known)
             out.emit(m.Observed(obs, root))
-            if obs.kind is IncidentKind.SHARED_FILE and obs.path and self.held is not None:
+            if obs.kind in ESCAPED_THE_LANES and obs.path and self.held is not None:
                 ns = obs.intruder.get("namespace")
                 if isinstance(ns, str):
                     root_of[ns] = root

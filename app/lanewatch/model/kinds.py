@@ -89,8 +89,9 @@ _KINDS = (
 
 KINDS: Mapping[str, Kind] = MappingProxyType({k.name.value: k for k in _KINDS})
 
-# The kinds that mean a write escaped the lanes altogether (the many-host view flags a host
-# where they are seen: hosts/flags.py).
+# The kinds that mean a write escaped the lanes altogether: the many-host view flags a host
+# where they are seen (hosts/flags.py); without the kernel, the engine reads the held file's
+# versions for their timelines (engine/heldversions.py).
 ESCAPED_THE_LANES: frozenset[IncidentKind] = frozenset({IncidentKind.SHARED_FILE})
 
 # Names a kind had before (issue 17: jargon out): records on disk may still carry them; they
