@@ -44,7 +44,8 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def report(name: str, *args: str, cwd: Path, code: int = 0) -> dict[str, Any]:
     done = cli(*args, "--json", cwd=cwd)
-    assert done.returncode == code, (done.stdout, done.stderr)
+    # A plain string, not a tuple: pytest prints it whole (a refusal's reason is at its end).
+    assert done.returncode == code, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     return parsed(name, done.stdout)
 
 
