@@ -153,9 +153,15 @@ class WriteLog:
             log.warning("write history of %s not rotated: lock busy", self.dir)
 
 
-def _read(path: Path) -> Iterable[WriteEntry]:
+def _read(path: Path, limit: int | None = None) -> Iterable[WriteEntry]:
+    """The entries of one log; with `limit`, of its last `limit` bytes only (the first,
+    partial line skipped)."""
     try:
         with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if limit is not None and size > limit:
+                f.seek(size - limit)
+                f.readline()
             for raw in f:
                 if len(raw) > MAX_LINE:
                     continue
@@ -191,27 +197,6 @@ def entries(roots: Iterable[str]) -> list[WriteEntry]:
 TAIL_BYTES = 512 * 1024  # of each root's current log: what `latest_under` reads
 
 
-def _tail(path: Path, limit: int) -> Iterable[WriteEntry]:
-    """The entries of the last `limit` bytes of one log (the first, partial line skipped)."""
-    try:
-        with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > limit:
-                f.seek(size - limit)
-                f.readline()
-            for raw in f:
-                if len(raw) > MAX_LINE:
-                    continue
-                try:
-                    entry = WriteEntry.from_json(json.loads(raw))
-                except ValueError:
-                    continue
-                if entry is not None:
-                    yield entry
-    except OSError:
-        return
-
-
 def latest_under(
     roots: Iterable[str], under: str, *, limit: int = TAIL_BYTES
 ) -> dict[str, WriteEntry]:
@@ -220,7 +205,7 @@ def latest_under(
     prefix = under.rstrip("/") + "/"
     out: dict[str, WriteEntry] = {}
     for root in roots:
-        for e in _tail(log_dir(root) / LOG_FILE, limit):
+        for e in _read(log_dir(root) / LOG_FILE, limit):
             if e.path.startswith(prefix):
                 old = out.get(e.path)
                 if old is None or e.time >= old.time:
