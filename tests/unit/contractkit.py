@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from lanewatch.cli.reports import schema_id, schema_text
+from tests.conftest import lanewatch
 
 
 @cache
@@ -29,3 +31,11 @@ def valid(name: str, data: Any) -> dict[str, Any]:
 
 def parsed(name: str, stdout: str) -> dict[str, Any]:
     return valid(name, json.loads(stdout))
+
+
+def report(name: str, *args: str, cwd: Path, code: int = 0) -> dict[str, Any]:
+    """Report `name` of the real CLI run with `--json`, after checking its exit code."""
+    done = lanewatch(*args, "--json", cwd=cwd, timeout=60)
+    # A plain string, not a tuple: pytest prints it whole (a refusal's reason is at its end).
+    assert done.returncode == code, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return parsed(name, done.stdout)

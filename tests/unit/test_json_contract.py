@@ -13,7 +13,6 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,7 +23,7 @@ from lanewatch.records.writes import WriteEntry, WriteLog
 from tests.conftest import LANEWATCH
 from tests.unit import actionkit
 from tests.unit.actionkit import released_namespace
-from tests.unit.contractkit import parsed, validator
+from tests.unit.contractkit import report, validator
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
@@ -40,13 +39,6 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         stdin=subprocess.DEVNULL,
     )
-
-
-def report(name: str, *args: str, cwd: Path, code: int = 0) -> dict[str, Any]:
-    done = cli(*args, "--json", cwd=cwd)
-    # A plain string, not a tuple: pytest prints it whole (a refusal's reason is at its end).
-    assert done.returncode == code, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
-    return parsed(name, done.stdout)
 
 
 def test_every_report_has_a_shipped_schema_that_is_itself_valid() -> None:

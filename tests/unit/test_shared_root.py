@@ -23,32 +23,15 @@ import pytest
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.linux import mountinfo
 from lanewatch.linux.mountinfo import network_fstype, parse_mountinfo, read_mountinfo
-from tests.conftest import LANEWATCH, wait_for
+from tests.conftest import LANEWATCH, lanewatch, wait_for
 from tests.unit import actionkit
-from tests.unit.contractkit import parsed
+from tests.unit.contractkit import report
 from tests.unit.enginekit import make_stamp, running
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
 scratch = actionkit.scratch  # a registered root under tmp_path
 OTHER = "buildbox.example"  # the other host: never this machine's name
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LANEWATCH, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def report(name: str, *args: str, cwd: Path, code: int) -> dict[str, Any]:
-    done = cli(*args, "--json", cwd=cwd)
-    assert done.returncode == code, (done.stdout, done.stderr)
-    return parsed(name, done.stdout)
 
 
 def other_host_lane(root: Path, lane: str, *, beat_age: float, interval: float = 60.0) -> Path:
@@ -95,7 +78,7 @@ def test_kill_and_clear_are_refused_on_another_hosts_owner(scratch: Path, tmp_pa
         assert (ns / META_DIR / STAMP_FILE).is_file()  # nothing moved
     # Text too names the host, and nothing was signalled: this test process (the pid the
     # stamps name) is still here to check.
-    text = cli("kill", "busy", "--yes", cwd=tmp_path)
+    text = lanewatch("kill", "busy", "--yes", cwd=tmp_path, timeout=60)
     assert text.returncode == 3 and OTHER in text.stdout + text.stderr
 
 
