@@ -240,6 +240,20 @@ def far_lane(
     return proc, ns
 
 
+def refused_far_claim(repo: Path, home: Path, lane: str) -> None:
+    """A second claim of the live far lane `lane`, there: refused by its lock (exit 3), and
+    recorded by the far engine as an incident."""
+    claim = ["run", "--root", str(home / "root"), "--lane", lane, "--", "true"]
+    again = subprocess.run(
+        [sys.executable, "-m", "lanewatch", *claim],
+        cwd=repo,
+        env=far_env(home),
+        capture_output=True,
+        timeout=60,
+    )
+    assert again.returncode == 3, again.stderr
+
+
 def old_scheme_script(home: Path, far: str) -> str:
     """A far "lanewatch" that keeps scheme 0: its hello says so, the rest is the real one."""
     home.mkdir(parents=True, exist_ok=True)

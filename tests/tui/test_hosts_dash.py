@@ -25,8 +25,13 @@ from lanewatch.tui.screens.files import FilesScreen
 from lanewatch.tui.screens.incident import IncidentScreen
 from lanewatch.tui.screens.kill_confirm import KillConfirm
 from lanewatch.tui.screens.trash import TrashScreen
-from tests.conftest import LANEWATCH
-from tests.sshkit import SshServer, far_command, far_env, far_lane, old_scheme_script
+from tests.sshkit import (
+    SshServer,
+    far_command,
+    far_lane,
+    old_scheme_script,
+    refused_far_claim,
+)
 from tests.sshkit import ssh_server as ssh_server  # a fixture
 
 from .conftest import Lanes
@@ -161,23 +166,7 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         await until(pilot, lambda: app.screen is app.main, what="back")
 
         # A far incident (a second claim of the lane there, refused and recorded there).
-        again = subprocess.run(
-            [
-                *LANEWATCH,
-                "run",
-                "--root",
-                str(far_home / "root"),
-                "--lane",
-                "far-lane",
-                "--",
-                "true",
-            ],
-            cwd=repo,
-            env=far_env(far_home),
-            capture_output=True,
-            timeout=60,
-        )
-        assert again.returncode == 3, again.stderr
+        refused_far_claim(repo, far_home, "far-lane")
         await until(pilot, lambda: bool(stream.incidents), timeout=60, what="the far incident")
         [incident] = stream.incidents.values()
         app.open_incident(incident)

@@ -27,6 +27,7 @@ from tests.sshkit import (
     far_command,
     far_lane,
     old_scheme_script,
+    refused_far_claim,
     ssh_server,  # noqa: F401 (a fixture)
     write_hosts,
 )
@@ -236,7 +237,6 @@ def test_a_far_incident_is_streamed_and_acknowledged_there(
 ) -> None:
     from lanewatch.engine.engine import Engine
     from lanewatch.hosts.many import ManyHosts
-    from tests.sshkit import far_env
 
     far_home = tmp_path / "farhome"
     _, far_ns = far_lane(procs, repo, far_home, "far-lane")
@@ -247,23 +247,7 @@ def test_a_far_incident_is_streamed_and_acknowledged_there(
     try:
         wait_for(lambda: remote_key("far", str(far_ns)) in stream.views, 60, what="far lane")
         # A second claim of the far lane there: refused, and the far engine records it.
-        again = subprocess.run(
-            [
-                *LANEWATCH,
-                "run",
-                "--root",
-                str(far_home / "root"),
-                "--lane",
-                "far-lane",
-                "--",
-                "true",
-            ],
-            cwd=repo,
-            env=far_env(far_home),
-            capture_output=True,
-            timeout=60,
-        )
-        assert again.returncode == 3, again.stderr
+        refused_far_claim(repo, far_home, "far-lane")
         found = wait_for(lambda: list(stream.incidents.values()), 60, what="the far incident")
         [incident] = found
         assert incident.id.startswith("far:refused-claim-") and not incident.acknowledged
