@@ -53,6 +53,7 @@ class Terminal:
         os.close(slave)
         self.master = master
         self.out = bytearray()
+        self.acting: tuple[str, int] | None = None  # the last action key and where it was typed
 
     def _read(self, timeout: float) -> bool:
         """Read what is there within `timeout`; False once the pty is closed."""
@@ -64,7 +65,21 @@ class Terminal:
         except OSError:  # EIO: the process closed its side
             return False
         self.out += data
+        self._press_again_if_refused()
         return bool(data)
+
+    def _press_again_if_refused(self) -> None:
+        """The app said the last action key was typed ahead (a focus move it made after we saw
+        its screen restarts the guard, and a loaded machine can be slow to make it): wait out
+        the guard again and repeat the key, as a user would."""
+        if self.acting is None:
+            return
+        key, mark = self.acting
+        refusals = (f"Ignored {key}:".encode(), f"{key} not taken as a command".encode())
+        if any(self.out.find(refusal, mark) >= 0 for refusal in refusals):
+            time.sleep(GUARD + 0.3)
+            self.acting = (key, len(self.out))
+            os.write(self.master, key.encode())
 
     def shows(self, text: str, since: int = 0) -> int:
         """Wait until `text` (shown on screen, so as it is encoded) was written after offset
@@ -81,9 +96,12 @@ class Terminal:
         """Press an action key once the type-ahead guard of the screen now shown has passed.
         The guard counts from when the app changed screen or focus, which is before we saw its
         drawing: waiting out the guard (with a margin for a focus move just after) from now is
-        the condition itself, not a guess at the app's speed."""
+        the condition itself, not a guess at the app's speed. Should the app still say the key
+        came too early, it is pressed again (`_press_again_if_refused`)."""
         time.sleep(GUARD + 0.3)
-        return self.press(key)
+        mark = self.press(key)
+        self.acting = (key, mark)
+        return mark
 
     def until(self, condition: Callable[[], bool], what: str) -> None:
         """Wait for `condition`, reading the pty meanwhile (a full pty would stall the app)."""
@@ -95,6 +113,7 @@ class Terminal:
     def press(self, keys: str) -> int:
         """Type `keys`; returns the output offset before they take effect."""
         mark = len(self.out)
+        self.acting = None
         os.write(self.master, keys.encode())
         return mark
 
