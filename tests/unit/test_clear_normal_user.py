@@ -26,13 +26,18 @@ lw = actionkit.lw  # the kit's fixtures, found by pytest under these names
 scratch = actionkit.scratch
 
 # Holds its working directory inside argv[1] after making itself non-dumpable, as ssh-agent
-# and gpg-agent do: then even its own user cannot read its /proc/PID/cwd or fd/.
+# and gpg-agent do: then even its own user cannot read its /proc/PID/cwd or fd/. With a
+# second argument it also listens on a unix socket at that path, as an agent does.
 NON_DUMPABLE = textwrap.dedent(
     """
-    import ctypes, os, sys, time
+    import ctypes, os, socket, sys, time
     PR_SET_DUMPABLE = 4
     assert ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
     os.chdir(sys.argv[1])
+    if len(sys.argv) > 2:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(sys.argv[2])
+        listener.listen()
     print("ready", flush=True)
     time.sleep(600)
     """
@@ -129,20 +134,43 @@ def test_clear_refuses_while_the_users_own_process_has_its_cwd_inside(
     assert ns.is_dir()
 
 
-def test_a_process_of_the_user_that_cannot_be_inspected_still_refuses(
-    lw: Procs, scratch: Path
-) -> None:
-    """A non-dumpable process's /proc/PID belongs to root, but it is the user's own: it could
-    be working inside, so the clear cannot tell and refuses."""
+def test_a_hidden_process_of_the_user_is_counted_out_like_roots(lw: Procs, scratch: Path) -> None:
+    """A non-dumpable process (ssh-agent, gpg-agent, sshd's session) hides even from its own
+    user. Like root's processes it cannot be seen, so it is counted out and said so: a clear is
+    one rename, a process working inside keeps working, and restore puts the folder back.
+    Before, every such process refused: a user with ssh-agent running could clear nothing."""
     user = NormalUser(scratch)
     ns = user.namespace("hidden")
     user.holder(lw, NON_DUMPABLE, str(ns / "tmp"))
+
+    cleared = user.lanewatch("clear", "--yes", str(ns))
+
+    said = cleared.stdout + cleared.stderr
+    assert cleared.returncode == 0, said
+    assert "yours (non-dumpable)" in said and "could not be inspected and are not counted" in said
+    assert not ns.exists()
+    [entry] = [p.name for p in trash_dir(scratch).iterdir() if not p.name.startswith(".")]
+    restored = user.lanewatch("restore", entry)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert ns.is_dir()
+
+
+def test_a_hidden_process_listening_on_a_socket_inside_refuses(lw: Procs, scratch: Path) -> None:
+    """An agent started inside the folder (its socket there, as `TMPDIR=… ssh-agent` makes it)
+    whose files cannot be seen: the kernel's socket table names the socket, so the clear cannot
+    tell that nobody works inside, and refuses naming it."""
+    user = NormalUser(scratch)
+    ns = user.namespace("ag")
+    sock = ns / "tmp" / "s"
+    if len(os.fsencode(sock)) >= 108:
+        pytest.skip(f"the socket path is too long to bind here: {sock}")
+    user.holder(lw, NON_DUMPABLE, str(ns / "tmp"), str(sock))
 
     refused = user.lanewatch("clear", "--yes", str(ns))
 
     said = refused.stdout + refused.stderr
     assert refused.returncode != 0, said
-    assert "cannot tell who uses it" in said and f"uid {user.uid}" in said, said
+    assert "cannot tell who uses it" in said and f"bound inside ({sock})" in said, said
     assert ns.is_dir()
 
 

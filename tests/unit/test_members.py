@@ -234,6 +234,62 @@ def test_a_stale_lane_whose_namespace_number_is_reused_does_not_claim_a_stranger
     assert member(status_of(repo, "new"), pid)["how"] in ("descendant", "group")
 
 
+# A process of our own uid that made itself non-dumpable (as ssh-agent, gpg-agent and sshd's
+# session processes do): a normal user may no longer read its /proc/PID/ns/mnt, root or
+# environ. It writes its pid to argv[1] and waits for argv[2] to exist.
+NON_DUMPABLE = textwrap.dedent(
+    """
+    import ctypes, os, sys, time
+    PR_SET_DUMPABLE = 4
+    assert ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    out, go = sys.argv[1:3]
+    open(out + ".part", "w").write(str(os.getpid()))
+    os.rename(out + ".part", out)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    """
+)
+
+
+def withheld(pid: int) -> bool:
+    """Whether this process may not read `pid`'s mount namespace (root may read any)."""
+    try:
+        os.readlink(f"/proc/{pid}/ns/mnt")
+    except PermissionError:
+        return True
+    return False
+
+
+def test_an_own_agent_that_hides_its_namespace_neither_joins_nor_blocks_a_fenced_lane(
+    spawn: Spawn, repo: Path, tmp_path: Path
+) -> None:
+    """A user's ssh-agent started after a fenced lane's run hides its mount namespace from the
+    user. Its mountinfo still says what is on its /tmp (not the lane's folder): the released
+    lane stays released and clearable, not "unknown: … cannot be read here"."""
+    if os.geteuid() == 0:
+        pytest.skip("root reads every process's namespace (the unprivileged tier runs this)")
+    if not fenced_here():
+        pytest.skip("the kernel refuses the fence here: no mount namespace of the lane's own")
+    done = lanewatch("run", "--lane", "agent", "--fence", "auto", "--", "true", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    stamp = read_stamp(ns_of("agent", repo)).stamp
+    assert stamp is not None and stamp.mnt_ns, stamp
+    out, go = tmp_path / "agent.pid", tmp_path / "agent.go"
+    agent = spawn([sys.executable, "-c", NON_DUMPABLE, str(out), str(go)])
+    pid = int(wait_for(lambda: out.exists() and out.read_text(), DEADLINE, what="the agent"))
+    assert withheld(pid), "the kernel let us read a non-dumpable process's namespace"
+    try:
+        seen = status_of(repo, "agent")
+        assert seen["state"] == "released" and seen["members"] == [], seen
+        dry = lanewatch("clear", "agent", "--dry-run", cwd=repo)
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        assert "would clear" in dry.stdout, dry.stdout
+    finally:
+        go.touch()
+        agent.wait(timeout=DEADLINE)
+
+
 # As another user: judge the lane from its stamp's bytes, as `status` would, and say how.
 JUDGE_AS_ANOTHER = """
 import json, sys, time
@@ -273,6 +329,34 @@ def test_a_fenced_lane_seen_by_a_user_who_cannot_read_its_namespace_is_unknown_n
     seen = json.loads(done.stdout.splitlines()[-1])
     assert seen["state"] == "unknown" and seen["members"] == 0, seen
     assert seen["unreadable"] >= 1 and "cannot be read here" in seen["reason"], seen
+
+
+def test_a_user_who_may_see_the_lanes_folder_tells_its_member_by_the_members_mountinfo(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
+) -> None:
+    """The same lane, judged by a user who may not read root's /proc/PID/ns/mnt or root/ but
+    may reach the lane's folder (CAP_DAC_OVERRIDE only): the daemon's /proc/PID/mountinfo,
+    readable by all, shows the lane's tmp/ folder on its /tmp, so it is the lane's member and
+    the lane headless. (A normal user's own fenced lane never hides a member from that user:
+    the fence's user namespace is the user's, where it may read every process.)"""
+    prefix = as_user(NOBODY, caps=("dac_override",))
+    if not fenced_here():
+        pytest.skip("the kernel refuses the fence here: no mount namespace of the lane's own")
+    out, go = tmp_path / "seen.pid", tmp_path / "seen.go"
+    cmd = ["sh", "-c", SETSID_DAEMON, str(out), str(go)]
+    runner, pid, _go = start_lingering(spawn, repo, "seen", cmd, out, go)
+    subreaper.adopt(pid)
+    runner.kill()
+    runner.wait(timeout=DEADLINE)
+    ns = ns_of("seen", repo)
+    data = (ns / ".lanewatch" / "owner.json").read_text()
+    code = f"import sys; sys.argv[1:] = {[data, str(ns)]!r}\n" + JUDGE_AS_ANOTHER
+    done = python_as(prefix, code, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["state"] == "headless" and seen["members"] == 1, seen
+    withheld = python_as(prefix, f"import os; os.readlink('/proc/{pid}/ns/mnt')")
+    assert "PermissionError" in withheld.stderr, "that user could read the namespace after all"
 
 
 def test_a_daemon_with_a_cleared_environment_is_a_member_while_the_runner_lives(

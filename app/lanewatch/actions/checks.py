@@ -24,6 +24,7 @@ from pathlib import Path
 from lanewatch.actions.assess import Assessment
 from lanewatch.actions.mounts import mounts_inside
 from lanewatch.lanes.stamp import Stamp
+from lanewatch.linux.proc import bound_sockets
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import STALE_STATES, LaneMember, NsState
 from lanewatch.processes.holders import HeldPath, Holder, ProcScan, Unreadable, scan
@@ -103,6 +104,13 @@ def why_held(path: Path, own_fds: Collection[int] = ()) -> HeldVerdict:
     if unreadable and not root:
         unreadable, shut_out = split_shut_out(unreadable, path)
         if shut_out:
+            listening = sockets_inside(path)
+            if listening:
+                n = len({u.pid for u in shut_out})
+                return HeldVerdict(
+                    f"cannot tell who uses it: {n} process(es) could not be inspected and "
+                    f"{listening}; end its listener, or clear as root"
+                )
             notes.append(not_counted(shut_out))
     if unreadable:
         return HeldVerdict(cannot_tell(unreadable) + ("" if root else not_private(path)))
@@ -114,18 +122,33 @@ def split_shut_out(
 ) -> tuple[list[Unreadable], list[Unreadable]]:
     """For a normal user: which uninspectable processes cannot matter, and which still refuse.
 
-    Only processes of other uids can be shut out, and only from a folder of ours with no access
-    for group or others (namespaces are made 0700): another normal user cannot enter it. Root's
-    processes can enter anything, but clearing is one rename inside one filesystem: one with its
-    working directory or an open file inside keeps working, and restore puts the folder back.
-    A process of our own uid that we cannot inspect, or of an unknown uid, always refuses.
+    Only from a folder of ours with no access for group or others (namespaces are made 0700).
+    Another normal user's processes cannot enter it. Root's can enter anything, and so can our
+    own non-dumpable ones (ssh-agent, gpg-agent, sshd's session: the kernel hides their files
+    from us), but clearing is one rename inside one filesystem: a process with its working
+    directory or an open file inside keeps working, and restore puts the folder back. Whether
+    such a process is the lane's was judged before (a fenced lane's by its mountinfo,
+    `processes/members.py`); a socket bound inside still refuses (`why_held`). Any other
+    process of our own uid that we cannot inspect, or of an unknown uid, always refuses.
     """
     if not_private(path):
         return list(unreadable), []
     me = os.geteuid()
-    refusing = [u for u in unreadable if u.uid is None or u.uid == me]
-    shut_out = [u for u in unreadable if u.uid is not None and u.uid != me]
+    refusing = [u for u in unreadable if u.uid is None or (u.uid == me and not u.non_dumpable)]
+    shut_out = [u for u in unreadable if u not in refusing]
     return refusing, shut_out
+
+
+def sockets_inside(path: Path) -> str:
+    """Why a live unix socket may be bound inside `path` (/proc/net/unix), or "" when none is:
+    a listener there that we cannot inspect may be working in the folder."""
+    bound = bound_sockets()
+    if bound is None:
+        return "the kernel's socket table (/proc/net/unix) cannot be read"
+    inside = [b for b in bound if b == str(path) or b.startswith(f"{path}/")]
+    if not inside:
+        return ""
+    return f"a live socket is bound inside ({', '.join(inside[:MAX_LISTED])})"
 
 
 def not_private(path: Path) -> str:
@@ -148,12 +171,17 @@ def not_private(path: Path) -> str:
 def not_counted(shut_out: Sequence[Unreadable]) -> str:
     """The plain words for what a normal user's clear could not see, and why it is still safe."""
     pids = sorted({u.pid for u in shut_out})
+    me = os.geteuid()
     uids = sorted({u.uid for u in shut_out if u.uid is not None})
-    whose = ", ".join("root" if uid == 0 else f"uid {uid}" for uid in uids[:MAX_LISTED])
+    whose = ", ".join(
+        "root" if uid == 0 else "yours (non-dumpable)" if uid == me else f"uid {uid}"
+        for uid in uids[:MAX_LISTED]
+    )
     return (
         f"{len(pids)} process(es) of {whose} could not be inspected and are not counted: "
         "the folder is yours with mode 0700, so no other user's process can enter it, and a "
-        "root process inside would keep working after the move (restore puts it back)"
+        "root or non-dumpable process inside would keep working after the move (restore puts "
+        "it back)"
     )
 
 

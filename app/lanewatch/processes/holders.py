@@ -131,6 +131,9 @@ class Unreadable:
     what: str  # "proc", "stat", "cwd", "root", "fd", "maps"
     reason: str
     uid: int | None = None  # owner of /proc/PID, so a caller can judge who that process is
+    # The kernel hides it from its own user: it made itself non-dumpable (ssh-agent,
+    # gpg-agent, sshd's session), so its /proc/PID/fd belongs to root whatever uid runs it.
+    non_dumpable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,13 +354,25 @@ def _owner(dfd: int) -> tuple[int | None, bool]:
     """(effective uid, is a zombie) of a process we could not read, from its status (readable
     by all). Not the owner of /proc/PID: for a process that made itself non-dumpable (ssh-agent,
     gpg-agent) that is root, whoever runs it, and a clear must not take a user's own hidden
-    process for root's. A normal user gets EACCES even for its own zombies' fd/."""
+    process for another user's (`non_dumpable` says which it is). A normal user gets EACCES
+    even for its own zombies' fd/."""
     try:
         status = _parse_status(_read(dfd, "status"))
     except OSError:
         return _dir_uid(dfd), False
     uid = status.euid
     return (uid if uid is not None else _dir_uid(dfd)), status.state == "Z"
+
+
+def _non_dumpable(dfd: int, uid: int | None) -> bool:
+    """Whether a process of a normal uid had the kernel hide its insides (its fd/ belongs to
+    root while it runs as `uid`): a non-dumpable process, not another user's."""
+    if not uid:
+        return False
+    try:
+        return os.stat("fd", dir_fd=dfd, follow_symlinks=False).st_uid == 0
+    except OSError:
+        return False
 
 
 def _candidate(matcher: _Matcher, raw: str) -> bool:
@@ -448,7 +463,10 @@ def _probe(
         if problems:
             uid, zombie = _owner(dfd)
             if not zombie:  # a zombie has closed its files and dropped its cwd: it hides nothing
-                unreadable.extend(Unreadable(u.pid, u.what, u.reason, uid) for u in problems)
+                hidden = _non_dumpable(dfd, uid)
+                unreadable.extend(
+                    Unreadable(u.pid, u.what, u.reason, uid, hidden) for u in problems
+                )
         if not held:
             return
         if st is None:

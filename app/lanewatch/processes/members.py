@@ -13,9 +13,12 @@ Four ways a process is known to be a lane's, strongest first (`LaneMember.how`):
   (setsid, a double fork or `env -i` keep it). The kernel hands a freed namespace's inode
   number out again, so a stale stamp's `mnt_ns` may name a stranger's new namespace: the
   number only picks candidates, and a candidate counts once its /tmp is the lane's own `tmp/`
-  folder, which the fence bound there (same device and inode, `_shows_lane_tmp`). Another
-  user's namespace cannot be read by a normal user: such a process is neither a member nor a
-  stranger (`unreadable`), and the lane is judged unknown rather than stale while one runs;
+  folder, which the fence bound there (same device and inode, `_shows_lane_tmp`). Where
+  /proc/PID/ns/mnt and /proc/PID/root are withheld (another user's process as a normal user, or
+  one of our own that made itself non-dumpable: ssh-agent, gpg-agent, sshd's session), its
+  /proc/PID/mountinfo is not, and says what is mounted on its /tmp: the lane's folder or not
+  (`_mounts_lane_tmp`). Only when that cannot be told either is a process neither a member nor
+  a stranger (`unreadable`), and the lane judged unknown rather than stale while one runs;
 - `marker`: `$LANEWATCH_NAMESPACE` names the lane's namespace (`lanewatch run` exports it, and
   children inherit it), started no earlier than the runner, running as the stamp's uid. The
   last resort: a program may clear its environment.
@@ -41,6 +44,7 @@ from collections.abc import Callable, Mapping
 from lanewatch.lanes.fence import FOLDERS
 from lanewatch.lanes.lane import ENV_NAMESPACE
 from lanewatch.lanes.stamp import Stamp
+from lanewatch.linux.mountinfo import mount_id, parse_mountinfo, read_mountinfo
 from lanewatch.linux.proc import Pinned, ProcStat, environ_values, is_denied, namespace_link
 from lanewatch.linux.reaper import descendants
 from lanewatch.model.views import LaneMember
@@ -52,7 +56,7 @@ MAX_COMMAND = 200  # characters of a member's command line kept
 
 
 Table = Mapping[int, ProcStat]
-Folder = tuple[int, int]  # (st_dev, st_ino) of the lane's tmp/ folder
+Folder = tuple[int, int, str]  # (st_dev, st_ino, path) of the lane's tmp/ folder
 
 
 class _Facts:
@@ -130,29 +134,82 @@ def _read(st: ProcStat) -> tuple[int | None, str | None, str | None, str]:
 
 
 def lane_tmp(namespace: str) -> Folder | None:
-    """(device, inode) of the lane's `tmp/` folder, which the fence binds on /tmp; None when
-    there is none (then no process can prove it is in the lane's mount namespace)."""
+    """(device, inode, path) of the lane's `tmp/` folder, which the fence binds on /tmp; None
+    when there is none (then no process can prove it is in the lane's mount namespace)."""
+    path = os.path.join(namespace, FOLDERS["/tmp"])
     try:
-        found = os.stat(os.path.join(namespace, FOLDERS["/tmp"]), follow_symlinks=False)
+        found = os.stat(path, follow_symlinks=False)
     except OSError:
         return None
-    return (found.st_dev, found.st_ino) if stat.S_ISDIR(found.st_mode) else None
+    return (found.st_dev, found.st_ino, path) if stat.S_ISDIR(found.st_mode) else None
 
 
 def _shows_lane_tmp(st: ProcStat, folder: Folder) -> bool | None:
     """Whether `st`'s process sees the lane's `tmp/` folder at /tmp, read through its pinned
-    /proc/PID/root (a pid reused meanwhile answers False); None when we may not look (another
-    user's process, as a normal user). /tmp itself is not followed if it is a link: the
-    fence mounts a folder there, and a link resolves against our root, not the process's."""
+    /proc/PID/root (a pid reused meanwhile answers False); where that is withheld, by what its
+    mountinfo says is mounted on /tmp (`_mounts_lane_tmp`). None when neither may be read.
+    /tmp itself is not followed if it is a link: the fence mounts a folder there, and a link
+    resolves against our root, not the process's."""
     try:
         with Pinned.open(st.pid) as p:
             now = p.stat()
             if now is None or now.start_ticks != st.start_ticks:
                 return False
-            seen = os.stat("root/tmp", dir_fd=p.dfd, follow_symlinks=False)
+            try:
+                seen = os.stat("root/tmp", dir_fd=p.dfd, follow_symlinks=False)
+            except OSError as exc:
+                if not is_denied(exc):
+                    raise
+                return _mounts_lane_tmp(p, st, folder)
     except OSError as exc:
         return None if is_denied(exc) else False
-    return (seen.st_dev, seen.st_ino) == folder
+    return (seen.st_dev, seen.st_ino) == folder[:2]
+
+
+def _mounts_lane_tmp(p: Pinned, st: ProcStat, folder: Folder) -> bool | None:
+    """Whether the lane's `tmp/` folder is what is mounted on the pinned process's /tmp, as its
+    /proc/PID/mountinfo says (readable when /proc/PID/root is not: the kernel checks no ptrace
+    access there). The fence bind-mounts that folder on /tmp, so the mount's device and root
+    (the folder within its filesystem) are the folder's own, as our mountinfo spells them. No
+    mount on /tmp, or another one: not in the lane. None when either table cannot be read."""
+    expected = _tmp_mount(folder)
+    if expected is None:
+        return None
+    data = p.read("mountinfo")
+    now = p.stat()
+    if now is None or now.start_ticks != st.start_ticks:
+        return False  # the pid names another process now
+    on_tmp = [m for m in parse_mountinfo(data) if m.mount_point == "/tmp"]
+    below = {m.parent_id for m in on_tmp}
+    top = [m for m in on_tmp if m.mount_id not in below]  # the one mounted over the others
+    return bool(top) and (top[-1].device, top[-1].root) == expected
+
+
+@functools.lru_cache(maxsize=64)
+def _tmp_mount(folder: Folder) -> tuple[str, str] | None:
+    """(device, root) that a bind mount of `folder` shows in mountinfo: the device of the
+    mount it lies on, and its path within that filesystem. None when it cannot be told."""
+    try:
+        fd = os.open(folder[2], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_ino != folder[1]:
+            return None  # replaced since it was found
+        mnt = mount_id(fd)
+        real = os.readlink(f"/proc/self/fd/{fd}")
+        mounts = read_mountinfo()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    for m in mounts:
+        if m.mount_id == mnt and (
+            real == m.mount_point or real.startswith(m.mount_point.rstrip("/") + "/")
+        ):
+            rel = os.path.relpath(real, m.mount_point)
+            return m.device, os.path.normpath(os.path.join(m.root, rel))
+    return None
 
 
 def in_lane_ns(stamp: Stamp, st: ProcStat, ns: str | None, folder: Folder | None) -> bool | None:
@@ -161,10 +218,9 @@ def in_lane_ns(stamp: Stamp, st: ProcStat, ns: str | None, folder: Folder | None
     from us, or a candidate while the lane has no tmp/ folder to compare with)."""
     if not stamp.mnt_ns:
         return False
-    if ns is None:
-        return None
-    if ns != stamp.mnt_ns:
+    if ns is not None and ns != stamp.mnt_ns:
         return False  # a namespace's number is unique while it lives
+    # Its number matches (and may be a reused one), or is withheld: what it sees on /tmp tells.
     return None if folder is None else _facts.shows(st, folder)
 
 
