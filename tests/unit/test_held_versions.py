@@ -19,7 +19,7 @@ from lanewatch.engine.heldversions import HeldVersions, Holder, read_held
 from lanewatch.model.holdings import Holding
 from lanewatch.model.views import Incident
 from lanewatch.records import writes
-from lanewatch.records.report import build_report, to_json, to_markdown
+from lanewatch.records.report import Shown, Version, build_report, says, to_json, to_markdown
 from tests.conftest import wait_for
 from tests.unit.attributionkit import shared_temp_file
 from tests.unit.enginekit import running, start_lane
@@ -158,3 +158,12 @@ def test_a_held_fifo_is_never_opened_and_a_symlink_never_followed(
     assert read_held(str(plain), [held_plain], settle=0.0) == b"hello\n"
     # Modified within the settle time: maybe mid-rewrite (truncated), read at a later probe.
     assert read_held(str(plain), [held_plain], settle=60.0) is None
+
+
+def test_a_version_whose_content_was_not_kept_names_both_ways_contents_are_kept() -> None:
+    """Without root, held versions keep text contents too: the sentence for a version with no
+    content must not say only kernel attribution keeps them."""
+    shown = Shown(Version(time=0.0, sha256="ab" * 32, size=12, writer="lane a"), "not-kept")
+    said = says(shown)
+    assert said.startswith("lane a wrote 12 bytes: content not kept"), said
+    assert "kernel attribution" in said and "text read while one lane held it" in said, said
