@@ -96,10 +96,10 @@ def test_install_writes_the_metrics_options_into_the_unit_and_the_service_serves
     is a recorder that really writes the textfile."""
     env = no_user_manager(tmp_path)
     work = tmp_path / "work"
+    metrics = ("--metrics", "127.0.0.1:0", "--metrics-textfile", "prom dir/lane%s.prom")
     (work / "prom dir").mkdir(parents=True)
     done = subprocess.run(
-        [*LANEWATCH, "service", "install", "--metrics", "127.0.0.1:0"]
-        + ["--metrics-textfile", "prom dir/lane%s.prom"],
+        [*LANEWATCH, "service", "install", *metrics],
         env=env,
         cwd=work,
         capture_output=True,
