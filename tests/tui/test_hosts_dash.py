@@ -6,6 +6,7 @@ dialog names the host), and the host goes degraded when sshd dies and ok when it
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from lanewatch.tui.screens.files import FilesScreen
 from lanewatch.tui.screens.incident import IncidentScreen
 from lanewatch.tui.screens.kill_confirm import KillConfirm
 from lanewatch.tui.screens.trash import TrashScreen
+from lanewatch.tui.widgets.lane_table import LaneTable
+from tests.hostile import FILE_NAMES, check_text
 from tests.sshkit import (
     SshServer,
     far_command,
@@ -130,9 +133,11 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
     ssh_server: SshServer,
     procs: list[subprocess.Popen[bytes]],
 ) -> None:
-    """The files screen, the detail pane and the incident screen of a far lane say where its
-    files are and the command that shows them (never an empty list that reads as "no files");
-    the trash screen lists the far host's trash with a HOST column and restores there."""
+    """The files screen and the detail pane of a far lane list its files as its own lanewatch
+    lists them there (never this disk's); its ledger, a far file's content and the incident
+    screen say where they are and the command that shows them (never an empty list that reads
+    as "no files"); the trash screen lists the far host's trash with a HOST column and
+    restores there."""
     far_home = tmp_path / "farhome"
     far_proc, far_ns = far_lane(procs, repo, far_home, "far-lane")
     (far_ns / "made-there.txt").write_text("far bytes")  # a file the far lane really has
@@ -144,24 +149,37 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         await show(pilot, app, View.LANES, far_key)
         await until(
             pilot,
-            lambda: (d := app.main.detail) is not None and d.key == far_key,
+            lambda: (d := app.main.detail) is not None and d.key == far_key and d.host == "far",
             timeout=30,
-            what="the far lane's detail",
+            what="the far lane's detail, listed there",
         )
         detail = app.main.detail
         assert detail is not None and detail.elsewhere is not None
-        assert not detail.writes and detail.stamp is None  # nothing read from this disk
-        assert detail.elsewhere.startswith("Recent writes and ledger: on host far")
+        assert [w.path for w in detail.writes] == ["made-there.txt"]  # its meta folder left out
+        assert detail.stamp is None and not detail.ledger  # nothing read from this disk
+        assert detail.elsewhere.startswith("Ledger and owner stamp: on host far")
+        await shows(pilot, "Recent writes (listed on host far)", "made-there.txt", timeout=30)
         await shows(pilot, "not read from here", timeout=30)
 
         app.open_files(far_key)
         await until(pilot, lambda: isinstance(app.screen, FilesScreen), what="files screen")
         files = app.screen
         assert isinstance(files, FilesScreen)
-        text = await shows(pilot, "its files are there, not on this machine", timeout=30)
-        assert "file(s)" not in text and not files.files  # no "0 file(s)": an honest note
-        note = str(files.query_one("#files-note", Static).content)
-        assert note.endswith(f"List them there: ssh far 'ls -lAtR {far_ns}'"), note
+        text = await shows(pilot, "made-there.txt", "on host far, listed by its lanewatch")
+        assert {"made-there.txt", ".lanewatch/owner.json"} <= set(files.files)
+        assert files.files["made-there.txt"].size == len("far bytes")
+        # Its content is not fetched: `v` says the command that shows it there.
+        table = files.query_one(LaneTable)
+        assert table.move_cursor("made-there.txt")
+        await pilot.press("v")
+        await until(
+            pilot,
+            lambda: any("less -- " in n.message for n in app._notifications),
+            what="the far file's command",
+        )
+        [said] = [n.message for n in app._notifications if "less -- " in n.message]
+        assert said.endswith(f"ssh far 'less -- {far_ns}/made-there.txt'"), said
+        assert isinstance(app.screen, FilesScreen)  # no file screen reading this disk
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is app.main, what="back")
 
@@ -208,3 +226,41 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         assert result.ok, result.message
         assert "host far" in result.message
         assert (far_ns / "made-there.txt").read_text() == "far bytes"  # back, there
+
+
+async def test_a_far_lanes_hostile_file_names_are_inert_and_a_lost_host_is_said(
+    scratch: Path,
+    repo: Path,
+    tmp_path: Path,
+    ssh_server: SshServer,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    """File names that carry terminal controls, markup and undecodable bytes come through ssh
+    byte for byte and are shown as visible escapes; when the host goes, listing again says it
+    is unreachable and shows the command to list them there, and no stale rows."""
+    far_home = tmp_path / "farhome"
+    _, far_ns = far_lane(procs, repo, far_home, "far-lane")
+    for raw in FILE_NAMES:
+        (far_ns / os.fsdecode(raw)).write_bytes(b"far")
+    (far_ns / "[bold red]markup.txt").write_text("far")
+    far_key = remote_key("far", str(far_ns))
+    stream = HostStream(Host("far", "far", far_command(far_home)))
+    app = make_app([scratch], engine=ManyHosts(EngineProcess([scratch]), [stream]))
+    async with app.run_test(size=(200, 44)) as pilot:
+        await show(pilot, app, View.LANES, far_key)
+        app.open_files(far_key)
+        await until(pilot, lambda: isinstance(app.screen, FilesScreen), what="files screen")
+        files = app.screen
+        assert isinstance(files, FilesScreen)
+        await until(pilot, lambda: len(files.files) > 3, timeout=30, what="the far listing")
+        assert {os.fsdecode(raw) for raw in FILE_NAMES} <= set(files.files)
+        text = await shows(pilot, "f\\x1b[2JWIPED.txt", "[bold red]markup.txt")
+        assert "g\\xff\\x9bBYTE.txt" in text, text
+        check_text(text.encode(), "the far files screen")  # nothing raw reached the screen
+
+        await asyncio.to_thread(ssh_server.stop)  # the host goes away
+        await pilot.press("r")
+        text = await shows(pilot, "Host far is unreachable", timeout=60)
+        assert not files.files and not files.query_one(LaneTable).row_count
+        note = str(files.query_one("#files-note", Static).content)
+        assert note.endswith(f"List them there: ssh far 'ls -lAtR {far_ns}'"), note

@@ -21,7 +21,7 @@ from lanewatch.records import service as svc
 from lanewatch.records.evidence import EvidenceStore
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.records.writes import WriteEntry, WriteLog
-from tests.conftest import LANEWATCH
+from tests.conftest import LANEWATCH, Spawn, wait_for
 from tests.unit.actionkit import NOBODY
 
 pytestmark = pytest.mark.unprivileged
@@ -86,6 +86,63 @@ def test_install_writes_the_user_unit_and_says_what_to_run_without_systemd(
     done = lanewatch(env, "service", "status")
     assert done.returncode == 1
     assert done.stdout.startswith("service: none: nothing records while no dashboard runs")
+
+
+def test_install_writes_the_metrics_options_into_the_unit_and_the_service_serves_them(
+    tmp_path: Path, isolated_state: Path, spawn: Spawn
+) -> None:
+    """`--metrics` and `--metrics-textfile` reach the unit's ExecStart (the textfile made
+    absolute, quoted for systemd) and the nohup line; that line, run as docs/service.md says,
+    is a recorder that really writes the textfile."""
+    env = no_user_manager(tmp_path)
+    work = tmp_path / "work"
+    metrics = ("--metrics", "127.0.0.1:0", "--metrics-textfile", "prom dir/lane%s.prom")
+    (work / "prom dir").mkdir(parents=True)
+    done = subprocess.run(
+        [*LANEWATCH, "service", "install", *metrics],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr  # written; no systemd to start it
+    textfile = work / "prom dir" / "lane%s.prom"
+    unit = tmp_path / "home" / ".config" / "systemd" / "user" / "lanewatch.service"
+    exec_start = next(x for x in unit.read_text().splitlines() if x.startswith("ExecStart="))
+    assert exec_start == (
+        f"ExecStart={sys.executable} -m lanewatch record --service --metrics 127.0.0.1:0 "
+        f'--metrics-textfile "{work}/prom dir/lane%%s.prom"'
+    )
+    manual = done.stdout.strip()
+    assert f"--metrics 127.0.0.1:0 --metrics-textfile '{textfile}' >>" in manual
+
+    # The documented line, as a shell runs it: a recorder that keeps the textfile.
+    isolated_state.mkdir(parents=True, exist_ok=True)  # where its log goes
+    spawn(["sh", "-c", manual], cwd=tmp_path, env=env)
+    try:
+        wait_for(
+            lambda: textfile.exists() and "lanewatch_engine_up 1.0" in textfile.read_text(),
+            30,
+            what=f"the service's metrics in {textfile}",
+        )
+    finally:
+        lanewatch(env, "service", "uninstall")
+    assert unit.exists() is False
+
+
+@pytest.mark.parametrize("bad", ["nope:x", "127.0.0.1:70000", "host:"])
+def test_install_refuses_a_bad_metrics_address_before_writing_anything(
+    tmp_path: Path, isolated_state: Path, bad: str
+) -> None:
+    env = no_user_manager(tmp_path)
+    done = lanewatch(env, "service", "install", "--metrics", bad)
+    assert done.returncode == 2, done.stdout + done.stderr  # as `record --metrics` refuses it
+    assert "--metrics" in done.stderr and "is not ADDR:PORT" in done.stderr
+    assert not (tmp_path / "home" / ".config" / "systemd").exists()
+    record = lanewatch(env, "record", "--metrics", bad)  # the same check, the same words
+    assert record.returncode == 2 and "is not ADDR:PORT" in record.stderr
 
 
 def test_the_system_unit_watches_every_users_roots() -> None:

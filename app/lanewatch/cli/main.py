@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "record": "record_cmd:record_command",
     "history": "history_cmd:history_command",
     "hello": "hello_cmd:hello_command",
+    "files": "files_cmd:files_command",
     "service": "service_cmd:service_command",
     "completion": "completion_cmd:completion_command",
 }
@@ -55,6 +56,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "hook": _ANYWHERE,
     "roots": _ANYWHERE,
     "completion": _ANYWHERE,
+    "files": _ANYWHERE,  # reads one namespace's folder: the far end of a dashboard's files view
     "hello": _ANYWHERE,  # the many-host handshake: names a host even where the engine cannot run
     "run": _PROC_ONLY,  # the owner's identity: start time and boot id
     "prove": _PROC_ONLY,

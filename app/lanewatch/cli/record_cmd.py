@@ -37,6 +37,7 @@ from typing import Any
 import click
 
 from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.metricsopts import metrics_options
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import read_roots
 from lanewatch.cli.status_cmd import incident_json, namespace_json
@@ -329,18 +330,7 @@ def _text(f: dict[str, Any]) -> str:
     is_flag=True,
     help="Also stop when stdin closes (the far end of `ssh HOST lanewatch record`).",
 )
-@click.option(
-    "--metrics",
-    "metrics_at",
-    metavar="ADDR:PORT",
-    help="Serve Prometheus metrics over HTTP (a bare PORT: on 127.0.0.1; docs/metrics.md).",
-)
-@click.option(
-    "--metrics-textfile",
-    metavar="PATH",
-    type=click.Path(dir_okay=False),
-    help="Keep Prometheus metrics in PATH for node_exporter's textfile collector.",
-)
+@metrics_options
 @friendly_errors
 def record_command(
     roots: Sequence[str],

@@ -31,6 +31,7 @@ NAMES = (
     "purge",  # lanewatch purge --json
     "record",  # lanewatch record --json: every line
     "hello",  # lanewatch hello --json: the many-host handshake
+    "files",  # lanewatch files TARGET --json: one namespace's files (a far files view)
 )
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import click
 
 from lanewatch.cli.common import echo_json, fail, friendly_errors, say
+from lanewatch.cli.metricsopts import metrics_args, metrics_options
 from lanewatch.cli.service_unit import UNIT_NAME, manual_command, unit_path, unit_text
 from lanewatch.lanes.fsutil import write_atomic
 from lanewatch.lanes.roots import state_dir
@@ -71,16 +72,21 @@ def service_command() -> None:
 @service_command.command("install")
 @click.option("--system", is_flag=True, help="As root: every user's roots, kernel attribution.")
 @click.option("--no-systemd", is_flag=True, help="Only print the command to run without systemd.")
+@metrics_options
 @friendly_errors
-def install_command(system: bool, no_systemd: bool) -> None:
-    """Write and enable the systemd unit that runs `lanewatch record --service`."""
+def install_command(
+    system: bool, no_systemd: bool, metrics_at: str | None, metrics_textfile: str | None
+) -> None:
+    """Write and enable the systemd unit that runs `lanewatch record --service`
+    (with --metrics / --metrics-textfile: the service exposes Prometheus metrics)."""
     _check_scope(system)
+    extra = metrics_args(metrics_at, metrics_textfile)
     if no_systemd:
-        say(manual_command(system))
+        say(manual_command(system, extra))
         return
     path = unit_path(system)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, unit_text(system).encode())
+    write_atomic(path, unit_text(system, extra).encode())
     ok, why = systemctl(system, "daemon-reload")
     if ok:
         ok, why = systemctl(system, "enable", "--now", UNIT_NAME)
@@ -89,7 +95,7 @@ def install_command(system: bool, no_systemd: bool) -> None:
         return
     scope = "systemd" if system else "systemd user manager"
     say(f"wrote {path}, but no {scope} is reachable here ({why}); run instead:", err=True)
-    say(manual_command(system))
+    say(manual_command(system, extra))
     raise SystemExit(EXIT_NOT_RUNNING)
 
 

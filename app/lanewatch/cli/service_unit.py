@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from lanewatch.lanes.roots import ENV_STATE_DIR, state_dir
@@ -28,8 +29,9 @@ def unit_path(system: bool) -> Path:
     return (SYSTEM_UNIT_DIR if system else user_unit_dir()) / UNIT_NAME
 
 
-def record_args(system: bool) -> list[str]:
-    """The recorder's command line: the headless engine, as the service."""
+def record_args(system: bool, extra: Sequence[str] = ()) -> list[str]:
+    """The recorder's command line: the headless engine, as the service. `extra`: more
+    `record` options, checked by the caller (`--metrics`, `--metrics-textfile`)."""
     return [
         sys.executable,
         "-m",
@@ -37,6 +39,7 @@ def record_args(system: bool) -> list[str]:
         "record",
         "--service",
         *(["--system"] if system else []),
+        *extra,
     ]
 
 
@@ -47,11 +50,11 @@ def _systemd_quote(arg: str) -> str:
     return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def unit_text(system: bool) -> str:
+def unit_text(system: bool, extra: Sequence[str] = ()) -> str:
     """The unit file: restarts on failure, stops on SIGTERM (the recorder writes `stopped_at`
     in its beat and exits 0). A state folder chosen by $LANEWATCH_STATE_DIR at install time is
     kept, so the service and the user's commands read the same registry."""
-    exec_start = " ".join(_systemd_quote(a) for a in record_args(system))
+    exec_start = " ".join(_systemd_quote(a) for a in record_args(system, extra))
     env = os.environ.get(ENV_STATE_DIR)
     lines = [
         "# Written by `lanewatch service install`; `lanewatch service uninstall` removes it.",
@@ -84,7 +87,7 @@ def log_path(system: bool) -> Path:
     return (system_state_dir() if system else state_dir()) / "service.log"
 
 
-def manual_command(system: bool) -> str:
+def manual_command(system: bool, extra: Sequence[str] = ()) -> str:
     """The one command that runs the service without systemd (docs/service.md)."""
-    args = " ".join(shlex.quote(a) for a in record_args(system))
+    args = " ".join(shlex.quote(a) for a in record_args(system, extra))
     return f"nohup {args} >>{shlex.quote(str(log_path(system)))} 2>&1 &"

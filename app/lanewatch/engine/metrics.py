@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lanewatch import __version__
+from lanewatch.engine.metrics_address import parse_address
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.model.views import (
     STALE_STATES,
@@ -32,7 +33,6 @@ from lanewatch.model.views import (
 
 GRADES = ("known", "inferred")
 MODES = ("kernel", "inferred")  # attribution (Engine.attribution)
-DEFAULT_HOST = "127.0.0.1"  # loopback unless an address is given: the picture names paths
 TEXTFILE_MIN_GAP = 2.0  # a changed picture is written at most this often
 TEXTFILE_MAX_GAP = 15.0  # and an unchanged one this often (its ages move on)
 
@@ -167,18 +167,6 @@ def registry_for(source: Callable[[], Source]) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(EngineCollector(source))
     return registry
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """ "PORT", "HOST:PORT" or "[V6]:PORT" -> (host, port); the host is loopback unless named.
-    ValueError with a reason people can read."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
-    host = host.strip("[]") or DEFAULT_HOST
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{text!r} is not ADDR:PORT (a port from 0 to 65535)")
-    return host, int(port)
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """What the dashboard cannot show of another host's lane, said plainly with the command that
 shows it there. Files, ledgers, owner stamps and the write history live on that host's disk:
 this side never reads its own disk for them (a far `/tmp/x` is not this machine's `/tmp/x`),
-and never shows an empty list that would read as "no files"."""
+and never shows an empty list that would read as "no files". The far lane's files themselves
+are listed by its own lanewatch (hosts/files.py); these notes are what that listing leaves out,
+or what shows when it cannot be had."""
 
 from __future__ import annotations
 
@@ -15,21 +17,19 @@ def _lanewatch(host: Host, *args: str) -> str:
     return on_host(host, " ".join([host.command, *(shlex.quote(a) for a in args)]))
 
 
-def files(host: Host, far_key: str) -> str:
-    """The files screen of a far lane."""
+def ledger(host: Host) -> str:
+    """The detail pane of a far lane whose recent writes were listed there: the rest."""
     return (
-        f"This lane runs on host {host.name}: its files are there, not on this machine, "
-        f"and are not listed here. List them there: "
-        f"{on_host(host, 'ls -lAtR ' + shlex.quote(far_key))}"
+        f"Ledger and owner stamp: on host {host.name}, not read from here. See them there: "
+        f"{_lanewatch(host, 'status', '--json')}"
     )
 
 
-def detail(host: Host, far_key: str) -> str:
-    """The detail pane's recent writes, ledger and stamp of a far lane."""
+def content(host: Host, far_path: str) -> str:
+    """A far lane's file, which the files view lists but does not open."""
     return (
-        f"Recent writes and ledger: on host {host.name}, not read from here. See them there: "
-        f"{on_host(host, 'ls -lAt ' + shlex.quote(far_key))} · "
-        f"{_lanewatch(host, 'status', '--json')}"
+        f"This file is on host {host.name}: its content is not fetched. See it there: "
+        f"{on_host(host, 'less -- ' + shlex.quote(far_path))}"
     )
 
 

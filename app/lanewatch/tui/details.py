@@ -14,6 +14,7 @@ from pathlib import Path
 from lanewatch.lanes import ledger
 from lanewatch.lanes.ledger import LedgerLine
 from lanewatch.lanes.stamp import META_DIR, StampRead, read_stamp
+from lanewatch.model.nsfiles import NsListing
 from lanewatch.model.views import Incident
 from lanewatch.records import writes as history
 from lanewatch.records.report import entry_writer, evidence_rows
@@ -41,13 +42,22 @@ class Detail:
     scanned: int
     truncated: bool
     error: str | None = None
-    elsewhere: str | None = None  # another host's lane: nothing read here, and how to see it
+    elsewhere: str | None = None  # another host's lane: what is not read here, how to see it
+    host: str | None = None  # another host's lane whose `writes` its lanewatch listed
 
 
-def far_detail(key: str, note: str) -> Detail:
-    """Another host's lane: its files, ledger and stamp are on that host's disk (never this
-    one's, where the same path is someone else's): the pane says so instead."""
-    return Detail(key, None, (), (), 0, False, None, note)
+def far_detail(key: str, note: str, listing: NsListing | None = None) -> Detail:
+    """Another host's lane: its ledger and stamp are on that host's disk (never this one's,
+    where the same path is someone else's): `note` says so. Its recent writes come from
+    `listing` (hosts/files.py) when that host listed them; else `listing.elsewhere` says why
+    not, and how to list them there."""
+    if listing is None or listing.host is None:
+        why = f"Recent writes: {listing.elsewhere} · " if listing and listing.elsewhere else ""
+        return Detail(key, None, (), (), 0, False, None, why + note)
+    recent = [f for f in listing.files if f.kind == "file"][:RECENT_WRITES]
+    writes = tuple(RecentWrite(f.rel, f.mtime, f.size, f.writer) for f in recent)
+    n = len(listing.files)
+    return Detail(key, None, (), writes, n, listing.truncated, listing.error, note, listing.host)
 
 
 def load_detail(

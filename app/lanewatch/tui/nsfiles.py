@@ -17,30 +17,12 @@ from pathlib import Path
 from lanewatch.lanes.fsutil import open_regular
 from lanewatch.linux.paths import is_under
 from lanewatch.model import units
+from lanewatch.model.nsfiles import NsFile, NsListing
 from lanewatch.records import report, writes
 
 MAX_FILES = 2000  # entries listed (the walk stops there and says so)
 MAX_VIEW = 64 * 1024  # bytes of a file shown
 MAX_HASH = 16 * 1024 * 1024  # a larger file is named by its size only (hashing it costs seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class NsFile:
-    rel: str  # relative to the namespace
-    kind: str  # file | link | fifo | socket | device | other
-    size: int
-    mtime: float
-    writer: str | None  # the last recorded writer (the roots' write history), if any
-    target: str | None = None  # a symlink's target, as text (never followed)
-
-
-@dataclass(frozen=True, slots=True)
-class NsListing:
-    key: str
-    files: tuple[NsFile, ...]
-    truncated: bool
-    error: str | None = None
-    elsewhere: str | None = None  # another host's lane: not listed here, and how to see it
 
 
 @dataclass(frozen=True, slots=True)

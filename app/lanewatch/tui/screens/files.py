@@ -16,11 +16,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from lanewatch.hosts import elsewhere
+from lanewatch.hosts import files as far_files
 from lanewatch.inert import inert, inert_lines
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import untrusted
 from lanewatch.tui.messages import FileLoaded, FilesLoaded
-from lanewatch.tui.nsfiles import NsFile, NsListing, list_files, read_file
+from lanewatch.tui.nsfiles import NsFile, list_files, read_file
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, duration_key, number_key
 
 if TYPE_CHECKING:
@@ -80,9 +81,8 @@ class FilesScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="files", description="list files", exit_on_error=False)
     def _load(self) -> None:
         far = self.lw.adapter.host_of(self.key)
-        if far is not None:  # its files are on that host's disk: never read this one's for them
-            note = elsewhere.files(*far)
-            self.lw.post_from_thread(self, FilesLoaded(NsListing(self.key, (), False, None, note)))
+        if far is not None:  # on that host's disk: its lanewatch lists them (never this disk)
+            self.lw.post_from_thread(self, FilesLoaded(far_files.listing(*far, self.key)))
             return
         self.lw.post_from_thread(self, FilesLoaded(list_files(Path(self.key), self.roots)))
 
@@ -110,9 +110,11 @@ class FilesScreen(Screen[None]):
             note.update(Text(inert(listing.error), style="red"))
         else:
             more = " (stopped there: more not listed)" if listing.truncated else ""
-            note.update(
-                Text(f"{len(rows)} file(s){more} · last writer from the write history", "dim")
-            )
+            where = "the write history"
+            if listing.host is not None:
+                more += f" on host {inert(listing.host)}, listed by its lanewatch"
+                where = "its write history"
+            note.update(Text(f"{len(rows)} file(s){more} · last writer from {where}", "dim"))
 
     @on(LaneTable.RowSelected)
     def _selected(self, event: LaneTable.RowSelected) -> None:
@@ -129,6 +131,11 @@ class FilesScreen(Screen[None]):
                 markup=False,
                 timeout=4,
             )
+            return
+        far = self.lw.adapter.host_of(self.key)
+        if far is not None:  # listed there; its bytes are not fetched (never this disk's)
+            note = elsewhere.content(far[0], f"{far[1]}/{key}")
+            self.notify(inert(note), markup=False, timeout=8)
             return
         self.app.push_screen(FileScreen(self.key, str(key)))
 

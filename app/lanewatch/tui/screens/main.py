@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from lanewatch.hosts import elsewhere
+from lanewatch.hosts import files as far_files
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import columns
 from lanewatch.tui.details import Detail, far_detail, load_detail
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from lanewatch.tui.flows import ActionFlows
 
 DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
+FAR_DETAIL_REFRESH = 10.0  # the same for another host's lane: one ssh round trip each
+FAR_RECENT = 32  # entries a far host lists for the pane (its RECENT_WRITES newest files)
 DETAIL_REDRAW = 0.5  # while the selected row keeps changing, its pane redraws at most this often
 TICK_MARGIN = 3  # rows above and below the viewport whose ages move on each second
 GATED_ACTIONS = ("kill", "clear", "acknowledge", "open", "export", "unmark", "sort")
@@ -323,7 +326,8 @@ class MainScreen(TypeaheadGuard, Screen[None]):
             self._schedule_detail_load(row.key)
 
     def _schedule_detail_load(self, key: str) -> None:
-        wait = self._detail_at + DETAIL_REFRESH - self.lw.monotonic()
+        every = FAR_DETAIL_REFRESH if self.lw.adapter.host_of(key) else DETAIL_REFRESH
+        wait = self._detail_at + every - self.lw.monotonic()
         if wait <= 0:
             self._detail_at = self.lw.monotonic()
             # Read here, on the UI thread: the worker gets copies.
@@ -345,8 +349,9 @@ class MainScreen(TypeaheadGuard, Screen[None]):
     )
     def _load_detail(self, key: str, roots: list[str], incidents: list[Incident]) -> None:
         far = self.lw.adapter.host_of(key)
-        if far is not None:
-            detail = far_detail(key, elsewhere.detail(*far))
+        if far is not None:  # its files are listed there, by its lanewatch (one ssh call)
+            listed = far_files.listing(*far, key, limit=FAR_RECENT, no_meta=True)
+            detail = far_detail(key, elsewhere.ledger(far[0]), listed)
         else:
             detail = load_detail(Path(key), roots=roots, incidents=incidents)
         self.lw.post_from_thread(self, DetailLoaded(detail))

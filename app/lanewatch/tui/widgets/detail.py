@@ -112,9 +112,11 @@ def _members(ns: NamespaceView) -> list[RenderableType]:
 
 
 def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
-    if detail is not None and detail.elsewhere:
+    far = detail.host if detail is not None else None
+    if detail is not None and detail.elsewhere and far is None:  # nothing listed there
         return [_section("Recent writes and ledger"), Text(inert(detail.elsewhere), style="yellow")]
-    parts: list[RenderableType] = [_section("Recent writes")]
+    title = f"Recent writes (listed on host {inert(far)})" if far else "Recent writes"
+    parts: list[RenderableType] = [_section(title)]
     if detail is None:
         parts.append(Text("reading…", style="dim"))
     elif detail.error:
@@ -132,6 +134,9 @@ def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
         if detail.truncated:
             parts.append(Text(f"(looked at the first {detail.scanned} entries)", style="dim"))
     parts.append(_section("Ledger"))
+    if detail is not None and detail.elsewhere:  # a far lane's: on its disk
+        parts.append(Text(inert(detail.elsewhere), style="yellow"))
+        return parts
     if detail is None:
         parts.append(Text("reading…", style="dim"))
     elif not detail.ledger:
