@@ -55,7 +55,6 @@ class Leaving:
         self.grace = grace
         self.code: int | None = None  # 128+N once leaving was asked
         self.before: Callable[[], object] | None = None  # the demo stops its processes here
-        self._timer: threading.Timer | None = None
 
     @contextlib.contextmanager
     def on_signals(self) -> Iterator[Leaving]:
@@ -90,7 +89,7 @@ class Leaving:
         signal.signal(signal.SIGCONT, on_continue)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        self.leave(128 + signum, f"SIG{signal.Signals(signum).name.removeprefix('SIG')}")
+        self.leave(128 + signum, signal.Signals(signum).name)
 
     def leave(self, code: int, why: str) -> None:
         """Ask the app to exit with `code` from its own loop, and make sure the process ends
@@ -98,9 +97,11 @@ class Leaving:
         if self.code is not None:
             return
         self.code = code
-        if self.before is not None:
-            self.before()  # at once: the terminal may be gone, the loop may never get there
-        self._arm(code)
+        try:
+            if self.before is not None:
+                self.before()  # at once: the terminal may be gone, the loop may never get there
+        finally:
+            self._arm(code)  # after: stopping the demo's processes takes its own few seconds
         log.warning("%s: the dashboard ends", why)  # after: a handler may write to that terminal
         try:
             loop = asyncio.get_running_loop()
@@ -112,7 +113,6 @@ class Leaving:
         timer = threading.Timer(self.grace, self._abandon, args=(code,))
         timer.name = "lanewatch-leave-watchdog"
         timer.daemon = True
-        self._timer = timer
         timer.start()
 
     def _abandon(self, code: int) -> None:
@@ -124,7 +124,8 @@ class Leaving:
 
 def restore_terminal(app: Any) -> None:
     """Best effort, never blocking: the terminal's modes as before the app, and application mode
-    off. Nothing when it is gone. `_driver` and `attrs_before` are Textual's (LinuxDriver)."""
+    off. Nothing when it is gone. `_driver`, its `fileno` (input) and `attrs_before` are
+    Textual's LinuxDriver; it draws on standard error."""
     driver = getattr(app, "_driver", None)
     fd = getattr(driver, "fileno", None)
     if not isinstance(fd, int) or watch.terminal_gone(fd):
@@ -135,7 +136,9 @@ def restore_terminal(app: Any) -> None:
             termios.tcsetattr(fd, termios.TCSANOW, attrs)
     # A description of our own, non-blocking: a terminal that stopped reading cannot hold us.
     with contextlib.suppress(OSError):
-        out = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        if not os.isatty(2):
+            return
+        out = os.open("/proc/self/fd/2", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
         try:
             os.write(out, RESTORE.encode())
         finally:
