@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lanewatch.lanes.roots import state_dir
 from tests.conftest import LANEWATCH, wait_for
 
 pytestmark = pytest.mark.unprivileged
@@ -39,16 +40,18 @@ CONTROLLING = (
 
 
 class Dash:
-    """`lanewatch dash` as the session leader of a pty of its own; every byte it draws is kept."""
+    """`lanewatch ARGS` as the session leader of a pty of its own; every byte it draws is kept."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, args: list[str], tmpdir: Path | None = None) -> None:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
         self.modes = termios.tcgetattr(slave)  # the terminal as the user had it
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         env |= {"TERM": "xterm-256color", "LANG": "C.UTF-8"}
+        if tmpdir is not None:
+            env["TMPDIR"] = str(tmpdir)  # the demo's folder in shared temp goes there
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", CONTROLLING, *LANEWATCH, "dash", "--root", str(root)],
+            [sys.executable, "-c", CONTROLLING, *LANEWATCH, *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,
@@ -121,7 +124,7 @@ class Dash:
 def dash(tmp_path: Path) -> Iterator[Dash]:
     root = tmp_path / "root"
     root.mkdir()
-    started = Dash(root)
+    started = Dash(["dash", "--root", str(root)])
     try:
         yield started
     finally:
@@ -134,6 +137,25 @@ def _gone(process: psutil.Process) -> bool:
         return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+def test_a_hang_up_ends_the_demo_and_every_process_it_started(tmp_path: Path) -> None:
+    """The case seen for real: `tmux kill-server` under `lanewatch demo` left it for ever."""
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    demo = Dash(["demo"], tmpdir=shared)
+    try:
+        demo.drawn()
+        started = psutil.Process(demo.proc.pid).children(recursive=True)
+        assert len(started) >= 10  # the lanes, their commands, the intruder, the engine
+        demo.hang_up()
+        assert demo.ended() == 128 + signal.SIGHUP
+        for process in started:
+            wait_for(lambda p=process: _gone(p), GONE, what=f"{process.pid} ends with the demo")
+        assert not (state_dir() / "demo").exists()  # its files went too
+        assert list(shared.iterdir()) == []
+    finally:
+        demo.close()
 
 
 def test_a_hang_up_ends_the_dashboard_and_its_engine(dash: Dash) -> None:
