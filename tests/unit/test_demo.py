@@ -258,8 +258,10 @@ def test_cli_opens_the_dashboard_on_the_demo_root_and_stops_on_sigterm(
             seen["alive"] = [p for p in scenario_processes() if not p.gone()]
             os.kill(os.getpid(), signal.SIGTERM)  # handled: stops the demo, leaves run()
 
-    def make_app(roots: list[Path], *, demo_note: str | None = None) -> FakeApp:
-        seen["roots"], seen["note"] = roots, demo_note
+    def make_app(
+        roots: list[Path], *, demo_note: str | None = None, on_leave: Any = None
+    ) -> FakeApp:
+        seen["roots"], seen["note"], seen["on_leave"] = roots, demo_note, on_leave
         return FakeApp()
 
     created: list[DemoScenario] = []
@@ -279,6 +281,7 @@ def test_cli_opens_the_dashboard_on_the_demo_root_and_stops_on_sigterm(
     assert result.exit_code == 128 + signal.SIGTERM, result.output
     (scenario,) = created
     assert seen["roots"] == [scenario.scratch_root]
+    assert seen["on_leave"] == scenario.stop  # the dashboard stops the demo at its signal
     assert "takeover" in seen["note"] and str(scenario.scratch_root) in seen["note"]
     assert scenario.takeover_delay > 0  # the takeover happens in front of the dashboard
     assert len(seen["alive"]) >= 8

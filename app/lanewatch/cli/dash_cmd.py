@@ -61,3 +61,5 @@ def dash_command(
 
         raise SystemExit(self_check_run(app))
     app.run()
+    if app.leaving.code is not None:  # SIGTERM, SIGHUP or a hung-up terminal: 128+N
+        raise SystemExit(app.leaving.code)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import shlex
@@ -31,15 +30,15 @@ class _Leave(Exception):
 class _SignalGuard:
     """SIGTERM and SIGHUP (a closed terminal) end the demo as cleanly as quitting does.
 
-    Without the dashboard the signal just unwinds the main thread, so the scenario's `with`
-    block stops everything. With it, the processes are stopped at once (the terminal may be gone
-    already) and the app is asked to exit from its own loop. Should the demo die anyway, its
-    children die with it (see `lanewatch.demo.procs`).
+    Outside the dashboard (building, --no-ui) the signal just unwinds the main thread, so the
+    scenario's `with` block stops everything. While the dashboard runs it has these signals
+    itself (`lanewatch.tui.leave`): the demo's processes are stopped at once (the terminal may be
+    gone already) and the app leaves from its own loop, within a few seconds whatever Textual
+    does. Should the demo die anyway, its children die with it (see `lanewatch.demo.procs`).
     """
 
     def __init__(self, scenario: DemoScenario) -> None:
         self.scenario = scenario
-        self.app: Any = None
         self.signum: int | None = None
         self._old: dict[int, Any] = {}
 
@@ -61,14 +60,7 @@ class _SignalGuard:
         self.signum = signum
         if self.scenario.stopping:
             return
-        if self.app is None:
-            raise _Leave(signum)
-        self.scenario.stop()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise _Leave(signum) from None
-        loop.call_soon_threadsafe(self.app.exit)
+        raise _Leave(signum)
 
 
 def _dashboard_factory() -> Callable[..., Any] | None:
@@ -133,13 +125,16 @@ def demo_command(keep: bool, no_ui: bool) -> None:
     live = make_app is not None or no_ui
     scenario = DemoScenario(keep=keep, takeover_delay=TAKEOVER_DELAY if live else 0.0)
     guard = _SignalGuard(scenario)
+    code: int | None = None
     _say("lanewatch demo: starting simulated lanes...", err=True)
     try:
         with guard, scenario:
             if make_app is not None:
-                app = make_app([scenario.scratch_root], demo_note=scenario.note)
-                guard.app = app
+                app = make_app(
+                    [scenario.scratch_root], demo_note=scenario.note, on_leave=scenario.stop
+                )
                 app.run()
+                code = app.leaving.code  # SIGTERM, SIGHUP or a hung-up terminal: 128+N
             else:
                 _print_ready(scenario)
                 root = shlex.quote(str(scenario.scratch_root))
@@ -158,4 +153,6 @@ def demo_command(keep: bool, no_ui: bool) -> None:
         pass
     _print_after(scenario, len(scenario.processes))
     if guard.signum is not None:
-        sys.exit(128 + guard.signum)
+        code = 128 + guard.signum
+    if code is not None:
+        sys.exit(code)

@@ -30,6 +30,7 @@ from lanewatch.tui.bridge import ChangeBuffer
 from lanewatch.tui.commands import LanewatchCommands
 from lanewatch.tui.flows import ActionFlows
 from lanewatch.tui.later import call_after
+from lanewatch.tui.leave import HUNG_UP, Leaving
 from lanewatch.tui.messages import ActionsFinished, ChangesPending, EngineFailed, ExportFinished
 from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
@@ -111,6 +112,7 @@ class LanewatchApp(App[None]):
         self._problem_at = 0.0
         self._ticked = 0.0
         self._stopped = False
+        self.leaving = Leaving(self)  # SIGTERM, SIGHUP, a hung-up terminal: `tui/leave.py`
         self.last_key_at = float("-inf")
         self.flows = ActionFlows(
             self.adapter,
@@ -145,11 +147,19 @@ class LanewatchApp(App[None]):
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    def run(self, *args: Any, **kwargs: Any) -> None:
+        """As Textual's, and SIGTERM or SIGHUP end it as `q` does, with 128+N
+        (`self.leaving.code`); the process ends within a few seconds even if Textual's shutdown
+        blocks on a dead terminal."""
+        with self.leaving.on_signals():
+            return super().run(*args, **kwargs)
+
     def on_mount(self) -> None:
         theme = theme_for(self.console.color_system)
         if theme is not None:
             self.theme = theme
         self._terminal = watch.terminal_fd(self.is_headless)
+        self.leaving.guard_resume(self._terminal)
         self.push_screen(self.main)
         self.set_interval(TICK, self._tick, name="ages")
         self.run_worker(
@@ -312,9 +322,8 @@ class LanewatchApp(App[None]):
                 self._drain_timer = None
             self.drain()
         if self._terminal is not None and watch.terminal_gone(self._terminal):
-            log.warning("the terminal hung up; the dashboard ends")
             self._terminal = None
-            self.exit(return_code=129)  # 128 + SIGHUP, as if the hang-up had reached us
+            self.leaving.leave(HUNG_UP, "the terminal hung up")  # as if SIGHUP had reached us
             return
         quiet_for = getattr(self.engine, "quiet_for", None)  # only the engine process has it
         quiet = quiet_for() if callable(quiet_for) else None
@@ -434,11 +443,13 @@ def make_app(
     engine: Engine | EngineProcess | ManyHosts | None = None,
     demo_note: str | None = None,
     clock: Callable[[], float] | None = None,
+    on_leave: Callable[[], object] | None = None,
 ) -> LanewatchApp:
     """The dashboard on `roots` (None: every registered root). Starts nothing until it runs;
     the app owns the engine from then on and stops it when it exits.
 
-    `clock` (wall time, for the ages shown) is for tests that freeze time.
+    `clock` (wall time, for the ages shown) is for tests that freeze time. `on_leave` runs at
+    once when a signal or a hung-up terminal ends the app (the demo stops its processes there).
     """
     if engine is None:
         from lanewatch.engine.process import EngineProcess
@@ -451,4 +462,6 @@ def make_app(
             paths = [str(p) for p in Registry().paths()]
         except LanewatchError:
             paths = []
-    return LanewatchApp(engine, root_paths=paths, demo_note=demo_note, clock=clock or time.time)
+    app = LanewatchApp(engine, root_paths=paths, demo_note=demo_note, clock=clock or time.time)
+    app.leaving.before = on_leave
+    return app
