@@ -78,3 +78,9 @@ class InertFormatter(logging.Formatter):
 
     def formatStack(self, stack_info: str) -> str:
         return inert_lines(super().formatStack(stack_info))
+
+
+def inert_warnings() -> None:
+    """Warnings go to stderr through logging's last-resort handler; they name paths and lanes."""
+    if logging.lastResort is not None:
+        logging.lastResort.setFormatter(InertFormatter())
