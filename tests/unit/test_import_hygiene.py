@@ -108,8 +108,8 @@ RUN_PACKAGES = ("lanewatch.lanes.", "lanewatch.linux.")
 RUN_MODULES = {"lanewatch", "lanewatch.__main__", "lanewatch.cli", "lanewatch.errors"}
 RUN_MODULES |= {"lanewatch.inert", "lanewatch.lanes", "lanewatch.linux"}
 # The standard library's parts that `run` does without: shlex only for the tmux advice
-# (lanes/launchers.py); no tempfile, no asyncio.
-RUN_NEVER_STDLIB = {"shlex", "tempfile", "asyncio"}
+# (lanes/launchers.py), logging only for a warning (lanes/logs.py); no tempfile, no asyncio.
+RUN_NEVER_STDLIB = {"shlex", "logging", "tempfile", "asyncio"}
 
 
 @pytest.mark.unprivileged

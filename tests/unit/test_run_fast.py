@@ -175,3 +175,20 @@ def test_a_run_ends_the_same_with_and_without_click(args: list[str], repo: Path)
         slow.stderr.replace("Usage: -c run", "Usage: lanewatch run"),
     )
     assert fast.returncode != 0
+
+
+@pytest.mark.unprivileged
+def test_a_warning_of_a_run_without_click_is_inert(repo: Path, tmp_path: Path) -> None:
+    """The ledger's warnings come through logging, which `run` imports only then
+    (lanes/logs.py): still one inert line each, as through the click group."""
+    root = tmp_path / "root\x1b[31mRED"
+    args = ["--lane", "l", "--root", str(root), "--fence", "none", "--", "true"]
+    assert _run(LANEWATCH, args, repo).returncode == 0
+    [ledger_file] = root.glob("*/.lanewatch/ledger.jsonl")
+    ledger_file.unlink()
+    os.mkfifo(ledger_file)  # appends skip it and say so (lanes/ledger.py)
+    fast, slow = _run(LANEWATCH, args, repo), _run(CLICK_ONLY, args, repo)
+    assert (fast.returncode, fast.stderr) == (slow.returncode, slow.stderr) == (0, fast.stderr)
+    lines = [line for line in fast.stderr.splitlines() if line.startswith("ledger line")]
+    assert len(lines) == 4 and all("not written to" in line for line in lines), fast.stderr
+    assert "\x1b" not in fast.stderr and "root\\x1b[31mRED" in fast.stderr

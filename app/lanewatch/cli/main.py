@@ -11,7 +11,7 @@ import click
 from lanewatch import __version__
 from lanewatch.cli.common import fail
 from lanewatch.cli.exits import Exit
-from lanewatch.inert import inert_warnings
+from lanewatch.lanes.logs import inert_warnings
 from lanewatch.linux.support import INOTIFY, PROC, missing
 
 # name -> "module:attribute" under lanewatch.cli. Register new commands here, one line each.

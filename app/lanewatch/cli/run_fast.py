@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from lanewatch.cli.common import friendly_errors_around_cmd, say
-from lanewatch.inert import inert_warnings
 from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, Lane
 from lanewatch.lanes.pick import Interrupted, claim_next_free, claim_waiting
@@ -154,7 +153,6 @@ def run_fast(args: Sequence[str]) -> None:
     params = parse(args, os.environ)
     if params is None or missing((PROC,)):  # cli/main.py's NEEDS["run"]; click says it
         return
-    inert_warnings()  # as cli/main.py's main does
     try:
         run_lane(**params)
     except (EOFError, KeyboardInterrupt):  # as click's standalone mode says it
