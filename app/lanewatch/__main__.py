@@ -1,3 +1,3 @@
-from lanewatch.cli.main import main
+from lanewatch.cli.entry import main
 
 main()

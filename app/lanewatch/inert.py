@@ -17,9 +17,7 @@ Stdlib only: the CLI, the dashboard and the exports all import it.
 
 from __future__ import annotations
 
-import logging
 import re
-from typing import Any
 
 _FORMAT = (
     "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
@@ -64,17 +62,3 @@ def inert_lines(text: object) -> str:
     if _UNSAFE_IN_BODY.search(s) is None:
         return s
     return _UNSAFE_IN_BODY.sub(_shown, s)
-
-
-class InertFormatter(logging.Formatter):
-    """Log lines with their untrusted parts inert: the message on one line (a newline in a
-    path cannot forge a second record), a traceback with its own lines."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        return inert(super().formatMessage(record))
-
-    def formatException(self, ei: Any) -> str:
-        return inert_lines(super().formatException(ei))
-
-    def formatStack(self, stack_info: str) -> str:
-        return inert_lines(super().formatStack(stack_info))

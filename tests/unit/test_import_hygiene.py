@@ -101,14 +101,15 @@ RUN_PROBE = textwrap.dedent(
     runpy.run_module("lanewatch", run_name="__main__", alter_sys=True)
     """
 )
-# What `lanewatch run` may load of lanewatch: its own command, the group, the core it runs.
-RUN_CLI = {"main", "common", "exits", "laneopts", "rootopts", "completers", "run_cmd"}
+# What `lanewatch run` may load of lanewatch: the entry point and its path without click
+# (cli/run_fast.py), the core it runs.
+RUN_CLI = {"entry", "run_fast", "common", "exits"}
 RUN_PACKAGES = ("lanewatch.lanes.", "lanewatch.linux.")
 RUN_MODULES = {"lanewatch", "lanewatch.__main__", "lanewatch.cli", "lanewatch.errors"}
 RUN_MODULES |= {"lanewatch.inert", "lanewatch.lanes", "lanewatch.linux"}
 # The standard library's parts that `run` does without: shlex only for the tmux advice
-# (lanes/launchers.py); no tempfile, no asyncio.
-RUN_NEVER_STDLIB = {"shlex", "tempfile", "asyncio"}
+# (lanes/launchers.py), logging only for a warning (lanes/logs.py); no tempfile, no asyncio.
+RUN_NEVER_STDLIB = {"shlex", "logging", "tempfile", "asyncio"}
 
 
 @pytest.mark.unprivileged
@@ -119,7 +120,8 @@ def test_run_loads_no_other_command_no_ui_and_no_watcher(
     """`lanewatch run` sits in hooks and agent loops and must start fast (`run_start` in
     docs/performance.md): it loads neither the dashboard, the watcher, psutil, nor another
     command's module, nor what its own start does without (filelock, platformdirs, the roots
-    registry's completion). A real run, in a fresh interpreter; its sys.modules at exit."""
+    registry's completion), nor click. A real run, in a fresh interpreter; its sys.modules at
+    exit."""
     out = tmp_path / "modules.json"
     env = {k: v for k, v in os.environ.items() if k != "LANEWATCH_STATE_DIR"}
     env.update(HOME=str(tmp_path), XDG_STATE_HOME=str(tmp_path / "state"))
@@ -134,9 +136,10 @@ def test_run_loads_no_other_command_no_ui_and_no_watcher(
     )
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(out.read_text()))
-    assert "lanewatch.lanes.run" in loaded and "click" in loaded  # it really ran
+    assert "lanewatch.lanes.run" in loaded  # it really ran
     tops = {m.split(".")[0] for m in loaded}
     assert not tops & {*UI_AND_WATCHERS, "psutil", "filelock", "platformdirs"}, sorted(tops)
+    assert "click" not in tops  # its usual forms start without click (cli/run_fast.py)
     assert not tops & RUN_NEVER_STDLIB, sorted(tops & RUN_NEVER_STDLIB)
     ours = {m for m in loaded if m == "lanewatch" or m.startswith("lanewatch.")}
     allowed = RUN_MODULES | {f"lanewatch.cli.{m}" for m in RUN_CLI}

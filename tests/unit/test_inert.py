@@ -9,7 +9,8 @@ import unicodedata
 
 import pytest
 
-from lanewatch.inert import InertFormatter, inert, inert_lines
+from lanewatch.inert import inert, inert_lines
+from lanewatch.lanes.logs import InertFormatter
 from tests import hostile
 
 pytestmark = pytest.mark.unprivileged

@@ -1,5 +1,8 @@
 """Helpers shared by CLI commands: one way to fail, one way to print JSON, one way to print
-an untrusted string (inert: a terminal escape in a lane name is shown, never sent)."""
+an untrusted string (inert: a terminal escape in a lane name is shown, never sent).
+
+No click at import: `lanewatch run` starts without it (cli/run_fast.py); what prints imports
+it when it prints."""
 
 from __future__ import annotations
 
@@ -8,8 +11,6 @@ import json
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
-
-import click
 
 from lanewatch.cli.exits import Exit
 from lanewatch.errors import (
@@ -38,12 +39,16 @@ EXIT_REFUSED = Exit.REFUSED
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    import click  # see the module's docstring
+
     click.echo(f"lanewatch: {inert(message)}", err=True)
     sys.exit(code)
 
 
 def say(line: str, err: bool = False) -> None:
     """One line for a person, with what came from disk or another process in it made inert."""
+    import click  # see the module's docstring
+
     click.echo(inert(line), err=err)
 
 
@@ -89,22 +94,6 @@ def friendly_errors_around_cmd(func: F) -> F:
 
 
 def echo_json(data: Any) -> None:
+    import click  # see the module's docstring
+
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
-
-
-class Duration(click.ParamType):
-    """`90`, `90s`, `10m`, `1h30m`, `7d`, `2w` as seconds (scheme.gate.parse_duration)."""
-
-    name = "DURATION"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        from lanewatch.proof.gate import parse_duration
-
-        if isinstance(value, int | float):
-            return float(value)
-        try:
-            return parse_duration(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)

@@ -8,7 +8,8 @@ import sys
 import click
 
 from lanewatch.cli import completers
-from lanewatch.cli.common import Duration, say
+from lanewatch.cli.common import say
+from lanewatch.cli.duration import Duration
 from lanewatch.cli.reports import report
 from lanewatch.cli.rootopts import lane_root
 from lanewatch.lanes.lane import ENV_LANE

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from lanewatch.cli.common import EXIT_REFUSED, Duration, fail, friendly_errors, say
+from lanewatch.cli.common import EXIT_REFUSED, fail, friendly_errors, say
+from lanewatch.cli.duration import Duration
 from lanewatch.proof.hooks import KINDS, HookRefused, install_hook, uninstall_hook
 
 

@@ -5,14 +5,13 @@ must not pay for the dashboard, the engine or psutil."""
 from __future__ import annotations
 
 import importlib
-import logging
 
 import click
 
 from lanewatch import __version__
 from lanewatch.cli.common import fail
 from lanewatch.cli.exits import Exit
-from lanewatch.inert import InertFormatter
+from lanewatch.lanes.logs import inert_warnings
 from lanewatch.linux.support import INOTIFY, PROC, missing
 
 # name -> "module:attribute" under lanewatch.cli. Register new commands here, one line each.
@@ -131,7 +130,5 @@ def cli(ctx: click.Context) -> None:
 
 
 def main() -> None:
-    # Warnings go to stderr through logging's last-resort handler; they name paths and lanes.
-    if logging.lastResort is not None:
-        logging.lastResort.setFormatter(InertFormatter())
+    inert_warnings()
     cli(prog_name="lanewatch")

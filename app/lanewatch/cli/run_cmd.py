@@ -1,18 +1,14 @@
-"""`lanewatch run`: run a command inside its lane's namespace."""
+"""`lanewatch run`: run a command inside its lane's namespace. Its usual forms start without
+click (cli/run_fast.py, which does the run for both); this command parses the rest."""
 
 from __future__ import annotations
 
 import math
-import sys
 
 import click
 
-from lanewatch.cli.common import friendly_errors_around_cmd, say
 from lanewatch.cli.laneopts import command_after_dashes, fence_options, lane_options
-from lanewatch.lanes.fence import Mode
-from lanewatch.lanes.lane import Lane
-from lanewatch.lanes.pick import Interrupted, claim_next_free, claim_waiting
-from lanewatch.lanes.run import run_in_lane
+from lanewatch.cli.run_fast import run_lane
 
 
 @click.command(
@@ -37,7 +33,6 @@ from lanewatch.lanes.run import run_in_lane
     help="When the lane is busy, wait for it (for ever, or up to SECONDS; then exit 3).",
 )
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-@friendly_errors_around_cmd
 def run_command(
     lane: str,
     root: str | None,
@@ -63,26 +58,4 @@ def run_command(
     argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
     if lane_auto and wait is not None:
         raise click.UsageError("--lane-auto and --wait exclude each other: take another, or wait")
-
-    def make(name: str) -> Lane:
-        return Lane(name, root=root, checkout=checkout, heartbeat=heartbeat, command=argv)
-
-    def next_free(_interrupted: Interrupted) -> Lane:
-        taken = claim_next_free(make, lane)
-        if taken.name != lane:
-            say(f"lanewatch: lane {lane!r} is busy; running in lane {taken.name!r}", err=True)
-        return taken
-
-    def waiting(interrupted: Interrupted) -> Lane:
-        limit = None if wait is None or math.isinf(wait) else wait
-        until = "" if limit is None else f" up to {limit:g}s"
-        return claim_waiting(
-            owner,
-            limit,
-            interrupted,
-            lambda: say(f"lanewatch: lane {lane!r} is busy; waiting for it{until}", err=True),
-        )
-
-    owner = make(lane)
-    claim = next_free if lane_auto else waiting if wait is not None else None
-    sys.exit(run_in_lane(owner, argv, claim=claim, fence=Mode(fence), shm=fence_shm))
+    run_lane(lane, root, checkout, heartbeat, fence, fence_shm, lane_auto, wait, argv)

@@ -24,8 +24,9 @@ from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trash import find, restore
 from lanewatch.actions.trashbox import TrashEntry, list_all, purging_dirs
 from lanewatch.cli import completers
-from lanewatch.cli.common import Duration, friendly_errors
+from lanewatch.cli.common import friendly_errors
 from lanewatch.cli.confirm import confirm, safe
+from lanewatch.cli.duration import Duration
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
 

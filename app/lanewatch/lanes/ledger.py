@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import logging
 import os
 import time
 from collections.abc import Iterator
@@ -21,8 +20,6 @@ from typing import Any
 
 from lanewatch.lanes.fsutil import NotAFile, flock_within, open_regular
 from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR
-
-log = logging.getLogger(__name__)
 
 MAX_LINE = 64 * 1024
 LOCK_WAIT = 2.0  # seconds: appends take microseconds; longer is someone holding it on purpose
@@ -50,11 +47,11 @@ def append(namespace: Path, event: str, *, lane: str, **fields: Any) -> str | No
     try:
         fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     except NotAFile as exc:
-        log.warning("ledger line %r not written to %s: %s", event, path, exc)
+        _warn("ledger line %r not written to %s: %s", event, path, exc)
         return str(exc)
     try:
         if not flock_within(fd, LOCK_WAIT):
-            log.warning("ledger line %r not written to %s: its lock stayed held", event, path)
+            _warn("ledger line %r not written to %s: its lock stayed held", event, path)
             return f"{LEDGER_FILE} stayed locked by another process for {LOCK_WAIT:g}s"
         try:
             os.write(fd, line)
@@ -63,6 +60,12 @@ def append(namespace: Path, event: str, *, lane: str, **fields: Any) -> str | No
     finally:
         os.close(fd)
     return None
+
+
+def _warn(message: str, *args: object) -> None:
+    from lanewatch.lanes.logs import warn  # only for a skipped line: `run` starts without logging
+
+    warn(__name__, message, *args)
 
 
 def read(namespace: Path, *, tail: int | None = None) -> list[LedgerLine]:

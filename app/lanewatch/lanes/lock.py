@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 
 from lanewatch.lanes.stamp import LOCK_FILE, META_DIR
-from lanewatch.linux.mountinfo import mount_device
 from lanewatch.linux.proc import read_locks
 
 
@@ -128,6 +127,8 @@ def _lock_table_key(path: Path) -> tuple[int, set[tuple[int, int]]]:
     stat gives the subvolume's device. The device of the file's mount (from mountinfo, found
     through the mount id in fdinfo) is the superblock's, so both are accepted.
     """
+    from lanewatch.linux.mountinfo import mount_device  # here: `run` starts without mountinfo
+
     fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)

@@ -1,0 +1,17 @@
+"""`lanewatch`'s entry point (the console script and `python -m lanewatch`): `lanewatch run`
+in its usual forms starts without click (cli/run_fast.py); everything else is the click group
+(cli/main.py)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["run"]:
+        from lanewatch.cli.run_fast import run_fast
+
+        run_fast(sys.argv[2:])  # returns only where click must parse run's arguments
+    from lanewatch.cli.main import main as click_main
+
+    click_main()
