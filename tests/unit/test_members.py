@@ -354,7 +354,7 @@ def test_a_user_who_may_see_the_lanes_folder_tells_its_member_by_the_members_mou
     done = python_as(prefix, code, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.splitlines()[-1])
-    assert seen["state"] == "headless" and seen["members"] == 1, seen
+    assert seen["state"] == "headless" and seen["members"] >= 1, seen  # its `sleep`s too
     withheld = python_as(prefix, f"import os; os.readlink('/proc/{pid}/ns/mnt')")
     assert "PermissionError" in withheld.stderr, "that user could read the namespace after all"
 
