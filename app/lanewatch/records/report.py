@@ -334,9 +334,9 @@ def says(s: Shown) -> str:
         "diff": f"Then {v.writer}, changing it:",
         "same": f"Then {v.writer}: the same content again.",
         "binary": f"{v.writer} wrote binary content ({size} bytes): not shown.",
-        "not-kept": f"{v.writer} wrote {size} bytes: content not kept (contents up to "
-        f"{units.size(evidence.SMALL_FILE)} are kept by kernel attribution, or without it "
-        "when the file is text read while one lane held it), and the file no longer holds it.",
+        "not-kept": f"{v.writer} wrote {size} bytes: content not kept (kept up to "
+        f"{units.size(evidence.SMALL_FILE)}: by kernel attribution, or as text read while one "
+        "lane held it), and the file no longer holds it.",
         "not-hashed": f"{v.writer} wrote to it ({v.event or 'modify'}) while holding it open: "
         "no content was read.",
     }.get(s.kind, v.writer)
