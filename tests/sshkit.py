@@ -1,12 +1,16 @@
 """A real OpenSSH server on loopback, as whoever runs the test: the "second host" of the
 many-host tests (docs/hosts.md).
 
-`ssh_server` generates a host key and a user key under tmp_path, writes an sshd_config (a free
-high port on 127.0.0.1, no PAM, the generated authorized_keys) and a client ssh_config (alias
-`far` → that port, that key, its own known_hosts, BatchMode), and starts `sshd -D -e`. A normal
-user can run sshd on a high port and log in as itself; root needs /run/sshd (the package's
-service makes it; `.ci/run` too). Tests point lanewatch at it with $LANEWATCH_SSH="ssh -F cfg".
-The far side is this same machine with its own state folder, root and TMPDIR: `far_command`.
+`make_server` writes a host key and a user key (`ssh_keys`: generated once per session and
+copied), an sshd_config (a free high port on 127.0.0.1, no PAM, that authorized_keys) and a
+client ssh_config (alias `far` → that port, that key, its own known_hosts, BatchMode), and starts
+`sshd -D -e`. A normal user can run sshd on a high port and log in as itself; root needs
+/run/sshd (the package's service makes it; `.ci/run` too). Tests point lanewatch at it with
+$LANEWATCH_SSH="ssh -F cfg" and take one of two fixtures: `ssh_server`, a server of the test's
+own (for a test that stops and restarts it: the host going away), or `shared_ssh`, one server
+for the module's tests that only log in (each still has its own far home, root and lanes under
+its own tmp_path, so none depends on another having run). The far side is this same machine
+with its own state folder, root and TMPDIR: `far_command`; `far_live` is a live far lane.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lanewatch.hosts.config import Host
 from tests.conftest import wait_for
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -125,13 +130,29 @@ def write_hosts(state: Path, entries: dict[str, str], destination: str = ALIAS) 
     return path
 
 
-def make_server(home: Path) -> SshServer:
-    """Keys, configs and a started sshd under `home` (the fixture's, and the benchmark's)."""
+KEYS = ("host_key", "host_key.pub", "user_key", "user_key.pub")
+
+
+def make_keys(folder: Path) -> Path:
+    """A host key and a user key (ed25519, no passphrase) in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
+    subprocess.run([*keygen, "-f", str(folder / "host_key")], check=True)
+    subprocess.run([*keygen, "-f", str(folder / "user_key")], check=True)
+    return folder
+
+
+def make_server(home: Path, keys: Path | None = None) -> SshServer:
+    """Keys (copied from `keys`, else generated), configs and a started sshd under `home` (the
+    fixtures', and the benchmark's)."""
     home.mkdir(parents=True)
     home.chmod(0o700)
-    keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
-    subprocess.run([*keygen, "-f", str(home / "host_key")], check=True)
-    subprocess.run([*keygen, "-f", str(home / "user_key")], check=True)
+    if keys is None:
+        make_keys(home)
+    else:
+        for name in KEYS:  # copy2 keeps the private keys' mode 0600, which sshd and ssh demand
+            shutil.copy2(keys / name, home / name)
     shutil.copy(home / "user_key.pub", home / "authorized_keys")
     port = _free_port()
     (home / "sshd_config").write_text(
@@ -180,17 +201,44 @@ def make_server(home: Path) -> SshServer:
     return server
 
 
-@pytest.fixture
-def ssh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
+@pytest.fixture(scope="session")
+def ssh_keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The host and user keys of every server of this session (of this xdist worker)."""
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    server = make_server(tmp_path / "ssh")
+    return make_keys(tmp_path_factory.mktemp("ssh-keys"))
+
+
+@pytest.fixture
+def ssh_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ssh_keys: Path
+) -> Iterator[SshServer]:
+    """A server of this test's own: it may stop and restart it."""
+    server = make_server(tmp_path / "ssh", ssh_keys)
     monkeypatch.setenv("LANEWATCH_SSH", server.ssh)
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def _module_ssh(tmp_path_factory: pytest.TempPathFactory, ssh_keys: Path) -> Iterator[SshServer]:
+    server = make_server(tmp_path_factory.mktemp("shared-ssh") / "ssh", ssh_keys)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def shared_ssh(_module_ssh: SshServer, monkeypatch: pytest.MonkeyPatch) -> SshServer:
+    """The module's server, for a test that only logs in through it (never stops it)."""
+    proc = _module_ssh.proc
+    assert proc is not None and proc.poll() is None, f"shared sshd ended ({_module_ssh.log})"
+    monkeypatch.setenv("LANEWATCH_SSH", _module_ssh.ssh)
+    return _module_ssh
 
 
 def far_env(home: Path) -> dict[str, str]:
@@ -238,6 +286,30 @@ def far_lane(
     wait_for(lambda: ready() or proc.poll() is not None, 20, what=f"far lane {lane}")
     assert proc.poll() is None, f"far lane {lane} ended: {proc.returncode}"
     return proc, ns
+
+
+@dataclass
+class FarLive:
+    """A live far lane `far-lane` (`far_lane`) and the host that reaches its far side."""
+
+    home: Path
+    proc: subprocess.Popen[bytes]
+    ns: Path
+    host: Host
+
+    @property
+    def key(self) -> str:
+        """Its key as the near side shows it."""
+        from lanewatch.hosts.wire import remote_key
+
+        return remote_key(ALIAS, str(self.ns))
+
+
+@pytest.fixture
+def far_live(repo: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]) -> FarLive:
+    home = tmp_path / "farhome"
+    proc, ns = far_lane(procs, repo, home, "far-lane")
+    return FarLive(home, proc, ns, Host(ALIAS, ALIAS, far_command(home)))
 
 
 def refused_far_claim(repo: Path, home: Path, lane: str) -> None:
