@@ -258,9 +258,11 @@ def far_lane(
     lane: str,
     cmd: Sequence[str] = ("sleep", "600"),
     fence: str = "auto",
+    heartbeat: float | None = None,
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """A real `lanewatch run` lane in the far side's root (its state folder, its registry);
-    returns once its stamp names CMD. `fence="none"`: a lane that reaches the far shared temp."""
+    returns once its stamp names CMD. `fence="none"`: a lane that reaches the far shared temp;
+    `heartbeat`: its interval (else the default, 5 s)."""
     from lanewatch.lanes.names import namespace_name
     from lanewatch.lanes.stamp import read_stamp
     from tests.unit.enginekit import _checkout_id
@@ -269,6 +271,8 @@ def far_lane(
     root.mkdir(parents=True, exist_ok=True)
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "lanewatch", "run", "--root", str(root), "--lane", lane]
+    if heartbeat is not None:
+        args += ["--heartbeat", str(heartbeat)]
     proc = subprocess.Popen(
         [*args, "--fence", fence, "--", *cmd],
         cwd=repo,
@@ -305,11 +309,17 @@ class FarLive:
         return remote_key(ALIAS, str(self.ns))
 
 
+def start_far_live(
+    procs: list[subprocess.Popen[bytes]], repo: Path, tmp_path: Path, heartbeat: float | None = None
+) -> FarLive:
+    home = tmp_path / "farhome"
+    proc, ns = far_lane(procs, repo, home, "far-lane", heartbeat=heartbeat)
+    return FarLive(home, proc, ns, Host(ALIAS, ALIAS, far_command(home)))
+
+
 @pytest.fixture
 def far_live(repo: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]) -> FarLive:
-    home = tmp_path / "farhome"
-    proc, ns = far_lane(procs, repo, home, "far-lane")
-    return FarLive(home, proc, ns, Host(ALIAS, ALIAS, far_command(home)))
+    return start_far_live(procs, repo, tmp_path)
 
 
 def refused_far_claim(repo: Path, home: Path, lane: str) -> None:

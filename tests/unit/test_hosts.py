@@ -34,6 +34,7 @@ from tests.sshkit import (  # the fixtures, and those they use, by name for pyte
     shared_ssh,  # noqa: F401
     ssh_keys,  # noqa: F401
     ssh_server,  # noqa: F401
+    start_far_live,
     write_hosts,
 )
 from tests.unit.contractkit import valid
@@ -143,10 +144,14 @@ class Collect:
 
 def test_stream_goes_degraded_when_the_link_drops_and_recovers(
     ssh_server: SshServer,  # noqa: F811 (its own: it stops it)
-    far_live: FarLive,  # noqa: F811
+    repo: Path,
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],
 ) -> None:
-    key = far_live.key
-    stream = HostStream(far_live.host)
+    # Beating every 0.5 s, not 5: the newer beat below comes without waiting one out.
+    far = start_far_live(procs, repo, tmp_path, heartbeat=0.5)
+    key = far.key
+    stream = HostStream(far.host)
     seen = Collect()
     stream.start(seen)
     try:
