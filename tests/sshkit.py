@@ -1,7 +1,7 @@
 """A real OpenSSH server on loopback, as whoever runs the test: the "second host" of the
 many-host tests (docs/hosts.md).
 
-`make_server` writes a host key and a user key (`ssh_keys`: generated once per session and
+`make_server` writes a host key and a user key (`session_keys`: made once per session and
 copied), an sshd_config (a free high port on 127.0.0.1, no PAM, that authorized_keys) and a
 client ssh_config (alias `far` → that port, that key, its own known_hosts, BatchMode), and starts
 `sshd -D -e`. A normal user can run sshd on a high port and log in as itself; root needs
@@ -201,21 +201,27 @@ def make_server(home: Path, keys: Path | None = None) -> SshServer:
     return server
 
 
-@pytest.fixture(scope="session")
-def ssh_keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The host and user keys of every server of this session (of this xdist worker)."""
+_KEYS: dict[Path, Path] = {}  # the session's base temp folder → its keys
+
+
+def session_keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The host and user keys of every server of this session (of this xdist worker), made
+    once. A helper, not a fixture: a module that imports `ssh_server` needs nothing else."""
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    return make_keys(tmp_path_factory.mktemp("ssh-keys"))
+    base = tmp_path_factory.getbasetemp()
+    if base not in _KEYS:
+        _KEYS[base] = make_keys(tmp_path_factory.mktemp("ssh-keys"))
+    return _KEYS[base]
 
 
 @pytest.fixture
 def ssh_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ssh_keys: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SshServer]:
     """A server of this test's own: it may stop and restart it."""
-    server = make_server(tmp_path / "ssh", ssh_keys)
+    server = make_server(tmp_path / "ssh", session_keys(tmp_path_factory))
     monkeypatch.setenv("LANEWATCH_SSH", server.ssh)
     try:
         yield server
@@ -224,21 +230,18 @@ def ssh_server(
 
 
 @pytest.fixture(scope="module")
-def _module_ssh(tmp_path_factory: pytest.TempPathFactory, ssh_keys: Path) -> Iterator[SshServer]:
-    server = make_server(tmp_path_factory.mktemp("shared-ssh") / "ssh", ssh_keys)
+def shared_ssh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    """The module's server, for the tests that only log in through it (none stops it); from
+    its first test to the module's end $LANEWATCH_SSH names it (a test's own `ssh_server`
+    overrides that for the test)."""
+    home = tmp_path_factory.mktemp("shared-ssh") / "ssh"
+    server = make_server(home, session_keys(tmp_path_factory))
     try:
-        yield server
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("LANEWATCH_SSH", server.ssh)
+            yield server
     finally:
         server.stop()
-
-
-@pytest.fixture
-def shared_ssh(_module_ssh: SshServer, monkeypatch: pytest.MonkeyPatch) -> SshServer:
-    """The module's server, for a test that only logs in through it (never stops it)."""
-    proc = _module_ssh.proc
-    assert proc is not None and proc.poll() is None, f"shared sshd ended ({_module_ssh.log})"
-    monkeypatch.setenv("LANEWATCH_SSH", _module_ssh.ssh)
-    return _module_ssh
 
 
 def far_env(home: Path) -> dict[str, str]:

@@ -29,13 +29,11 @@ from tests.hostile import FILE_NAMES, check_text
 from tests.sshkit import (  # the fixtures, and those they use, by name for pytest to find
     FarLive,
     SshServer,
-    _module_ssh,  # noqa: F401
     far_command,
     far_live,  # noqa: F401
     old_scheme_script,
     refused_far_claim,
     shared_ssh,  # noqa: F401
-    ssh_keys,  # noqa: F401
     ssh_server,  # noqa: F401
 )
 

@@ -25,14 +25,12 @@ from tests.conftest import LANEWATCH, wait_for
 from tests.sshkit import (  # the fixtures, and those they use, by name for pytest to find
     FarLive,
     SshServer,
-    _module_ssh,  # noqa: F401
     far_command,
     far_lane,
     far_live,  # noqa: F401
     old_scheme_script,
     refused_far_claim,
     shared_ssh,  # noqa: F401
-    ssh_keys,  # noqa: F401
     ssh_server,  # noqa: F401
     start_far_live,
     write_hosts,
