@@ -231,6 +231,21 @@ async def until(
 
 LANEWATCH = [sys.executable, "-m", "lanewatch"]
 
+# Installed pytest plugins that no inner session (a test's own pytest: the plugin's, the audit's
+# and the CI recipe's sample suites) uses. Each inner pytest process, and each of its xdist
+# workers, would import them (hypothesis above all): about 2 s of CPU a process, dozens of
+# processes in the suite. The sessions keep every other plugin, lanewatch's and xdist's among them.
+UNUSED_INNER_PLUGINS = ("hypothesispytest", "textual-snapshot", "syrupy")
+
+
+def inner_pytest_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (else this process's) for an inner pytest session: PYTEST_ADDOPTS (which its xdist
+    workers and the lanes it runs in inherit) blocks UNUSED_INNER_PLUGINS."""
+    out = dict(os.environ if env is None else env)
+    blocked = " ".join(f"-p no:{name}" for name in UNUSED_INNER_PLUGINS)
+    out["PYTEST_ADDOPTS"] = f"{out.get('PYTEST_ADDOPTS', '')} {blocked}".strip()
+    return out
+
 
 def plant_special(path: Path, kind: str) -> None:
     """A FIFO, a folder, a socket or (root only, else skip) a character device at `path`,

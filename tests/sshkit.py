@@ -1,12 +1,16 @@
 """A real OpenSSH server on loopback, as whoever runs the test: the "second host" of the
 many-host tests (docs/hosts.md).
 
-`ssh_server` generates a host key and a user key under tmp_path, writes an sshd_config (a free
-high port on 127.0.0.1, no PAM, the generated authorized_keys) and a client ssh_config (alias
-`far` → that port, that key, its own known_hosts, BatchMode), and starts `sshd -D -e`. A normal
-user can run sshd on a high port and log in as itself; root needs /run/sshd (the package's
-service makes it; `.ci/run` too). Tests point lanewatch at it with $LANEWATCH_SSH="ssh -F cfg".
-The far side is this same machine with its own state folder, root and TMPDIR: `far_command`.
+`make_server` writes a host key and a user key (`session_keys`: made once per session and
+copied), an sshd_config (a free high port on 127.0.0.1, no PAM, that authorized_keys) and a
+client ssh_config (alias `far` → that port, that key, its own known_hosts, BatchMode), and starts
+`sshd -D -e`. A normal user can run sshd on a high port and log in as itself; root needs
+/run/sshd (the package's service makes it; `.ci/run` too). Tests point lanewatch at it with
+$LANEWATCH_SSH="ssh -F cfg" and take one of two fixtures: `ssh_server`, a server of the test's
+own (for a test that stops and restarts it: the host going away), or `shared_ssh`, one server
+for the module's tests that only log in (each still has its own far home, root and lanes under
+its own tmp_path, so none depends on another having run). The far side is this same machine
+with its own state folder, root and TMPDIR: `far_command`; `far_live` is a live far lane.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lanewatch.hosts.config import Host
 from tests.conftest import wait_for
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -125,13 +130,29 @@ def write_hosts(state: Path, entries: dict[str, str], destination: str = ALIAS) 
     return path
 
 
-def make_server(home: Path) -> SshServer:
-    """Keys, configs and a started sshd under `home` (the fixture's, and the benchmark's)."""
+KEYS = ("host_key", "host_key.pub", "user_key", "user_key.pub")
+
+
+def make_keys(folder: Path) -> Path:
+    """A host key and a user key (ed25519, no passphrase) in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
+    subprocess.run([*keygen, "-f", str(folder / "host_key")], check=True)
+    subprocess.run([*keygen, "-f", str(folder / "user_key")], check=True)
+    return folder
+
+
+def make_server(home: Path, keys: Path | None = None) -> SshServer:
+    """Keys (copied from `keys`, else generated), configs and a started sshd under `home` (the
+    fixtures', and the benchmark's)."""
     home.mkdir(parents=True)
     home.chmod(0o700)
-    keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
-    subprocess.run([*keygen, "-f", str(home / "host_key")], check=True)
-    subprocess.run([*keygen, "-f", str(home / "user_key")], check=True)
+    if keys is None:
+        make_keys(home)
+    else:
+        for name in KEYS:  # copy2 keeps the private keys' mode 0600, which sshd and ssh demand
+            shutil.copy2(keys / name, home / name)
     shutil.copy(home / "user_key.pub", home / "authorized_keys")
     port = _free_port()
     (home / "sshd_config").write_text(
@@ -180,15 +201,45 @@ def make_server(home: Path) -> SshServer:
     return server
 
 
-@pytest.fixture
-def ssh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
+_KEYS: dict[Path, Path] = {}  # the session's base temp folder → its keys
+
+
+def session_keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The host and user keys of every server of this session (of this xdist worker), made
+    once. A helper, not a fixture: a module that imports `ssh_server` needs nothing else."""
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    server = make_server(tmp_path / "ssh")
+    base = tmp_path_factory.getbasetemp()
+    if base not in _KEYS:
+        _KEYS[base] = make_keys(tmp_path_factory.mktemp("ssh-keys"))
+    return _KEYS[base]
+
+
+@pytest.fixture
+def ssh_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SshServer]:
+    """A server of this test's own: it may stop and restart it."""
+    server = make_server(tmp_path / "ssh", session_keys(tmp_path_factory))
     monkeypatch.setenv("LANEWATCH_SSH", server.ssh)
     try:
         yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_ssh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    """The module's server, for the tests that only log in through it (none stops it); from
+    its first test to the module's end $LANEWATCH_SSH names it (a test's own `ssh_server`
+    overrides that for the test)."""
+    home = tmp_path_factory.mktemp("shared-ssh") / "ssh"
+    server = make_server(home, session_keys(tmp_path_factory))
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("LANEWATCH_SSH", server.ssh)
+            yield server
     finally:
         server.stop()
 
@@ -210,9 +261,11 @@ def far_lane(
     lane: str,
     cmd: Sequence[str] = ("sleep", "600"),
     fence: str = "auto",
+    heartbeat: float | None = None,
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """A real `lanewatch run` lane in the far side's root (its state folder, its registry);
-    returns once its stamp names CMD. `fence="none"`: a lane that reaches the far shared temp."""
+    returns once its stamp names CMD. `fence="none"`: a lane that reaches the far shared temp;
+    `heartbeat`: its interval (else the default, 5 s)."""
     from lanewatch.lanes.names import namespace_name
     from lanewatch.lanes.stamp import read_stamp
     from tests.unit.enginekit import _checkout_id
@@ -221,6 +274,8 @@ def far_lane(
     root.mkdir(parents=True, exist_ok=True)
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "lanewatch", "run", "--root", str(root), "--lane", lane]
+    if heartbeat is not None:
+        args += ["--heartbeat", str(heartbeat)]
     proc = subprocess.Popen(
         [*args, "--fence", fence, "--", *cmd],
         cwd=repo,
@@ -238,6 +293,36 @@ def far_lane(
     wait_for(lambda: ready() or proc.poll() is not None, 20, what=f"far lane {lane}")
     assert proc.poll() is None, f"far lane {lane} ended: {proc.returncode}"
     return proc, ns
+
+
+@dataclass
+class FarLive:
+    """A live far lane `far-lane` (`far_lane`) and the host that reaches its far side."""
+
+    home: Path
+    proc: subprocess.Popen[bytes]
+    ns: Path
+    host: Host
+
+    @property
+    def key(self) -> str:
+        """Its key as the near side shows it."""
+        from lanewatch.hosts.wire import remote_key
+
+        return remote_key(ALIAS, str(self.ns))
+
+
+def start_far_live(
+    procs: list[subprocess.Popen[bytes]], repo: Path, tmp_path: Path, heartbeat: float | None = None
+) -> FarLive:
+    home = tmp_path / "farhome"
+    proc, ns = far_lane(procs, repo, home, "far-lane", heartbeat=heartbeat)
+    return FarLive(home, proc, ns, Host(ALIAS, ALIAS, far_command(home)))
+
+
+@pytest.fixture
+def far_live(repo: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]) -> FarLive:
+    return start_far_live(procs, repo, tmp_path)
 
 
 def refused_far_claim(repo: Path, home: Path, lane: str) -> None:

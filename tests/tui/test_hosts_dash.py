@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from lanewatch.hosts import actions as remote
 from lanewatch.hosts.config import Host
 from lanewatch.hosts.many import ManyHosts
 from lanewatch.hosts.stream import HostStream
-from lanewatch.hosts.wire import remote_key
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.picture import View
 from lanewatch.tui.screens.confirm import ConfirmScreen
@@ -28,14 +26,16 @@ from lanewatch.tui.screens.kill_confirm import KillConfirm
 from lanewatch.tui.screens.trash import TrashScreen
 from lanewatch.tui.widgets.lane_table import LaneTable
 from tests.hostile import FILE_NAMES, check_text
-from tests.sshkit import (
+from tests.sshkit import (  # the fixtures, and those they use, by name for pytest to find
+    FarLive,
     SshServer,
     far_command,
-    far_lane,
+    far_live,  # noqa: F401
     old_scheme_script,
     refused_far_claim,
+    shared_ssh,  # noqa: F401
+    ssh_server,  # noqa: F401
 )
-from tests.sshkit import ssh_server as ssh_server  # a fixture
 
 from .conftest import Lanes
 from .helpers import screen_text, settle, shows, until
@@ -47,16 +47,12 @@ pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal us
 async def test_one_dashboard_shows_and_kills_lanes_of_both_hosts(
     lanes: Lanes,
     scratch: Path,
-    repo: Path,
-    tmp_path: Path,
-    ssh_server: SshServer,
-    procs: list[subprocess.Popen[bytes]],
+    ssh_server: SshServer,  # noqa: F811 (its own: it stops it)
+    far_live: FarLive,  # noqa: F811
 ) -> None:
-    far_home = tmp_path / "farhome"
     near = lanes.start("near-lane")
-    far_proc, far_ns = far_lane(procs, repo, far_home, "far-lane")
-    far_key = remote_key("far", str(far_ns))
-    stream = HostStream(Host("far", "far", far_command(far_home)))
+    far_proc, far_key = far_live.proc, far_live.key
+    stream = HostStream(far_live.host)
     engine = ManyHosts(EngineProcess([scratch]), [stream])
     app = make_app([scratch], engine=engine)
     async with app.run_test(size=(160, 36)) as pilot:
@@ -102,7 +98,9 @@ async def test_one_dashboard_shows_and_kills_lanes_of_both_hosts(
 
 
 async def test_half_migrated_hosts_are_named_in_the_status_line(
-    scratch: Path, tmp_path: Path, ssh_server: SshServer
+    scratch: Path,
+    tmp_path: Path,
+    shared_ssh: SshServer,  # noqa: F811
 ) -> None:
     far = far_command(tmp_path / "farhome")
     bare = HostStream(Host("bare", "far", str(tmp_path / "nowhere" / "lanewatch")))
@@ -129,20 +127,17 @@ def toasts(app: LanewatchApp) -> dict[str, str]:
 async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_there(
     scratch: Path,
     repo: Path,
-    tmp_path: Path,
-    ssh_server: SshServer,
-    procs: list[subprocess.Popen[bytes]],
+    shared_ssh: SshServer,  # noqa: F811
+    far_live: FarLive,  # noqa: F811
 ) -> None:
     """The files screen and the detail pane of a far lane list its files as its own lanewatch
     lists them there (never this disk's); its ledger, a far file's content and the incident
     screen say where they are and the command that shows them (never an empty list that reads
     as "no files"); the trash screen lists the far host's trash with a HOST column and
     restores there."""
-    far_home = tmp_path / "farhome"
-    far_proc, far_ns = far_lane(procs, repo, far_home, "far-lane")
+    far_home, far_proc, far_ns, far_key = far_live.home, far_live.proc, far_live.ns, far_live.key
     (far_ns / "made-there.txt").write_text("far bytes")  # a file the far lane really has
-    far_key = remote_key("far", str(far_ns))
-    host = Host("far", "far", far_command(far_home))
+    host = far_live.host
     stream = HostStream(host)
     app = make_app([scratch], engine=ManyHosts(EngineProcess([scratch]), [stream]))
     async with app.run_test(size=(200, 44)) as pilot:
@@ -230,21 +225,17 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
 
 async def test_a_far_lanes_hostile_file_names_are_inert_and_a_lost_host_is_said(
     scratch: Path,
-    repo: Path,
-    tmp_path: Path,
-    ssh_server: SshServer,
-    procs: list[subprocess.Popen[bytes]],
+    ssh_server: SshServer,  # noqa: F811 (its own: it stops it)
+    far_live: FarLive,  # noqa: F811
 ) -> None:
     """File names that carry terminal controls, markup and undecodable bytes come through ssh
     byte for byte and are shown as visible escapes; when the host goes, listing again says it
     is unreachable and shows the command to list them there, and no stale rows."""
-    far_home = tmp_path / "farhome"
-    _, far_ns = far_lane(procs, repo, far_home, "far-lane")
+    far_ns, far_key = far_live.ns, far_live.key
     for raw in FILE_NAMES:
         (far_ns / os.fsdecode(raw)).write_bytes(b"far")
     (far_ns / "[bold red]markup.txt").write_text("far")
-    far_key = remote_key("far", str(far_ns))
-    stream = HostStream(Host("far", "far", far_command(far_home)))
+    stream = HostStream(far_live.host)
     app = make_app([scratch], engine=ManyHosts(EngineProcess([scratch]), [stream]))
     async with app.run_test(size=(200, 44)) as pilot:
         await show(pilot, app, View.LANES, far_key)

@@ -16,7 +16,7 @@ import pytest
 from lanewatch.demo import DemoScenario
 from lanewatch.engine.engine import Engine
 from lanewatch.lanes.roots import state_dir
-from lanewatch.model.views import Incident
+from lanewatch.model.views import Incident, NsState
 from lanewatch.records.evidence import load
 from lanewatch.records.incidents import read_all
 from lanewatch.records.writes import history
@@ -37,27 +37,24 @@ SIZE = (160, 60)
 OUTSIDE = "SECRET-OUTSIDE-THE-NAMESPACE"
 
 
-TAKEOVER_DELAY = 10.0  # the engine has read the owner's stamp by then, even under load
-
-
-def _demo(tmp_path: Path, takeover_delay: float) -> Iterator[DemoScenario]:
+def _demo(tmp_path: Path, takeover_after: Path | None) -> Iterator[DemoScenario]:
     shared = tmp_path / "shared-tmp"
     shared.mkdir()
-    with DemoScenario(shared_tmp=shared, takeover_delay=takeover_delay) as scenario:
+    with DemoScenario(shared_tmp=shared, takeover_after=takeover_after) as scenario:
         yield scenario
 
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[DemoScenario]:
-    yield from _demo(tmp_path, 0.0)
+    yield from _demo(tmp_path, None)
 
 
 @pytest.fixture
 def live_takeover(tmp_path: Path) -> Iterator[DemoScenario]:
     """The demo with its takeover once the dashboard watches, as in `lanewatch demo` (a
     takeover is seen as a stamp that changes owner; the kernel, when it attributes, records
-    the intruder's stamp as it is written)."""
-    yield from _demo(tmp_path, TAKEOVER_DELAY)
+    the intruder's stamp as it is written): `takeover_seen` lets the intruder go."""
+    yield from _demo(tmp_path, tmp_path / "take-over-now")
 
 
 def incident_of(app: LanewatchApp, kind: str, victim: Path | None = None) -> Incident | None:
@@ -65,6 +62,28 @@ def incident_of(app: LanewatchApp, kind: str, victim: Path | None = None) -> Inc
         if inc.kind == kind and (victim is None or inc.victim == str(victim)):
             return inc
     return None
+
+
+async def takeover_seen(pilot, app: LanewatchApp, demo: DemoScenario) -> Incident:  # type: ignore[no-untyped-def]
+    """`live_takeover`'s intruder rewrites agent-2's stamp once the engine has settled (its
+    watches up, one probe in) and the dashboard shows the lane live under its real owner (the
+    engine keeps that stamp: the timeline's "before"); the takeover incident, once shown."""
+    run = demo.lanes["agent-2"]
+
+    def owner_read() -> bool:
+        if not app.engine.settled.is_set():
+            return False
+        view = app.picture.namespaces.get(str(run.namespace))
+        return view is not None and view.pid == run.runner.pid and view.state is NsState.LIVE
+
+    await until(pilot, owner_read, 60, what="agent-2 live under its real owner")
+    assert demo.takeover_after is not None
+    demo.takeover_after.touch()
+    taken = lambda: incident_of(app, "takeover", run.namespace)  # noqa: E731
+    await until(pilot, lambda: taken() is not None, 60, what="takeover")
+    inc = taken()
+    assert inc is not None
+    return inc
 
 
 async def open_timeline(pilot, app: LanewatchApp, inc: Incident) -> IncidentScreen:  # type: ignore[no-untyped-def]
@@ -164,17 +183,12 @@ async def test_export_goes_to_the_state_folder_as_the_cli_prints_it(
     live_takeover: DemoScenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     demo = live_takeover
-    victim = demo.lanes["agent-2"].namespace
     checkout = tmp_path / "checkout"  # where a user runs the dashboard: never written
     checkout.mkdir()
     monkeypatch.chdir(checkout)
     app = make_app([demo.scratch_root])
     async with app.run_test(size=SIZE) as pilot:
-        await until(
-            pilot, lambda: incident_of(app, "takeover", victim) is not None, 60, what="takeover"
-        )
-        inc = incident_of(app, "takeover", victim)
-        assert inc is not None
+        inc = await takeover_seen(pilot, app, demo)
         roots = [str(demo.scratch_root)]
         await until(pilot, lambda: inc.id in read_all(roots), what="the incident on disk")
         screen = await open_timeline(pilot, app, inc)
@@ -224,11 +238,9 @@ async def test_takeover_timeline_shows_what_the_intruder_wrote(
     stamp = victim / ".lanewatch" / "owner.json"
     app = make_app([demo.scratch_root])
     async with app.run_test(size=(160, 120)) as pilot:
-        await until(
-            pilot, lambda: incident_of(app, "takeover", victim) is not None, 60, what="takeover"
-        )
-        inc = incident_of(app, "takeover", victim)
-        assert inc is not None
+        # The kernel attributes before the intruder writes: it records the intruder's stamp.
+        await until(pilot, lambda: app.picture.attribution == "kernel", 30, what="kernel")
+        inc = await takeover_seen(pilot, app, demo)
         intruder_pid = inc.intruder["pid"]
 
         def recorded() -> bool:
@@ -257,11 +269,7 @@ async def test_takeover_timeline_shows_the_victims_stamp_the_intruders_and_the_d
     stamp = victim / ".lanewatch" / "owner.json"
     app = make_app([demo.scratch_root])
     async with app.run_test(size=(160, 120)) as pilot:
-        await until(
-            pilot, lambda: incident_of(app, "takeover", victim) is not None, 60, what="takeover"
-        )
-        inc = incident_of(app, "takeover", victim)
-        assert inc is not None
+        inc = await takeover_seen(pilot, app, demo)
         intruder_pid = inc.intruder["pid"]
         screen = await open_timeline(pilot, app, inc)
         assert screen.report is not None

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from lanewatch.cli.exits import Exit
-from tests.conftest import LANEWATCH, git, wait_for
+from tests.conftest import LANEWATCH, git, inner_pytest_env, wait_for
 from tests.unit.contractkit import parsed
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -81,7 +81,7 @@ def audit(
         text=True,
         timeout=300,
         cwd=cwd,
-        env={**os.environ, "HOME": str(home), **(env or {})},
+        env=inner_pytest_env({**os.environ, "HOME": str(home), **(env or {})}),
         stdin=subprocess.DEVNULL,
     )
 

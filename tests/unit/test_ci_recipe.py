@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.conftest import git, inner_pytest_env
 
 pytestmark = pytest.mark.unprivileged  # CI runners are normal users
 
@@ -31,7 +31,8 @@ def recipe_steps() -> list[tuple[str, str]]:
 
 def run_step(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     venv_bin = os.path.dirname(sys.executable)  # `lanewatch`, `python`, `pytest` of this venv
-    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+    path = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = inner_pytest_env({**os.environ, "PATH": path})  # the recipe's pytest is an inner one
     return subprocess.run(
         ["bash", "-e", "-c", command],
         cwd=cwd,

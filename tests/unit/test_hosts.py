@@ -22,13 +22,17 @@ from lanewatch.hosts.wire import remote_key
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.model.views import Changes, NsState
 from tests.conftest import LANEWATCH, wait_for
-from tests.sshkit import (
+from tests.sshkit import (  # the fixtures, and those they use, by name for pytest to find
+    FarLive,
     SshServer,
     far_command,
     far_lane,
+    far_live,  # noqa: F401
     old_scheme_script,
     refused_far_claim,
-    ssh_server,  # noqa: F401 (a fixture)
+    shared_ssh,  # noqa: F401
+    ssh_server,  # noqa: F401
+    start_far_live,
     write_hosts,
 )
 from tests.unit.contractkit import valid
@@ -47,7 +51,7 @@ def status(*args: str) -> tuple[int, dict[str, Any]]:
 
 
 def test_status_shows_the_lanes_of_both_hosts(
-    ssh_server: SshServer,  # noqa: F811
+    shared_ssh: SshServer,  # noqa: F811
     repo: Path,
     root: Path,
     tmp_path: Path,
@@ -81,7 +85,7 @@ def test_status_shows_the_lanes_of_both_hosts(
 
 
 def test_half_migrated_hosts_are_named_with_the_fix(
-    ssh_server: SshServer,  # noqa: F811
+    shared_ssh: SshServer,  # noqa: F811
     root: Path,
     tmp_path: Path,
     isolated_state: Path,
@@ -137,15 +141,15 @@ class Collect:
 
 
 def test_stream_goes_degraded_when_the_link_drops_and_recovers(
-    ssh_server: SshServer,  # noqa: F811
+    ssh_server: SshServer,  # noqa: F811 (its own: it stops it)
     repo: Path,
     tmp_path: Path,
     procs: list[subprocess.Popen[bytes]],
 ) -> None:
-    far_home = tmp_path / "farhome"
-    _, far_ns = far_lane(procs, repo, far_home, "far-lane")
-    key = remote_key("far", str(far_ns))
-    stream = HostStream(Host("far", "far", far_command(far_home)))
+    # Beating every 0.5 s, not 5: the newer beat below comes without waiting one out.
+    far = start_far_live(procs, repo, tmp_path, heartbeat=0.5)
+    key = far.key
+    stream = HostStream(far.host)
     seen = Collect()
     stream.start(seen)
     try:
@@ -169,14 +173,10 @@ def test_stream_goes_degraded_when_the_link_drops_and_recovers(
 
 
 def test_kill_of_a_remote_lane_ends_its_process(
-    ssh_server: SshServer,  # noqa: F811
-    repo: Path,
-    tmp_path: Path,
-    procs: list[subprocess.Popen[bytes]],
+    shared_ssh: SshServer,  # noqa: F811
+    far_live: FarLive,  # noqa: F811
 ) -> None:
-    far_home = tmp_path / "farhome"
-    proc, far_ns = far_lane(procs, repo, far_home, "far-lane")
-    host = Host("far", "far", far_command(far_home))
+    proc, far_ns, host = far_live.proc, far_live.ns, far_live.host
     stamp = read_stamp(far_ns).stamp
     assert stamp is not None and stamp.started_at is not None
     # The row showed another owner (a lane replaced since): the far side refuses, sends nothing.
@@ -229,29 +229,27 @@ def test_record_views_and_until_eof(
 
 
 def test_a_far_incident_is_streamed_and_acknowledged_there(
-    ssh_server: SshServer,  # noqa: F811
+    shared_ssh: SshServer,  # noqa: F811
+    far_live: FarLive,  # noqa: F811
     repo: Path,
     root: Path,
-    tmp_path: Path,
-    procs: list[subprocess.Popen[bytes]],
 ) -> None:
     from lanewatch.engine.engine import Engine
     from lanewatch.hosts.many import ManyHosts
 
-    far_home = tmp_path / "farhome"
-    _, far_ns = far_lane(procs, repo, far_home, "far-lane")
-    stream = HostStream(Host("far", "far", far_command(far_home)))
+    far_home = far_live.home
+    stream = HostStream(far_live.host)
     many = ManyHosts(Engine([str(root)]), [stream])
     seen = Collect()
     many.start(seen)
     try:
-        wait_for(lambda: remote_key("far", str(far_ns)) in stream.views, 60, what="far lane")
+        wait_for(lambda: far_live.key in stream.views, 60, what="far lane")
         # A second claim of the far lane there: refused, and the far engine records it.
         refused_far_claim(repo, far_home, "far-lane")
         found = wait_for(lambda: list(stream.incidents.values()), 60, what="the far incident")
         [incident] = found
         assert incident.id.startswith("far:refused-claim-") and not incident.acknowledged
-        assert incident.victim == remote_key("far", str(far_ns))
+        assert incident.victim == far_live.key
         with seen.lock:  # every batch the dashboard got carries the host's health
             assert all(any(h.root == "ssh:far" for h in b.health) for b in seen.batches)
         many.acknowledge(incident.id)  # runs `lanewatch incidents ID --ack` there
@@ -271,7 +269,7 @@ time.sleep(600)
 
 
 def test_far_lanes_writing_one_shared_file_flag_the_host_with_the_fix(
-    ssh_server: SshServer,  # noqa: F811
+    shared_ssh: SshServer,  # noqa: F811
     repo: Path,
     root: Path,
     tmp_path: Path,

@@ -68,8 +68,9 @@ def test_the_gate_checks_pre_commits_to_ref_when_stdin_is_empty(repo: Path) -> N
 
 def copy_of_the_project(tmp_path: Path) -> tuple[Path, str]:
     """This project's buildable files, committed in a repository of their own: pre-commit
-    installs a hook repository at a commit (`try-repo` in a store of its own each time, so
-    three environments are built here, and one more by `install` for the pushes)."""
+    installs a hook repository at a commit, in an environment of its own (`try-repo` builds
+    one in a throwaway store each time; `run` and the installed hook share one in
+    PRE_COMMIT_HOME, so two are built here)."""
     copy = tmp_path / "lanewatch-src"
     copy.mkdir()
     for name in BUILD_FILES:
@@ -129,7 +130,7 @@ def push(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow  # pre-commit builds lanewatch into a fresh virtualenv once
+@pytest.mark.slow  # pre-commit builds lanewatch into a fresh virtualenv twice
 @pytest.mark.timeout(900)
 def test_the_projects_hook_blocks_a_push_until_prove(repo: Path, tmp_path: Path) -> None:
     pytest.importorskip("pre_commit")
@@ -139,28 +140,37 @@ def test_the_projects_hook_blocks_a_push_until_prove(repo: Path, tmp_path: Path)
     head = commit(repo, "second")
     stage = ("--hook-stage", "pre-push", "--from-ref", before, "--to-ref", head)
 
+    # The way docs/ci.md tries the hook without installing it (its own throwaway store).
     blocked = pre_commit("try-repo", str(source), HOOK_ID, *stage, cwd=repo, home=home)
     assert blocked.returncode == 1, blocked.stdout + blocked.stderr
     assert "refused (missing)" in blocked.stdout
+
+    # What try-repo runs, with a config of ours outside the repository (as try-repo's is): the
+    # hook environment is built once in PRE_COMMIT_HOME and kept for the runs and the pushes.
+    config = f"repos:\n- repo: {source}\n  rev: {rev}\n  hooks:\n  - id: {HOOK_ID}\n"
+    outside = tmp_path / "pre-commit-config.yaml"
+    outside.write_text(config)
+    run = ("run", "--config", str(outside), HOOK_ID)
+    still = pre_commit(*run, *stage, cwd=repo, home=home)
+    assert still.returncode == 1 and "refused (missing)" in still.stdout, still.stdout
 
     proved = subprocess.run(
         [*LANEWATCH, "prove", "tests", "--", "true"], cwd=repo, capture_output=True, text=True
     )
     assert proved.returncode == 0, proved.stderr
-    passed = pre_commit("try-repo", str(source), HOOK_ID, *stage, cwd=repo, home=home)
+    passed = pre_commit(*run, *stage, cwd=repo, home=home)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert "Passed" in passed.stdout
 
     # The push range, not HEAD: pushing the commit before HEAD is not what was proven.
     older = ("--hook-stage", "pre-push", "--from-ref", before, "--to-ref", before)
-    moved = pre_commit("try-repo", str(source), HOOK_ID, *older, cwd=repo, home=home)
+    moved = pre_commit(*run, *older, cwd=repo, home=home)
     assert moved.returncode == 1 and "refused (head-moved)" in moved.stdout
 
-    # And a real `git push` through the hook pre-commit installs.
+    # And a real `git push` through the hook pre-commit installs (the same environment).
     bare = tmp_path / "remote.git"
     git("init", "-q", "--bare", str(bare), cwd=tmp_path)
     git("remote", "add", "origin", str(bare), cwd=repo)
-    config = f"repos:\n- repo: {source}\n  rev: {rev}\n  hooks:\n  - id: {HOOK_ID}\n"
     commit(repo, ".pre-commit-config.yaml", config)
     installed = pre_commit("install", "--hook-type", "pre-push", cwd=repo, home=home)
     assert installed.returncode == 0, installed.stderr
@@ -173,4 +183,4 @@ def test_the_projects_hook_blocks_a_push_until_prove(repo: Path, tmp_path: Path)
     assert pushed.returncode == 0, pushed.stdout + pushed.stderr
     assert git("rev-parse", "main", cwd=bare).strip() == git("rev-parse", "HEAD", cwd=repo).strip()
     built = list(home.rglob("site-packages/lanewatch/__init__.py"))
-    assert len(built) == 1, built  # pre-commit installed the copy in its hook environment
+    assert len(built) == 1, built  # pre-commit installed the copy in one hook environment

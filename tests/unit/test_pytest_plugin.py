@@ -15,7 +15,7 @@ import pytest
 
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import OwnerState, read_stamp
-from tests.conftest import Spawn, lanewatch, wait_for
+from tests.conftest import Spawn, inner_pytest_env, lanewatch, wait_for
 
 pytestmark = pytest.mark.unprivileged  # the plugin as a normal user runs it
 
@@ -69,7 +69,7 @@ def start_inner(
 ) -> subprocess.Popen[bytes]:
     (repo / "test_inner.py").write_text(INNER)
     handshake.mkdir(exist_ok=True)
-    env = {**os.environ, "HANDSHAKE": str(handshake), "INNER_TESTS": str(tests)}
+    env = inner_pytest_env({**os.environ, "HANDSHAKE": str(handshake), "INNER_TESTS": str(tests)})
     argv = [*prefix, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *pytest_args]
     with log.open("wb") as out:
         return spawn(

@@ -108,7 +108,10 @@ class DemoScenario:
 
     `keep` keeps the demo folder after stop (never the processes, never the shared temp folder).
     `takeover_delay` makes the takeover happen that many seconds after start, so a dashboard
-    that is already open sees it arrive; 0 does it before `start()` returns.
+    that is already open sees it arrive; 0 does it before `start()` returns. `takeover_after`
+    (a file the caller makes) holds it until that file appears instead: a test makes it once
+    its dashboard has read the owner's stamp, rather than waiting out a delay long enough
+    for a loaded machine.
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class DemoScenario:
         shared_tmp: Path | None = None,
         heartbeat: float = 1.0,
         takeover_delay: float = 0.0,
+        takeover_after: Path | None = None,
         keep: bool = False,
         timeout: float = 30.0,
     ) -> None:
@@ -126,6 +130,7 @@ class DemoScenario:
         self.keep = keep
         self.heartbeat = heartbeat
         self.takeover_delay = takeover_delay
+        self.takeover_after = takeover_after
         self.timeout = timeout
         self._shared_parent = shared_tmp
         self.shared_tmp: Path | None = None
@@ -300,6 +305,8 @@ class DemoScenario:
 
     def _takeover_story(self) -> str:
         when = f"{self.takeover_delay:g} s after start" if self.takeover_delay else "at start"
+        if self.takeover_after is not None:
+            when = "once the dashboard watches"
         return f"the demo's intruder rewrites its stamp {when}"
 
     def _env(self) -> dict[str, str]:
@@ -393,12 +400,14 @@ class DemoScenario:
     def _take_over(self, run: LaneRun) -> DemoProcess:
         argv = [*INTRUDER, "--namespace", str(run.namespace)]
         argv += ["--delay", f"{self.takeover_delay:g}"]
-        if self.takeover_delay:  # counted from the end of the build: the dashboard is starting
+        if self.takeover_after is not None:  # the caller says when
+            argv += ["--after", str(self.takeover_after)]
+        elif self.takeover_delay:  # counted from the end of the build: the dashboard is starting
             argv += ["--after", str(self._built)]
         return self._spawn(f"intruder {run.lane}", argv, self.layout.base)
 
     def _await_takeover(self, run: LaneRun, intruder: DemoProcess) -> None:
-        if self.takeover_delay:
+        if self.takeover_delay or self.takeover_after is not None:
             return  # it happens later, in front of the dashboard
 
         def taken() -> bool:
