@@ -311,6 +311,7 @@ class Bench:
         ms = {k: r[k] * 1000 for k in ("python", "unfenced", "fenced")}
         detail = {
             "how": r["how"],
+            "interpreter": r.get("interpreter"),
             "fenced_ms": round(ms["fenced"], 1),
             "unfenced_ms": round(ms["unfenced"], 1),
             "python_ms": round(ms["python"], 1),

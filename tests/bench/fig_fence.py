@@ -64,6 +64,9 @@ def main(args: list[str]) -> None:
     result: dict[str, Any] = {name: statistics.median(t) for name, t in times.items()}
     result.update({f"{name}_min": min(t) for name, t in times.items()})
     result["how"] = how
+    # The interpreter's build moves this figure by a third: an unoptimized one (pyenv's
+    # default, no PGO) against a distribution's (docs/performance.md, run_start).
+    result["interpreter"] = f"{sys.version.split()[0]} {os.path.realpath(sys.executable)}"
     result["load"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     result.update({f"{name}_s": [round(x, 4) for x in t] for name, t in times.items()})
     emit(result)
