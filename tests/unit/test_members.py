@@ -424,6 +424,41 @@ def test_a_tmux_session_started_by_the_lane_keeps_it_live_until_it_ends(
 
 
 @needs_tmux
+def test_tmux_dash_L_in_a_fenced_lane_keeps_it_live_and_names_the_socket_to_attach(
+    spawn: Spawn, repo: Path, tmp_path: Path
+) -> None:
+    """The issue's own form, `lanewatch run --lane a -- tmux -L x new -d …`: the server's
+    socket lands in the lane's private /tmp (`<namespace>/tmp/tmux-UID/x` outside). The runner
+    stays with the lane, names that socket to attach from outside, and releases the lane when
+    the session ends. (It once crashed there, releasing the lane under the running session.)"""
+    if not fenced_here():
+        pytest.skip("unfenced, `tmux -L` would use the machine's shared /tmp")
+    go = tmp_path / "go"
+    session = f"while [ ! -e {go} ]; do sleep 0.05; done"
+    runner = spawn(
+        [*LANEWATCH, "run", "--lane", "a", "--", "tmux", "-L", "x", "new", "-d", session],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    ns = ns_of("a", repo)
+    try:
+        wait_for(lambda: any(e.event == "lingering" for e in ledger.read(ns)), DEADLINE)
+        live = status_of(repo, "a")
+        assert live["state"] == "live", live
+        assert any("tmux" in m["command"] for m in live["members"]), live["members"]
+        assert runner.poll() is None
+    finally:
+        go.touch()
+    assert runner.wait(timeout=DEADLINE) == 0
+    assert runner.stderr is not None
+    said = runner.stderr.read().decode()
+    socket = ns / "tmp" / f"tmux-{os.getuid()}" / "x"
+    assert f"Attach from outside the lane: tmux -S {socket} attach." in said, said
+    assert status_of(repo, "a")["state"] == "released"
+
+
+@needs_tmux
 def test_a_tmux_server_running_outside_the_lane_is_named_with_the_recipe(
     repo: Path, tmux_socket: Path
 ) -> None:

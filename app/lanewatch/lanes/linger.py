@@ -12,6 +12,7 @@ identity-checked (`linux.reaper.signal_exact`), and `lanewatch kill LANE` ends t
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -50,6 +51,14 @@ def signal_descendants(sig: int) -> None:
         reaper.signal_exact(ProcessIdentity(st.pid, st.start_ticks, boot), sig)
 
 
+def _is_socket(entry: os.DirEntry[str]) -> bool:
+    """A socket, not followed if a link (DirEntry has no `is_socket`)."""
+    try:
+        return stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def _tmux_hint(lane: Lane) -> str:
     """A tmux server started in a fenced lane has its socket in the lane's private /tmp, which
     is `<namespace>/tmp` outside: name the path to attach from outside (`tmux -L` cannot)."""
@@ -57,7 +66,8 @@ def _tmux_hint(lane: Lane) -> str:
         return ""
     folder = lane.tmp_dir / f"tmux-{os.getuid()}"
     try:
-        sockets = sorted(e.path for e in os.scandir(folder) if e.is_socket())
+        with os.scandir(folder) as entries:
+            sockets = sorted(e.path for e in entries if _is_socket(e))
     except OSError:
         return ""
     return "".join(f" Attach from outside the lane: tmux -S {inert(s)} attach." for s in sockets)
