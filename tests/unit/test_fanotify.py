@@ -620,3 +620,19 @@ def test_mark_file_reports_reads_of_that_file_only(
     assert not any(e.mask & reads for e in collector.for_path(other))
     with pytest.raises(ValueError):
         watcher.mark_file(marked, fan.FAN_OPEN_PERM)  # never a permission event
+
+
+@privileged
+def test_stop_after_the_reader_already_ended_does_not_raise(tmp_path: Path) -> None:
+    """`stop` sets the flag, then wakes the reader through its pipe. A reader that sees the flag
+    first ends and closes its end before the wake-up is written (seen in CI under load:
+    BrokenPipeError out of `stop`). Here the reader is made to end first, every time."""
+    w = FanotifyWatcher([tmp_path], Collector())
+    w.start()
+    w._stopping.set()  # what stop() does first; the reader ends at its next wake-up
+    os.write(w._stop_w, b"x")
+    assert w._thread is not None
+    w._thread.join(10)
+    assert not w._thread.is_alive() and w._stop_r == -1, "the reader did not end"
+    w.stop()  # its wake-up now meets a pipe with no reader
+    assert w.error is None

@@ -444,8 +444,9 @@ class FanotifyWatcher:
         """Stop the reader promptly and release everything; idempotent."""
         self._stopping.set()
         if self._stop_w >= 0:
-            # A full pipe means a wake-up is already pending.
-            with contextlib.suppress(BlockingIOError):
+            # A full pipe means a wake-up is already pending; a closed one, that the reader saw
+            # `_stopping` first and ended (closing its end) before this write.
+            with contextlib.suppress(BlockingIOError, BrokenPipeError):
                 os.write(self._stop_w, b"x")
         if self._thread is not None:
             self._thread.join(timeout)
