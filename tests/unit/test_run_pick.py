@@ -12,7 +12,7 @@ import pytest
 
 from lanewatch.lanes import ledger
 from lanewatch.lanes.stamp import OwnerState, read_stamp
-from tests.conftest import Spawn, lanewatch, wait_for
+from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
 from tests.unit.test_run_cli import WAIT_FOR_FILE, ns_of, released, start_run, wait_spawned
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -121,3 +121,20 @@ def test_a_signal_while_waiting_ends_the_wait(spawn: Spawn, repo: Path, tmp_path
 def test_lane_auto_and_wait_exclude_each_other(repo: Path) -> None:
     both = lanewatch("run", "--lane-auto", "--wait", "1", "--", "true", cwd=repo)
     assert both.returncode == 2 and "exclude each other" in both.stderr
+
+
+@pytest.mark.parametrize("how", [(), ("--wait",)])
+def test_a_run_nested_in_its_own_lanes_run_is_refused_at_once(
+    how: tuple[str, ...], repo: Path, tmp_path: Path
+) -> None:
+    # The inner run inherits $LANEWATCH_LANE, so it asks for the lane its parent holds: with
+    # --wait it once waited for its own parent for ever (and its parent for it).
+    marker = tmp_path / "ran"
+    inner = [*LANEWATCH, "run", *how, "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    outer = lanewatch("run", "--lane", "outer", "--", *inner, cwd=repo, timeout=20)
+    assert outer.returncode == 3, outer.stderr
+    assert "held by the run this command runs inside" in outer.stderr
+    assert "--lane NAME or --lane-auto" in outer.stderr
+    assert not marker.exists()
+    assert refusals(ns_of("outer", repo)) == 0  # no claim was tried: no collision on record
+    assert released(ns_of("outer", repo)).exit_code == 3

@@ -112,6 +112,20 @@ def test_unknown_incident_and_missing_root(root: Path, tmp_path: Path) -> None:
     assert json.loads(missing.stdout)["roots"][0]["status"] == "missing"
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a folder of mode 0o000")
+def test_a_root_it_cannot_read_is_exit_5_not_a_usage_error(root: Path, tmp_path: Path) -> None:
+    root.chmod(0)
+    try:
+        locked = cli("status", "--root", str(root), "--json", cwd=tmp_path)
+        shown = cli("status", "--root", str(root), cwd=tmp_path)
+    finally:
+        root.chmod(0o700)
+    assert locked.returncode == 5, locked.stderr  # README: 5, a root could not be read
+    (row,) = json.loads(locked.stdout)["roots"]
+    assert row["status"] == "degraded" and "Permission denied" in row["detail"]
+    assert shown.returncode == 5 and "degraded" in shown.stdout, shown.stderr
+
+
 def test_untrusted_names_print_as_typed(
     root: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:

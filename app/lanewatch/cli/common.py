@@ -77,6 +77,8 @@ def _friendly(func: F, failed: int) -> F:
         except LanewatchError as exc:
             fail(str(exc), failed)
         except OSError as exc:  # a root on a read-only disk, a path through a file, ...
+            if isinstance(exc, BrokenPipeError) and failed != Exit.RUN_FAILED:
+                raise  # stdout's reader went away (`| head -1`): click exits 1, quietly
             where = f": {exc.filename}" if exc.filename else ""
             fail(f"{exc.strerror or exc}{where}", failed)
 

@@ -54,7 +54,7 @@ def drill_command(
     Each lane (a `lanewatch run` process of this checkout) writes a receipt, a temp file, a test
     output and ledger lines, each with its own content, again and again, and reads them back.
     Exits 0 only if no lane ever read another's bytes; 4 if one did; 1 if a lane failed;
-    2 outside a checkout. With --unbound, the same writers also share one folder (inside the
+    6 outside a checkout. With --unbound, the same writers also share one folder (inside the
     drill's private temp folder): their clobbers are reported, and finding none exits 5,
     because then the drill could not see a collision at all.
     """

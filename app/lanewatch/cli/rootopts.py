@@ -22,6 +22,16 @@ read_roots: Callable[[F], F] = click.option(
     help="Read only this scratch root (repeat; default: every known root).",
 )
 
+# status: the same, but a root it cannot read is no usage error: it is shown degraded and
+# `status` exits 5 ("a root could not be read"), as for a registered root.
+status_roots: Callable[[F], F] = click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False, readable=False),
+    help="Read only this scratch root (repeat; default: every known root).",
+)
+
 # run, prove, gate: `root` is the lane's one root, or None.
 lane_root: Callable[[F], F] = click.option(
     "--root",

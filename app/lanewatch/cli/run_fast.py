@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from lanewatch.cli.common import friendly_errors_around_cmd, say
+from lanewatch.errors import ClaimRefused
 from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, Lane
 from lanewatch.lanes.pick import Interrupted, claim_next_free, claim_waiting
@@ -63,8 +64,24 @@ def run_lane(
         )
 
     owner = make(lane)
+    if not lane_auto:
+        _refuse_own_lane(owner)
     claim = next_free if lane_auto else waiting if wait is not None else None
     sys.exit(run_in_lane(owner, argv, claim=claim, fence=Mode(fence), shm=fence_shm))
+
+
+def _refuse_own_lane(owner: Lane) -> None:
+    """A run nested in the run that holds its lane (`$LANEWATCH_LANE` is inherited) could
+    never claim it, and `--wait` would wait for its own parent for ever: say so at once, with
+    no claim attempt, so no refused-claim incident is recorded for what is no collision."""
+    from lanewatch.lanes.nested import outer_owner
+
+    outer = outer_owner(owner.target)
+    if outer is not None:
+        raise ClaimRefused(
+            f"lane {owner.name!r} is held by the run this command runs inside (pid {outer.pid});"
+            " a nested run needs a lane of its own: --lane NAME or --lane-auto"
+        )
 
 
 def parse(args: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any] | None:

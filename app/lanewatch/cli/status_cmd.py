@@ -20,7 +20,7 @@ from rich.text import Text
 from lanewatch.cli.common import cell, echo_json, friendly_errors
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import schema_id
-from lanewatch.cli.rootopts import read_roots
+from lanewatch.cli.rootopts import status_roots
 from lanewatch.hosts.stream import HostState
 from lanewatch.hosts.wire import split_key
 from lanewatch.lanes.fence import describe as fence_words
@@ -317,7 +317,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
 
 
 @click.command("status")
-@read_roots
+@status_roots
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON (docs/engine.md).")
 @click.option(
     "--poll",
