@@ -118,6 +118,8 @@ def test_bare_lanewatch_opens_the_dashboard_on_every_known_root(
     Registry().add(scratch)
     ran: list[LanewatchApp] = []
     monkeypatch.setattr(LanewatchApp, "run", lambda self, *a, **k: ran.append(self))
+    # pytest's stdin is no terminal, which the dashboard refuses (tests/unit/test_needs_terminal)
+    monkeypatch.setattr("lanewatch.cli.dash_cmd.needs_terminal", lambda instead: None)
     cli([], prog_name="lanewatch", standalone_mode=False)
     (app,) = ran
     assert str(scratch.resolve()) in app.root_paths()

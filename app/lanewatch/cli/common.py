@@ -45,6 +45,19 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     sys.exit(code)
 
 
+def needs_terminal(instead: str) -> None:
+    """Refuse (usage, exit 2) to open the dashboard where there is no terminal: with stdin or
+    stdout redirected (`lanewatch > out`, a CI step) it would write escape sequences into a file
+    and wait for keys that never come. `instead` names what to run there."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return
+    import click
+
+    raise click.UsageError(
+        f"the dashboard needs a terminal, and stdin or stdout is not one here; {instead}"
+    )
+
+
 def say(line: str, err: bool = False) -> None:
     """One line for a person, with what came from disk or another process in it made inert."""
     import click  # see the module's docstring

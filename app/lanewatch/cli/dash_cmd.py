@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.common import friendly_errors, needs_terminal
 
 
 @click.command("dash")
@@ -43,6 +43,8 @@ def dash_command(
 
     Press ? inside for every key.
     """
+    if not self_check:
+        needs_terminal("for a picture in a script or CI: lanewatch status (or status --json)")
     from lanewatch.hosts import config
     from lanewatch.tui.app import make_app
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.common import friendly_errors, needs_terminal
 from lanewatch.demo import DemoScenario
 
 TAKEOVER_DELAY = 6.0  # the takeover arrives in front of an open dashboard
@@ -65,6 +65,7 @@ class _SignalGuard:
 
 def _dashboard_factory() -> Callable[..., Any] | None:
     """`make_app` of the dashboard, or None while this build has no dashboard."""
+    needs_terminal("without one: lanewatch demo --no-ui")
     try:
         module = importlib.import_module("lanewatch.tui.app")
     except ModuleNotFoundError as exc:
