@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lanewatch.tui.app import make_app
 from lanewatch.tui.picture import View
 
 from .conftest import Lanes
 from .helpers import settle, until
+
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
 
 def notices(app: object) -> list[str]:
