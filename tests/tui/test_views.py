@@ -98,6 +98,20 @@ async def test_filter_and_sort(world: World) -> None:
         assert app.main.table().cursor_key == cursor, "the cursor keeps its row across sorts"
 
 
+async def test_sort_keys_step_over_hidden_columns(world: World) -> None:
+    app = make_app([world.scratch])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await loaded(pilot, app)
+        table = app.main.table()
+        keys = [c.key for c in table.columns]
+        table.set_hidden({"checkout"})  # what `C` does
+        app.main.action_sort_column("pid")
+        await pilot.press("less_than_sign")
+        assert table.sort_column == keys[keys.index("checkout") - 1], "< skips the hidden column"
+        await pilot.press("greater_than_sign")
+        assert table.sort_column == "pid", "> skips it too"
+
+
 async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
     app = make_app([world.scratch])
     async with app.run_test(size=(120, 36)) as pilot:

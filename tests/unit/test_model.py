@@ -11,7 +11,7 @@ from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.filehistory import FileHistory
-from lanewatch.model.views import Changes, NsState, merge_changes
+from lanewatch.model.views import Changes, LaneMember, NsState, merge_changes
 from tests.unit.test_classify import BOOT, HOST, NOW, stamp
 
 KEY, ROOT = "/r/ns", "/r"
@@ -154,3 +154,22 @@ def test_file_history_is_bounded() -> None:
     assert h.record("/r/ns/f4", 11.0, 1).writer == "pid 1 (lane a)"
     h.forget_under("/r/ns")
     assert len(h) == 0
+
+
+def test_evidence_seen_while_live_does_not_outlive_the_release() -> None:
+    # The last probe before the release saw CMD running; the prober judges live owners only,
+    # so kept evidence (or a report made before the release landing after it) was never
+    # corrected: the released lane stayed "headless, 1 process still runs" for ever.
+    member = LaneMember(101, 6, "sleep 2", NOW - 2, "descendant")
+    s = stamp()
+    probed = m.Probed(
+        {KEY: LivenessEvidence(100, 5, Liveness.ALIVE, "alive", NOW, members=(member,))}
+    )
+    live, _ = m.apply(m.ModelState(), [seen(), probed])
+    released = StampRead(StampStatus.OK, replace(s, state=OwnerState.RELEASED, exit_code=0))
+    after, _ = m.apply(live, m.StampChanged(KEY, released, NOW))
+    assert view(after).state is NsState.RELEASED, view(after).reason
+    late, _ = m.apply(after, probed)
+    assert view(late).state is NsState.RELEASED, view(late).reason
+    rescanned, _ = m.apply(late, m.NamespaceSeen(KEY, ROOT, "ns", released))
+    assert view(rescanned).state is NsState.RELEASED, view(rescanned).reason

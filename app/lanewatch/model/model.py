@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from lanewatch.lanes.scheme import stated
-from lanewatch.lanes.stamp import Stamp, StampRead
+from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead
 from lanewatch.linux.procid import Liveness
 from lanewatch.model import incidents as inc
 from lanewatch.model import timing
@@ -289,7 +289,9 @@ def _apply_one(b: _Builder, ev: Event) -> None:
     elif isinstance(ev, Probed):
         for key, evidence in ev.evidence.items():
             rec = b.get(key)
-            if rec is not None and not evidence.same_verdict(rec.liveness):
+            if rec is None or not _probed_owner(rec.owner):
+                continue  # judged while live, landed after the release: out of date
+            if not evidence.same_verdict(rec.liveness):
                 b.put(replace(rec, liveness=evidence))
     elif isinstance(ev, Observed):
         current = b.incidents().get(ev.observation.id)
@@ -306,6 +308,22 @@ def _apply_one(b: _Builder, ev: Event) -> None:
         b.set_health(ev.health)
 
 
+def _probed_owner(owner: Stamp | None) -> bool:
+    """Whether the prober judges this owner again: only live ones (`ProbeIntake.local_stamps`)."""
+    return owner is not None and owner.state is OwnerState.LIVE
+
+
+def _kept(
+    rec: NsRecord, read: StampRead, fresh: LivenessEvidence | None
+) -> LivenessEvidence | None:
+    """The evidence after a stamp read: `fresh` when it was judged, else the old one while the
+    prober keeps it up to date. A released owner is never probed again, so members seen while
+    it ran would keep the lane headless for ever after they are gone."""
+    if fresh is not None or not _probed_owner(read.stamp):
+        return fresh
+    return rec.liveness
+
+
 def _seen(b: _Builder, ev: NamespaceSeen) -> None:
     rec = b.get(ev.key)
     if rec is None:
@@ -315,7 +333,9 @@ def _seen(b: _Builder, ev: NamespaceSeen) -> None:
     old, new = rec.owner, ev.stamp.stamp
     if old is not None and new is not None and inc.owner_key(old) != inc.owner_key(new):
         previous = old
-    b.put(replace(rec, stamp=ev.stamp, previous=previous, liveness=ev.liveness or rec.liveness))
+    b.put(
+        replace(rec, stamp=ev.stamp, previous=previous, liveness=_kept(rec, ev.stamp, ev.liveness))
+    )
 
 
 def _stamp_changed(b: _Builder, ev: StampChanged) -> None:
@@ -341,7 +361,9 @@ def _stamp_changed(b: _Builder, ev: StampChanged) -> None:
         )
         if obs is not None:
             b.put_incident(inc.merge(b.incidents().get(obs.id), obs, rec.root))
-    b.put(replace(rec, stamp=ev.stamp, previous=previous, liveness=ev.liveness or rec.liveness))
+    b.put(
+        replace(rec, stamp=ev.stamp, previous=previous, liveness=_kept(rec, ev.stamp, ev.liveness))
+    )
 
 
 def _wrote(rec: NsRecord, ev: Wrote) -> NsRecord:

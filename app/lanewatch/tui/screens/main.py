@@ -531,12 +531,15 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         it through, so the view is the one the user saw): if its action does not apply to the
         selection or in this view, the binding does nothing; say why, in a short notice. Only
         from a table: a key typed in the filter is the field's. `enter` says it itself
-        (`action_open`)."""
-        if not isinstance(self.focused, LaneTable):
+        (`action_open`) over a table; with no focus (the view's table emptied and hid, see
+        `_update_empty`) no table takes it, so it is told here too."""
+        focused = self.focused
+        if focused is not None and not isinstance(focused, LaneTable):
             return
+        told = TOLD if focused is not None else TOLD | {"open"}
         for binding in self._bindings.key_to_bindings.get(key, ()):
             action = binding.action.partition("(")[0]
-            if action not in TOLD:
+            if action not in told:
                 continue
             state = self.check_action(action, ())
             if state is False:

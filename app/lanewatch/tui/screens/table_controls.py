@@ -71,9 +71,17 @@ class SortControl:
     def step(self, step: int) -> None:
         table = self.table()
         keys = [c.key for c in table.columns]
+        shown = [k for k in keys if k not in table.hidden_columns] or keys
         current = table.sort_column
-        index = keys.index(current) + step if current in keys else 0
-        table.sort_by(keys[index % len(keys)], reverse=table.sort_reverse)
+        if current not in keys:
+            table.sort_by(shown[0], reverse=table.sort_reverse)
+            return
+        index = keys.index(current)
+        for _ in keys:  # over hidden columns (`C`): a sort by one shows no arrow
+            index = (index + step) % len(keys)
+            if keys[index] in shown:
+                break
+        table.sort_by(keys[index], reverse=table.sort_reverse)
 
     def invert(self) -> None:
         table = self.table()
