@@ -93,9 +93,8 @@ def mount_id(fd: int) -> int | None:
     return self_fdinfo_value(fd, b"mnt_id:")
 
 
-def mount_device(fd: int) -> tuple[int, int] | None:
-    """(major, minor) of the superblock of the mount `fd` lies on, or None. On btrfs this is
-    not what fstat says (that is the subvolume's device)."""
+def mount_of(fd: int) -> MountEntry | None:
+    """Our mountinfo's line for the mount `fd` lies on, or None when it cannot be told."""
     mnt = mount_id(fd)
     if mnt is None:
         return None
@@ -103,13 +102,19 @@ def mount_device(fd: int) -> tuple[int, int] | None:
         entries = read_mountinfo()
     except OSError:
         return None
-    for entry in entries:
-        if entry.mount_id == mnt:
-            try:
-                return entry.major_minor
-            except ValueError:
-                return None
-    return None
+    return next((entry for entry in entries if entry.mount_id == mnt), None)
+
+
+def mount_device(fd: int) -> tuple[int, int] | None:
+    """(major, minor) of the superblock of the mount `fd` lies on, or None. On btrfs this is
+    not what fstat says (that is the subvolume's device)."""
+    entry = mount_of(fd)
+    if entry is None:
+        return None
+    try:
+        return entry.major_minor
+    except ValueError:
+        return None
 
 
 def hidden_reason() -> str | None:

@@ -44,8 +44,15 @@ from collections.abc import Callable, Mapping
 from lanewatch.lanes.fence import FOLDERS
 from lanewatch.lanes.lane import ENV_NAMESPACE
 from lanewatch.lanes.stamp import Stamp
-from lanewatch.linux.mountinfo import mount_id, parse_mountinfo, read_mountinfo
-from lanewatch.linux.proc import Pinned, ProcStat, environ_values, is_denied, namespace_link
+from lanewatch.linux.mountinfo import mount_of, parse_mountinfo
+from lanewatch.linux.proc import (
+    Pinned,
+    ProcStat,
+    environ_values,
+    fd_path,
+    is_denied,
+    namespace_link,
+)
 from lanewatch.linux.reaper import descendants
 from lanewatch.model.views import LaneMember
 from lanewatch.processes.ownpids import own_pids
@@ -196,20 +203,17 @@ def _tmp_mount(folder: Folder) -> tuple[str, str] | None:
     try:
         if os.fstat(fd).st_ino != folder[1]:
             return None  # replaced since it was found
-        mnt = mount_id(fd)
-        real = os.readlink(f"/proc/self/fd/{fd}")
-        mounts = read_mountinfo()
+        mount, real = mount_of(fd), fd_path(fd)
     except OSError:
         return None
     finally:
         os.close(fd)
-    for m in mounts:
-        if m.mount_id == mnt and (
-            real == m.mount_point or real.startswith(m.mount_point.rstrip("/") + "/")
-        ):
-            rel = os.path.relpath(real, m.mount_point)
-            return m.device, os.path.normpath(os.path.join(m.root, rel))
-    return None
+    if mount is None or real is None:
+        return None
+    if real != mount.mount_point and not real.startswith(mount.mount_point.rstrip("/") + "/"):
+        return None
+    rel = os.path.relpath(real, mount.mount_point)
+    return mount.device, os.path.normpath(os.path.join(mount.root, rel))
 
 
 def in_lane_ns(stamp: Stamp, st: ProcStat, ns: str | None, folder: Folder | None) -> bool | None:
