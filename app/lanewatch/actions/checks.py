@@ -134,8 +134,11 @@ def split_shut_out(
     if not_private(path):
         return list(unreadable), []
     me = os.geteuid()
-    refusing = [u for u in unreadable if u.uid is None or (u.uid == me and not u.non_dumpable)]
-    shut_out = [u for u in unreadable if u not in refusing]
+    refusing: list[Unreadable] = []
+    shut_out: list[Unreadable] = []
+    for u in unreadable:
+        hidden_ours = u.uid == me and not u.non_dumpable
+        (refusing if u.uid is None or hidden_ours else shut_out).append(u)
     return refusing, shut_out
 
 
