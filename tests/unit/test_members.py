@@ -305,6 +305,28 @@ print(json.dumps({"state": v.state.value, "reason": v.reason, "members": len(ev.
 """
 
 
+def orphaned_daemon(
+    spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper, lane: str
+) -> tuple[Path, int]:
+    """A fenced lane whose setsid daemon outlives its SIGKILLed runner: (namespace, pid)."""
+    out, go = tmp_path / f"{lane}.pid", tmp_path / f"{lane}.go"
+    cmd = ["sh", "-c", SETSID_DAEMON, str(out), str(go)]
+    runner, pid, _go = start_lingering(spawn, repo, lane, cmd, out, go)
+    subreaper.adopt(pid)
+    runner.kill()
+    runner.wait(timeout=DEADLINE)
+    return ns_of(lane, repo), pid
+
+
+def judged_by(prefix: list[str], ns: Path) -> dict[str, Any]:
+    """The lane's verdict as the user of `prefix` makes it from the stamp's bytes."""
+    data = (ns / ".lanewatch" / "owner.json").read_text()
+    code = f"import sys; sys.argv[1:] = {[data, str(ns)]!r}\n" + JUDGE_AS_ANOTHER
+    done = python_as(prefix, code, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def test_a_fenced_lane_seen_by_a_user_who_cannot_read_its_namespace_is_unknown_not_stale(
     spawn: Spawn, repo: Path, tmp_path: Path, subreaper: Subreaper
 ) -> None:
@@ -314,19 +336,9 @@ def test_a_fenced_lane_seen_by_a_user_who_cannot_read_its_namespace_is_unknown_n
     prefix = as_user(NOBODY)  # root only: a process the other user cannot read
     if not fenced_here():
         pytest.skip("the kernel refuses the fence here: no mount namespace of the lane's own")
-    out, go = tmp_path / "other.pid", tmp_path / "other.go"
-    cmd = ["sh", "-c", SETSID_DAEMON, str(out), str(go)]
-    runner, pid, _go = start_lingering(spawn, repo, "other", cmd, out, go)
-    subreaper.adopt(pid)
-    runner.kill()
-    runner.wait(timeout=DEADLINE)
+    ns, _pid = orphaned_daemon(spawn, repo, tmp_path, subreaper, "other")
     assert status_of(repo, "other")["state"] == "headless"  # root reads the namespace
-    ns = ns_of("other", repo)
-    data = (ns / ".lanewatch" / "owner.json").read_text()
-    code = f"import sys; sys.argv[1:] = {[data, str(ns)]!r}\n" + JUDGE_AS_ANOTHER
-    done = python_as(prefix, code, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.splitlines()[-1])
+    seen = judged_by(prefix, ns)
     assert seen["state"] == "unknown" and seen["members"] == 0, seen
     assert seen["unreadable"] >= 1 and "cannot be read here" in seen["reason"], seen
 
@@ -342,18 +354,8 @@ def test_a_user_who_may_see_the_lanes_folder_tells_its_member_by_the_members_mou
     prefix = as_user(NOBODY, caps=("dac_override",))
     if not fenced_here():
         pytest.skip("the kernel refuses the fence here: no mount namespace of the lane's own")
-    out, go = tmp_path / "seen.pid", tmp_path / "seen.go"
-    cmd = ["sh", "-c", SETSID_DAEMON, str(out), str(go)]
-    runner, pid, _go = start_lingering(spawn, repo, "seen", cmd, out, go)
-    subreaper.adopt(pid)
-    runner.kill()
-    runner.wait(timeout=DEADLINE)
-    ns = ns_of("seen", repo)
-    data = (ns / ".lanewatch" / "owner.json").read_text()
-    code = f"import sys; sys.argv[1:] = {[data, str(ns)]!r}\n" + JUDGE_AS_ANOTHER
-    done = python_as(prefix, code, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.splitlines()[-1])
+    ns, pid = orphaned_daemon(spawn, repo, tmp_path, subreaper, "seen")
+    seen = judged_by(prefix, ns)
     assert seen["state"] == "headless" and seen["members"] >= 1, seen  # its `sleep`s too
     withheld = python_as(prefix, f"import os; os.readlink('/proc/{pid}/ns/mnt')")
     assert "PermissionError" in withheld.stderr, "that user could read the namespace after all"
