@@ -16,6 +16,7 @@ from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model import writers as wr
+from lanewatch.model.family import Stamped
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kinds import ESCAPED_THE_LANES
 from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
@@ -34,6 +35,7 @@ class ProbeIntake:
         self.ignore = [str(state_dir())]
         # The last answer of `local_stamps`, with the namespaces mapping it was read from.
         self._local: tuple[object, Mapping[str, Stamp]] | None = None
+        self._stamped_from: tuple[object, Mapping[str, Stamped]] | None = None
         # Inferred attribution only (the engine sets it when the kernel does not attribute):
         # shared files read while lanes hold them, kept as versions for the incident's report.
         self.held: HeldVersions | None = None
@@ -81,6 +83,7 @@ class ProbeIntake:
             shared=SHARED_TEMP,
             ignore=self.ignore,
             at=report.at,
+            stamped=self._stamped(known),
         )
         held: dict[str, list[Holder]] = {}
         root_of: dict[str, str] = {}
@@ -100,6 +103,20 @@ class ProbeIntake:
         self.holding_shared = bool(held)
         if held and self.held is not None:
             self.held.seen(held, root_of)
+        return out
+
+    def _stamped(self, known: Mapping[str, m.NsRecord]) -> Mapping[str, Stamped]:
+        """What each namespace's stamp on this host says, live or released (`model/family.py`):
+        made again only when the model's namespaces changed."""
+        last = self._stamped_from
+        if last is not None and last[0] is known:
+            return last[1]
+        out: dict[str, Stamped] = {}
+        for key, rec in known.items():
+            s = rec.owner
+            if s is not None and s.host == self.host:
+                out[key] = Stamped(s.pid, s.start_ticks, s.family)
+        self._stamped_from = (known, out)
         return out
 
     def _root_of(self, obs: inc.Observation, known: Mapping[str, m.NsRecord]) -> str:
