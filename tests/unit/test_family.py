@@ -1,0 +1,176 @@
+"""Families and handed files, as the model judges them (pure): `model/family.py` and the two
+writer detectors, for the prober's holdings and the kernel's writes; and the stamp fields that
+carry them. The real thing (xdist under a recorder) is tests/unit/test_xdist_family.py."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from lanewatch.lanes.stamp import Stamp, StampStatus, parse_stamp
+from lanewatch.model import writers as wr
+from lanewatch.model.detectors.foreign_writer import foreign_write
+from lanewatch.model.detectors.unbound_writer import unbound_write
+from lanewatch.model.family import Stamped, file_ids, handed, head, one_family
+from lanewatch.model.kernelwrites import KernelWrite
+from lanewatch.model.views import IncidentKind
+from tests.unit.test_incidents import hold
+
+MAIN, GW0, GW1, OTHER = "/r/c.pytest", "/r/c.pytest-gw0", "/r/c.pytest-gw1", "/r/c.agent"
+LOG = (2049, 77)  # (device, inode) of the user's /tmp/log
+OWNERS = {
+    MAIN: wr.Owner(MAIN, "pytest", "c", "/co", frozenset({10}), 10, 10, handed=frozenset({LOG})),
+    GW0: wr.Owner(GW0, "pytest-gw0", "c", "/co", frozenset({20}), 10, 20, family="c.pytest"),
+    GW1: wr.Owner(GW1, "pytest-gw1", "c", "/co", frozenset({30}), 10, 30, family="c.pytest"),
+    OTHER: wr.Owner(OTHER, "agent", "c", "/co", frozenset({40}), 40, 40, handed=frozenset()),
+}
+KEYS = list(OWNERS)
+
+
+def find(holdings: list[wr.Holding], **kw: object) -> list[str]:
+    found = wr.writers(holdings, OWNERS, KEYS, roots=["/r"], shared=["/tmp"], at=1.0, **kw)  # type: ignore[arg-type]
+    return [o.summary for o in found]
+
+
+def test_head_and_one_family() -> None:
+    assert head(GW0, "c.pytest") == MAIN == head(MAIN, None) == head(MAIN + "/", None)
+    assert one_family(GW0, "c.pytest", MAIN, None)
+    assert one_family(GW0, "c.pytest", GW1, "c.pytest")  # siblings
+    assert not one_family(GW0, "c.pytest", OTHER, None)
+    assert not one_family("/r/c.pytest-gw0", None, MAIN, None)  # a name alone is no family
+    assert not one_family("/elsewhere/c.pytest-gw0", "c.pytest", MAIN, None)  # another root
+
+
+def test_workers_writing_in_their_family_are_no_intruders() -> None:
+    # A worker still bound to the main lane's variables, writing its capture file there.
+    assert not find([hold(f"{MAIN}/tmp/#123", pid=20, namespace_env=MAIN)])
+    # A worker (by its own stamp) in the main lane, and in a sibling's.
+    assert not find([hold(f"{MAIN}/tmp/x", pid=20)])
+    assert not find([hold(f"{GW1}/tmp/x", pid=20)])
+    assert not find([hold(f"{GW0}/tmp/x", pid=10)])  # the main process in a worker's
+    # Another lane is an intruder in every one of them.
+    for victim in (MAIN, GW0, GW1):
+        assert find([hold(f"{victim}/tmp/x", pid=40)]) != []
+    # A worker of the family in another lane is an intruder too.
+    assert find([hold(f"{OTHER}/tmp/x", pid=20)]) != []
+
+
+def test_an_owner_process_is_its_own_lane_whatever_it_inherited() -> None:
+    """The xdist worker was started with `pytest`'s $LANEWATCH_NAMESPACE, and owns pytest-gw0:
+    it is pytest-gw0's, here as in the kernel (`processes/pidlane.py`)."""
+    (obs,) = wr.writers(
+        [hold("/tmp/fixed.json", pid=20, namespace_env=MAIN)],
+        OWNERS,
+        KEYS,
+        roots=["/r"],
+        shared=["/tmp"],
+        at=1.0,
+    )
+    assert obs.intruder["lane"] == "pytest-gw0" and obs.kind is IncidentKind.SHARED_FILE
+
+
+def test_a_released_owner_holding_its_own_files_is_no_intruder() -> None:
+    """A worker releases its lane when its tests end, then holds its files a moment: its stamp
+    (released: no longer among the live owners) still names it."""
+    owners = {k: v for k, v in OWNERS.items() if k != GW0}
+    stamped = {GW0: Stamped(20, 1, "c.pytest")}
+    held = [hold(f"{GW0}/tmp/#9", pid=20, namespace_env=MAIN)]
+    assert not wr.writers(
+        held, owners, KEYS, roots=["/r"], shared=["/tmp"], at=1.0, stamped=stamped
+    )
+    other = [hold(f"{GW0}/tmp/#9", pid=40)]
+    assert wr.writers(other, owners, KEYS, roots=["/r"], shared=["/tmp"], at=1.0, stamped=stamped)
+    # Another process with the released owner's pid (reused: other start ticks) is not it.
+    reused = [hold(f"{GW0}/tmp/#9", pid=20, start_ticks=99, namespace_env=OTHER)]
+    assert wr.writers(reused, owners, KEYS, roots=["/r"], shared=["/tmp"], at=1.0, stamped=stamped)
+
+
+def test_a_handed_file_is_judged_by_what_it_is_not_by_fd_or_name() -> None:
+    # The main process holds /tmp/log on the fd pytest's capture saved it to (not 0-2).
+    assert not find([hold("/tmp/log", pid=10, fd=7, file_id=LOG)])
+    # A worker writing it on its stderr (`2>&1`): its family's head was handed it.
+    assert not find([hold("/tmp/log", pid=20, fd=2, file_id=LOG)])
+    # The same name, another file: written by the lane, outside its lane.
+    assert find([hold("/tmp/log", pid=10, fd=7, file_id=(2049, 78))]) != []
+    # A lane that records its handed files is judged by them alone: stdout is no excuse.
+    assert find([hold("/tmp/out.txt", pid=40, fd=1, file_id=(2049, 5))]) != []
+
+
+def kw(
+    path: str, *, namespace: str, family: str | None = None, handed: bool = False
+) -> KernelWrite:
+    return KernelWrite(
+        path=path,
+        time=1.0,
+        event="close-write",
+        size=1,
+        sha256="0" * 64,
+        pid=20,
+        start_ticks=1,
+        lane=namespace.rsplit(".", 1)[-1],
+        namespace=namespace,
+        checkout_id="c",
+        checkout_path="/co",
+        command=("python",),
+        how="test",
+        writer="pid 20",
+        handed=handed,
+        family=family,
+    )
+
+
+def test_the_kernels_writes_follow_the_same_rules() -> None:
+    w = kw(f"{MAIN}/tmp/#5", namespace=GW0, family="c.pytest")
+    assert foreign_write(w, MAIN, victim_owner=False) is None
+    assert (
+        foreign_write(
+            replace(w, path=f"{GW1}/tmp/x"), GW1, victim_owner=False, victim_family="c.pytest"
+        )
+        is None
+    )
+    assert foreign_write(replace(w, family=None), MAIN, victim_owner=False) is not None
+    assert foreign_write(w, OTHER, victim_owner=False) is not None
+    shared = kw("/tmp/log", namespace=MAIN)
+    assert unbound_write(shared, ["/r"]) is not None
+    assert unbound_write(replace(shared, handed=True), ["/r"]) is None
+
+
+def test_handed_sets() -> None:
+    assert file_ids(None) is None and file_ids([[1, 2]]) == frozenset({(1, 2)})
+    assert handed((1, 2), None, frozenset({(1, 2)})) and not handed(None, frozenset({(1, 2)}))
+    assert not handed((1, 3), frozenset({(1, 2)}), None)
+
+
+def test_the_stamp_carries_family_and_stdio_and_rejects_garbage() -> None:
+    stamp = Stamp(
+        lane="pytest-gw0",
+        namespace="c.pytest-gw0",
+        checkout_id="c",
+        checkout_path="/co",
+        host="h",
+        boot_id="b",
+        pid=20,
+        start_ticks=1,
+        user="u",
+        uid=1000,
+        command=["pytest"],
+        started_at=1.0,
+        heartbeat_at=1.0,
+        heartbeat_interval=5.0,
+    )
+    data = stamp.to_json()
+    assert "family" not in data and "stdio" not in data  # older shapes stay as they were
+    full = {**data, "family": "c.pytest", "stdio": [[2049, 77]]}
+    read = parse_stamp(json.dumps(full).encode())
+    assert read.ok and read.stamp is not None
+    assert read.stamp.family == "c.pytest" and read.stamp.stdio == [[2049, 77]]
+    for bad in (
+        {"family": "../x"},
+        {"family": ""},
+        {"family": 3},
+        {"stdio": [[1]]},
+        {"stdio": [["a", 1]]},
+        {"stdio": [[1, -2]]},
+        {"stdio": "x"},
+    ):
+        assert parse_stamp(json.dumps({**full, **bad}).encode()).status is StampStatus.GARBAGE, bad
