@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import LANEWATCH, Spawn, inner_pytest_env, wait_for
-from tests.unit.attributionkit import json_lines, shared_temp_file
+from tests.unit.attributionkit import json_lines, privileged, shared_temp_file
 from tests.unit.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # the prober's judgement, as a normal user runs it
@@ -53,6 +53,10 @@ INNER = textwrap.dedent(
 )
 
 
+INNER_PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly"]
+INNER_PYTEST += ["-p", "lanewatch"]
+
+
 def recorder(spawn: Spawn, root: Path, cwd: Path) -> tuple[Any, list[dict[str, Any]]]:
     proc = spawn(
         [*LANEWATCH, "record", "--json", "--root", str(root)], stdout=subprocess.PIPE, cwd=cwd
@@ -72,11 +76,10 @@ def run_inner(repo: Path, root: Path, out: Path | None, *args: str) -> tuple[int
     stdout and stderr: `> out 2>&1`), else to a pipe."""
     (repo / "test_inner.py").write_text(INNER)
     env = inner_pytest_env({**os.environ, "LANEWATCH_ROOT": str(root)})
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly"]
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(out.open("wb")) if out is not None else subprocess.PIPE
         done = subprocess.run(
-            [*argv, "-p", "lanewatch", "-n", "2", *args, "test_inner.py"],
+            [*INNER_PYTEST, "-n", "2", *args, "test_inner.py"],
             cwd=repo,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -125,5 +128,50 @@ def test_xdist_beside_a_recorder_invents_no_incident(
     states = {(x.get("lane"), x.get("state")) for x in list(lines) if x.get("type") == "state"}
     for lane in ("pytest", "pytest-gw0", "pytest-gw1"):
         assert (lane, "released") in states, sorted(states, key=str)
+    rec.terminate()
+    assert rec.wait(timeout=30) == 0
+
+
+ESCAPE = textwrap.dedent(
+    """
+    import os
+    from pathlib import Path
+
+    def test_writes_a_fixed_name_in_tmp():
+        Path(os.environ["ESCAPE"]).write_text("from the lane")
+    """
+)
+
+
+@privileged
+def test_a_test_in_the_owning_process_writing_tmp_is_reported(
+    spawn: Spawn, repo: Path, root: Path, tmp_path: Path
+) -> None:
+    """Without xdist the tests run in the process that owns the lane: that process is no
+    `lanewatch run` writing only its own files, and its write to /tmp is the lane's (it used
+    to be excused as an owner's)."""
+    rec, lines = recorder(spawn, root, tmp_path)
+    assert next(x for x in lines if x["type"] == "start")["attribution"]["mode"] == "kernel"
+    (repo / "test_escape.py").write_text(ESCAPE)
+    with shared_temp_file(".json") as escape:
+        env = inner_pytest_env({**os.environ, "LANEWATCH_ROOT": str(root), "ESCAPE": str(escape)})
+        done = subprocess.run(
+            [*INNER_PYTEST, "test_escape.py"],
+            cwd=repo,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout.decode(errors="replace")
+
+        def reported() -> dict[str, Any] | None:
+            return next(
+                (i for i in incidents(lines).values() if i.get("path") == str(escape)), None
+            )
+
+        found = wait_for(reported, 30, what="the write to /tmp reported")
+        assert found["kind"] == "shared-file" and found["grade"] == "known"
+        assert found["intruder"]["lane"] == "pytest"
     rec.terminate()
     assert rec.wait(timeout=30) == 0
