@@ -51,6 +51,8 @@ def test_workers_writing_in_their_family_are_no_intruders() -> None:
     # Another lane is an intruder in every one of them.
     for victim in (MAIN, GW0, GW1):
         assert find([hold(f"{victim}/tmp/x", pid=40)]) != []
+    # An unlinked file (O_TMPFILE, as pytest's capture makes) has no name to clobber.
+    assert not find([hold(f"{OTHER}/tmp/#7", pid=20, deleted=True)])
     # A worker of the family in another lane is an intruder too.
     assert find([hold(f"{OTHER}/tmp/x", pid=20)]) != []
 
@@ -83,6 +85,26 @@ def test_a_released_owner_holding_its_own_files_is_no_intruder() -> None:
     # Another process with the released owner's pid (reused: other start ticks) is not it.
     reused = [hold(f"{GW0}/tmp/#9", pid=20, start_ticks=99, namespace_env=OTHER)]
     assert wr.writers(reused, owners, KEYS, roots=["/r"], shared=["/tmp"], at=1.0, stamped=stamped)
+
+
+def test_a_claim_in_progress_is_no_intruder() -> None:
+    """`Lane.claim` pins the namespace folder (its flock) before it writes the stamp: a worker
+    seen in that moment, still bound to the main lane's variables, holds a stampless folder."""
+    owners = {k: v for k, v in OWNERS.items() if k != GW0}
+    pin = hold(GW0, pid=20, namespace_env=MAIN, access="read", directory=True)
+    assert not wr.writers([pin], owners, KEYS, roots=["/r"], shared=["/tmp"], at=1.0, stamped={})
+    inside = replace(pin, path=f"{GW0}/tmp", pid=40, namespace_env=OTHER)  # not the pin
+    assert wr.writers([inside], owners, KEYS, roots=["/r"], shared=["/tmp"], at=1.0, stamped={})
+    stamped = {GW0: Stamped(99, 1, None)}  # stamped by another: the folder held is no pin
+    assert wr.writers(
+        [replace(pin, namespace_env=OTHER, pid=40)],
+        owners,
+        KEYS,
+        roots=["/r"],
+        shared=["/tmp"],
+        at=1.0,
+        stamped=stamped,
+    )
 
 
 def test_a_handed_file_is_judged_by_what_it_is_not_by_fd_or_name() -> None:

@@ -32,18 +32,23 @@ def held(
     h: Holding, victim: str, owners: OwnerIndex, at: float, stamped: Stamped | None = None
 ) -> Observation | None:
     """A process of another lane holds a path in `victim` (a namespace) open for writing, as its
-    cwd, or as an open folder. Not a collision: `.lanewatch/`, a read-only file, the victim's
-    own owner (live, or the process that wrote its released stamp: `stamped`), a process of no
-    lane, the victim's own lane and its family (`model/family.py`)."""
+    cwd, or as an open folder. Not a collision: `.lanewatch/`, a read-only or unlinked file (as
+    for `unbound_writer.held`), the victim's own owner (live, or the process that wrote its
+    released stamp: `stamped`), the folder pinned by a claim before its stamp is written, a
+    process of no lane, the victim's own lane and its family (`model/family.py`)."""
     if is_under(h.path, f"{victim}/{META_DIR}"):
         return None  # lanewatch's own files: stamps, locks, ledgers
     if not (writes(h) or h.kind == "cwd" or h.directory):
         return None  # a file held read-only (or an O_PATH fd on one) is read, not written
+    if h.deleted and not h.directory:
+        return None  # unlinked (pytest's capture files: O_TMPFILE): no name to clobber
     victim_owner = owners.by_key.get(victim)
     if victim_owner is not None and h.pid in victim_owner.pids:
         return None  # the owner itself, whatever environment it inherited
     if stamped is not None and (h.pid, h.start_ticks) == (stamped.pid, stamped.start_ticks):
         return None  # its owner after it released the lane (an xdist worker ending)
+    if stamped is None and victim_owner is None and h.path.rstrip("/") == victim and h.directory:
+        return None  # a claim in progress: its lock pins the folder, then the stamp is written
     found = lane_of(h, owners)
     if found is None:
         return None  # nobody's lane: a shell or a tool outside any lane; not attributed
