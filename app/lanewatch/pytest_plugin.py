@@ -168,7 +168,7 @@ def _claim(config: pytest.Config, option: Any, worker_lane: str | None) -> None:
         if given and not is_under(os.path.realpath(given), os.path.realpath(target.namespace)):
             raise LanewatchError(
                 f"--basetemp {given} is outside lane {name!r} ({target.namespace}); "
-                "drop it or point it inside"
+                f"drop it or point it inside{_under_tox()}"
             )
         outer = None if worker_lane else outer_owner(target)
         claimed = None
@@ -201,6 +201,18 @@ def _claim(config: pytest.Config, option: Any, worker_lane: str | None) -> None:
         os.environ[key] = value
     held.saved_tempdir = tempfile.tempdir
     tempfile.tempdir = env["TMPDIR"]
+
+
+def _under_tox() -> str:
+    """What to change when tox runs us (docs/launchers.md, tox and nox), else ""."""
+    if not os.environ.get("TOX_ENV_NAME"):
+        return ""
+    if not os.environ.get("LANEWATCH_NAMESPACE"):
+        return "; under tox, pass the lane in: `pass_env = LANEWATCH_*` in the tox env"
+    return (
+        "; tox's {envtmpdir} lies in its work dir: "
+        '`tox --workdir "$LANEWATCH_NAMESPACE/tox"` puts it inside the lane'
+    )
 
 
 @pytest.hookimpl(optionalhook=True)
