@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
-from lanewatch.lanes.stamp import Stamp, StampStatus, parse_stamp
+from lanewatch.engine.probeintake import ProbeIntake
+from lanewatch.lanes.stamp import META_DIR, Stamp, StampRead, StampStatus, parse_stamp, write_stamp
+from lanewatch.linux.procid import hostname
+from lanewatch.model import model as m
 from lanewatch.model import writers as wr
 from lanewatch.model.detectors.foreign_writer import foreign_write
 from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.family import Stamped, file_ids, handed, head, one_family
+from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.views import IncidentKind
+from lanewatch.processes.prober import ProbeReport
 from tests.unit.test_incidents import hold
 
 MAIN, GW0, GW1, OTHER = "/r/c.pytest", "/r/c.pytest-gw0", "/r/c.pytest-gw1", "/r/c.agent"
@@ -163,8 +169,8 @@ def test_handed_sets() -> None:
     assert not handed((1, 3), frozenset({(1, 2)}), None)
 
 
-def test_the_stamp_carries_family_and_stdio_and_rejects_garbage() -> None:
-    stamp = Stamp(
+def _stamp() -> Stamp:
+    return Stamp(
         lane="pytest-gw0",
         namespace="c.pytest-gw0",
         checkout_id="c",
@@ -180,7 +186,10 @@ def test_the_stamp_carries_family_and_stdio_and_rejects_garbage() -> None:
         heartbeat_at=1.0,
         heartbeat_interval=5.0,
     )
-    data = stamp.to_json()
+
+
+def test_the_stamp_carries_family_and_stdio_and_rejects_garbage() -> None:
+    data = _stamp().to_json()
     assert "family" not in data and "stdio" not in data  # older shapes stay as they were
     full = {**data, "family": "c.pytest", "stdio": [[2049, 77]]}
     read = parse_stamp(json.dumps(full).encode())
@@ -196,3 +205,33 @@ def test_the_stamp_carries_family_and_stdio_and_rejects_garbage() -> None:
         {"stdio": "x"},
     ):
         assert parse_stamp(json.dumps({**full, **bad}).encode()).status is StampStatus.GARBAGE, bad
+
+
+def test_a_stamp_the_model_has_not_seen_yet_is_read_from_disk(tmp_path: Path) -> None:
+    """A worker writes in its new lane the moment its stamp is written; the prober may judge
+    it before the tail tells the model. The stamp on disk says whose the lane is."""
+    root = tmp_path / "root"
+    main, gw0 = root / "c.pytest", root / "c.pytest-gw0"
+    for ns in (main, gw0):
+        (ns / META_DIR).mkdir(parents=True)
+    stamp = replace(
+        _stamp(), namespace=gw0.name, pid=20, host=hostname(), family="c.pytest", root=str(root)
+    )
+    write_stamp(gw0, stamp)
+    known = {
+        str(main): m.NsRecord(str(main), str(root), main.name, StampRead(StampStatus.MISSING)),
+        str(gw0): m.NsRecord(str(gw0), str(root), gw0.name, StampRead(StampStatus.MISSING)),
+    }
+    intake = ProbeIntake(
+        [str(root)], namespaces=lambda: known, history=FileHistory(), host=hostname()
+    )
+    owners = {str(main): replace(OWNERS[MAIN], key=str(main))}
+    worker = hold(f"{gw0}/tmp/basetemp.lock", pid=20, namespace_env=str(main))
+    found = intake.probed(ProbeReport(1.0, {}, (worker,), owners))
+    assert not [e for e in found.events if isinstance(e, m.Observed)]
+    stranger = hold(f"{gw0}/tmp/basetemp.lock", pid=40, namespace_env=str(main))  # not its owner
+    found = intake.probed(ProbeReport(1.0, {}, (stranger,), owners))
+    assert not [e for e in found.events if isinstance(e, m.Observed)]  # main is gw0's family
+    other = hold(f"{gw0}/tmp/x", pid=50, namespace_env=str(root / "c.agent"))
+    found = intake.probed(ProbeReport(1.0, {}, (other,), owners))
+    assert [e for e in found.events if isinstance(e, m.Observed)]

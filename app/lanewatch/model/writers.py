@@ -77,7 +77,8 @@ def writers(
         victim = _enclosing(h.path, index)
         if victim is not None:
             # Checked before `ignore`: the default root lives inside the ignored state dir.
-            obs = foreign_writer.held(h, victim, by_owner, at, (stamped or {}).get(victim))
+            said = stamped.get(victim) if stamped is not None else None
+            obs = foreign_writer.held(h, victim, by_owner, at, said)
         elif any(is_under(h.path, p) for p in ignore):
             continue  # lanewatch's own state (roots registry, bookkeeping): nobody's write
         elif any(is_under(h.path, r) for r in roots):
