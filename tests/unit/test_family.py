@@ -5,12 +5,24 @@ carry them. The real thing (xdist under a recorder) is tests/unit/test_xdist_fam
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from lanewatch.engine.probeintake import ProbeIntake
-from lanewatch.lanes.stamp import META_DIR, Stamp, StampRead, StampStatus, parse_stamp, write_stamp
-from lanewatch.linux.procid import hostname
+from lanewatch.lanes.family import family_of_parent
+from lanewatch.lanes.stamp import (
+    META_DIR,
+    OwnerState,
+    Stamp,
+    StampRead,
+    StampStatus,
+    parse_stamp,
+    write_stamp,
+)
+from lanewatch.linux.procid import ProcessIdentity, boot_id, hostname, start_ticks
 from lanewatch.model import model as m
 from lanewatch.model import writers as wr
 from lanewatch.model.detectors.foreign_writer import foreign_write
@@ -20,6 +32,7 @@ from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.views import IncidentKind
 from lanewatch.processes.prober import ProbeReport
+from tests.unit.enginekit import make_stamp
 from tests.unit.test_incidents import hold
 
 MAIN, GW0, GW1, OTHER = "/r/c.pytest", "/r/c.pytest-gw0", "/r/c.pytest-gw1", "/r/c.agent"
@@ -235,3 +248,30 @@ def test_a_stamp_the_model_has_not_seen_yet_is_read_from_disk(tmp_path: Path) ->
     other = hold(f"{gw0}/tmp/x", pid=50, namespace_env=str(root / "c.agent"))
     found = intake.probed(ProbeReport(1.0, {}, (other,), owners))
     assert [e for e in found.events if isinstance(e, m.Observed)]
+
+
+def test_a_worker_names_a_family_only_when_its_head_is_its_live_ancestor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "root"
+    worker = root / "c.pytest-gw0"
+    parent = ProcessIdentity(os.getppid(), start_ticks(os.getppid()), boot_id())
+    me = ProcessIdentity.current()
+
+    def head_named(**changes: object) -> str | None:
+        ns = make_stamp(root, "pytest", **changes)
+        monkeypatch.setenv("LANEWATCH_NAMESPACE", str(ns))
+        return family_of_parent(root, worker)
+
+    name = head_named(pid=parent.pid, start_ticks=parent.start_ticks)
+    assert name is not None and name.endswith(".pytest")
+    assert head_named(pid=parent.pid, start_ticks=parent.start_ticks, family="c.top") == "c.top"
+    assert head_named(pid=me.pid, start_ticks=me.start_ticks) is None  # not an ancestor
+    assert head_named(pid=parent.pid, start_ticks=parent.start_ticks + 1) is None  # reused pid
+    assert head_named(pid=1, start_ticks=start_ticks(1)) is None  # everyone's ancestor
+    released = {"state": OwnerState.RELEASED}
+    assert head_named(pid=parent.pid, start_ticks=parent.start_ticks, **released) is None
+    monkeypatch.setenv("LANEWATCH_NAMESPACE", str(tmp_path / "elsewhere" / "c.pytest"))
+    assert family_of_parent(root, worker) is None  # another root
+    monkeypatch.delenv("LANEWATCH_NAMESPACE")
+    assert family_of_parent(root, worker) is None

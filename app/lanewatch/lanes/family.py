@@ -41,6 +41,8 @@ def family_of_parent(root: Path, namespace: Path) -> str | None:
         return None
     if stamp.host != hostname() or (stamp.boot_id and stamp.boot_id != boot_id()):
         return None
+    if stamp.pid <= 1:
+        return None  # init is everyone's ancestor: a stamp naming it proves nothing
     if not is_ancestor(stamp.pid, stamp.start_ticks):
         return None
     return stamp.family or parent.name
