@@ -40,6 +40,7 @@ FAST = {
         "test_stamp_of_a_dead_pid_is_stale",
     },
     "test_burst_differences.py": set(),
+    "test_ci_markers.py": set(),
     "test_collision_records.py": set(),
     "test_engine_picture.py": set(),
     "test_fields.py": set(),
