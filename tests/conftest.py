@@ -40,6 +40,7 @@ FAST = {
         "test_stamp_of_a_dead_pid_is_stale",
     },
     "test_burst_differences.py": set(),
+    "test_ci_markers.py": set(),
     "test_collision_records.py": set(),
     "test_engine_picture.py": set(),
     "test_family.py": set(),
@@ -66,12 +67,27 @@ FAST = {
 }
 TUI = {"test_lane_table.py"}  # besides everything under tests/tui/
 BENCH = {"test_bench_smoke.py"}
+# The files that put each runtime dependency to work for real, marked `floors`: .ci/lowest runs
+# them beside the fast tests (`-m "fast or floors"`) with every dependency at its floor. The fast
+# tests claim no lane, so alone they would not see a bad filelock: filelock in test_lane,
+# watchdog in test_tail, psutil/rich/click in test_status_cli and test_run_cli,
+# prometheus_client in test_metrics, Textual in tui/test_core.
+FLOORS = {
+    "unit/test_lane.py",
+    "unit/test_tail.py",
+    "unit/test_status_cli.py",
+    "unit/test_run_cli.py",
+    "unit/test_metrics.py",
+    "tui/test_core.py",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = item.path
         name = getattr(item, "originalname", item.name)
+        if f"{path.parent.name}/{path.name}" in FLOORS:
+            item.add_marker(pytest.mark.floors)
         if path.parent.name == "tui" or path.name in TUI:
             item.add_marker(pytest.mark.tui)
         elif path.name in BENCH:

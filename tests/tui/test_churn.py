@@ -115,6 +115,7 @@ def behind(app: object, log: Churn) -> list[str]:
     return wrong
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(int(SECONDS) + 150)
 async def test_the_picture_stays_current_under_churn(lanes: Lanes, scratch: Path) -> None:
     """Run by hand with LANEWATCH_CHURN_SECONDS=240 on the shared 2-core machine (load average

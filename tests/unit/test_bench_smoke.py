@@ -34,6 +34,7 @@ FIGURES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_smoke_run_prints_every_figure_as_json(tmp_path: Path) -> None:
     before = set(Path(tmp_path / "tmp").iterdir())
