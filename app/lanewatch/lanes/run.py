@@ -163,6 +163,7 @@ def run_in_lane(
     we exit 128+N as if it had killed CMD. `fence`: lanes/fence.py; FenceRefused (raised
     before anything is claimed or run) for `tmp` where the fence cannot be built."""
     forwarder = _Forwarder()
+    fence = fences.chosen(fence, os.environ)
     try:
         _decide_fence(lane, fence, shm)
         forwarder.install()
@@ -198,7 +199,7 @@ def _start(
     The kernel way reports through a pipe (`fences.read_report`): where the kernel refuses,
     `auto` chooses again (`fences.fall_back`: bubblewrap, or unfenced saying why), writes
     that into the stamp and starts CMD again; CMD itself had not run."""
-    warned = False
+    warned = said_unfenced = False
     while True:
         fence = lane.fence
         assert fence is not None
@@ -214,6 +215,10 @@ def _start(
                 warning = handed_outside(cmd, env, lane.name)
                 if warning is not None:
                     print(warning, file=sys.stderr, flush=True)
+            if mode is fences.Mode.AUTO and not fence.fenced and not said_unfenced:
+                said_unfenced = True  # once, and only where the fence fell, not for --fence none
+                line = fences.unfenced_line(inert(repr(lane.name)), inert(fence.note))
+                print(line, file=sys.stderr, flush=True)
             proc = _spawn(argv, env, () if report < 0 else (report,))
         finally:
             if report >= 0:
@@ -226,7 +231,11 @@ def _start(
             return proc, ns if not isinstance(proc, int) else None
         proc.wait()  # exited 125 before CMD ran
         if mode is not fences.Mode.AUTO:
-            print(f"lanewatch: cannot fence the lane: {said.refusal}", file=sys.stderr, flush=True)
+            print(
+                f"lanewatch: cannot fence the lane: {inert(said.refusal)}",
+                file=sys.stderr,
+                flush=True,
+            )
             return proc.returncode, None
         lane.fence = fences.fall_back(fence, said.refusal)
         lane.update_stamp(**lane.fence_fields())
