@@ -102,6 +102,17 @@ class Fence:
     def private(self) -> list[str]:
         return [mount for _, mount in self.binds]
 
+    def hides(self, path: str) -> bool:
+        """Whether `path`, as the runner sees it, is out of CMD's sight in the fence: under a
+        private mount point and not in an entry bound back (`kept`). A socket there (the tmux
+        server a pane's `$TMUX` names) cannot be reached from inside."""
+        if not self.fenced:
+            return False
+        real = os.path.realpath(path)
+        if not any(_under(real, m) for m in self.private):
+            return False
+        return not any(_under(real, k) for k in self.kept)
+
     def wraps(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
         """Whether `wrap` puts `argv` in the fence. A command that cannot be found or run is
         left alone, so the runner reports it as before (127/126): nothing ran, nothing needs
@@ -135,6 +146,12 @@ class Fence:
         spec += [part for bind in self.binds for part in bind]
         spec += [str(len(self.kept)), *self.kept]
         return [sys.executable, "-I", "-S", "-c", STUB, *spec, *argv]
+
+
+def _under(real: str, top: str) -> bool:
+    """Whether the resolved path `real` is `top` or below it."""
+    top = os.path.realpath(top)
+    return real == top or real.startswith(top.rstrip("/") + "/")
 
 
 # The kernel way, run as `python -I -S -c STUB FD N SRC DST... M KEPT... CMD...` (`Fence.wrap`):
