@@ -583,6 +583,8 @@ def test_a_fence_hides_the_real_tmp_but_not_what_it_binds_back(tmp_path: Path) -
     assert "TMUX" not in out and "TMUX_PANE" not in out and told and "lane's own" in told
     out, told = tmux_in_lane(["tmux", "-L", "t", "new", "-d"], env, "t", fence.hides)
     assert out == env and told is None  # -L: the lane's own server, $TMUX not used
+    plain = {"PATH": "/bin"}  # not in tmux: the default socket, in the hidden /tmp
+    assert tmux_in_lane(["tmux", "new", "-d"], plain, "t", fence.hides) == (plain, None)
     out, told = tmux_in_lane(["sh", "-c", "tmux new -d"], env, "t", fence.hides)
     assert out == env and told is None
 
