@@ -503,8 +503,9 @@ def pane_tmux() -> Iterator[Path]:
 
 
 @needs_tmux
+@pytest.mark.parametrize("how", ["kernel", *(["bwrap"] if shutil.which("bwrap") else [])])
 def test_tmux_new_from_inside_a_tmux_pane_runs_in_a_server_of_the_lanes_own(
-    spawn: Spawn, repo: Path, tmp_path: Path, pane_tmux: Path
+    spawn: Spawn, repo: Path, tmp_path: Path, pane_tmux: Path, how: str
 ) -> None:
     """Issue 27: `lanewatch run --lane t -- tmux new -d …` from a tmux pane (`$TMUX` set). The
     fence hides the pane's server; tmux once failed to make its socket there, ran nothing and
@@ -516,6 +517,7 @@ def test_tmux_new_from_inside_a_tmux_pane_runs_in_a_server_of_the_lanes_own(
     session = f"touch {ran}; sleep 300"
     env = {**os.environ, "TMUX": f"{pane_tmux},{os.getpid()},0", "TMUX_PANE": "%0"}
     env.pop("TMUX_TMPDIR", None)
+    env["LANEWATCH_FENCE_WITH"] = how
     runner = spawn(
         [*LANEWATCH, "run", "--lane", "t", "--", "tmux", "new", "-d", "-s", "inner", session],
         cwd=repo,
