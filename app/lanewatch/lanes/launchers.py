@@ -107,7 +107,7 @@ def tmux_in_lane(
         return out, handed_outside(cmd, env, lane)
     if not from_env:
         return out, None  # tmux starts (or finds) a server in the lane's /tmp: the lane's own
-    del out["TMUX"]
+    out.pop("TMUX")
     out.pop("TMUX_PANE", None)
     if not hides(_tmux_socket(cmd[1:], out)[0]):
         return out, handed_outside(cmd, out, lane)  # $TMUX_TMPDIR outside the fence
