@@ -161,7 +161,8 @@ def run_in_lane(
     `claim`, if given, claims instead of `lane.claim()` and returns the lane it claimed (a wait,
     or the next free lane: lanes.pick); a signal that arrives while it waits ends the wait, and
     we exit 128+N as if it had killed CMD. `fence`: lanes/fence.py; FenceRefused (raised
-    before anything is claimed or run) for `tmp` where the fence cannot be built."""
+    before anything is claimed or run) for `tmp`/`require` (also by `$LANEWATCH_FENCE_REQUIRE`)
+    where the fence cannot be built."""
     forwarder = _Forwarder()
     fence = fences.chosen(fence, os.environ)
     try:
