@@ -257,3 +257,23 @@ def test_a_headless_lane_shows_its_processes_in_the_lanes_view() -> None:
     assert "pid 200" in text and "tmux -L a new -d" in text and "descendant" in text
     assert "pid 201" in text and "\x1b]0;" not in text  # shown, never sent to the terminal
     assert view_of(ns) is View.LANES and NsState.HEADLESS in KILLABLE
+
+
+def test_the_detail_pane_says_a_lane_is_unfenced_and_why() -> None:
+    """Issue 27: the dashboard's fence is a key away, in the detail pane: kernel / bwrap with
+    the private mounts, or unfenced with the kernel's reason."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from lanewatch.tui.widgets.detail import namespace_renderable
+
+    why = "user namespaces disabled by user.max_user_namespaces (0 or reached; here 0)"
+    shown = []
+    for how, note, private in (("none", why, ()), ("bwrap", "", ("/tmp", "/var/tmp"))):
+        ns = ns_view("a", fence=how, fence_note=note, fence_private=private)
+        out = StringIO()
+        Console(file=out, width=200, color_system=None).print(namespace_renderable(ns, None, ()))
+        shown.append(out.getvalue())
+    assert f"unfenced: {why}" in shown[0]
+    assert "private /tmp, /var/tmp (bwrap)" in shown[1]

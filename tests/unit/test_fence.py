@@ -255,6 +255,72 @@ def test_fence_tmp_fails_closed_when_the_kernel_refuses(repo: Path, tmp_path: Pa
     assert "user.max_user_namespaces" in (stamp.fence_note or "")
 
 
+def no_bwrap_path(tmp_path: Path) -> dict[str, str]:
+    """The environment with a PATH of sh and git only: no bwrap to fall back to."""
+    bare = tmp_path / "bin"
+    bare.mkdir(exist_ok=True)
+    for tool in ("sh", "git"):
+        found = shutil.which(tool)
+        if found and not (bare / tool).exists():
+            (bare / tool).symlink_to(found)
+    env = {k: v for k, v in os.environ.items() if k != fences.ENV_FENCE_REQUIRE}
+    return {**env, "PATH": str(bare)}
+
+
+def test_an_unfenced_run_says_so_and_require_fails_closed(repo: Path, tmp_path: Path) -> None:
+    """Issue 27: where the kernel refuses user namespaces and bwrap is absent, `auto` prints
+    one line saying the lane runs unfenced and why; `--fence require` and
+    `$LANEWATCH_FENCE_REQUIRE=1` exit 3 without running CMD; `--fence none` stays silent."""
+    prefix = no_user_namespaces(tmp_path)
+    if prefix is None:
+        pytest.skip("cannot make a place where the kernel refuses user namespaces")
+    marker = tmp_path / "ran"
+    env = no_bwrap_path(tmp_path)
+    cmd = ["/bin/sh", "-c", f'echo "$LANEWATCH_FENCE" > {marker}']
+
+    def run(lane: str, *options: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*prefix, *LANEWATCH, "run", "--lane", lane, *options, "--", *cmd],
+            cwd=repo,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    ran = run("open")
+    assert ran.returncode == 0, ran.stderr
+    assert marker.read_text().strip() == "none"
+    said = [line for line in ran.stderr.splitlines() if "runs unfenced" in line]
+    assert len(said) == 1, ran.stderr
+    assert "lane 'open' runs unfenced" in said[0] and "user.max_user_namespaces" in said[0]
+    assert "--fence require" in said[0]
+    marker.unlink()
+
+    for options, extra in (
+        (("--fence", "require"), {}),
+        ((), {fences.ENV_FENCE_REQUIRE: "1"}),
+    ):
+        refused = run("closed", *options, **extra)
+        assert refused.returncode == 3, (options, extra, refused.stderr)
+        assert "cannot fence the lane (--fence require)" in refused.stderr
+        assert "nothing was run" in refused.stderr and not marker.exists()
+
+    quiet = run("none", "--fence", "none", **{fences.ENV_FENCE_REQUIRE: "1"})
+    assert quiet.returncode == 0, quiet.stderr
+    assert marker.read_text().strip() == "none" and "runs unfenced" not in quiet.stderr
+
+
+def test_the_environment_sharpens_auto_only() -> None:
+    env = {fences.ENV_FENCE_REQUIRE: "1"}
+    assert fences.chosen(fences.Mode.AUTO, env) is fences.Mode.REQUIRE
+    assert fences.chosen(fences.Mode.AUTO, {fences.ENV_FENCE_REQUIRE: "yes"}).refuses_unfenced
+    assert fences.chosen(fences.Mode.AUTO, {fences.ENV_FENCE_REQUIRE: "0"}) is fences.Mode.AUTO
+    assert fences.chosen(fences.Mode.AUTO, {}) is fences.Mode.AUTO
+    assert fences.chosen(fences.Mode.NONE, env) is fences.Mode.NONE  # said on the command line
+    assert fences.Mode.TMP.refuses_unfenced and not fences.Mode.AUTO.refuses_unfenced
+
+
 def test_status_says_a_lane_runs_unfenced_and_why(spawn: Spawn, repo: Path, tmp_path: Path) -> None:
     stop = tmp_path / "stop"
     wait = f"while [ ! -e {stop} ]; do sleep 0.05; done"
@@ -268,8 +334,16 @@ def test_status_says_a_lane_runs_unfenced_and_why(spawn: Spawn, repo: Path, tmp_
         lanes = {n["lane"]: n for n in json.loads(out.stdout)["namespaces"]}
         assert lanes["u"]["fence"] == "none" and lanes["u"]["fence_note"] == "--fence none"
         assert lanes["f"]["fence"] in ("kernel", "bwrap", "none")
-        human = lanewatch("status", cwd=repo).stdout
+        human = lanewatch("status", cwd=repo, env={**os.environ, "COLUMNS": "200"}).stdout
         assert "lane u: unfenced: --fence none" in human
+        header = next(line for line in human.splitlines() if "state" in line and "lane" in line)
+        assert "fence" in header.split()  # issue 27: a FENCE column (wide tables)
+        cells = {
+            ln.split("│")[2].strip(): ln.split("│")[4].strip()
+            for ln in human.splitlines()
+            if ln.count("│") > 4
+        }
+        assert cells["u"] == "none" and cells["f"] == lanes["f"]["fence"], human
     finally:
         stop.touch()
 

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -477,6 +478,117 @@ def test_a_tmux_server_running_outside_the_lane_is_named_with_the_recipe(
     assert f"tmux server already running on {tmux_socket}, outside lane b" in result.stderr
     assert "lanewatch run --lane b -- tmux -L b new -d true" in result.stderr
     assert "stays live" not in result.stderr  # the server is not the lane's: nothing to wait for
+
+
+@pytest.fixture
+def pane_tmux() -> Iterator[Path]:
+    """A tmux server as the user's own, whose pane's `$TMUX` a lane inherits: its socket in the
+    real /tmp, where the fence hides it (a folder of this test's, unique; never the user's
+    server). Killed, and its folder removed, at the end."""
+    folder = Path(tempfile.mkdtemp(prefix="lanewatch-test-tmux-", dir="/tmp"))
+    sock = folder / "default"
+    try:
+        outer = subprocess.run(
+            ["tmux", "-S", str(sock), "new", "-d", "-s", "outer", "sleep 300"],
+            capture_output=True,
+            timeout=DEADLINE,
+        )
+        assert outer.returncode == 0, outer.stderr
+        yield sock
+    finally:
+        subprocess.run(
+            ["tmux", "-S", str(sock), "kill-server"], capture_output=True, timeout=DEADLINE
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@needs_tmux
+@pytest.mark.parametrize("how", ["kernel", *(["bwrap"] if shutil.which("bwrap") else [])])
+def test_tmux_new_from_inside_a_tmux_pane_runs_in_a_server_of_the_lanes_own(
+    spawn: Spawn, repo: Path, tmp_path: Path, pane_tmux: Path, how: str
+) -> None:
+    """Issue 27: `lanewatch run --lane t -- tmux new -d …` from a tmux pane (`$TMUX` set). The
+    fence hides the pane's server; tmux once failed to make its socket there, ran nothing and
+    exited 0. Now the session runs in the lane's own server: CMD ran, the lane is live with
+    it as a member, one attach line names the socket that exists, `kill` ends it."""
+    if not fenced_here():
+        pytest.skip("unfenced, tmux reaches the pane's server (the warning's case)")
+    ran = tmp_path / "ran"
+    session = f"touch {ran}; sleep 300"
+    env = {**os.environ, "TMUX": f"{pane_tmux},{os.getpid()},0", "TMUX_PANE": "%0"}
+    env.pop("TMUX_TMPDIR", None)
+    env["LANEWATCH_FENCE_WITH"] = how
+    runner = spawn(
+        [*LANEWATCH, "run", "--lane", "t", "--", "tmux", "new", "-d", "-s", "inner", session],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    ns = ns_of("t", repo)
+    wait_for(ran.exists, DEADLINE, what="the session's command ran")
+    wait_for(lambda: any(e.event == "lingering" for e in ledger.read(ns)), DEADLINE)
+    live = status_of(repo, "t")
+    assert live["state"] == "live", live
+    assert any("sleep" in m["command"] for m in live["members"]), live["members"]
+    assert runner.poll() is None
+    outer = subprocess.run(
+        ["tmux", "-S", str(pane_tmux), "has-session", "-t", "inner"], capture_output=True
+    )
+    assert outer.returncode != 0  # not handed to the pane's server
+    killed = lanewatch("kill", "t", "--yes", cwd=repo)
+    assert killed.returncode == 0, killed.stderr
+    runner.wait(timeout=DEADLINE)
+    assert runner.stderr is not None
+    said = runner.stderr.read().decode()
+    assert "outside lane t's fence" in said and "server of the lane's own" in said, said
+    assert "already running" not in said, said
+    socket = ns / "tmp" / f"tmux-{os.getuid()}" / "default"
+    assert said.count("Attach from outside the lane") == 1, said
+    assert f"tmux -S {socket} attach." in said, said
+    assert status_of(repo, "t")["state"] == "released"
+
+
+def test_the_attach_line_names_only_a_socket_a_server_answers_on(tmp_path: Path) -> None:
+    """A socket left by an earlier run's server is named no more (issue 27: two attach lines,
+    one for a socket nobody answered on)."""
+    import socket
+
+    from lanewatch.lanes.linger import live_sockets
+
+    folder = tmp_path / "tmux"
+    folder.mkdir()
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)  # bound by the folder: any tmp_path fits
+    try:
+        with socket.socket(socket.AF_UNIX) as left:
+            left.bind(f"/proc/self/fd/{fd}/old")  # closed at once: nobody answers there
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(f"/proc/self/fd/{fd}/live")
+            server.listen()
+            assert live_sockets(folder) == [str(folder / "live")]
+    finally:
+        os.close(fd)
+    assert live_sockets(tmp_path / "missing") == []
+
+
+def test_a_fence_hides_the_real_tmp_but_not_what_it_binds_back(tmp_path: Path) -> None:
+    from lanewatch.lanes import fence as fences
+    from lanewatch.lanes.launchers import tmux_in_lane
+
+    kept = "/tmp/kept-entry"
+    fence = fences.Fence("kernel", binds=((str(tmp_path), "/tmp"),), kept=(kept,))
+    assert fence.hides("/tmp/tmux-1000/default") and not fence.hides(kept + "/sock")
+    assert not fence.hides("/usr/bin/tmux")
+    assert not fences.Fence("none").hides("/tmp/tmux-1000/default")
+    env = {"TMUX": "/tmp/tmux-1000/default,1,0", "TMUX_PANE": "%1", "PATH": "/bin"}
+    out, told = tmux_in_lane(["tmux", "new", "-d", "x"], env, "t", fence.hides)
+    assert "TMUX" not in out and "TMUX_PANE" not in out and told and "lane's own" in told
+    out, told = tmux_in_lane(["tmux", "-L", "t", "new", "-d"], env, "t", fence.hides)
+    assert out == env and told is None  # -L: the lane's own server, $TMUX not used
+    plain = {"PATH": "/bin"}  # not in tmux: the default socket, in the hidden /tmp
+    assert tmux_in_lane(["tmux", "new", "-d"], plain, "t", fence.hides) == (plain, None)
+    out, told = tmux_in_lane(["sh", "-c", "tmux new -d"], env, "t", fence.hides)
+    assert out == env and told is None
 
 
 def test_no_warning_for_a_tmux_without_a_running_server(repo: Path, tmp_path: Path) -> None:

@@ -58,7 +58,8 @@ def fence_options(func: F) -> F:
         type=click.Choice([m.value for m in Mode]),
         default=Mode.AUTO.value,
         show_default=True,
-        help="Private /tmp and /var/tmp: auto (where the kernel allows), tmp (or refuse), none.",
+        help="Private /tmp and /var/tmp: auto (where the kernel allows, else say so), "
+        "require or tmp (or refuse: exit 3; also $LANEWATCH_FENCE_REQUIRE=1), none.",
     )(func)
 
 

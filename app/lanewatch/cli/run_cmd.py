@@ -52,8 +52,9 @@ def run_command(
     LANEWATCH_FENCE are exported. Exits with CMD's exit code (128+N when it died of signal
     N), 2 on a usage error (a lane name that cannot be one: empty, or over 150 characters once
     encoded), 3 when another owner holds the lane (after --wait SECONDS, or when all of
-    --lane-auto's lanes are busy) or --fence tmp cannot fence here, 6 when unbound
-    (docs/exit-codes.md).
+    --lane-auto's lanes are busy) or --fence require (tmp, $LANEWATCH_FENCE_REQUIRE=1) cannot
+    fence here, 6 when unbound (docs/exit-codes.md). Unfenced where the kernel refuses (auto),
+    it says so in one line on stderr.
     """
     argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
     if lane_auto and wait is not None:

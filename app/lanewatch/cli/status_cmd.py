@@ -49,7 +49,21 @@ _STATE_STYLE = {
     NsState.UNKNOWN: "cyan",
     NsState.HEADLESS: "bold cyan",
 }
-COLUMNS = ("state", "lane", "pid", "host", "age", "beat", "write", "files", "size", "!", "why")
+COLUMNS = (
+    "state",
+    "lane",
+    "pid",
+    "fence",
+    "host",
+    "age",
+    "beat",
+    "write",
+    "files",
+    "size",
+    "!",
+    "why",
+)
+# Narrow: no fence column; a live unfenced lane gets its line under the table.
 NARROW_COLUMNS = ("state", "lane", "pid", "beat", "write", "size", "!", "why")
 WIDE = 120  # narrower consoles get NARROW_COLUMNS
 _BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
@@ -222,6 +236,12 @@ def console() -> Console:
     return Console(highlight=False, width=max(out.width, 160))
 
 
+def fence_cell(how: str | None) -> Text:
+    """kernel / bwrap / none (yellow: the lane shares the real /tmp), "-" for a stamp from
+    before the fence; why it is none is under the table, in `--json` and the detail pane."""
+    return Text(how or "-", style="yellow" if how == "none" else "")
+
+
 def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) -> None:
     now = changes.at or time.time()
     narrow = console.width < WIDE
@@ -253,6 +273,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             "state": Text(state, style=_STATE_STYLE.get(v.state, "")),
             "lane": cell(v.lane if v.lane is not None else v.name),
             "pid": Text(str(v.pid) if v.pid else "-"),
+            "fence": fence_cell(v.fence),
             "host": cell(v.host or "-"),
             "age": _ago(v.started_at, now),
             "beat": _ago(v.heartbeat_at, now),

@@ -17,8 +17,8 @@ The decision (docs/fence.md, "Deciding"): `auto` asks nothing beforehand. The st
 real and reports through a pipe (`Report`): "fenced" with its mount namespace, or "refused"
 with the errno and the step, before CMD has run; the runner then falls back (`fall_back`:
 bwrap, or unfenced saying why, "unfenced: user namespaces disabled by …") and starts CMD again.
-`tmp` asks the kernel first (`kernel_refusal`: `unshare(1)`, or a forked child making the
-stub's calls), so that it refuses before anything is claimed or run.
+`tmp` (or `require`) asks the kernel first (`kernel_refusal`: `unshare(1)`, or a forked child
+making the stub's calls), so that it refuses before anything is claimed or run.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from lanewatch.errors import FenceRefused
 
 ENV_FENCE = "LANEWATCH_FENCE"  # exported to CMD: "kernel", "bwrap" or "none"
 ENV_FENCE_WITH = "LANEWATCH_FENCE_WITH"  # force one way: "kernel" or "bwrap" (tests, debugging)
+ENV_FENCE_REQUIRE = "LANEWATCH_FENCE_REQUIRE"  # "1": `auto` becomes `require` (fail closed)
 TMP_MOUNTS = ("/tmp", "/var/tmp")
 SHM_MOUNT = "/dev/shm"
 # The lane's folder seen at each private mount point (`tmp/` is the lane's TMPDIR already).
@@ -54,7 +55,33 @@ MS_SLAVE = 1 << 19
 class Mode(StrEnum):
     AUTO = "auto"  # fence where the kernel allows, else run as before and say so
     TMP = "tmp"  # fence, or refuse to run
+    REQUIRE = "require"  # the same as `tmp`, by the name a team looks for
     NONE = "none"  # never fence
+
+    @property
+    def refuses_unfenced(self) -> bool:
+        return self in (Mode.TMP, Mode.REQUIRE)
+
+
+TRUE_WORDS = ("1", "yes", "true", "on")
+
+
+def chosen(mode: Mode, env: Mapping[str, str]) -> Mode:
+    """`mode` as the environment sharpens it: `$LANEWATCH_FENCE_REQUIRE=1` makes `auto`
+    `require`, so a team (a CI job, an agent's shell) fails closed without changing every
+    command line. An explicit `--fence none` or `tmp` stays as given."""
+    if mode is Mode.AUTO and env.get(ENV_FENCE_REQUIRE, "").strip().lower() in TRUE_WORDS:
+        return Mode.REQUIRE
+    return mode
+
+
+def unfenced_line(lane: str, note: str) -> str:
+    """The one line `run` prints (stderr) when `auto` runs a lane unfenced: what, why, and
+    how to refuse instead. `lane` and `note` are made inert by the caller."""
+    return (
+        f"lanewatch: lane {lane} runs unfenced ({note}): CMD shares the real /tmp; "
+        f"--fence require or {ENV_FENCE_REQUIRE}=1 refuses instead (docs/fence.md)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +101,17 @@ class Fence:
     @property
     def private(self) -> list[str]:
         return [mount for _, mount in self.binds]
+
+    def hides(self, path: str) -> bool:
+        """Whether `path`, as the runner sees it, is out of CMD's sight in the fence: under a
+        private mount point and not in an entry bound back (`kept`). A socket there (the tmux
+        server a pane's `$TMUX` names) cannot be reached from inside."""
+        if not self.fenced:
+            return False
+        real = os.path.realpath(path)
+        if not any(_under(real, m) for m in self.private):
+            return False
+        return not any(_under(real, k) for k in self.kept)
 
     def wraps(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
         """Whether `wrap` puts `argv` in the fence. A command that cannot be found or run is
@@ -108,6 +146,12 @@ class Fence:
         spec += [part for bind in self.binds for part in bind]
         spec += [str(len(self.kept)), *self.kept]
         return [sys.executable, "-I", "-S", "-c", STUB, *spec, *argv]
+
+
+def _under(real: str, top: str) -> bool:
+    """Whether the resolved path `real` is `top` or below it."""
+    top = os.path.realpath(top)
+    return real == top or real.startswith(top.rstrip("/") + "/")
 
 
 # The kernel way, run as `python -I -S -c STUB FD N SRC DST... M KEPT... CMD...` (`Fence.wrap`):
@@ -321,8 +365,9 @@ class Need:
 
 
 def decide(mode: Mode, namespace: Path, need: Need, *, shm: bool = False) -> Fence:
-    """How to fence a run of the lane at `namespace`; raises FenceRefused for `tmp` when the
-    fence cannot be built. Pure but for the kernel's answer (`kernel_refusal`, `bwrap`).
+    """How to fence a run of the lane at `namespace`; raises FenceRefused for `tmp` or
+    `require` when the fence cannot be built. Pure but for the kernel's answer
+    (`kernel_refusal`, `bwrap`).
 
     `auto` asks nothing: the kernel way is tried for real by the stub, and `fall_back` chooses
     again where it refuses (the runner reads the stub's `Report`). `tmp` asks the kernel first,
@@ -357,9 +402,9 @@ def _without_kernel(
     if bwrap is not None and _bwrap_works(bwrap):
         return Fence("bwrap", "", binds, keep, bwrap=bwrap)
     note = refusal or "bwrap is not installed or does not work here"
-    if mode is Mode.TMP:
+    if mode.refuses_unfenced:
         raise FenceRefused(
-            f"cannot fence the lane (--fence tmp): {note}; nothing was run. "
+            f"cannot fence the lane (--fence {mode.value}): {note}; nothing was run. "
             "Install bubblewrap or allow user namespaces (docs/fence.md), or use --fence auto"
         )
     return Fence("none", note)

@@ -5,12 +5,18 @@ the session. When that server was started before this `lanewatch run` (by the us
 another lane), the session's processes are the server's children: not the lane's, and with
 the server's environment (another lane's TMPDIR). That is told before CMD starts, with the
 recipe that works: a server of the lane's own (docs/launchers.md).
+
+Inside a tmux pane `$TMUX` names the pane's server, and tmux uses that socket as it is. The
+fence hides it (it lies in the real /tmp), and tmux inside the lane could neither reach it nor
+start a server there (its folder is missing in the lane's /tmp): nothing ran, exit 0. So a
+tmux CMD in a fence that hides `$TMUX`'s socket gets no `$TMUX` (`tmux_in_lane`): tmux then
+starts, or finds, the lane's own server in the lane's /tmp, as it does outside tmux.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 _TMUX_FLAGS_WITH_VALUE = "cfLST"  # tmux [-2CDlNuVv] [-c cmd] [-f file] [-L name] [-S path] [-T f]
 # Commands that only ask about or stop a server: nothing is handed over.
@@ -19,9 +25,11 @@ _TMUX_HARMLESS = frozenset(
 )
 
 
-def _tmux_socket(args: Sequence[str], env: Mapping[str, str]) -> tuple[str, str | None, list[str]]:
+def _tmux_socket(
+    args: Sequence[str], env: Mapping[str, str]
+) -> tuple[str, str | None, list[str], bool]:
     """The socket path tmux would use, its subcommand (None: tmux's default, new-session),
-    and the arguments without the socket options (-L, -S)."""
+    the arguments without the socket options (-L, -S), and whether the path is `$TMUX`'s."""
     name = path = None
     kept: list[str] = []
     i = 0
@@ -49,27 +57,65 @@ def _tmux_socket(args: Sequence[str], env: Mapping[str, str]) -> tuple[str, str 
         i += 1
     rest = list(args[i:])
     command = next((a for a in rest if a != "--"), None)
+    from_env = not path and name is None and bool(env.get("TMUX"))
     if path:
         where = path
-    elif name is None and env.get("TMUX"):
+    elif from_env:
         where = env["TMUX"].split(",")[0]
     else:
         base = env.get("TMUX_TMPDIR") or "/tmp"
         where = os.path.join(base, f"tmux-{os.getuid()}", name or "default")
-    return where, command, kept + rest
+    return where, command, kept + rest, from_env
 
 
-def _listening(path: str) -> bool:
-    """Whether a server answers on the unix socket `path` (a connect, closed at once)."""
+def listening(path: str) -> bool:
+    """Whether a server answers on the unix socket `path` (a connect, closed at once). A path
+    too long for sun_path (a socket in a deep lane's /tmp) is reached through its folder's
+    descriptor, `/proc/self/fd/N/NAME`."""
     import socket  # only for a tmux command: `run` starts without it
 
+    folder, name = os.path.split(path)
+    fd = -1
     try:
+        if len(os.fsencode(path)) >= 100:
+            fd = os.open(folder or ".", os.O_PATH | os.O_DIRECTORY)
+            path = f"/proc/self/fd/{fd}/{name}"
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(0.5)
             s.connect(path)
         return True
     except (OSError, ValueError):
         return False
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def tmux_in_lane(
+    cmd: Sequence[str], env: Mapping[str, str], lane: str, hides: Callable[[str], bool]
+) -> tuple[dict[str, str], str | None]:
+    """CMD's environment for a tmux CMD, and what to tell the user before it starts (or None).
+
+    `hides(path)`: whether the lane's fence hides that path from CMD (`Fence.hides`). A
+    `$TMUX` whose socket the fence hides is dropped: tmux then uses the lane's own server
+    (made in the lane's /tmp), and the line says so. Otherwise `handed_outside`'s warning."""
+    out = dict(env)
+    if not cmd or os.path.basename(cmd[0]) != "tmux":
+        return out, None
+    path, command, _rest, from_env = _tmux_socket(cmd[1:], env)
+    if command in _TMUX_HARMLESS or not hides(path):
+        return out, handed_outside(cmd, env, lane)
+    if not from_env:
+        return out, None  # tmux starts (or finds) a server in the lane's /tmp: the lane's own
+    out.pop("TMUX")
+    out.pop("TMUX_PANE", None)
+    if not hides(_tmux_socket(cmd[1:], out)[0]):
+        return out, handed_outside(cmd, out, lane)  # $TMUX_TMPDIR outside the fence
+    return out, (
+        f"lanewatch: $TMUX names a tmux server outside lane {lane}'s fence ({path}), which "
+        "CMD cannot reach: tmux runs this in a server of the lane's own instead, in the "
+        "lane's /tmp (docs/launchers.md)"
+    )
 
 
 def handed_outside(cmd: Sequence[str], env: Mapping[str, str], lane: str) -> str | None:
@@ -77,8 +123,8 @@ def handed_outside(cmd: Sequence[str], env: Mapping[str, str], lane: str) -> str
     None. Called before CMD starts: any server already listening is not the lane's."""
     if not cmd or os.path.basename(cmd[0]) != "tmux":
         return None
-    path, command, rest = _tmux_socket(cmd[1:], env)
-    if command in _TMUX_HARMLESS or not _listening(path):
+    path, command, rest, _ = _tmux_socket(cmd[1:], env)
+    if command in _TMUX_HARMLESS or not listening(path):
         return None
     own = lane.replace("/", "-") or "lane"
     import shlex  # only for this advice: `run` does not load it otherwise

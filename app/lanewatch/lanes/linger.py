@@ -16,10 +16,12 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from lanewatch.inert import inert
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
+from lanewatch.lanes.launchers import listening
 from lanewatch.linux import reaper
 from lanewatch.linux.procid import ProcessIdentity, boot_id
 
@@ -61,16 +63,24 @@ def _is_socket(entry: os.DirEntry[str]) -> bool:
 
 def _tmux_hint(lane: Lane) -> str:
     """A tmux server started in a fenced lane has its socket in the lane's private /tmp, which
-    is `<namespace>/tmp` outside: name the path to attach from outside (`tmux -L` cannot)."""
+    is `<namespace>/tmp` outside: name the path to attach from outside (`tmux -L` cannot).
+    Only sockets a server answers on: one left by an earlier run's server is no way in."""
     if lane.fence is None or "/tmp" not in lane.fence.private:
         return ""
-    folder = lane.tmp_dir / f"tmux-{os.getuid()}"
+    return "".join(
+        f" Attach from outside the lane: tmux -S {inert(s)} attach."
+        for s in live_sockets(lane.tmp_dir / f"tmux-{os.getuid()}")
+    )
+
+
+def live_sockets(folder: Path) -> list[str]:
+    """The sockets in `folder` a server answers on, sorted (none: `folder` unreadable)."""
     try:
         with os.scandir(folder) as entries:
             sockets = sorted(e.path for e in entries if _is_socket(e))
     except OSError:
-        return ""
-    return "".join(f" Attach from outside the lane: tmux -S {inert(s)} attach." for s in sockets)
+        return []
+    return [s for s in sockets if listening(s)]
 
 
 def _childless() -> bool:

@@ -25,7 +25,7 @@ from lanewatch.inert import inert
 from lanewatch.lanes import fence as fences
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
-from lanewatch.lanes.launchers import handed_outside
+from lanewatch.lanes.launchers import tmux_in_lane
 from lanewatch.lanes.linger import become_subreaper, linger, signal_descendants, wait_for_command
 from lanewatch.lanes.pick import Interrupted, WaitInterrupted
 from lanewatch.lanes.roots import state_dir
@@ -161,8 +161,10 @@ def run_in_lane(
     `claim`, if given, claims instead of `lane.claim()` and returns the lane it claimed (a wait,
     or the next free lane: lanes.pick); a signal that arrives while it waits ends the wait, and
     we exit 128+N as if it had killed CMD. `fence`: lanes/fence.py; FenceRefused (raised
-    before anything is claimed or run) for `tmp` where the fence cannot be built."""
+    before anything is claimed or run) for `tmp`/`require` (also by `$LANEWATCH_FENCE_REQUIRE`)
+    where the fence cannot be built."""
     forwarder = _Forwarder()
+    fence = fences.chosen(fence, os.environ)
     try:
         _decide_fence(lane, fence, shm)
         forwarder.install()
@@ -198,7 +200,7 @@ def _start(
     The kernel way reports through a pipe (`fences.read_report`): where the kernel refuses,
     `auto` chooses again (`fences.fall_back`: bubblewrap, or unfenced saying why), writes
     that into the stamp and starts CMD again; CMD itself had not run."""
-    warned = False
+    said_unfenced = False
     while True:
         fence = lane.fence
         assert fence is not None
@@ -209,11 +211,14 @@ def _start(
             argv, env = fences.command_for(
                 fence, cmd, base, lane.tmp_dir, state_dir(), None if report < 0 else report
             )
-            if not warned:
-                warned = True
-                warning = handed_outside(cmd, env, lane.name)
-                if warning is not None:
-                    print(warning, file=sys.stderr, flush=True)
+            # tmux's line: said once this fence is CMD's (a refusing kernel changes it).
+            env, told = tmux_in_lane(cmd, env, lane.name, fence.hides)
+            if mode is fences.Mode.AUTO and not fence.fenced and not said_unfenced:
+                said_unfenced = True  # once, and only where the fence fell, not for --fence none
+                line = fences.unfenced_line(inert(repr(lane.name)), inert(fence.note))
+                print(line, file=sys.stderr, flush=True)
+            if reading < 0:
+                _say(told)
             proc = _spawn(argv, env, () if report < 0 else (report,))
         finally:
             if report >= 0:
@@ -222,14 +227,24 @@ def _start(
             return proc, None
         said = fences.read_report(reading)
         if isinstance(proc, int) or said.refusal is None:
+            _say(told)
             ns = fences.own_mount_ns(proc.pid, said.mnt_ns) if said.mnt_ns else None
             return proc, ns if not isinstance(proc, int) else None
         proc.wait()  # exited 125 before CMD ran
         if mode is not fences.Mode.AUTO:
-            print(f"lanewatch: cannot fence the lane: {said.refusal}", file=sys.stderr, flush=True)
+            print(
+                f"lanewatch: cannot fence the lane: {inert(said.refusal)}",
+                file=sys.stderr,
+                flush=True,
+            )
             return proc.returncode, None
         lane.fence = fences.fall_back(fence, said.refusal)
         lane.update_stamp(**lane.fence_fields())
+
+
+def _say(line: str | None) -> None:
+    if line is not None:
+        print(inert(line), file=sys.stderr, flush=True)
 
 
 def _decide_fence(lane: Lane, mode: fences.Mode, shm: bool) -> None:
