@@ -26,7 +26,7 @@ from lanewatch import __version__
 from lanewatch.engine import metrics
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit.actionkit import released_namespace
+from tests.unit.actionkit import register_root, released_namespace
 from tests.unit.enginekit import make_stamp, running, start_lane, stop_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -93,6 +93,52 @@ def test_the_exposition_is_the_engines_picture(
             assert got[("lanewatch_incidents", open_)] == 0
         # The engine stopped: the collector says so instead of showing the last picture as up.
         assert samples(generate_latest(registry).decode())[("lanewatch_engine_up", ())] == 0
+    finally:
+        stop_lane(live)
+
+
+def test_stale_metrics_are_what_clear_stale_dry_run_lists(
+    repo: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """lanewatch_stale_bytes says "what `clear --stale` would free": the dry run lists the
+    same namespaces, the same bytes (apparent and on disk). Before issue 26 the dry run said
+    "nothing to clear" beside released and orphan namespaces the metric counted."""
+    root = register_root(tmp_path / "root")
+    live = start_lane(procs, repo, root, "agent-1")  # live: neither counts it
+    released = released_namespace(root, "done", files=40)
+    crashed = make_stamp(root, "crashed", pid=dead_pid())
+    (crashed / "tmp").mkdir()
+    (crashed / "tmp" / "left.bin").write_bytes(b"x" * 30_000)
+    orphan = root / "no-stamp"  # private, as lanewatch makes namespaces
+    (orphan / "scratch").mkdir(parents=True, mode=0o700)
+    orphan.chmod(0o700)
+    (orphan / "scratch" / "junk").write_bytes(b"j" * 5_000)
+    try:
+        with running([root]) as (engine, rec):
+            wait_for(
+                lambda: all(
+                    (v := rec.view(ns)) is not None and v.allocated
+                    for ns in (released, crashed, orphan)
+                ),
+                what="sizes",
+            )
+            got = samples(generate_latest(metrics.registry_for(lambda: engine)).decode())
+        dry = subprocess.run(
+            [*LANEWATCH, "clear", "--stale", "--dry-run", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert dry.returncode == 0, dry.stderr
+        rows = json.loads(dry.stdout)["results"]
+        assert {r["outcome"] for r in rows} == {"would-clear"}
+        assert {r["key"] for r in rows} == {str(released), str(crashed), str(orphan)}
+        label = (("root", str(root)),)
+        on_disk = got[("lanewatch_stale_allocated_bytes", label)]
+        assert on_disk == sum(r["allocated_bytes"] for r in rows) > 0
+        assert got[("lanewatch_stale_bytes", label)] == sum(r["bytes"] for r in rows)
+        assert got[("lanewatch_lane_allocated_bytes", label)] > on_disk  # the live lane too
     finally:
         stop_lane(live)
 

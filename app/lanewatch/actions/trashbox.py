@@ -100,8 +100,11 @@ class TrashRecord:
     cleared_at: float
     cleared_by: dict[str, Any]
     files: int
-    bytes: int
+    bytes: int  # apparent: the files' lengths
     schema: int = SCHEMA
+    allocated: int | None = (
+        None  # on disk, as `du -sB1` counts (None: a record from before it was kept)
+    )
 
     def write(self, entry: Path) -> None:
         data = json.dumps(asdict(self), indent=2, sort_keys=True).encode() + b"\n"
