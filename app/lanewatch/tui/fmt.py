@@ -80,6 +80,15 @@ def iso(then: float | None) -> str | None:
     return f"{whole}.{int((then % 1) * 1000):03d}Z"
 
 
+def sizes(allocated: int | None, apparent: int | None) -> str:
+    """`28MB on disk (449kB of data)`: the disk first (what a clear frees, what alerts use),
+    the files' lengths beside; just the lengths where the disk is not known (a far host's
+    older lanewatch)."""
+    if allocated is None:
+        return size(apparent)
+    return f"{size(allocated)} on disk ({size(apparent)} of data)"
+
+
 def checkout_label(checkout_id: str | None, checkout_path: str | None) -> str:
     """`slug:abcd` (`model/units.py`, shared with `lanewatch status`)."""
     return units.checkout_label(checkout_id, checkout_path, NONE)
