@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -364,3 +365,33 @@ def test_a_real_prometheus_scrapes_the_lane_counts(
     scheme = query(base, "lanewatch_scheme_version")
     assert scheme and float(scheme[0]["value"][1]) == SCHEME_VERSION
     assert not math.isnan(float(query(base, "lanewatch_last_change_age_seconds")[0]["value"][1]))
+
+
+def test_the_sample_alerts_use_metrics_that_exist_and_disk_bytes(
+    lane_root: Path, tmp_path: Path
+) -> None:
+    """docs/metrics.md's alert rules: every lanewatch metric they name is exposed, the stale
+    alert fires on bytes on disk (issue 26: on apparent size it fired ~50x late), and promtool
+    accepts the file (where Debian's prometheus is installed)."""
+    doc = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
+    rules = doc.split("# lanewatch-alerts.yml\n", 1)[1].split("```", 1)[0]
+    with running([lane_root]) as (engine, _):
+        exposed = {
+            family.name
+            for family in text_string_to_metric_families(
+                generate_latest(metrics.registry_for(lambda: engine)).decode()
+            )
+        }
+    named = set(re.findall(r"\b(lanewatch_[a-z_]+)", rules))
+    counters = {n.removesuffix("_total") for n in named}
+    assert named and counters <= exposed, counters - exposed
+    stale = rules.split("alert: LanewatchStaleBytes", 1)[1].split("- alert:", 1)[0]
+    assert "lanewatch_stale_allocated_bytes" in stale
+    promtool = shutil.which("promtool")
+    if promtool is not None:
+        path = tmp_path / "lanewatch-alerts.yml"
+        path.write_text(rules)
+        checked = subprocess.run(
+            [promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
