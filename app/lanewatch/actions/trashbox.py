@@ -143,9 +143,11 @@ class TrashEntry:
     path: str  # the entry folder
     complete: bool  # False: a record without a namespace (a clear that died mid-way)
     record: TrashRecord | None
+    allocated: int | None = None  # on disk, as `du -sB1` counted it at the clear
 
     def to_json(self, now: float) -> dict[str, Any]:
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "record"}
+        data["allocated_bytes"] = data.pop("allocated")
         data["age"] = None if self.cleared_at is None else round(now - self.cleared_at, 3)
         data["cleared_by_detail"] = self.record.cleared_by if self.record else None
         return data
@@ -176,6 +178,7 @@ def read_entry(root: Path, entry_id: str) -> TrashEntry:
         path=str(entry),
         complete=complete,
         record=record,
+        allocated=record.allocated if isinstance(record.allocated, int) else None,
     )
 
 
