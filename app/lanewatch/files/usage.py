@@ -20,22 +20,22 @@ BLOCK = 512  # st_blocks counts 512-byte units, whatever the filesystem's block 
 Inode = tuple[int, int]  # (st_dev, st_ino)
 
 
-def allocated(st: os.stat_result) -> int:
-    """Bytes the filesystem allocated to one entry (0 where it keeps no blocks: a tmpfs hole,
-    an inline file)."""
-    return st.st_blocks * BLOCK
-
-
 class Usage:
     """Allocated bytes of a set of paths, each hard-linked inode counted once."""
 
-    __slots__ = ("_inodes", "_linked", "_plain", "allocated")
+    __slots__ = ("_inodes", "_linked", "_plain", "blocks")
 
     def __init__(self) -> None:
-        self.allocated = 0
-        self._plain: dict[str, int] = {}  # path -> allocated, for entries with one link
+        # Kept in 512-byte blocks, not bytes: a small file's count (8 for 4 KiB) is one of
+        # Python's shared small ints, so 100,000 paths cost a dict slot each and no int.
+        self.blocks = 0
+        self._plain: dict[str, int] = {}  # path -> blocks, for entries with one link
         self._linked: dict[str, Inode] = {}  # path -> inode, for files with several links
-        self._inodes: dict[Inode, list[int]] = {}  # inode -> [names here, allocated]
+        self._inodes: dict[Inode, list[int]] = {}  # inode -> [names here, blocks]
+
+    @property
+    def allocated(self) -> int:
+        return self.blocks * BLOCK
 
     def __len__(self) -> int:
         return len(self._plain) + len(self._linked)
@@ -46,18 +46,17 @@ class Usage:
         if st is None:
             return
         if st.st_nlink < 2:
-            size = st.st_blocks * BLOCK
-            self._plain[path] = size
-            self.allocated += size
+            self._plain[path] = st.st_blocks
+            self.blocks += st.st_blocks
         else:
-            self._add_linked(path, (st.st_dev, st.st_ino), st.st_blocks * BLOCK)
+            self._add_linked(path, (st.st_dev, st.st_ino), st.st_blocks)
 
     def merge(self, other: Usage) -> None:
         """Every path of `other` (a walk of a new folder) as it is there."""
         for path, size in other._plain.items():
             self.remove(path)
             self._plain[path] = size
-            self.allocated += size
+            self.blocks += size
         for path, inode in other._linked.items():
             self.remove(path)
             self._add_linked(path, inode, other._inodes[inode][1])
@@ -67,16 +66,16 @@ class Usage:
         entry = self._inodes.get(inode)
         if entry is None:
             self._inodes[inode] = [1, size]
-            self.allocated += size
+            self.blocks += size
         else:  # another name of a file already counted: its blocks may have changed since
             entry[0] += 1
-            self.allocated += size - entry[1]
+            self.blocks += size - entry[1]
             entry[1] = size
 
     def remove(self, path: str) -> None:
         size = self._plain.pop(path, None)
         if size is not None:
-            self.allocated -= size
+            self.blocks -= size
             return
         inode = self._linked.pop(path, None)
         if inode is None:
@@ -85,7 +84,7 @@ class Usage:
         entry[0] -= 1
         if entry[0] == 0:
             del self._inodes[inode]
-            self.allocated -= entry[1]
+            self.blocks -= entry[1]
 
     def drop_under(self, folder: str) -> None:
         """`folder` and everything under it are gone."""
