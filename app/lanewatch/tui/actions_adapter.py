@@ -298,4 +298,5 @@ def _far_entry(host: str, e: dict[str, Any]) -> TrashItem:
         path=remote_key(host, str(e.get("path", "?"))),
         complete=bool(e.get("complete", True)),
         record=None,
+        allocated=number("allocated_bytes"),
     )
