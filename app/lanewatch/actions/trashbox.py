@@ -102,9 +102,8 @@ class TrashRecord:
     files: int
     bytes: int  # apparent: the files' lengths
     schema: int = SCHEMA
-    allocated: int | None = (
-        None  # on disk, as `du -sB1` counts (None: a record from before it was kept)
-    )
+    # On disk, as `du -sB1` counts (None: a record written before it was kept).
+    allocated: int | None = None
 
     def write(self, entry: Path) -> None:
         data = json.dumps(asdict(self), indent=2, sort_keys=True).encode() + b"\n"

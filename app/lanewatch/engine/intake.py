@@ -53,9 +53,6 @@ class NsFiles:
             self.bytes += st.st_size
         self.usage.set(path, st)
 
-    def set_folder(self, path: str, st: os.stat_result) -> None:
-        self.usage.set(path, st)
-
     def drop_under(self, folder: str) -> None:
         prefix = folder + "/"
         for path in [p for p in self.sizes if p.startswith(prefix)]:
