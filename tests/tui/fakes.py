@@ -46,6 +46,7 @@ def ns_view(name: str, state: NsState = NsState.LIVE, **changes: Any) -> Namespa
         "last_write": NOW - 1,
         "files": 12,
         "bytes": 34_567,
+        "allocated": 61_440,
         "write_rate": (0, 1, 3, 5, 2, 0, 0, 8, 20, 4),
         "stamp_status": "ok",
         "incident_ids": (),

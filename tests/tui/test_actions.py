@@ -145,7 +145,8 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
         result = await outcome(pilot, app, "clear")
         assert result.ok, result.message
         # One unit convention: the message says kB/B like the dashboard, never KiB.
-        assert re.search(r"moved \d+(\.\d)?[kMG]?B in \d+ files", result.message), result.message
+        pattern = r"moved \d+(\.\d)?[kMG]?B on disk \(\d+(\.\d)?[kMG]?B of data\) in \d+ files"
+        assert re.search(pattern, result.message), result.message
         assert not done.namespace.exists()
         await until(pilot, lambda: not app.main.table(View.STALE).has_row(done.key))
 

@@ -35,6 +35,7 @@ def crowded() -> FakeEngine:
             last_write=NOW - 3600 * 23 - 58 * 60,
             files=1_234_567,
             bytes=987_000_000_000,
+            allocated=999_000_000_000,
         )
         for n in range(30)
     ]
@@ -45,6 +46,7 @@ def crowded() -> FakeEngine:
             reason="no valid stamp: not JSON: Expecting value: line 1 column 1 (char 0)",
             released_at=NOW - 86400 * 12 - 3600 * 23,
             bytes=987_000_000_000,
+            allocated=999_000_000_000,
         )
         for n in range(30)
     ]
@@ -73,7 +75,7 @@ def header(text: str, first: str) -> str:
     [
         ("1", "!", ["STATE", "LANE", "CHECKOUT", "PID", "BEAT", "WRITE", "W/S"], LANES),
         ("2", "KIND", ["VICTIM", "INTRUDER", "FIRST", "LAST"], COLLISIONS),
-        ("3", "STATE", ["LANE", "WHY", "SINCE", "BYTES"], STALE),
+        ("3", "STATE", ["LANE", "WHY", "SINCE", "DISK"], STALE),
     ],
 )
 async def test_the_columns_that_matter_fit_in_80_columns(

@@ -249,7 +249,7 @@ async def test_the_reason_takes_the_rest_of_a_wide_view(size: tuple[int, int]) -
         await shows(pilot, "released by its owner (exit code 0)")
         table = app.main.table()
         header = screen_text(app).splitlines()[1]
-        assert all(label in header for label in ("STATE", "LANE", "SINCE", "BYTES", "WHY"))
+        assert all(label in header for label in ("STATE", "LANE", "SINCE", "DISK", "WHY"))
         assert table.scroll_offset.x == 0
 
 

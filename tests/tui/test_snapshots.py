@@ -47,6 +47,7 @@ def world() -> FakeEngine:
             last_write=NOW - 40,
             files=1200,
             bytes=48_000_000,
+            allocated=52_000_000,
             write_rate=(30, 28, 25, 40, 33, 20, 18, 22, 25, 31),
         ),
         ns_view(

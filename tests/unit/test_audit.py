@@ -221,3 +221,60 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+PLUGIN = """
+def pytest_configure(config):
+    assert config is not None  # rewritten by pytest: `-p` plugins are
+"""
+
+
+def test_a_venv_in_home_fills_with_bytecode_and_that_is_no_finding(
+    sample: tuple[Path, str, str, Path],
+) -> None:
+    """Issue 26: as a normal user with a venv in $HOME, pytest's assertion-rewritten `.pyc` of
+    the plugins in its site-packages (and Python's own) were SHARED product-scoped findings
+    and the audit exited 4. They are derived from their source and written atomically: left
+    out, and counted. The checkout's `.pytest_cache` fix says what to type."""
+    repo, _fixed, _tool, home = sample
+    site = home / "venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "homeplugin.py").write_text(PLUGIN)
+    (site / "homehelper.py").write_text("VALUE = 1\n")
+    (repo / "test_clean.py").write_text(
+        "import homehelper\n\ndef test_clean(tmp_path):\n    assert homehelper.VALUE == 1\n"
+    )
+    git("add", "test_clean.py", cwd=repo)
+    git("commit", "-q", "-m", "clean", cwd=repo)
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "homeplugin", "test_clean.py"]
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    bytecode = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run(
+        [*LANEWATCH, "audit", "--parallel", "2", "--json", "--", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo,
+        env=inner_pytest_env({**bytecode, "HOME": str(home), **env}),
+        stdin=subprocess.DEVNULL,
+    )
+    report = parsed("audit", done.stdout)
+    assert [r["exit_code"] for r in report["runs"]] == [0, 0], report["runs"]
+    assert done.returncode == Exit.OK, [f["path"] for f in report["findings"] if f["shared"]]
+    paths = [f["path"] for f in report["findings"]]
+    assert not [p for p in paths if "__pycache__" in p], paths
+    # pytest's rewritten plugin, Python's helper module, the checkout's test module
+    assert report["bytecode_caches"] >= 3, report
+    cache = by_path(report)["<checkout>/.pytest_cache/v/cache/nodeids"]
+    assert "-p no:cacheprovider" in cache["fix"] and "cache_dir=" in cache["fix"]
+    assert "lanewatch.lanes" not in " ".join(f["fix"] for f in report["findings"])
+    text = subprocess.run(
+        [*LANEWATCH, "audit", "--parallel", "2", "--", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo,
+        env=inner_pytest_env({**bytecode, "HOME": str(home), **env}),
+        stdin=subprocess.DEVNULL,
+    )
+    assert text.returncode == Exit.OK and "left out:" in text.stdout and "bytecode" in text.stdout

@@ -123,3 +123,28 @@ def test_a_timed_out_run_makes_the_audit_incomplete() -> None:
     report = AuditReport(["make"], False, [run], [], [], timeout=3.0, timed_out=[0])
     assert report.exit_code == 5
     assert "**Timed out** after 3 s and ended: runs 0." in markdown(report)
+
+
+def test_bytecode_caches_are_told_apart_from_files_named_alike() -> None:
+    from lanewatch.audit.classify import is_bytecode_cache
+
+    for rel in (
+        "venv/lib/python3.11/site-packages/__pycache__/pytest_timeout.cpython-311-pytest-8.4.2.pyc",
+        "__pycache__/conftest.cpython-311.pyc",
+        "pkg/__pycache__/mod.cpython-311.opt-1.pyc",
+        "pkg/__pycache__/mod.cpython-311.pyc.140234",  # the temporary name before the rename
+    ):
+        assert is_bytecode_cache(rel), rel
+    for rel in ("mod.pyc", "pkg/mod.pyc", "__pycache__/notes.txt", "x__pycache__/a.pyc"):
+        assert not is_bytecode_cache(rel), rel
+
+
+def test_fixes_say_what_a_user_types() -> None:
+    from lanewatch.audit.classify import CHECKOUT, fix_for
+
+    pytest_cache = fix_for("checkout", ".pytest_cache/v/cache/nodeids", CHECKOUT, True)
+    assert "-p no:cacheprovider" in pytest_cache and "-o cache_dir=" in pytest_cache
+    assert "--cache-dir" in fix_for("checkout", ".mypy_cache/3.11/x.json", CHECKOUT, False)
+    assert "COVERAGE_FILE" in fix_for("checkout", ".coverage.host.123", CHECKOUT, True)
+    other = fix_for("checkout", "out/result.txt", CHECKOUT, True)
+    assert "$LANEWATCH_NAMESPACE/scratch" in other and "lanewatch.lanes" not in other

@@ -485,17 +485,24 @@ def test_cli_without_a_terminal_refuses_and_moves_nothing(scratch: Path) -> None
     assert "released" in done.stdout and ns.is_dir()
 
 
-def test_cli_stale_clears_only_stale(lw: Procs, repo: Path, scratch: Path) -> None:
+def test_cli_stale_clears_every_namespace_nobody_runs_in(
+    lw: Procs, repo: Path, scratch: Path
+) -> None:
+    """`--stale` is the dashboard's Stale view: stale, orphan and released (docs/clearing.md).
+    Before issue 26 it left released ones, while lanewatch_stale_bytes counted them."""
     dead = lw.start(["true"])
     dead.wait()
     stale = [make_stamp(scratch, f"s{i}", pid=dead.pid, start_ticks=1) for i in range(2)]
-    keep = released_namespace(scratch, "kept")
+    released = released_namespace(scratch, "done")
+    orphan = scratch / "no-stamp"
+    (orphan / "tmp").mkdir(parents=True, mode=0o700)
+    orphan.chmod(0o700)  # as lanewatch makes them: private (a normal user can tell it unused)
     live = lw.lane(repo, scratch, "alive")
     done = cli("clear", "--stale", "--yes")
     assert done.returncode == 0, done.stderr
-    assert "cleared 2 namespace(s)" in done.stdout
-    assert not any(s.exists() for s in stale)
-    assert keep.is_dir() and live.namespace.is_dir()
+    assert "cleared 4 namespace(s)" in done.stdout and "on disk" in done.stdout
+    assert not any(s.exists() for s in [*stale, released, orphan])
+    assert live.namespace.is_dir()
 
 
 def test_cli_reports_refusals_with_exit_3(lw: Procs, repo: Path, scratch: Path) -> None:

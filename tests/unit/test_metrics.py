@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -26,7 +27,7 @@ from lanewatch import __version__
 from lanewatch.engine import metrics
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit.actionkit import released_namespace
+from tests.unit.actionkit import register_root, released_namespace
 from tests.unit.enginekit import make_stamp, running, start_lane, stop_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -93,6 +94,52 @@ def test_the_exposition_is_the_engines_picture(
             assert got[("lanewatch_incidents", open_)] == 0
         # The engine stopped: the collector says so instead of showing the last picture as up.
         assert samples(generate_latest(registry).decode())[("lanewatch_engine_up", ())] == 0
+    finally:
+        stop_lane(live)
+
+
+def test_stale_metrics_are_what_clear_stale_dry_run_lists(
+    repo: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """lanewatch_stale_bytes says "what `clear --stale` would free": the dry run lists the
+    same namespaces, the same bytes (apparent and on disk). Before issue 26 the dry run said
+    "nothing to clear" beside released and orphan namespaces the metric counted."""
+    root = register_root(tmp_path / "root")
+    live = start_lane(procs, repo, root, "agent-1")  # live: neither counts it
+    released = released_namespace(root, "done", files=40)
+    crashed = make_stamp(root, "crashed", pid=dead_pid())
+    (crashed / "tmp").mkdir()
+    (crashed / "tmp" / "left.bin").write_bytes(b"x" * 30_000)
+    orphan = root / "no-stamp"  # private, as lanewatch makes namespaces
+    (orphan / "scratch").mkdir(parents=True, mode=0o700)
+    orphan.chmod(0o700)
+    (orphan / "scratch" / "junk").write_bytes(b"j" * 5_000)
+    try:
+        with running([root]) as (engine, rec):
+            wait_for(
+                lambda: all(
+                    (v := rec.view(ns)) is not None and v.allocated
+                    for ns in (released, crashed, orphan)
+                ),
+                what="sizes",
+            )
+            got = samples(generate_latest(metrics.registry_for(lambda: engine)).decode())
+        dry = subprocess.run(
+            [*LANEWATCH, "clear", "--stale", "--dry-run", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert dry.returncode == 0, dry.stderr
+        rows = json.loads(dry.stdout)["results"]
+        assert {r["outcome"] for r in rows} == {"would-clear"}
+        assert {r["key"] for r in rows} == {str(released), str(crashed), str(orphan)}
+        label = (("root", str(root)),)
+        on_disk = got[("lanewatch_stale_allocated_bytes", label)]
+        assert on_disk == sum(r["allocated_bytes"] for r in rows) > 0
+        assert got[("lanewatch_stale_bytes", label)] == sum(r["bytes"] for r in rows)
+        assert got[("lanewatch_lane_allocated_bytes", label)] > on_disk  # the live lane too
     finally:
         stop_lane(live)
 
@@ -318,3 +365,33 @@ def test_a_real_prometheus_scrapes_the_lane_counts(
     scheme = query(base, "lanewatch_scheme_version")
     assert scheme and float(scheme[0]["value"][1]) == SCHEME_VERSION
     assert not math.isnan(float(query(base, "lanewatch_last_change_age_seconds")[0]["value"][1]))
+
+
+def test_the_sample_alerts_use_metrics_that_exist_and_disk_bytes(
+    lane_root: Path, tmp_path: Path
+) -> None:
+    """docs/metrics.md's alert rules: every lanewatch metric they name is exposed, the stale
+    alert fires on bytes on disk (issue 26: on apparent size it fired ~50x late), and promtool
+    accepts the file (where Debian's prometheus is installed)."""
+    doc = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
+    rules = doc.split("# lanewatch-alerts.yml\n", 1)[1].split("```", 1)[0]
+    with running([lane_root]) as (engine, _):
+        exposed = {
+            family.name
+            for family in text_string_to_metric_families(
+                generate_latest(metrics.registry_for(lambda: engine)).decode()
+            )
+        }
+    named = set(re.findall(r"\b(lanewatch_[a-z_]+)", rules))
+    counters = {n.removesuffix("_total") for n in named}
+    assert named and counters <= exposed, counters - exposed
+    stale = rules.split("alert: LanewatchStaleBytes", 1)[1].split("- alert:", 1)[0]
+    assert "lanewatch_stale_allocated_bytes" in stale
+    promtool = shutil.which("promtool")
+    if promtool is not None:
+        path = tmp_path / "lanewatch-alerts.yml"
+        path.write_text(rules)
+        checked = subprocess.run(
+            [promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr

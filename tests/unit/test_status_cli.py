@@ -24,7 +24,7 @@ NAMESPACE_KEYS = {
     "command", "state", "reason", "grade", "stamp_status", "started_at", "age", "heartbeat_at",
     "heartbeat_age", "heartbeat_interval", "released_at", "exit_code", "last_write", "files",
     "bytes", "incident_ids", "uid", "mismatch", "fence", "fence_note", "fence_private",
-    "members", "from_host", "scheme",
+    "members", "from_host", "scheme", "allocated_bytes",
 }  # fmt: skip
 
 
@@ -163,3 +163,39 @@ def test_the_table_reads_at_80_columns_and_wide(
     header = next(line for line in lines if "state" in line and "why" in line)
     wide_only = ("host", "age", "files")
     assert all((w in header.split()) == (columns > 80) for w in wide_only), header
+
+
+@pytest.mark.parametrize("width", ["80", "160"])
+def test_one_lane_name_in_two_worktrees_reads_as_two_checkouts(
+    repo: Path, tmp_path: Path, root: Path, procs: list[subprocess.Popen[bytes]], width: str
+) -> None:
+    """`pytest-gw0` of two worktrees named alike (`app`): before issue 26 the table showed two
+    identical rows; now its checkout column tells them apart, at 80 columns too."""
+    twin = tmp_path / "elsewhere" / "repo"
+    twin.parent.mkdir()
+    subprocess.run(["git", "worktree", "add", "-q", str(twin), "-b", "side"], cwd=repo, check=True)
+    lanes = [start_lane(procs, where, root, "pytest-gw0") for where in (repo, twin)]
+    try:
+        out = subprocess.run(
+            [*LANEWATCH, "status", "--root", str(root)],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "COLUMNS": width},
+        )
+        data = json.loads(cli("status", "--root", str(root), "--json", cwd=repo).stdout)
+    finally:
+        for lane in lanes:
+            stop_lane(lane)
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if "pytest-gw0" in line]
+    assert len(rows) == 2 and rows[0] != rows[1], out.stdout
+    header = next(line for line in out.stdout.splitlines() if " state " in line)
+    assert "checkout" in header and "disk" in header, out.stdout
+    ids = sorted(ns["checkout_id"] for ns in data["namespaces"])
+    labels = [f"repo:{i.rpartition('-')[2][:4]}" for i in ids]
+    assert all(any(label in row for row in rows) for label in labels), (labels, out.stdout)
+    paths = {ns["checkout_path"] for ns in data["namespaces"]}
+    assert paths == {str(repo.resolve()), str(twin.resolve())}  # --json: the whole path

@@ -29,10 +29,10 @@ from lanewatch.actions.assess import Assessment, Seen, aim, assess
 from lanewatch.actions.checks import foreign_host, why_held, why_mounted, why_not_clearable
 from lanewatch.actions.fsops import rename_noreplace, tree_size
 from lanewatch.actions.pin import Gone, Pinned, Refused, pin
-from lanewatch.actions.results import checked, human_size
+from lanewatch.actions.results import checked, sizes_text
 from lanewatch.actions.targets import Target, TargetError, ViewLike, namespaces
 from lanewatch.errors import LanewatchError
-from lanewatch.model.views import NsState
+from lanewatch.model.views import STALE_STATES
 
 Outcome = Literal["cleared", "would-clear", "refused", "gone"]
 
@@ -47,8 +47,9 @@ class ClearResult:
     trash_id: str | None = None
     trash_path: str | None = None
     files: int | None = None
-    bytes: int | None = None
+    bytes: int | None = None  # apparent: the files' lengths
     owner_host: str | None = None  # the owner's host, when it is not this one (then refused)
+    allocated: int | None = None  # on disk, as `du -sB1` counts: what the clear frees
 
     @property
     def ok(self) -> bool:
@@ -81,8 +82,10 @@ def clear(
 
 
 def stale_targets(roots: list[Path]) -> list[Target]:
-    """Every namespace of `roots` judged stale right now."""
-    return [t for t in namespaces(roots) if assess(t).state is NsState.STALE]
+    """Every namespace of `roots` nobody runs in right now: stale, orphan or released (the
+    dashboard's Stale view, and what `lanewatch_stale_allocated_bytes` counts;
+    docs/clearing.md says why released ones are in). Each is still checked in full."""
+    return [t for t in namespaces(roots) if assess(t).state in STALE_STATES]
 
 
 def clear_target(target: Target, *, dry_run: bool = False, seen: Seen | None = None) -> ClearResult:
@@ -136,12 +139,12 @@ def _pinned(
         if why is not None:
             diary.append(functools.partial(_note_refusal, target, now, why, dry_run))
             return _refused(target, why, now.state.value, foreign_host(now.stamp))
-        files, size = tree_size(target.path)
+        files, size, disk = tree_size(target.path)
         note = f" [{held.note}]" if held and held.note else ""
         if dry_run:
             msg = (
                 f"would clear {target.label} ({now.describe()}): "
-                f"{human_size(size)} in {files} files{note}"
+                f"{sizes_text(disk, size)} in {files} files{note}"
             )
             return ClearResult(
                 "would-clear",
@@ -151,8 +154,9 @@ def _pinned(
                 now.state.value,
                 files=files,
                 bytes=size,
+                allocated=disk,
             )
-        return _move(target, pinned, now, files, size, note, diary)
+        return _move(target, pinned, now, (files, size, disk), note, diary)
     finally:
         pinned.release()
 
@@ -161,11 +165,11 @@ def _move(
     target: Target,
     pinned: Pinned,
     a: Assessment,
-    files: int,
-    size: int,
+    counted: tuple[int, int, int],
     note: str,
     diary: list[Callable[[], object]],
 ) -> ClearResult:
+    files, size, disk = counted
     trash = trashbox.ensure_trash(target.root)
     if os.stat(trash).st_dev != pinned.identity[0]:
         return _refused(
@@ -191,6 +195,7 @@ def _move(
         cleared_by=journal.actor(),
         files=files,
         bytes=size,
+        allocated=disk,
     )
     record.write(entry)
     entry_fd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -243,7 +248,8 @@ def _move(
         )
     )
     msg = (
-        f"cleared {target.label} ({a.state.value}): moved {human_size(size)} in {files} files "
+        f"cleared {target.label} ({a.state.value}): moved {sizes_text(disk, size)} in "
+        f"{files} files "
         f"to the trash of {target.root} as {tid} (lanewatch restore {tid}){note}"
     )
     return ClearResult(
@@ -256,6 +262,7 @@ def _move(
         str(payload),
         files,
         size,
+        allocated=disk,
     )
 
 

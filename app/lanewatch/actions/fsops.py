@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.actions.mounts import mount_id, mounts_inside
+from lanewatch.files.usage import Usage
 from lanewatch.lanes.fsutil import walk_files
 from lanewatch.linux.proc import chmod_fd
 
@@ -78,14 +79,21 @@ def _rename_onto_fresh_dir(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str)
         raise
 
 
-def tree_size(path: Path) -> tuple[int, int]:
-    """(files, bytes) under `path`, following no symlink; unreadable parts are skipped."""
+def tree_size(path: Path) -> tuple[int, int, int]:
+    """(files, bytes, allocated) under `path`, following no symlink; unreadable parts are
+    skipped. `bytes` is apparent (the files' lengths); `allocated` what `du -sB1` counts
+    (blocks of files and folders, a hard-linked file once): what moving it out frees."""
     files = size = 0
+    usage = Usage()
+    folders: list[tuple[str, os.stat_result]] = []
     with contextlib.suppress(FileNotFoundError):  # `path` gone: nothing under it
-        for _folder, _entry, st in walk_files(os.fspath(path)):
+        for _folder, entry, st in walk_files(os.fspath(path), None, folders):
             files += 1
             size += st.st_size
-    return files, size
+            usage.set(entry.path, st)
+    for folder, st in folders:
+        usage.set(folder, st)
+    return files, size, usage.allocated
 
 
 def remove_tree(path: Path, passes: int = 3) -> list[str]:

@@ -42,3 +42,10 @@ def checked(result: R, check: bool) -> R:
 def human_size(n: int | None) -> str:
     """Bytes as the dashboard shows them (`model.units.size`: decimal, `1.2kB`); `?` unknown."""
     return "?" if n is None else size(n)
+
+
+def sizes_text(allocated: int | None, apparent: int | None) -> str:
+    """`28MB on disk (449kB of data)`: what a clear frees first, the files' lengths beside."""
+    if allocated is None:
+        return human_size(apparent)
+    return f"{human_size(allocated)} on disk ({human_size(apparent)} of data)"

@@ -100,8 +100,10 @@ class TrashRecord:
     cleared_at: float
     cleared_by: dict[str, Any]
     files: int
-    bytes: int
+    bytes: int  # apparent: the files' lengths
     schema: int = SCHEMA
+    # On disk, as `du -sB1` counts (None: a record written before it was kept).
+    allocated: int | None = None
 
     def write(self, entry: Path) -> None:
         data = json.dumps(asdict(self), indent=2, sort_keys=True).encode() + b"\n"
@@ -140,9 +142,11 @@ class TrashEntry:
     path: str  # the entry folder
     complete: bool  # False: a record without a namespace (a clear that died mid-way)
     record: TrashRecord | None
+    allocated: int | None = None  # on disk, as `du -sB1` counted it at the clear
 
     def to_json(self, now: float) -> dict[str, Any]:
         data = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "record"}
+        data["allocated_bytes"] = data.pop("allocated")
         data["age"] = None if self.cleared_at is None else round(now - self.cleared_at, 3)
         data["cleared_by_detail"] = self.record.cleared_by if self.record else None
         return data
@@ -173,6 +177,7 @@ def read_entry(root: Path, entry_id: str) -> TrashEntry:
         path=str(entry),
         complete=complete,
         record=record,
+        allocated=record.allocated if isinstance(record.allocated, int) else None,
     )
 
 

@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import IO
 
 from lanewatch.audit import capture, stopper
-from lanewatch.audit.classify import TEMPS, area_of, display, fix_for, scope_of
+from lanewatch.audit.classify import (
+    TEMPS,
+    area_of,
+    display,
+    fix_for,
+    is_bytecode_cache,
+    scope_of,
+)
 from lanewatch.audit.kernelwatch import KernelWatch
 from lanewatch.audit.report import AuditReport, Finding, Read, Run, Write
 from lanewatch.audit.shim import CLOCK, CLOCK_ENV, CLOCK_MODULE, SHIM
@@ -203,6 +210,7 @@ def _collect(
     clocks = {r.index: capture.read_clock(work / f"clock-{r.index}.jsonl") for r in runs}
     found: dict[tuple[str, str], Finding] = {}
     unseen: set[str] = set()
+    bytecode: set[tuple[str, str]] = set()  # left out: see classify.is_bytecode_cache
     for run in runs:
         run.log_tail = _tail(Path(run.log))
         try:
@@ -226,7 +234,7 @@ def _collect(
         seen += capture.home_writes(work / f"home-{run.index}" / "upper")
         ticks = clocks[run.index]
         for item in seen:
-            _add(found, run, item, item.area, ticks, is_pytest)
+            _add(found, run, item, item.area, ticks, is_pytest, bytecode)
         after = capture.checkout_state(run.checkout)
         before = run.before
         if isinstance(after, str) or isinstance(before, str):
@@ -235,7 +243,7 @@ def _collect(
             )
             continue
         for item in capture.checkout_writes(before, after):
-            _add(found, run, item, run.checkout, ticks, is_pytest)
+            _add(found, run, item, run.checkout, ticks, is_pytest, bytecode)
     if len({r.checkout for r in runs}) < len(runs):
         unseen.add(
             "which of the runs sharing one checkout wrote a file in it: each is counted as a "
@@ -249,9 +257,11 @@ def _collect(
         )
         unseen.add("reads: which run read a written path needs kernel attribution (root)")
     else:
-        unseen |= _kernel(kernel, runs, found, clocks, is_pytest)
+        unseen |= _kernel(kernel, runs, found, clocks, is_pytest, bytecode)
     findings = sorted(found.values(), key=lambda f: (not f.shared, not f.crossed, f.scope, f.path))
-    return AuditReport(list(cmd), is_pytest, runs, findings, sorted(unseen))
+    report = AuditReport(list(cmd), is_pytest, runs, findings, sorted(unseen))
+    report.bytecode_caches = len(bytecode)
+    return report
 
 
 def _kernel(
@@ -260,6 +270,7 @@ def _kernel(
     found: dict[tuple[str, str], Finding],
     clocks: dict[int, list[capture.Tick]],
     is_pytest: bool,
+    bytecode: set[tuple[str, str]],
 ) -> set[str]:
     """Add what the kernel saw (every write by the runs' processes, and reads of those files)
     to `found`; return what it could not see."""
@@ -273,10 +284,12 @@ def _kernel(
         if area == "~" and acc.run in overlaid:
             continue  # the run's home overlay has it (and the path is not the real one)
         item = capture.Seen(area, rel, acc.kind, acc.time_ns)
+        finding = _add(found, runs[acc.run], item, area, clocks[acc.run], is_pytest, bytecode)
+        if finding is None:
+            continue
         by_path[acc.path] = (area, rel)
-        _add(found, runs[acc.run], item, area, clocks[acc.run], is_pytest)
         # Each file the kernel saw written is marked for reads: none seen is none made.
-        found[(area, rel)].reads_seen = True
+        finding.reads_seen = True
     read: set[tuple[str, int, tuple[str, ...]]] = set()
     for acc in kernel.accesses:
         if acc.kind == "read" and acc.path in by_path:
@@ -318,9 +331,14 @@ def _add(
     where: str,
     ticks: list[capture.Tick],
     is_pytest: bool,
-) -> None:
-    scope = scope_of(item.area, item.rel)
+    bytecode: set[tuple[str, str]],
+) -> Finding | None:
+    """`item` added to its finding (returned); a bytecode cache is only counted (None)."""
     key = (item.area, item.rel)
+    if is_bytecode_cache(item.rel):
+        bytecode.add(key)
+        return None
+    scope = scope_of(item.area, item.rel)
     finding = found.get(key)
     if finding is None:
         fix = fix_for(item.area, item.rel, scope.scope, is_pytest)
@@ -329,6 +347,7 @@ def _add(
     tests = capture.tests_running_at(ticks, item.mtime_ns)
     # `where`: the real place the path names (each checkout its own; /tmp and ~ one for all)
     finding.writes.append(Write(run.index, where, item.kind, item.mtime_ns, tests))
+    return finding
 
 
 def _remove(work: Path) -> None:

@@ -79,24 +79,56 @@ def display(area: str, rel: str) -> str:
     return f"{area}/{rel}"
 
 
+def is_bytecode_cache(rel: str) -> bool:
+    """`…/__pycache__/NAME.pyc` (and the `NAME.pyc.<n>` a writer renames into place): Python's
+    own bytecode cache, or pytest's assertion-rewritten one (`*-pytest-8.4.2.pyc`). Not a
+    shared path of the user's: each is derived from the source beside it and written whole,
+    atomically (a temporary name, then a rename), so two runs writing one get the same bytes
+    and neither can clobber the other. A venv's site-packages fills with them the first time
+    pytest rewrites its plugins there."""
+    folder, _, name = rel.rpartition("/")
+    if folder != "__pycache__" and not folder.endswith("/__pycache__"):
+        return False
+    stem, dot, tail = name.rpartition(".")
+    return name.endswith(".pyc") or (bool(dot) and stem.endswith(".pyc") and tail.isdigit())
+
+
+# Caches tools keep in the checkout, and what to type so that two lanes of one checkout each
+# have their own (or none). Matched on the first part of the path inside the checkout.
+TOOL_CACHES = {
+    ".pytest_cache": (
+        "pytest's cache (--lf, --nf): run `pytest -p no:cacheprovider`, or give each lane its "
+        "own with `pytest -o cache_dir=$LANEWATCH_NAMESPACE/pytest-cache`"
+    ),
+    ".mypy_cache": "`mypy --cache-dir $LANEWATCH_NAMESPACE/mypy-cache` (or MYPY_CACHE_DIR)",
+    ".ruff_cache": "`ruff check --cache-dir $LANEWATCH_NAMESPACE/ruff-cache` (or RUFF_CACHE_DIR)",
+    ".coverage": "`COVERAGE_FILE=$LANEWATCH_NAMESPACE/.coverage` in the lane's environment",
+}
+SCRATCH = "$LANEWATCH_NAMESPACE/scratch in a shell, `lanewatch.scratch_dir_for(name)` in Python"
+
+
 def fix_for(area: str, rel: str, scope: str, pytest: bool) -> str:
-    """A suggested fix, in one sentence."""
+    """A suggested fix, in one sentence, in words a user types (options, variables)."""
     if scope == CHECKOUT:
+        first = rel.split("/", 1)[0]
+        tool = TOOL_CACHES.get(first) or (
+            TOOL_CACHES[".coverage"] if first.startswith(".coverage.") else None
+        )
+        if tool is not None:
+            return f"fine across checkouts; for two lanes of one checkout: {tool}"
         return (
             "fine across checkouts; if two lanes of one checkout run it, write it under the "
-            "lane's scratch folder instead (`lanewatch.lanes.lane.scratch_dir_for`, or "
-            "$LANEWATCH_NAMESPACE/scratch)"
+            f"lane's own folder instead ({SCRATCH})"
         )
     if is_shared_temp(area):
         how = "use `tmp_path` (or `tmp_path_factory`)" if pytest else "create it under $TMPDIR"
         return (
             f"{how} instead of the fixed {area} name; a tool that ignores TMPDIR needs its "
-            "temp option pointed into the lane (`--basetemp` inside the lane for pytest)"
+            "temp option pointed into the lane (pytest: `--basetemp=$LANEWATCH_NAMESPACE/"
+            "basetemp`)"
         )
     if area == OTHER:
-        where = (
-            "`tmp_path`" if pytest else "the lane's scratch folder ($LANEWATCH_NAMESPACE/scratch)"
-        )
+        where = "`tmp_path`" if pytest else f"the lane's own folder ({SCRATCH})"
         return (
             f"make the folder an option of the tool (or its variable) and point it at {where}; "
             "a build output belongs inside the checkout"
@@ -104,9 +136,9 @@ def fix_for(area: str, rel: str, scope: str, pytest: bool) -> str:
     if pytest:
         return (
             "give the tool a folder of the test: point its cache/config variable (XDG_CACHE_HOME, "
-            "the tool's own) at `tmp_path`, or monkeypatch HOME to `tmp_path`"
+            'the tool\'s own) at `tmp_path`, or `monkeypatch.setenv("HOME", str(tmp_path))`'
         )
     return (
         "point the tool's cache/config variable (XDG_CACHE_HOME, XDG_CONFIG_HOME, the tool's "
-        "own) at the lane's scratch folder ($LANEWATCH_NAMESPACE/scratch, scratch_dir_for)"
+        "own) at the lane's own folder: `XDG_CACHE_HOME=$LANEWATCH_NAMESPACE/cache`"
     )

@@ -136,6 +136,7 @@ class AuditReport:
     kernel: str = ""  # "on", or why every write outside the fenced places was not seen
     timed_out: list[int] = field(default_factory=list)  # runs ended by --timeout
     timeout: float | None = None
+    bytecode_caches: int = 0  # `__pycache__/*.pyc` paths written, left out (classify.py)
 
     @property
     def shared(self) -> list[Finding]:
@@ -180,7 +181,19 @@ class AuditReport:
             "findings": [f.to_json() for f in self.findings],
             "unseen": self.unseen,
             "errors": self.errors,
+            "bytecode_caches": self.bytecode_caches,
         }
+
+    @property
+    def left_out(self) -> str | None:
+        """The one line that says what was seen and left out, or None."""
+        if not self.bytecode_caches:
+            return None
+        return (
+            f"{self.bytecode_caches} bytecode caches (`__pycache__/*.pyc`, Python's and "
+            "pytest's assertion rewriting, in a venv's site-packages too): each is derived "
+            "from its source and written atomically, so runs sharing one cannot clobber it"
+        )
 
 
 def _writers(f: Finding, pytest: bool) -> str:
@@ -217,6 +230,8 @@ def markdown(report: AuditReport) -> str:
         out.append(f"- reads: {f.read_note}")
         out.append(f"- fix: {f.fix}")
         out.append("")
+    if report.left_out:
+        out += ["## Left out", "", f"- {report.left_out}", ""]
     if report.unseen:
         out += ["## Not seen", ""] + [f"- {inert(u)}" for u in report.unseen] + [""]
     if report.errors:
@@ -237,6 +252,8 @@ def text(report: AuditReport) -> list[str]:
     if report.timed_out:
         ended = ", ".join(map(str, report.timed_out))
         out.append(f"timed out after {report.timeout:g} s and ended: runs {ended}")
+    if report.left_out:
+        out.append(f"left out: {report.left_out}")
     for u in report.unseen:
         out.append(f"not seen: {inert(u)}")
     code = report.exit_code

@@ -15,7 +15,7 @@ import click
 
 from lanewatch.actions.assess import Assessment, Seen, assess
 from lanewatch.actions.clear import ClearResult, clear_target, stale_targets
-from lanewatch.actions.results import human_size
+from lanewatch.actions.results import sizes_text
 from lanewatch.actions.targets import NotFound, Target, TargetError, known_roots, resolve
 from lanewatch.actions.trashbox import list_all
 from lanewatch.cli import completers
@@ -27,7 +27,11 @@ from lanewatch.cli.reports import report
 
 @click.command("clear")
 @click.argument("targets", nargs=-1, shell_complete=completers.targets)
-@click.option("--stale", is_flag=True, help="Also every stale namespace of the known roots.")
+@click.option(
+    "--stale",
+    is_flag=True,
+    help="Also every namespace of the known roots that nobody runs in: stale, orphan, released.",
+)
 @click.option("--yes", is_flag=True, help="Do not ask (needed without a terminal).")
 @click.option("--dry-run", is_flag=True, help="Run every check, move nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -99,7 +103,8 @@ def _result_json(r: ClearResult, missing: list[str], bad: list[str]) -> dict[str
         "trash_id": r.trash_id,
         "trash_path": r.trash_path,
         "files": r.files,
-        "bytes": r.bytes,
+        "bytes": r.bytes,  # apparent: the files' lengths
+        "allocated_bytes": r.allocated,  # on disk, as `du -sB1` counts: what the clear frees
         "message": r.message,
         "owner_host": r.owner_host,  # another host's owner: refused, clear it there
     }
@@ -132,6 +137,6 @@ def _summary(results: list[ClearResult], dry_run: bool) -> None:
     refused = sum(r.outcome == "refused" for r in results)
     if len(results) < 2:
         return
-    size = human_size(sum(r.bytes or 0 for r in moved))
+    size = sizes_text(sum(r.allocated or 0 for r in moved), sum(r.bytes or 0 for r in moved))
     verb = "would clear" if dry_run else "cleared"
     click.echo(f"{verb} {len(moved)} namespace(s), {size}; refused {refused}")

@@ -25,7 +25,7 @@ from lanewatch.hosts.stream import HostState
 from lanewatch.hosts.wire import split_key
 from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
-from lanewatch.model.units import size
+from lanewatch.model.units import checkout_label, size
 from lanewatch.model.views import (
     Changes,
     HealthStatus,
@@ -49,9 +49,13 @@ _STATE_STYLE = {
     NsState.UNKNOWN: "cyan",
     NsState.HEADLESS: "bold cyan",
 }
+# `disk`: allocated, as `du` counts (what a clear frees); `size`: apparent, the files' lengths.
+# `checkout`: `slug:abcd`, so `pytest-gw0` of two worktrees reads as two lanes (--json:
+# `checkout_path` whole).
 COLUMNS = (
     "state",
     "lane",
+    "checkout",
     "pid",
     "fence",
     "host",
@@ -59,12 +63,13 @@ COLUMNS = (
     "beat",
     "write",
     "files",
+    "disk",
     "size",
     "!",
     "why",
 )
 # Narrow: no fence column; a live unfenced lane gets its line under the table.
-NARROW_COLUMNS = ("state", "lane", "pid", "beat", "write", "size", "!", "why")
+NARROW_COLUMNS = ("state", "lane", "checkout", "pid", "beat", "write", "disk", "!", "why")
 WIDE = 120  # narrower consoles get NARROW_COLUMNS
 _BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
 
@@ -108,7 +113,9 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "exit_code": v.exit_code,
         "last_write": v.last_write,
         "files": v.files,
-        "bytes": v.bytes,
+        "bytes": v.bytes,  # apparent: the sum of the files' lengths
+        # Additive (issue 26): on disk, as `du -sB1` counts it; what a clear frees.
+        "allocated_bytes": v.allocated,
         "incident_ids": list(v.incident_ids),
         "fence": v.fence,
         "fence_note": v.fence_note,
@@ -263,7 +270,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             no_wrap=col not in ("lane", "why"),
             overflow="fold" if col in ("lane", "why") else "ellipsis",
             ratio=1 if col == "why" and narrow else None,
-            max_width=16 if col == "lane" and narrow else None,
+            max_width=16 if col == "lane" and narrow else 14 if col == "checkout" else None,
             min_width=14 if col == "why" and narrow else None,
         )
     for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
@@ -279,6 +286,8 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             "beat": _ago(v.heartbeat_at, now),
             "write": _ago(v.last_write, now),
             "files": "…" if v.files is None else str(v.files),
+            "checkout": cell(checkout_label(v.checkout_id, v.checkout_path, "-")),
+            "disk": size(v.allocated),
             "size": size(v.bytes),
             "!": Text(str(len(v.incident_ids)) if v.incident_ids else "", style="bold red"),
             "why": cell(v.reason),

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lanewatch.actions.purge import DEFAULT_RETENTION, due, purge
-from lanewatch.actions.results import human_size
+from lanewatch.actions.results import human_size, sizes_text
 from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trash import find, restore
 from lanewatch.actions.trashbox import TrashEntry, list_all, purging_dirs
@@ -47,8 +47,8 @@ def trash_command(as_json: bool) -> None:
         click.echo("the trash is empty")
         return
     table = Table(box=None, header_style="bold")
-    for col in ("ID", "LANE", "STATE", "CLEARED", "BY", "SIZE", "NAMESPACE"):
-        table.add_column(col, no_wrap=col in ("ID", "SIZE"))
+    for col in ("ID", "LANE", "STATE", "CLEARED", "BY", "DISK", "SIZE", "NAMESPACE"):
+        table.add_column(col, no_wrap=col in ("ID", "DISK", "SIZE"))
     for e in entries:
         table.add_row(
             Text(safe(e.id)),
@@ -56,6 +56,7 @@ def trash_command(as_json: bool) -> None:
             Text(safe(e.state or "?")),
             _ago(e.cleared_at, now),
             Text(safe(e.cleared_by or "?")),
+            human_size(e.allocated),
             human_size(e.bytes),
             Text(safe(e.original)),
         )
@@ -137,7 +138,9 @@ def _purge_json(
 
 
 def _plan(entries: list[TrashEntry]) -> list[str]:
-    total = human_size(sum(e.bytes or 0 for e in entries))
+    disk = [e.allocated for e in entries if e.allocated is not None]
+    data = sum(e.bytes or 0 for e in entries)
+    total = sizes_text(sum(disk) if len(disk) == len(entries) else None, data)
     lines = [f"Delete for good ({total}, no restore after this):"]
     now = time.time()
     for e in entries:

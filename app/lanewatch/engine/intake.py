@@ -8,10 +8,12 @@ keeper (`modelkeeper.py`) applies; the worker (`worker.py`) hands the one to the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lanewatch.engine.stampversions import StampVersions
+from lanewatch.files.usage import Usage
 from lanewatch.model import model as m
 from lanewatch.model.filehistory import FileHistory
 
@@ -34,23 +36,28 @@ class Found:
 
 @dataclass(slots=True)
 class NsFiles:
-    """Sizes of every file of one namespace, for incremental counts."""
+    """Sizes of every file of one namespace, for incremental counts: apparent (`bytes`) and
+    allocated (`usage`, as `du` counts, folders too)."""
 
     sizes: dict[str, int]
     bytes: int
+    usage: Usage = field(default_factory=Usage)
 
-    def set(self, path: str, size: int | None) -> None:
+    def set(self, path: str, st: os.stat_result | None) -> None:
+        """The file `path` is now `st` (None: gone)."""
         old = self.sizes.pop(path, None)
         if old is not None:
             self.bytes -= old
-        if size is not None:
-            self.sizes[path] = size
-            self.bytes += size
+        if st is not None:
+            self.sizes[path] = st.st_size
+            self.bytes += st.st_size
+        self.usage.set(path, st)
 
     def drop_under(self, folder: str) -> None:
         prefix = folder + "/"
         for path in [p for p in self.sizes if p.startswith(prefix)]:
             self.bytes -= self.sizes.pop(path)
+        self.usage.drop_under(folder)
 
 
 @dataclass(slots=True)

@@ -84,28 +84,51 @@ class EngineCollector(Collector):
 
 
 def _lanes(picture: Changes, roots: list[str]) -> Iterator[Metric]:
+    """Counts by state, and bytes: allocated (on disk, as `du` counts: what alerts should use)
+    beside apparent (the files' lengths; the older metrics, kept). The stale ones count what
+    `clear --stale` tries (docs/clearing.md): stale, orphan and released namespaces."""
     lanes = GaugeMetricFamily(
         "lanewatch_lanes", "Namespaces by root and state", labels=["root", "state"]
     )
-    stale = GaugeMetricFamily(
-        "lanewatch_stale_bytes",
-        "Bytes held by namespaces nobody runs in (stale, orphan, released)",
-        labels=["root"],
-    )
-    held = GaugeMetricFamily("lanewatch_lane_bytes", "Bytes held by namespaces", labels=["root"])
+    families = {
+        ("stale", "allocated"): GaugeMetricFamily(
+            "lanewatch_stale_allocated_bytes",
+            "Bytes on disk (as du counts) of namespaces nobody runs in (stale, orphan, "
+            "released): what clear --stale would free",
+            labels=["root"],
+        ),
+        ("all", "allocated"): GaugeMetricFamily(
+            "lanewatch_lane_allocated_bytes",
+            "Bytes on disk (as du counts) of every namespace",
+            labels=["root"],
+        ),
+        ("stale", "apparent"): GaugeMetricFamily(
+            "lanewatch_stale_bytes",
+            "Apparent bytes (file lengths) of namespaces nobody runs in (stale, orphan, "
+            "released); on disk: lanewatch_stale_allocated_bytes",
+            labels=["root"],
+        ),
+        ("all", "apparent"): GaugeMetricFamily(
+            "lanewatch_lane_bytes",
+            "Apparent bytes (file lengths) of every namespace; on disk: "
+            "lanewatch_lane_allocated_bytes",
+            labels=["root"],
+        ),
+    }
     counts = Counter((v.root, v.state.value) for v in picture.upserts.values())
-    stale_bytes: Counter[str] = Counter()
-    all_bytes: Counter[str] = Counter()
+    sums: dict[tuple[str, str], Counter[str]] = {k: Counter() for k in families}
     for v in picture.upserts.values():
-        all_bytes[v.root] += v.bytes or 0
-        if v.state in STALE_STATES:
-            stale_bytes[v.root] += v.bytes or 0
+        which = ("all", "stale") if v.state in STALE_STATES else ("all",)
+        for group in which:
+            sums[(group, "allocated")][v.root] += v.allocated or 0
+            sums[(group, "apparent")][v.root] += v.bytes or 0
     for root in roots:  # every state of every root, zeros too: a query sees them all
         for state in NsState:
             lanes.add_metric([root, state.value], counts[(root, state.value)])
-        stale.add_metric([root], stale_bytes[root])
-        held.add_metric([root], all_bytes[root])
-    yield from (lanes, stale, held)
+        for k, family in families.items():
+            family.add_metric([root], sums[k][root])
+    yield lanes
+    yield from families.values()
 
 
 def _incidents(picture: Changes) -> Iterator[Metric]:

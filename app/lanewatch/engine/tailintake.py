@@ -161,16 +161,17 @@ class TailIntake:
             writes += self._walk_new(folder, files, now, out)
         meta = f"{key}/{META_DIR}/"
         for path, op in d.paths.items():
-            size: int | None = None
+            st: os.stat_result | None = None
             if op != "d":
                 try:
-                    size = os.lstat(path).st_size
+                    st = os.lstat(path)
                 except OSError:
-                    size = None
+                    st = None
             if files is not None:
-                files.set(path, size)
-            if path.startswith(meta) or size is None:
+                files.set(path, st)
+            if path.startswith(meta) or st is None:
                 continue
+            size = st.st_size
             writes += 1
             out.paths.append(path)
             if scanner.is_receipt(key, path):
@@ -180,7 +181,7 @@ class TailIntake:
             else:
                 history.record(path, now, size)
         if files is not None and (d.paths or d.dirs_new or d.dirs_gone):
-            out.emit(m.Counted(key, len(files.sizes), files.bytes))
+            out.emit(m.Counted(key, len(files.sizes), files.bytes, None, files.usage.allocated))
         if writes:
             out.emit(m.Wrote(key, now, writes))
         return out
@@ -194,7 +195,9 @@ class TailIntake:
             return 0
         if files is not None:
             for path, size in found.sizes.items():
-                files.set(path, size)
+                files.bytes += size - files.sizes.get(path, 0)
+                files.sizes[path] = size
+            files.usage.merge(found.usage)
         for path, size in found.sizes.items():
             self.memo.history.record(path, now, size)
         out.paths.extend(found.sizes)

@@ -151,8 +151,8 @@ class WalkIntake:
         if s.vanished:
             out.emit(m.NamespaceGone(key))
             return
-        self.memo.files[key] = NsFiles(s.sizes, s.bytes)
-        out.emit(m.Counted(key, s.files, s.bytes, s.last_write))
+        self.memo.files[key] = NsFiles(s.sizes, s.bytes, s.usage)
+        out.emit(m.Counted(key, s.files, s.bytes, s.last_write, s.allocated))
         if s.stamp_mtime != rec.stamp.mtime:  # changed while nobody watched: judge it too
             self.stamp_changed(key, rec, time.time(), out)
         if s.ledger is not None:
@@ -168,7 +168,7 @@ class WalkIntake:
         if c.vanished:
             out.emit(m.NamespaceGone(key))
             return
-        out.emit(m.Counted(key, c.files, c.bytes, c.last_write))
+        out.emit(m.Counted(key, c.files, c.bytes, c.last_write, c.allocated))
         if c.stamp_mtime != rec.stamp.mtime:  # changed while nobody watched: judge it too
             self.stamp_changed(key, rec, time.time(), out)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lanewatch.files.usage import BLOCK, Usage
 from lanewatch.lanes.fsutil import NotAFile, UnsafePath, open_regular, read_nofollow, walk_files
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import (
@@ -179,7 +180,8 @@ class NamespaceScan:
     key: str
     vanished: bool = False
     sizes: dict[str, int] = field(default_factory=dict)  # absolute path -> size, non-folders
-    bytes: int = 0
+    bytes: int = 0  # apparent: the sum of the sizes
+    usage: Usage = field(default_factory=Usage)  # allocated, as `du` counts (folders too)
     last_write: float | None = None  # newest mtime outside .lanewatch/
     stamp_mtime: float | None = None  # of .lanewatch/owner.json, as the walk saw it
     receipt_paths: list[str] = field(default_factory=list)
@@ -190,6 +192,10 @@ class NamespaceScan:
     @property
     def files(self) -> int:
         return len(self.sizes)
+
+    @property
+    def allocated(self) -> int:
+        return self.usage.allocated
 
 
 def scan_namespace(key: str) -> NamespaceScan:
@@ -213,16 +219,20 @@ def scan_namespace(key: str) -> NamespaceScan:
 def walk(top: str, out: NamespaceScan) -> None:
     """Fill `out` from the tree under `top`. Raises FileNotFoundError only if `top` is gone.
 
-    One `lstat` per non-folder (folders are told apart by the directory entry's type), so
-    this costs about what a bare scandir + stat walk costs."""
+    One `lstat` per file and per folder (folders are told apart by the directory entry's
+    type; their own `lstat` is for their blocks), so this costs about what a bare scandir +
+    stat walk costs."""
     sizes = out.sizes
+    usage = out.usage
+    folders: list[tuple[str, os.stat_result]] = []
     meta = os.path.join(top, META_DIR)
     receipts = os.path.join(top, RECEIPTS)
     newest = out.last_write or 0.0
     last: str | None = None
     own = receipt = False
-    for folder, entry, st in walk_files(top, out.errors):  # runs once per file: kept tight
+    for folder, entry, st in walk_files(top, out.errors, folders):  # once per file: tight
         sizes[entry.path] = st.st_size
+        usage.set(entry.path, st)
         if folder is not last:  # a new folder: is it lanewatch's own or the receipts?
             last, own, receipt = folder, folder == meta, folder == receipts
         if own:  # `.lanewatch/`: not a write; note the stamp
@@ -233,6 +243,8 @@ def walk(top: str, out: NamespaceScan) -> None:
             newest = st.st_mtime
         if receipt and entry.name.endswith(".json"):
             out.receipt_paths.append(entry.path)
+    for path, st in folders:
+        usage.set(path, st)
     out.bytes = sum(sizes.values())
     out.last_write = newest or None
 
@@ -244,7 +256,8 @@ class NamespaceCount:
     key: str
     vanished: bool = False
     files: int = 0
-    bytes: int = 0
+    bytes: int = 0  # apparent
+    allocated: int = 0  # as `du` counts: blocks of files and folders, hard links once
     last_write: float | None = None  # newest mtime outside .lanewatch/
     stamp_mtime: float | None = None  # of .lanewatch/owner.json, as the walk saw it
     errors: list[str] = field(default_factory=list)
@@ -256,14 +269,21 @@ def count_namespace(key: str) -> NamespaceCount:
     watches replaces anyway). The same files and bytes as `walk` (a test holds them)."""
     out = NamespaceCount(key)
     meta = f"{key}/{META_DIR}"
-    files = size = 0
+    files = size = blocks = 0
+    linked: set[tuple[int, int]] = set()
+    folders: list[tuple[str, os.stat_result]] = []
     newest = 0.0
     last: str | None = None
     own = False
     try:
-        for folder, entry, st in walk_files(key, out.errors):
+        for folder, entry, st in walk_files(key, out.errors, folders):
             files += 1
             size += st.st_size
+            if st.st_nlink < 2:
+                blocks += st.st_blocks
+            elif (st.st_dev, st.st_ino) not in linked:
+                linked.add((st.st_dev, st.st_ino))
+                blocks += st.st_blocks
             if folder is not last:
                 last, own = folder, folder == meta
             if own:
@@ -274,7 +294,9 @@ def count_namespace(key: str) -> NamespaceCount:
     except FileNotFoundError:
         out.vanished = True
         return out
+    blocks += sum(st.st_blocks for _, st in folders)
     out.files, out.bytes, out.last_write = files, size, newest or None
+    out.allocated = blocks * BLOCK
     return out
 
 

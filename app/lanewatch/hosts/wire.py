@@ -126,6 +126,7 @@ def view(host: str, d: Mapping[str, Any]) -> NamespaceView:
         fence_note=_str(d, "fence_note"),
         fence_private=tuple(str(p) for p in d.get("fence_private") or ()),
         members=members,
+        allocated=_int(d, "allocated_bytes"),  # None: a lanewatch that does not say
     )
 
 

@@ -192,14 +192,18 @@ def _read_all(fd: int, limit: int) -> tuple[bytes, os.stat_result]:
 
 
 def walk_files(
-    top: str, errors: list[str] | None = None
+    top: str,
+    errors: list[str] | None = None,
+    folders: list[tuple[str, os.stat_result]] | None = None,
 ) -> Iterator[tuple[str, os.DirEntry[str], os.stat_result]]:
     """(folder, entry, lstat) of every non-folder under `top`, following no symlink: one
     `lstat` per non-folder (folders are told apart by the directory entry's type).
 
     Raises FileNotFoundError when `top` itself is gone or is not a folder. A subfolder or file
     removed mid-walk is skipped; any other error is added to `errors` as "path: reason" (or
-    skipped quietly when `errors` is None). Folders come depth first, their files together."""
+    skipped quietly when `errors` is None). Folders come depth first, their files together.
+    `folders`, when given, gets (path, lstat) of every folder listed, `top` included (one
+    `lstat` more per folder: what `du` counts of them)."""
     stack = [top]
     push = stack.append
     while stack:
@@ -219,6 +223,9 @@ def walk_files(
                 errors.append(f"{folder}: {exc.strerror or exc}")
             continue
         with it:
+            if folders is not None:
+                with contextlib.suppress(OSError):  # removed meanwhile: its files are gone too
+                    folders.append((folder, os.lstat(folder)))
             for entry in it:  # runs once per file: kept tight
                 try:
                     if entry.is_dir(follow_symlinks=False):

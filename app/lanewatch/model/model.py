@@ -31,7 +31,8 @@ class NsRecord:
     previous: Stamp | None = None  # the owner before the current one
     liveness: LivenessEvidence | None = None
     files: int | None = None
-    bytes: int | None = None
+    bytes: int | None = None  # apparent: the sum of file lengths
+    allocated: int | None = None  # on disk, as `du` counts (files and folders, links once)
     last_write: float | None = None
     rate: tuple[tuple[int, int], ...] = ()  # (epoch second, writes), oldest first
 
@@ -101,12 +102,14 @@ class RootListed:
 
 @dataclass(frozen=True, slots=True)
 class Counted:
-    """A walk of the namespace: file count, bytes, and its newest write (by mtime)."""
+    """A walk of the namespace: file count, bytes (apparent), its newest write (by mtime),
+    and the bytes allocated on disk (as `du` counts; None: not known)."""
 
     key: str
     files: int
     bytes: int
     last_write: float | None = None
+    allocated: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,8 +281,17 @@ def _apply_one(b: _Builder, ev: Event) -> None:
             last = rec.last_write
             if ev.last_write is not None and (last is None or ev.last_write > last):
                 last = ev.last_write
-            if (rec.files, rec.bytes, rec.last_write) != (ev.files, ev.bytes, last):
-                b.put(replace(rec, files=ev.files, bytes=ev.bytes, last_write=last))
+            counted = (ev.files, ev.bytes, ev.allocated, last)
+            if (rec.files, rec.bytes, rec.allocated, rec.last_write) != counted:
+                b.put(
+                    replace(
+                        rec,
+                        files=ev.files,
+                        bytes=ev.bytes,
+                        allocated=ev.allocated,
+                        last_write=last,
+                    )
+                )
     elif isinstance(ev, NamespaceGone):
         b.drop(ev.key)
     elif isinstance(ev, RootListed):
@@ -424,6 +436,7 @@ def view_of(
         last_write=rec.last_write,
         files=rec.files,
         bytes=rec.bytes,
+        allocated=rec.allocated,
         write_rate=write_rate(rec, now),
         stamp_status=rec.stamp.status.value,
         incident_ids=state.by_ns.get(rec.key, ()),

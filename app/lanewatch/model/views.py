@@ -87,7 +87,7 @@ class NamespaceView:
     exit_code: int | None
     last_write: float | None
     files: int | None  # None: not counted yet
-    bytes: int | None
+    bytes: int | None  # apparent size: the sum of the files' lengths
     write_rate: tuple[int, ...]  # writes per second, oldest first (sparkline)
     stamp_status: str  # StampStatus value
     incident_ids: tuple[str, ...]
@@ -98,6 +98,9 @@ class NamespaceView:
     fence_private: tuple[str, ...] = ()  # the mount points that are the lane's own
     members: tuple[LaneMember, ...] = ()  # the lane's running processes (not its runner)
     scheme: int | None = None  # the scheme its stamp names (lanes/scheme.py); None: no stamp
+    # On disk, as `du -s` counts it (st_blocks of files and folders, a hard link once): what
+    # a clear frees and what alerts use. None: not counted yet (or a host that does not say).
+    allocated: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

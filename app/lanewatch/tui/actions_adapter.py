@@ -121,7 +121,8 @@ def describe_kill(ns: NamespaceView, signal_name: str = "TERM") -> str:
 
 def describe_clear(ns: NamespaceView) -> str:
     return on_host(ns) + (
-        f"Move namespace {ns.name} ({ns.state.value}: {ns.reason}; {fmt.size(ns.bytes)}) "
+        f"Move namespace {ns.name} ({ns.state.value}: {ns.reason}; "
+        f"{fmt.sizes(ns.allocated, ns.bytes)}) "
         f"into the trash of {ns.root}. It is refused if anything holds its lock or has a file "
         "open inside; `t` lists the trash and restores it."
     )
@@ -297,4 +298,5 @@ def _far_entry(host: str, e: dict[str, Any]) -> TrashItem:
         path=remote_key(host, str(e.get("path", "?"))),
         complete=bool(e.get("complete", True)),
         record=None,
+        allocated=number("allocated_bytes"),
     )

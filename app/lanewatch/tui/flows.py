@@ -130,12 +130,13 @@ class ActionFlows:
     def confirm_clear(self, targets: Sequence[NamespaceView]) -> None:
         if not targets:
             return
-        size = sum(ns.bytes or 0 for ns in targets)
+        disk = sum(ns.allocated or 0 for ns in targets)
+        data = sum(ns.bytes or 0 for ns in targets)
         what = (
             describe_clear(targets[0])
             if len(targets) == 1
-            else f"Move these {len(targets)} namespaces ({fmt.size(size)}) into their roots' "
-            "trash. Any that is locked or in use is refused; t restores."
+            else f"Move these {len(targets)} namespaces ({fmt.sizes(disk, data)}) into their "
+            "roots' trash. Any that is locked or in use is refused; t restores."
         )
         self._confirm(
             f"Clear {len(targets)} namespace{'s' if len(targets) > 1 else ''}?",

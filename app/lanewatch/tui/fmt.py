@@ -10,6 +10,7 @@ import math
 import time
 
 from lanewatch.inert import inert
+from lanewatch.model import units
 from lanewatch.model.units import size
 
 __all__ = ["size"]  # shared with the CLI (`model/units.py`)
@@ -79,17 +80,18 @@ def iso(then: float | None) -> str | None:
     return f"{whole}.{int((then % 1) * 1000):03d}Z"
 
 
+def sizes(allocated: int | None, apparent: int | None) -> str:
+    """`28MB on disk (449kB of data)`: the disk first (what a clear frees, what alerts use),
+    the files' lengths beside; just the lengths where the disk is not known (a far host's
+    older lanewatch)."""
+    if allocated is None:
+        return size(apparent)
+    return f"{size(allocated)} on disk ({size(apparent)} of data)"
+
+
 def checkout_label(checkout_id: str | None, checkout_path: str | None) -> str:
-    """`slug:abcd`: the readable part of a checkout id plus enough hash to tell twins apart
-    (inert: both come from a stamp)."""
-    if checkout_id:
-        slug, _, digest = checkout_id.rpartition("-")
-        if slug and digest:
-            return inert(f"{slug}:{digest[:4]}")
-        return inert(checkout_id)
-    if checkout_path:
-        return inert(checkout_path.rstrip("/").rsplit("/", 1)[-1])
-    return NONE
+    """`slug:abcd` (`model/units.py`, shared with `lanewatch status`)."""
+    return units.checkout_label(checkout_id, checkout_path, NONE)
 
 
 def short_command(command: tuple[str, ...] | list[str], limit: int = 60) -> str:

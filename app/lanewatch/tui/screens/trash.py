@@ -32,7 +32,8 @@ TRASH_COLUMNS = (
     Column("name", "NAMESPACE", max_width=40),
     Column("cleared", "CLEARED"),
     Column("by", "BY", max_width=16),
-    Column("bytes", "BYTES", justify="right", sort_key=number_key),
+    Column("disk", "DISK", justify="right", sort_key=number_key),  # as `du` counted it
+    Column("bytes", "SIZE", justify="right", sort_key=number_key),  # the files' lengths
     Column("root", "ROOT", max_width=40),
 )
 HOST_COLUMN = Column("host", "HOST", max_width=24)
@@ -104,6 +105,7 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
                 untrusted(item.name),
                 fmt.stamp_time(item.cleared_at),
                 untrusted(item.cleared_by),
+                fmt.size(item.allocated),
                 fmt.size(item.bytes),
                 untrusted(item.root),
             )

@@ -68,7 +68,7 @@ def namespace_renderable(
     if ns.scheme not in (None, SCHEME_VERSION) and ns.stamp_status == "ok":
         owner.add_row("scheme", _t(f"{ns.scheme} (this lanewatch keeps {SCHEME_VERSION})"))
     owner.add_row("path", _t(ns.key))
-    owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.size(ns.bytes)}"))
+    owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.sizes(ns.allocated, ns.bytes)}"))
     parts: list[RenderableType] = [title, owner]
     parts.extend(_members(ns))
     parts.extend(_writes_and_ledger(detail))
