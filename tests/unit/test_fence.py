@@ -138,8 +138,11 @@ def test_the_fence_keeps_the_users_files_and_var_tmp_private(repo: Path, tmp_pat
     seen = json.loads(result.stdout)
     assert seen["uid"] == os.getuid() and seen["cwd"] == os.path.realpath(repo)
     assert seen["home"] == ["dotfile"]  # a home under /tmp is bound back in, where it was
-    # The lane's /tmp holds only what the lane needs from the real one (this test's folder).
-    assert seen["tmp"] == [os.path.realpath(tmp_path).split("/")[2]]
+    # The lane's /tmp holds only what the lane needs from the real one: this test's folder,
+    # and the checkout's own (its venv runs the lane) where it was cloned under /tmp.
+    tmp = os.path.realpath("/tmp") + "/"
+    needs = map(os.path.realpath, [tmp_path, sys.prefix, *os.environ["PATH"].split(os.pathsep)])
+    assert seen["tmp"] == sorted({p[len(tmp) :].split("/")[0] for p in needs if p.startswith(tmp)})
     ns = locate("v", checkout=repo).namespace
     assert (ns / "var-tmp" / "fixed.txt").read_text() == "mine"
     assert seen["fence"] in ("kernel", "bwrap")

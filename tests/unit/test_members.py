@@ -322,7 +322,7 @@ def judged_by(prefix: list[str], ns: Path) -> dict[str, Any]:
     """The lane's verdict as the user of `prefix` makes it from the stamp's bytes."""
     data = (ns / ".lanewatch" / "owner.json").read_text()
     code = f"import sys; sys.argv[1:] = {[data, str(ns)]!r}\n" + JUDGE_AS_ANOTHER
-    done = python_as(prefix, code, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    done = python_as(prefix, code)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
