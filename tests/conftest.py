@@ -20,10 +20,20 @@ from typing import Any, NoReturn
 
 import pytest
 
+# The suite's own knobs (.ci/unprivileged, tests/tui/test_churn.py): kept from the environment.
+KNOBS = {"LANEWATCH_TIER", "LANEWATCH_TIER_NEIGHBOUR", "LANEWATCH_CHURN_SECONDS"}
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("LANEWATCH_TIER") == "unprivileged":
         check_unprivileged_tier()
+    # What the shell that runs the suite says to lanewatch (a lane's variables when the suite
+    # runs in one, the user's hosts, a forced way to fence) is not a test's: with
+    # LANEWATCH_FENCE_WITH=bwrap the fence tests judged bwrap, with LANEWATCH_SSH the hosts
+    # tests the user's hosts. A test sets what it needs (isolated_state, sshkit).
+    for name in [n for n in os.environ if n.lstrip("_").startswith("LANEWATCH_")]:
+        if name not in KNOBS:
+            del os.environ[name]
 
 
 # Which tests are fast: they start no process, drive no TUI and run no benchmark. They are
