@@ -578,9 +578,9 @@ FD_EXHAUSTION = textwrap.dedent(
 
 
 @privileged
-def test_events_the_kernel_cannot_open_are_reported_not_lost(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", FD_EXHAUSTION, str(tmp_path), WRITER],
+def test_events_the_kernel_cannot_open_are_reported_not_lost(own_fs: Path) -> None:
+    out = subprocess.run(  # on a filesystem of its own: no one else's writes fill its queue
+        [sys.executable, "-c", FD_EXHAUSTION, str(own_fs), WRITER],
         capture_output=True,
         text=True,
         check=True,
