@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -511,7 +510,7 @@ set -e
 cd "$1"
 for n in 1 2; do
   git worktree add -q "../agent-$n" -b "agent-$n"
-  (cd "../agent-$n" && $LW run --lane agent -- sh -c \\
+  (cd "../agent-$n" && "$PY" -m lanewatch run --lane agent -- sh -c \\
     'echo "$TMPDIR" > "$0"; (while [ ! -e "$1" ]; do sleep 0.05; done) </dev/null >/dev/null &' \\
     "$2/tmpdir-$n" "$2/go") &
 done
@@ -525,7 +524,7 @@ def test_a_git_worktree_script_gives_each_agent_its_own_lane(
     """docs/launchers.md's recipe: one worktree and one background `run` per agent, the same
     lane name in each; every agent has its own namespace and TMPDIR; the script's `wait` ends
     when each agent and what it left running have ended."""
-    env = {**os.environ, "LW": shlex.join(LANEWATCH)}
+    env = {**os.environ, "PY": sys.executable}  # `lanewatch`, wherever the checkout lies
     script = spawn(
         ["sh", "-c", WORKTREE_SCRIPT, "sh", str(repo), str(tmp_path)],
         env=env,
