@@ -6,7 +6,8 @@ clone): `nobody` could then open neither the venv's interpreter, nor `import lan
 editable install, nor a helper script of tests/. So each test process copies, once, the
 `lanewatch` package and the distributions it depends on (their installed files, read from the
 venv's metadata) into a fresh folder under the system's temp folder, readable by all, and runs
-the base interpreter (outside the checkout) on it with `-S`: only the copy and the standard
+the venv's base interpreter on it (or the system's Python of the same version, where that user
+cannot reach the base one: a pyenv in root's home) with `-S`: only the copy and the standard
 library are importable, so a module missing from the copy fails loudly instead of coming from
 the system's site-packages. The copy is removed when the process exits.
 """
@@ -56,7 +57,7 @@ class Readable:
     """A copy of lanewatch and its dependencies in `folder`, readable by every user."""
 
     folder: Path
-    python: str  # the base interpreter, not the venv's (which lies in the checkout)
+    python: str  # a base interpreter that user can start, not the venv's (in the checkout)
 
     def argv(self, *args: str) -> list[str]:
         """`python -S ARGS` on the copy (the env of `env()` gives it the copy's path)."""
@@ -77,15 +78,36 @@ class Readable:
 
 
 def readable_by(prefix: Sequence[str]) -> Readable:
-    """The copy (made once per process), after checking that the user of `prefix` can run its
-    interpreter; skips, saying why, where that user cannot (a base Python in a private home)."""
-    copy = _copy()
-    probe = subprocess.run(
-        [*prefix, *copy.argv("-c", "pass")], capture_output=True, text=True, cwd="/"
-    )
-    if probe.returncode != 0:
-        pytest.skip(f"that user cannot run {copy.python}: {probe.stderr.strip()[-300:]}")
-    return copy
+    """The copy (made once per process), with an interpreter the user of `prefix` can start;
+    skips, saying why, where that user can start none (a Python in a private home, and no
+    system Python of the same version)."""
+    python, refused = _python_for(tuple(prefix))
+    if python is None:
+        pytest.skip(f"that user can start no Python {_VERSION} to run lanewatch with: {refused}")
+    return Readable(_copy(), python)
+
+
+_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@functools.cache
+def _python_for(prefix: tuple[str, ...]) -> tuple[str | None, str]:
+    """The first interpreter of this Python version (this one's base, then the system's: the
+    copied .pyc and C extensions need the same version) that the user of `prefix` starts."""
+    said = []
+    system = [f"{d}/python{_VERSION}" for d in _SYSTEM_BINS]
+    bases = [os.path.realpath(sys.executable), *filter(os.path.exists, system)]
+    for python in dict.fromkeys(bases):
+        probe = subprocess.run(
+            [*prefix, python, "-S", "-c", "pass"], capture_output=True, text=True, cwd="/"
+        )
+        if probe.returncode == 0:
+            return python, ""
+        said.append(f"{python}: {probe.stderr.strip()[-200:]}")
+    return None, "; ".join(said)
+
+
+_SYSTEM_BINS = ("/usr/bin", "/usr/local/bin")
 
 
 def python_as(
@@ -118,7 +140,7 @@ def _run_as(
 
 
 @functools.cache
-def _copy() -> Readable:
+def _copy() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="lanewatch-readable-", dir=shared_temp()))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     package = Path(lanewatch.__file__).parent
@@ -130,7 +152,7 @@ def _copy() -> Readable:
                 _copy_file(source, folder / name)
     for path in _folders(folder):
         path.chmod(0o755)  # mkdtemp made it 0700; every folder below it too, at any umask
-    return Readable(folder, os.path.realpath(sys.executable))
+    return folder
 
 
 def shared_temp() -> str:
