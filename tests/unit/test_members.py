@@ -24,7 +24,7 @@ from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import OwnerState, read_stamp, write_stamp
 from lanewatch.linux import reaper
 from lanewatch.linux.procid import ProcessIdentity, boot_id, start_ticks
-from lanewatch.processes import prober
+from lanewatch.processes import members, prober
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
 from tests.unit.actionkit import NOBODY, as_user, python_as
 
@@ -102,6 +102,17 @@ def member(entry: dict[str, Any], pid: int) -> dict[str, Any]:
     found = [m for m in entry["members"] if m["pid"] == pid]
     assert found, entry
     return found[0]
+
+
+def test_a_members_command_keeps_its_programs_name_from_a_long_path() -> None:
+    """A venv's interpreter in a long checkout path (250 characters) filled the 200 kept, so
+    the member showed as a bare folder name: its program is cut first, to `…/bin/python`."""
+    python = "/tmp/" + "long" * 55 + "/checkout/.venv/bin/python"
+    kept = members.command_line([python, "-c", "import os; os.fork()", ""])
+    assert kept == "…/bin/python -c import os; os.fork()"
+    assert members.command_line(["/usr/bin/python3", "-c", "pass"]) == "/usr/bin/python3 -c pass"
+    long_args = members.command_line(["sleep", "x" * 300])
+    assert long_args == ("sleep " + "x" * 300)[: members.MAX_COMMAND]
 
 
 def test_a_daemon_stays_a_member_after_the_runner_is_killed_and_kill_ends_it(
