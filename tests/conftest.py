@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import os
 import pwd
+import shutil
 import signal
 import socket
 import stat
@@ -19,10 +20,20 @@ from typing import Any, NoReturn
 
 import pytest
 
+# The suite's own knobs (.ci/unprivileged, tests/tui/test_churn.py): kept from the environment.
+KNOBS = {"LANEWATCH_TIER", "LANEWATCH_TIER_NEIGHBOUR", "LANEWATCH_CHURN_SECONDS"}
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("LANEWATCH_TIER") == "unprivileged":
         check_unprivileged_tier()
+    # What the shell that runs the suite says to lanewatch (a lane's variables when the suite
+    # runs in one, the user's hosts, a forced way to fence) is not a test's: with
+    # LANEWATCH_FENCE_WITH=bwrap the fence tests judged bwrap, with LANEWATCH_SSH the hosts
+    # tests the user's hosts. A test sets what it needs (isolated_state, sshkit).
+    for name in [n for n in os.environ if n.lstrip("_").startswith("LANEWATCH_")]:
+        if name not in KNOBS:
+            del os.environ[name]
 
 
 # Which tests are fast: they start no process, drive no TUI and run no benchmark. They are
@@ -211,6 +222,33 @@ def root(tmp_path: Path) -> Path:
     path = tmp_path / "root"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def own_fs(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of this test's own at tmp_path/fs, unmounted after; skips where none can be
+    mounted (root only). A fanotify filesystem mark sees every write to its filesystem, by
+    anyone: on the machine's one filesystem another test's flood (the other xdist worker's,
+    another user's suite) overflows this test's queue, and this test's flood theirs. A test
+    that floods the queue, or needs every one of its events, does it on a filesystem of its own.
+    """
+    mount = shutil.which("mount")
+    if os.geteuid() != 0 or mount is None:
+        pytest.skip("mounting a tmpfs of the test's own needs root and mount(8)")
+    point = tmp_path / "fs"
+    point.mkdir()
+    options = "size=256m,mode=0755"
+    done = subprocess.run(
+        [mount, "-t", "tmpfs", "-o", options, "lanewatch-test", str(point)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", "--lazy", str(point)], check=True)
 
 
 def _give_up(timeout: float, what: object) -> NoReturn:

@@ -16,6 +16,7 @@ with its own state folder, root and TMPDIR: `far_command`; `far_live` is a live 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -124,9 +125,12 @@ def write_hosts(state: Path, entries: dict[str, str], destination: str = ALIAS) 
     state.mkdir(parents=True, exist_ok=True)
     lines = []
     for name, command in entries.items():
-        lines += [f"[hosts.{name}]", f"ssh = {destination!r}", f"lanewatch = {command!r}", ""]
+        # JSON's strings are TOML's basic strings: quotes in the command (a checkout path with
+        # a space, quoted by far_command) stay inside it.
+        ssh, lanewatch = json.dumps(destination), json.dumps(command)
+        lines += [f"[hosts.{name}]", f"ssh = {ssh}", f"lanewatch = {lanewatch}", ""]
     path = state / "hosts.toml"
-    path.write_text("\n".join(lines).replace("'", '"'), encoding="utf-8")
+    path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
 

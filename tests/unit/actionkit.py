@@ -28,9 +28,11 @@ from tests.unit.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for eve
 from tests.unit.enginekit import LaneProc as Lane  # a `lanewatch run` and its namespace
 from tests.unit.enginekit import make_stamp as make_stamp
 from tests.unit.prockit import alive as alive  # one liveness check for every kit
+from tests.unit.userkit import NOBODY as NOBODY  # code run as another user: userkit
+from tests.unit.userkit import as_user as as_user
+from tests.unit.userkit import python_as as python_as
 
 DEADLINE = 20.0
-NOBODY = 65534
 
 # Prints "ready" once it holds what it was asked to hold inside the folder argv[2], then
 # sleeps until killed. argv[1]: cwd | file | dir | deleted | mmap | lock.
@@ -186,35 +188,6 @@ def started() -> Iterator[Procs]:
         yield procs
     finally:
         procs.close()
-
-
-def as_user(uid: int, caps: Sequence[str] = ()) -> list[str]:
-    """A command prefix that runs as `uid` (no groups), keeping only `caps`; skip if impossible."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        pytest.skip("needs root and setpriv(1) to run a check as another user")
-    prefix = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    if caps:
-        wanted = ",".join(f"+{c}" for c in caps)
-        prefix += [f"--inh-caps={wanted}", f"--ambient-caps={wanted}"]
-    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"setpriv cannot drop to uid {uid} here: {probe.stderr.strip()}")
-    return prefix
-
-
-def python_as(
-    prefix: Sequence[str], code: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*prefix, sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-        cwd="/",
-    )
 
 
 @contextlib.contextmanager

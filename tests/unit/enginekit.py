@@ -167,7 +167,8 @@ def running(roots: Sequence[Path], **kwargs: Any) -> Iterator[tuple[Engine, Reco
 
 class Driver:
     """`engine_driver.py` in a subprocess (optionally behind `prefix`, e.g. unshare), its JSON
-    lines collected by a thread, its stderr in `log`."""
+    lines collected by a thread, its stderr in `log`. `program` is the interpreter and the
+    script (another user's: a readable copy, tests/unit/userkit.py)."""
 
     def __init__(
         self,
@@ -177,8 +178,9 @@ class Driver:
         prefix: Sequence[str] = (),
         poll: bool = False,
         env: dict[str, str] | None = None,
+        program: Sequence[str] = (sys.executable, str(DRIVER)),
     ) -> None:
-        args = [*prefix, sys.executable, str(DRIVER), *(["--poll"] if poll else [])]
+        args = [*prefix, *program, *(["--poll"] if poll else [])]
         self.log = log
         with open(log, "wb") as err:
             self.proc = subprocess.Popen(

@@ -21,7 +21,8 @@ from lanewatch.model.classify import LivenessEvidence, classify
 from lanewatch.model.views import STALE_STATES, Grade, LaneMember, NsState
 from lanewatch.processes.prober import judge
 from tests.conftest import wait_for
-from tests.unit.enginekit import Driver, make_stamp, start_lane, stop_lane
+from tests.unit.enginekit import DRIVER, Driver, make_stamp, start_lane, stop_lane
+from tests.unit.userkit import readable_by, shared_temp
 
 HOST, BOOT, NOW = "here", "boot-1", 1_000_000.0
 
@@ -247,7 +248,7 @@ def test_permission_error_reading_proc_is_never_stale(
     """As root, /proc is always readable, so the engine runs as `nobody` in a private mount
     namespace where /proc is remounted with hidepid=1: /proc/PID exists but reading its stat
     fails with EPERM, exactly as for another user's process on a hardened host."""
-    shared = Path(tempfile.mkdtemp(prefix="lanewatch-test-hidepid-"))
+    shared = Path(tempfile.mkdtemp(prefix="lanewatch-test-hidepid-", dir=shared_temp()))
     try:
         shared.chmod(0o755)
         root = shared / "root"
@@ -258,7 +259,10 @@ def test_permission_error_reading_proc_is_never_stale(
         )
         prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c", inner, "sh"]
         env = {**os.environ, "HOME": str(shared), "LANEWATCH_STATE_DIR": str(shared / "state")}
-        driver = Driver([root.resolve()], tmp_path / "driver.log", prefix=prefix, env=env)
+        copy = readable_by(prefix)  # nobody may not read the checkout (a clone in /root)
+        program = copy.argv(str(copy.script(DRIVER)))
+        driver = Driver([root.resolve()], tmp_path / "driver.log", prefix=prefix,
+                        env=copy.env(env), program=program)  # fmt: skip
         try:
             key = str(lane.namespace)
             line = driver.wait(lambda ln: key in ln.get("ns", {}))

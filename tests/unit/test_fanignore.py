@@ -26,8 +26,11 @@ pytestmark = [
 
 
 @pytest.fixture
-def layout(tmp_path: Path) -> tuple[Path, Path]:
-    root, foreign = tmp_path / "root", tmp_path / "foreign"
+def layout(own_fs: Path) -> tuple[Path, Path]:
+    """A root and a foreign folder on a filesystem of the test's own: no ignore mark is placed
+    while a filesystem is mounted twice, and another test's bind mount of the machine's own
+    filesystem (or another user's) would hold this test's marks back."""
+    root, foreign = own_fs / "root", own_fs / "foreign"
     (root / "ns").mkdir(parents=True)
     foreign.mkdir()
     return root.resolve(), foreign.resolve()
@@ -50,7 +53,7 @@ def group(layout: tuple[Path, Path]) -> Iterator[tuple[FanotifyGroup, ForeignDir
 
 def mark(fd: ForeignDirs, folder: Path) -> None:
     """Tell `fd` of writes in `folder` until it is ignored (no mark is placed while the
-    filesystem is mounted twice, e.g. by another test's bind mount)."""
+    filesystem is mounted twice: `layout` keeps other tests' bind mounts off it)."""
     wait_for(
         lambda: fd.consider(str(folder / "write")) or fd.is_ignored(str(folder)),
         15.0,

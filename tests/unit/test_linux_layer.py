@@ -14,8 +14,12 @@ import pytest
 from lanewatch.actions import mounts as action_mounts
 from lanewatch.kernel import fanignore
 from lanewatch.linux import mountinfo, paths, proc, procid
-from lanewatch.processes import holders
-from tests.unit.actionkit import NOBODY, as_user, bind_mounted, python_as
+from tests.unit import denied_probe
+from tests.unit.actionkit import bind_mounted
+from tests.unit.denied_probe import denied_facts
+from tests.unit.userkit import NOBODY, as_user, script_as
+
+DENIED_PROBE = Path(denied_probe.__file__)
 
 # A mount point with every byte the kernel escapes, and one that is not UTF-8 (printed raw).
 RAW_POINT = b"m a\tb\nc\\d\xff"
@@ -96,29 +100,6 @@ def test_a_gone_process_is_gone_for_every_reader() -> None:
     assert procid.liveness(identity)[0] is procid.Liveness.DEAD
 
 
-def _denied_facts() -> dict[str, object]:
-    """What the layer says of pid 1 (root's init) to whoever runs this."""
-    facts: dict[str, object] = {}
-    try:
-        proc.read_file(1, "environ")
-        facts["environ"] = "read"
-    except OSError as exc:
-        facts["environ"] = "denied" if proc.is_denied(exc) else "gone" if proc.is_gone(exc) else ""
-    with proc.Pinned.open(1) as pinned:
-        facts["stat"] = pinned.stat() is not None  # world-readable
-        try:
-            pinned.readlink("cwd")
-            facts["cwd"] = "read"
-        except OSError as exc:
-            facts["cwd"] = "denied" if proc.is_denied(exc) else "other"
-    facts["liveness"] = procid.liveness(procid.ProcessIdentity.of(1))[0].value
-    facts["ids"] = procid.uid_and_tgid(1)
-    scan = holders.scan(["/"], with_env=False)
-    facts["unreadable_1"] = sorted({u.what for u in scan.unreadable if u.pid == 1})
-    facts["complete"] = scan.complete
-    return facts
-
-
 def _check_denied(facts: dict[str, object]) -> None:
     assert facts["environ"] == "denied"  # not "gone": init is alive
     assert facts["stat"] is True
@@ -133,20 +114,11 @@ def _check_denied(facts: dict[str, object]) -> None:
 def test_a_denied_read_is_denied_not_gone_for_a_normal_user() -> None:
     if os.geteuid() == 0:
         pytest.skip("root may read every process (the setpriv test below covers it)")
-    _check_denied(_denied_facts())
+    _check_denied(denied_facts())
 
 
 def test_a_denied_read_is_denied_not_gone_as_nobody() -> None:
-    prefix = as_user(NOBODY)
-    done = python_as(
-        prefix,
-        """
-        import json
-        from tests.unit.test_linux_layer import _denied_facts
-        print(json.dumps(_denied_facts()))
-        """,
-        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-    )
+    done = script_as(as_user(NOBODY), DENIED_PROBE)
     assert done.returncode == 0, done.stderr
     _check_denied(json.loads(done.stdout.splitlines()[-1]))
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import OwnerState, read_stamp, write_stamp
 from lanewatch.linux import reaper
 from lanewatch.linux.procid import ProcessIdentity, boot_id, start_ticks
-from lanewatch.processes import prober
+from lanewatch.processes import members, prober
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
 from tests.unit.actionkit import NOBODY, as_user, python_as
 
@@ -104,6 +103,17 @@ def member(entry: dict[str, Any], pid: int) -> dict[str, Any]:
     found = [m for m in entry["members"] if m["pid"] == pid]
     assert found, entry
     return found[0]
+
+
+def test_a_members_command_keeps_its_programs_name_from_a_long_path() -> None:
+    """A venv's interpreter in a long checkout path (250 characters) filled the 200 kept, so
+    the member showed as a bare folder name: its program is cut first, to `…/bin/python`."""
+    python = "/tmp/" + "long" * 55 + "/checkout/.venv/bin/python"
+    kept = members.command_line([python, "-c", "import os; os.fork()", ""])
+    assert kept == "…/bin/python -c import os; os.fork()"
+    assert members.command_line(["/usr/bin/python3", "-c", "pass"]) == "/usr/bin/python3 -c pass"
+    long_args = members.command_line(["sleep", "x" * 300])
+    assert long_args == ("sleep " + "x" * 300)[: members.MAX_COMMAND]
 
 
 def test_a_daemon_stays_a_member_after_the_runner_is_killed_and_kill_ends_it(
@@ -323,7 +333,7 @@ def judged_by(prefix: list[str], ns: Path) -> dict[str, Any]:
     """The lane's verdict as the user of `prefix` makes it from the stamp's bytes."""
     data = (ns / ".lanewatch" / "owner.json").read_text()
     code = f"import sys; sys.argv[1:] = {[data, str(ns)]!r}\n" + JUDGE_AS_ANOTHER
-    done = python_as(prefix, code, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    done = python_as(prefix, code)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -623,7 +633,7 @@ set -e
 cd "$1"
 for n in 1 2; do
   git worktree add -q "../agent-$n" -b "agent-$n"
-  (cd "../agent-$n" && $LW run --lane agent -- sh -c \\
+  (cd "../agent-$n" && "$PY" -m lanewatch run --lane agent -- sh -c \\
     'echo "$TMPDIR" > "$0"; (while [ ! -e "$1" ]; do sleep 0.05; done) </dev/null >/dev/null &' \\
     "$2/tmpdir-$n" "$2/go") &
 done
@@ -637,7 +647,7 @@ def test_a_git_worktree_script_gives_each_agent_its_own_lane(
     """docs/launchers.md's recipe: one worktree and one background `run` per agent, the same
     lane name in each; every agent has its own namespace and TMPDIR; the script's `wait` ends
     when each agent and what it left running have ended."""
-    env = {**os.environ, "LW": shlex.join(LANEWATCH)}
+    env = {**os.environ, "PY": sys.executable}  # `lanewatch`, wherever the checkout lies
     script = spawn(
         ["sh", "-c", WORKTREE_SCRIPT, "sh", str(repo), str(tmp_path)],
         env=env,

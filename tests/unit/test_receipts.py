@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -167,7 +168,7 @@ def test_write_receipt_is_refused_while_another_process_owns_the_lane(
 
 
 def test_prove_inside_run_writes_into_the_outer_lane(repo: Path) -> None:
-    inner = f"{' '.join(LANEWATCH)} prove unit -- sh -c 'test -n \"$LANEWATCH_NAMESPACE\"'"
+    inner = f"{shlex.join(LANEWATCH)} prove unit -- sh -c 'test -n \"$LANEWATCH_NAMESPACE\"'"
     done = subprocess.run(
         [*LANEWATCH, "run", "--lane", "agent", "--", "sh", "-c", inner],
         cwd=repo,

@@ -9,6 +9,7 @@ fails as systemd does without a user manager ("Failed to connect to bus"), first
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import replace
@@ -25,6 +26,21 @@ from tests.conftest import LANEWATCH, Spawn, wait_for
 from tests.unit.actionkit import NOBODY
 
 pytestmark = pytest.mark.unprivileged
+
+
+def systemd_word(word: str) -> str:
+    """`word` as one word of a unit's ExecStart= (systemd.service(5), "Command lines"): `%` and
+    `$` doubled, quoted where it holds a space, a quote, a backslash or a semicolon."""
+    doubled = word.replace("%", "%%").replace("$", "$$")
+    if not any(c in doubled for c in " \t\"'\\;"):
+        return doubled
+    return '"' + doubled.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# The interpreter as the unit and the shell line spell it: the checkout may lie under a path
+# with a space or a quote in it (`/srv/a b/ç`), which each then quotes in its own way.
+UNIT_PYTHON = systemd_word(sys.executable)
+SHELL_PYTHON = shlex.quote(sys.executable)
 
 
 def no_user_manager(tmp_path: Path) -> dict[str, str]:
@@ -67,10 +83,10 @@ def test_install_writes_the_user_unit_and_says_what_to_run_without_systemd(
     assert "no systemd user manager is reachable here (Failed to connect to bus" in done.stderr
     command = done.stdout.strip()
     assert command.count("\n") == 0
-    assert command.startswith(f"nohup {sys.executable} -m lanewatch record --service >>")
+    assert command.startswith(f"nohup {SHELL_PYTHON} -m lanewatch record --service >>")
     assert command.endswith(f"{isolated_state / 'service.log'} 2>&1 &")
     text = unit.read_text()
-    assert f"ExecStart={sys.executable} -m lanewatch record --service\n" in text
+    assert f"ExecStart={UNIT_PYTHON} -m lanewatch record --service\n" in text
     assert f"Environment=LANEWATCH_STATE_DIR={isolated_state}\n" in text
     assert "WantedBy=default.target" in text and "Restart=on-failure" in text
     # --no-systemd: the command only; nothing is written.
@@ -112,7 +128,7 @@ def test_install_writes_the_metrics_options_into_the_unit_and_the_service_serves
     unit = tmp_path / "home" / ".config" / "systemd" / "user" / "lanewatch.service"
     exec_start = next(x for x in unit.read_text().splitlines() if x.startswith("ExecStart="))
     assert exec_start == (
-        f"ExecStart={sys.executable} -m lanewatch record --service --metrics 127.0.0.1:0 "
+        f"ExecStart={UNIT_PYTHON} -m lanewatch record --service --metrics 127.0.0.1:0 "
         f'--metrics-textfile "{work}/prom dir/lane%%s.prom"'
     )
     manual = done.stdout.strip()
@@ -147,7 +163,7 @@ def test_install_refuses_a_bad_metrics_address_before_writing_anything(
 
 def test_the_system_unit_watches_every_users_roots() -> None:
     text = unit_text(system=True)
-    assert f"ExecStart={sys.executable} -m lanewatch record --service --system\n" in text
+    assert f"ExecStart={UNIT_PYTHON} -m lanewatch record --service --system\n" in text
     assert "WantedBy=multi-user.target" in text and "Environment=" not in text
     assert "--service --system >>/" in manual_command(system=True)
 

@@ -6,7 +6,10 @@ ours is shared temp. `MountViews.ours(pid, path)` finds the process's mount that
 path (its /proc/PID/mountinfo), and the mount of ours that shows the same folder of the same
 filesystem, and rewrites the path: `<namespace>/tmp/fixed.json`. A process in our own mount
 namespace, or one we cannot read (another user's, gone), keeps its path as given: unknown is
-never turned into a guess. Tables are kept per namespace id (a fence mounts at its start).
+never turned into a guess. Tables are kept per namespace id (a fence mounts at its start),
+each with the process it was read from: a namespace's id is handed out again once it is freed
+(lanes that start and end all day), so a table is trusted only while that process still runs
+in it; else it is read again. (Before, a lane's writes were named through a dead lane's /tmp.)
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Callable
 from lanewatch.linux.mountinfo import MountEntry, mount_id, read_mountinfo
 from lanewatch.linux.paths import is_under
 from lanewatch.linux.proc import PROC, fd_path
+from lanewatch.linux.procid import ProbeError, start_ticks
 
 MAX_TABLES = 256
 
@@ -71,7 +75,9 @@ class MountViews:
     def __init__(self) -> None:
         self._self = _mount_ns("self")
         self._ours: list[MountEntry] | None = None
-        self._tables: dict[str, list[MountEntry] | None] = {}
+        # namespace id -> (its mount table, or None: unreadable; the pid and start it was read
+        # from, which vouches that the id still names that namespace)
+        self._tables: dict[str, tuple[list[MountEntry] | None, tuple[int, int | None]]] = {}
 
     def ours(self, pid: int, path: str) -> str:
         """`path` as process `pid` names it, in our mount namespace's words."""
@@ -84,15 +90,18 @@ class MountViews:
         ns = _mount_ns(pid, dfd)
         if ns is None or ns == self._self:
             return None
-        if ns not in self._tables:
-            if len(self._tables) >= MAX_TABLES:
+        cached = self._tables.get(ns)
+        if cached is None or not _still_in(cached[1], ns):
+            if ns not in self._tables and len(self._tables) >= MAX_TABLES:
                 self._tables.pop(next(iter(self._tables)))
             where = f"{PROC}/{pid}/mountinfo" if dfd is None else f"{PROC}/self/fd/{dfd}/mountinfo"
+            witness = (pid, _start(pid))
             try:
-                self._tables[ns] = read_mountinfo(where)
+                cached = (read_mountinfo(where), witness)
             except OSError:
-                self._tables[ns] = None
-        theirs = self._tables[ns]
+                cached = (None, witness)
+            self._tables[ns] = cached
+        theirs = cached[0]
         if theirs is None:
             return None
         if self._ours is None:
@@ -107,6 +116,20 @@ class MountViews:
             return path if found is None else found
 
         return view
+
+
+def _start(pid: int) -> int | None:
+    try:
+        return start_ticks(pid)
+    except ProbeError:
+        return None
+
+
+def _still_in(witness: tuple[int, int | None], ns: str) -> bool:
+    """The process a table was read from still runs in namespace `ns`: while it does, that
+    namespace lives, and its id names no other."""
+    pid, ticks = witness
+    return ticks is not None and _start(pid) == ticks and _mount_ns(pid) == ns
 
 
 MAX_HANDLE_SZ = 128

@@ -39,7 +39,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from lanewatch.lanes.fence import FOLDERS
 from lanewatch.lanes.lane import ENV_NAMESPACE
@@ -134,10 +134,22 @@ def _read(st: ProcStat) -> tuple[int | None, str | None, str | None, str]:
             except OSError:
                 marker = None  # another user's process, as a normal user: no marker seen
             with contextlib.suppress(OSError):
-                command = " ".join(a for a in p.cmdline() if a)[:MAX_COMMAND] or st.comm
+                command = command_line(p.cmdline()) or st.comm
     except OSError:
         return None, None, None, command
     return uid, marker, namespace_link(st.pid), command
+
+
+def command_line(args: Sequence[str]) -> str:
+    """A member's command line as kept: whole up to MAX_COMMAND characters. Longer, its program
+    is first cut to its last folder and name (`…/bin/python`): a venv's interpreter in a long
+    checkout path would otherwise fill the room before its name. Then the end is cut."""
+    words = [a for a in args if a]
+    text = " ".join(words)
+    if len(text) > MAX_COMMAND and words and words[0].count("/") > 2:
+        words[0] = "…/" + "/".join(words[0].rsplit("/", 2)[-2:])
+        text = " ".join(words)
+    return text[:MAX_COMMAND]
 
 
 def lane_tmp(namespace: str) -> Folder | None:
