@@ -32,7 +32,8 @@ MEANING: dict[Exit, str] = {
     Exit.OK: "done, or nothing to do (the message or the JSON `outcome` says which)",
     Exit.FAILED: "the command tried and could not (a signal sent but the lane still runs, "
     "a purge that could not delete an entry)",
-    Exit.USAGE: "usage error: a bad option or argument, a lane name or TARGET that cannot be one",
+    Exit.USAGE: "usage error: a bad option or argument, a lane name or TARGET that cannot be one, "
+    "an incident ID prefix that names more than one",
     Exit.REFUSED: "refused for safety: the target is live, held, another user's, changed "
     "since it was seen, or its name is taken; a hook that is not ours",
     Exit.COLLISION: "a collision: `status` has an open incident; `drill` saw a lane read "
