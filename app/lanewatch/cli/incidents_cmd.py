@@ -46,14 +46,18 @@ def writers_line(i: Incident) -> str:
 
 
 # Which columns a width has room for, most wanted first: the whole ID always (it is what
-# `incidents ID` takes back, and it starts with the kind), then severity, count, last seen, ack
-# and the summary, which folds onto more lines; grade, kind and first seen only when wide.
-WIDE = 160  # every column, times to the millisecond
-MEDIUM = 120  # no kind (the ID starts with it), no first seen; last seen as an age;
-# narrower: no grade either (`incidents ID` and the JSON have them all)
-WIDE_COLUMNS = ("id", "kind", "severity", "grade", "count", "first seen", "last seen", "ack")
+# `incidents ID` takes back, and it starts with the kind, so no kind column), then severity,
+# count, last seen, ack and the summary, which folds onto more lines. `incidents ID` and the
+# JSON have every field.
+WIDE = 160  # grade, first and last seen as times, the summary in a column of its own
+MEDIUM = 120  # grade; last seen as an age. Narrower: the summary goes under its ID
+WIDE_COLUMNS = ("id", "severity", "grade", "count", "first seen", "last seen", "ack")
 MEDIUM_COLUMNS = ("id", "severity", "grade", "count", "last seen", "ack")
-NARROW_COLUMNS = ("id", "severity", "count", "last seen", "ack")
+NARROW_COLUMNS = ("incident", "severity", "count", "last seen", "ack")
+
+
+def _time(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
 def _ago(t: float | None, now: float) -> str:
@@ -70,30 +74,36 @@ def list_table(incidents: Sequence[Incident], console: Console, now: float | Non
     """The incident log as a table that fits `console.width`; IDs are never cut."""
     now = time.time() if now is None else now
     wide = console.width >= WIDE
-    shown = WIDE_COLUMNS if wide else MEDIUM_COLUMNS if console.width >= MEDIUM else NARROW_COLUMNS
+    narrow = console.width < MEDIUM
+    shown = WIDE_COLUMNS if wide else NARROW_COLUMNS if narrow else MEDIUM_COLUMNS
     table = Table(
         title="incidents",
         title_justify="left",
-        expand=not wide,
+        expand=True,
         box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD,
         pad_edge=wide,
     )
     id_width = max((len(inert(i.id)) for i in incidents), default=2)
     for col in shown:
-        table.add_column(col, no_wrap=True, min_width=id_width if col == "id" else None)
-    table.add_column("summary", overflow="fold", ratio=1, min_width=12)
+        if col == "incident":  # the ID on its own line, its summary folded under it
+            table.add_column(col, overflow="fold", ratio=1, min_width=id_width)
+        else:
+            table.add_column(col, no_wrap=True, min_width=id_width if col == "id" else None)
+    if not narrow:
+        table.add_column("summary", overflow="fold", ratio=1, min_width=12)
     for i in incidents:
         cells = {
+            "incident": Text.assemble(cell(i.id), "\n", cell(i.summary, style="dim")),
             "id": cell(i.id),
-            "kind": cell(i.kind),
             "severity": Text(severity_of(i.kind).value),
             "grade": cell(i.grade),
             "count": Text(str(i.count)),
-            "first seen": Text(_iso(i.first_seen)),
-            "last seen": Text(_iso(i.last_seen) if wide else _ago(i.last_seen, now)),
+            "first seen": Text(_time(i.first_seen)),
+            "last seen": Text(_time(i.last_seen) if wide else _ago(i.last_seen, now)),
             "ack": Text(ack_word(i)),
         }
-        table.add_row(*(cells[col] for col in shown), cell(i.summary))
+        summary = () if narrow else (cell(i.summary),)
+        table.add_row(*(cells[col] for col in shown), *summary)
     console.print(table)
 
 
