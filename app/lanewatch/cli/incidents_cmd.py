@@ -46,7 +46,7 @@ def writers_line(i: Incident) -> str:
 
 
 # Which columns a width has room for, most wanted first: the whole ID always (it is what
-# `incidents ID` takes back, and it starts with the kind, so no kind column), then severity,
+# `incidents ID` takes back, and it starts with the kind, so no kind column: `_said`), severity,
 # count, last seen, ack and the summary, which folds onto more lines. `incidents ID` and the
 # JSON have every field.
 WIDE = 160  # grade, first and last seen as times, the summary in a column of its own
@@ -68,6 +68,12 @@ def _ago(t: float | None, now: float) -> str:
         if age >= size:
             return f"{age / size:.0f}{unit} ago"
     return f"{age:.0f}s ago"
+
+
+def _said(i: Incident) -> str:
+    """The summary, after the kind when the ID does not start with it (a record from before a
+    kind was renamed, or one forged)."""
+    return i.summary if i.id.startswith(f"{i.kind}-") else f"{i.kind}: {i.summary}"
 
 
 def list_table(incidents: Sequence[Incident], console: Console, now: float | None = None) -> None:
@@ -92,8 +98,9 @@ def list_table(incidents: Sequence[Incident], console: Console, now: float | Non
     if not narrow:
         table.add_column("summary", overflow="fold", ratio=1, min_width=12)
     for i in incidents:
+        said = _said(i)
         cells = {
-            "incident": Text.assemble(cell(i.id), "\n", cell(i.summary, style="dim")),
+            "incident": Text.assemble(cell(i.id), "\n", cell(said, style="dim")),
             "id": cell(i.id),
             "severity": Text(severity_of(i.kind).value),
             "grade": cell(i.grade),
@@ -102,7 +109,7 @@ def list_table(incidents: Sequence[Incident], console: Console, now: float | Non
             "last seen": Text(_time(i.last_seen) if wide else _ago(i.last_seen, now)),
             "ack": Text(ack_word(i)),
         }
-        summary = () if narrow else (cell(i.summary),)
+        summary = () if narrow else (cell(said),)
         table.add_row(*(cells[col] for col in shown), *summary)
     console.print(table)
 
