@@ -2,7 +2,8 @@
 
 Exit codes (docs/exit-codes.md): 0 every target was cleared (or was already gone, or nothing
 was stale); 3 at least one was refused; 2 a TARGET named several things or no namespace; 8 a
-TARGET named nothing that exists (and none was refused); 7 nobody to confirm.
+TARGET named nothing that exists (and none was refused); 7 nobody to confirm, or the answer
+was no.
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ safe = inert
 def confirm(lines: Iterable[str], question: str, yes: bool) -> None:
     """Print `lines` (what will be done to what) and ask; `--yes` skips the question.
 
-    Without a terminal on stdin there is nobody to ask: stop (exit 7) rather than assume.
+    Without a terminal on stdin there is nobody to ask: stop (exit 7) rather than assume. An
+    answer of no is the same outcome, said so: nothing was done because nobody confirmed (exit 7,
+    never the 1 of an action that tried and failed).
     """
     if yes:
         return
@@ -26,4 +28,5 @@ def confirm(lines: Iterable[str], question: str, yes: bool) -> None:
         click.echo(inert(line))
     if sys.stdin is None or not sys.stdin.isatty():
         fail("not a terminal, so nobody can confirm: pass --yes to act", Exit.NEEDS_CONFIRMATION)
-    click.confirm(question, default=False, abort=True)
+    if not click.confirm(question, default=False):
+        fail("declined: nothing done", Exit.NEEDS_CONFIRMATION)

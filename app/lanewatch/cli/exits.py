@@ -19,7 +19,7 @@ class Exit(IntEnum):
     COLLISION = 4  # status: an open collision; drill: a lane read another's bytes; audit: shared
     INCOMPLETE = 5  # status: a root unread; drill: blind to a clobber; audit: a run not fenced
     UNBOUND = 6  # not inside a checkout, and nothing (--checkout, $LANEWATCH_CHECKOUT) bound one
-    NEEDS_CONFIRMATION = 7  # no terminal on stdin to ask, and no --yes
+    NEEDS_CONFIRMATION = 7  # not confirmed: no terminal on stdin to ask and no --yes, or a "no"
     NOT_FOUND = 8  # no such namespace, lane, trash id, incident or recorded write
     UNSUPPORTED = 9  # this system lacks what the command needs (/proc, inotify: Linux)
     # 10-19: the gate's refusals, one code each (proof/gate.py EXIT_CODES)
@@ -32,7 +32,8 @@ MEANING: dict[Exit, str] = {
     Exit.OK: "done, or nothing to do (the message or the JSON `outcome` says which)",
     Exit.FAILED: "the command tried and could not (a signal sent but the lane still runs, "
     "a purge that could not delete an entry)",
-    Exit.USAGE: "usage error: a bad option or argument, a lane name or TARGET that cannot be one",
+    Exit.USAGE: "usage error: a bad option or argument, a lane name or TARGET that cannot be one, "
+    "an incident ID prefix that names more than one",
     Exit.REFUSED: "refused for safety: the target is live, held, another user's, changed "
     "since it was seen, or its name is taken; a hook that is not ours",
     Exit.COLLISION: "a collision: `status` has an open incident; `drill` saw a lane read "
@@ -40,7 +41,8 @@ MEANING: dict[Exit, str] = {
     Exit.INCOMPLETE: "the picture is incomplete: `status` could not read a root; `drill --unbound` "
     "saw no clobber; `audit` could not fence or start a run",
     Exit.UNBOUND: "unbound: not inside a git checkout and no --checkout",
-    Exit.NEEDS_CONFIRMATION: "needs confirmation: no terminal to ask on and no --yes",
+    Exit.NEEDS_CONFIRMATION: "not confirmed, so nothing done: no terminal to ask on and no "
+    "--yes, or the question was answered no",
     Exit.NOT_FOUND: "not found: no such namespace, lane, trash id, incident or recorded write",
     Exit.UNSUPPORTED: "unsupported here: this system lacks what the command needs "
     "(/proc or inotify: Linux)",

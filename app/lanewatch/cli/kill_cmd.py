@@ -3,9 +3,9 @@ the lane outside it, or a headless lane's processes (its runner is gone), after 
 
 Exit codes (docs/exit-codes.md): 0 the lane ended, or had no owner to kill (stale, released,
 orphan: nothing to do); 1 the signal was sent but the lane still runs; 3 refused (another host,
-not ours, its stamp's claims do not match, pid reused, state unknown); 7 nobody to confirm;
-8 no such namespace or lane. Root kills another user's lane only with --allow-other-user, and
-the confirmation names whose lane it is.
+not ours, its stamp's claims do not match, pid reused, state unknown); 7 nobody to confirm, or
+the answer was no; 8 no such namespace or lane. Root kills another user's lane only with
+--allow-other-user, and the confirmation names whose lane it is.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Exit codes (docs/exit-codes.md): restore 0 restored, 3 refused (the name is taken again),
 8 no such trash id (restored or purged already, or never was); purge 0 all due entries purged
 (or kept because in use, or nothing was due), 1 some could not be deleted (the next purge
-resumes them), 7 nobody to confirm.
+resumes them), 7 nobody to confirm, or the answer was no.
 """
 
 from __future__ import annotations
