@@ -56,7 +56,9 @@ from lanewatch.kernel.writefacts import (
 )
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, parse_stamp
+from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import is_under
+from lanewatch.linux.proc import pidfd_alive, pin
 from lanewatch.processes.pidclock import PidClock
 from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
 from lanewatch.processes.proclives import ProcLives
@@ -134,6 +136,7 @@ class Attribution:
         self.lives = ProcLives()  # every fork and exit: writers reaped before we read them
         self.lanes = PidLanes(self.clock, self.roots, pidfds=True, lives=self.lives)
         self.stats = Stats()
+        self.views = MountViews()  # on the reader only (`_in_our_words`)
         self._queue: queue.SimpleQueue[list[Fact | Lost] | None] = queue.SimpleQueue()
         # The reader's facts held back until the events queued when we read their contents
         # are read too (one may be another writer's write of the same file), in kernel order:
@@ -263,6 +266,8 @@ class Attribution:
             path, deleted = ev.path, ev.path.endswith(" (deleted)")
             if deleted:
                 path = path[: -len(" (deleted)")]
+            if ev.theirs:
+                path = self._in_our_words(ev, path)
             zone = self._zone(path)
             if zone is None:
                 self.stats.dropped += 1
@@ -288,6 +293,22 @@ class Attribution:
                 fact.sample, fact.raced = None, True
             facts.append(fact)
         self._settle(events, facts)
+
+    def _in_our_words(self, ev: FanEvent, path: str) -> str:
+        """`path` of an event that came through another namespace's mount the file handle
+        could not rename (`linux/mountview.py`): renamed through the writer's mount table,
+        read now, while its pidfd says /proc/PID is still the writer; else as given."""
+        try:
+            dfd = pin(ev.pid)
+        except OSError:
+            return path
+        try:
+            if ev.pidfd >= 0 and not pidfd_alive(ev.pidfd):
+                return path  # reaped before we pinned it: /proc/PID may be another's
+            view = self.views.of(ev.pid, dfd)
+            return path if view is None else view(path)
+        finally:
+            os.close(dfd)
 
     def _note_write(self, path: str, ev: FanEvent, at: float) -> bool:
         """Remember this write event; True if another process wrote `path` lately."""
