@@ -66,8 +66,14 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
     return from_write(kind, None, w, what, summary, group=w.path, path=w.path)
 
 
-def title(writers: Sequence[Writer], *, path: str | None, **_: object) -> str | None:
-    """ "agent-1 writes PATH outside its lane", "agent-1 and agent-2 both write PATH"."""
+def title(
+    writers: Sequence[Writer], *, path: str | None, latest: str | None = None, **_: object
+) -> str | None:
+    """ "agent-1 writes PATH outside its lane", "agent-1 and agent-2 both write PATH"; a
+    lane's flood of files (`model/flood.py`, no one path): "agent-1 writes many files outside
+    its lane (the latest: PATH)"."""
+    if writers and not path and latest:
+        return f"{names(writers)} writes many files outside its lane (the latest: {latest})"
     if not writers or not path:
         return None
     if len(writers) == 1:
