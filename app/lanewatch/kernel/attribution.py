@@ -32,6 +32,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from lanewatch.kernel.fanignore import foreign_dirs_available
@@ -412,9 +413,17 @@ class Attribution:
         return out
 
     def _park(self, f: Fact) -> bool:
-        """Keep a not-yet-identified gone writer for a retry; True if parked. Bounded: past
-        MAX_PENDING it goes on as unknown at once, past MAX_PENDING_BYTES without its bytes."""
-        if f.writer.identified or f.writer.pid <= 0 or f.tries_until:
+        """Keep a fact for a retry; True if parked: a gone writer not identified yet, or a
+        lane's writer in shared temp whose lane is known (by its environment) before its
+        owner's stamp is, so its checkout is not (a write in its own checkout is no incident:
+        it cannot be judged without it). Bounded: past MAX_PENDING it goes on as it is at
+        once, past MAX_PENDING_BYTES without its bytes."""
+        if f.tries_until:
+            return False
+        if f.writer.identified:
+            if f.zone != "shared" or self._complete(f):
+                return False
+        elif f.writer.pid <= 0:
             return False
         if len(self._pending) >= MAX_PENDING:
             return False
@@ -426,9 +435,27 @@ class Attribution:
         self._pending.append(f)
         return True
 
+    def _complete(self, f: Fact) -> bool:
+        """The checkout of a lane's writer known by its environment before its owner: filled
+        from the owners when they know it now. True when known (or not a lane's writer)."""
+        w = f.writer
+        if not w.identified or w.namespace is None or w.checkout_path is not None:
+            return True
+        o = self.lanes.owners.by_key.get(w.namespace)
+        if o is None:
+            return False
+        f.writer = replace(
+            w,
+            checkout_id=o.checkout_id,
+            checkout_path=o.checkout_path,
+            git_common_dir=o.git_common_dir,
+            owner_pid=o.pid,
+        )
+        return True
+
     def _retry_pending(self) -> list[Fact]:
-        """Retry the parked writers once the owners changed (a stamp may name them now);
-        past their time they go on as "unknown pid"."""
+        """Retry the parked facts once the owners changed (a stamp may name their writer, or
+        their lane's checkout, now); past their time they go on as they are ("unknown pid")."""
         if not self._pending:
             return []
         done: list[Fact] = []
@@ -437,11 +464,12 @@ class Attribution:
         version = self.lanes.owners.version
         retry, self._pending_version = version != self._pending_version, version
         for f in self._pending:
-            if retry:
+            if retry and not f.writer.identified:
                 w = self.lanes.resolve_gone(f.writer.pid, f.window)
                 if w.identified:
                     f.writer = w
-            if f.writer.identified or now >= f.tries_until:
+            known = f.writer.identified and (f.zone != "shared" or self._complete(f))
+            if known or now >= f.tries_until:
                 done.append(f)
                 self._pending_bytes -= len(f.sample.prefix) if f.sample is not None else 0
             else:

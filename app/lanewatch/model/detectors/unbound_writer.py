@@ -50,9 +50,12 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
     Not a collision: a writer with no lane, a lane of a root we do not watch (its own engine
     reports it), a path inside the lane's own checkout or its repository's common git dir (git
     commit or gc in a linked worktree writes the main checkout's `.git`), and the stdout/stderr
-    the lane was started with (chosen by whoever started it).
+    the lane was started with (chosen by whoever started it). Not judged: a lane known only by
+    its environment, whose owner's stamp (so its checkout) was not read (yet): its write may
+    be in its own checkout, and unknown is never turned into a guess (the write is in the
+    history all the same).
     """
-    if w.namespace is None or w.lane is None or w.handed:
+    if w.namespace is None or w.lane is None or w.handed or w.checkout_path is None:
         return None
     if not any(is_under(w.namespace, r) for r in roots) or is_under(w.path, w.namespace):
         return None
