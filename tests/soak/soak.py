@@ -351,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0 or not ok or shutil.which("unshare") is None:
         print(f"the soak needs root, fanotify and unshare(1) ({why})", file=sys.stderr)
         return 2
+    # Stopped early (SIGINT, also when started in the background, or SIGTERM): clean up.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     soak = Soak(args.minutes, args.keep)
     try:
         figures = soak.run()
