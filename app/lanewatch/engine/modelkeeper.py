@@ -22,6 +22,8 @@ from lanewatch.records.incidents import IncidentLog
 
 PERSIST_LAST_SEEN = 60.0  # a last_seen-only change is written at most this often
 RESOLVE_EVERY = 10.0  # seconds between two looks for incidents to resolve automatically
+GONE_EVERY = 2.0  # seconds between two looks for writers that exited (shown as gone, and when)
+MAX_DEAD = 65536  # (pid, start ticks) remembered as exited: they never come back
 
 
 class ModelKeeper:
@@ -53,6 +55,8 @@ class ModelKeeper:
         # boot, so "every writer gone" can be judged here (never for another host's record).
         self._local: set[str] = set()
         self._resolve_at = 0.0
+        self._gone_at = 0.0
+        self._dead: set[tuple[int, int | None]] = set()
 
     # -- applying ------------------------------------------------------------------------------
     def namespaces(self) -> Mapping[str, m.NsRecord]:
@@ -88,6 +92,26 @@ class ModelKeeper:
             done = inc.resolve_quiet(rec, now, _gone)
             if done is not None:
                 self.emit(m.Acknowledged(iid, now, inc.RESOLVER, done.ack_note))
+
+    def mark_gone(self, now: float) -> None:
+        """Mark the writers of the open incidents seen here whose processes exited: shown as
+        gone, since about `now` (GONE_EVERY), never named as if they still wrote."""
+        if now - self._gone_at < GONE_EVERY:
+            return
+        self._gone_at = now
+        if len(self._dead) > MAX_DEAD:
+            self._dead.clear()
+        for iid in list(self._local):
+            rec = self.state.incidents.get(iid)
+            if rec is None or rec.acknowledged:
+                continue
+            named = inc.gone_pids(rec)
+            for p in named - self._dead:
+                if _gone(*p):
+                    self._dead.add(p)
+            gone = named & self._dead
+            if gone:
+                self.emit(m.WritersGone(iid, tuple(sorted(gone, key=str)), now))
 
     def drop_pending(self) -> None:
         """After an unexpected error: what was half done is not applied."""

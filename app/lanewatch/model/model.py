@@ -141,6 +141,15 @@ class Acknowledged:
 
 
 @dataclass(frozen=True, slots=True)
+class WritersGone:
+    """Processes an incident names were found exited (the engine looks: `inc.gone_pids`)."""
+
+    incident_id: str
+    gone: tuple[tuple[int, int | None], ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class HealthChanged:
     health: SourceHealth
 
@@ -157,6 +166,7 @@ Event = (
     | Observed
     | IncidentsLoaded
     | Acknowledged
+    | WritersGone
     | HealthChanged
 )
 
@@ -313,6 +323,10 @@ def _apply_one(b: _Builder, ev: Event) -> None:
         current = b.incidents().get(ev.incident_id)
         if current is not None:
             b.put_incident(replace(current, ack_at=ev.at, ack_by=ev.by, ack_note=ev.note))
+    elif isinstance(ev, WritersGone):
+        current = b.incidents().get(ev.incident_id)
+        if current is not None:
+            b.put_incident(inc.writers_gone(current, ev.gone, ev.at))
     elif isinstance(ev, HealthChanged):
         b.set_health(ev.health)
 
