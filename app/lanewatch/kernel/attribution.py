@@ -227,6 +227,7 @@ class Attribution:
             self.keeper.stop()
         self.lives.close()
         self.clock.close()
+        self.views.close()
 
     # -- the reader: keep it short -------------------------------------------------------------
     def _zone(self, path: str) -> tuple[str, str | None, str | None] | None:

@@ -127,6 +127,10 @@ class OurMounts:
             os.close(self._fd)
         self._fd, self._poll, self._table = -1, None, None
 
+    def __del__(self) -> None:  # an owner that forgot `close` leaks no descriptor
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
+
 
 def mount_id(fd: int) -> int | None:
     """The id of the mount `fd` lies on (the `mnt_id` of /proc/self/fdinfo, as in mountinfo's
