@@ -86,6 +86,7 @@ class MountViews:
 
     def __init__(self) -> None:
         self._self = mount_ns("self")
+        self._self_link = _link("self")
         self._ours = OurMounts()
         self._tables: OrderedDict[tuple[str, int], _Table] = OrderedDict()
         self.reads = 0  # tables of other namespaces read (the soak and the tests count them)
@@ -101,6 +102,8 @@ class MountViews:
     def of(self, pid: int, dfd: int | None = None) -> Callable[[str], str] | None:
         """How to turn the paths process `pid` names into ours; None when they are ours
         already (our mount namespace) or cannot be known. `dfd`: its pinned /proc folder."""
+        if _link(pid, dfd) == self._self_link:
+            return None  # ours: alive while we are, so its number is no one else's (cheap)
         ns = mount_ns(pid, dfd)
         if ns is None or (self._self is not None and ns.same(self._self)):
             return None
@@ -148,6 +151,16 @@ class MountViews:
         if st is None or after is None or after != ns:
             return _Table(None, ns, pid, None)  # gone or moved while we read: not this table
         return _Table(parse_mountinfo(data), ns, pid, st.start_ticks)
+
+
+def _link(pid: int | str, dfd: int | None = None) -> str | None:
+    """`mnt:[N]` of process `pid` (or of pinned `dfd`); None when it cannot be read."""
+    try:
+        if dfd is not None:
+            return os.readlink("ns/mnt", dir_fd=dfd)
+        return os.readlink(f"{PROC}/{pid}/ns/mnt")
+    except OSError:
+        return None
 
 
 def _still_in(kept: _Table) -> bool:
