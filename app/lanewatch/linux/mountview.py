@@ -123,7 +123,9 @@ class MountViews:
     def _theirs(self, pid: int, dfd: int | None, ns: NsId) -> list[MountEntry] | None:
         key = ("id", ns.unique) if ns.unique is not None else ("inode", ns.inode)
         kept = self._tables.get(key)
-        if kept is not None and (ns.unique is not None or _still_in(kept)):
+        # A table not read (the process gone mid-read, another user's) is tried again.
+        fresh = kept is not None and kept.entries is not None
+        if fresh and kept is not None and (ns.unique is not None or _still_in(kept)):
             self._tables.move_to_end(key)
             return kept.entries
         table = self._read(pid, dfd, ns)
