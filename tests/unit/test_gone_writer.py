@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lanewatch.model.views import Incident
+from lanewatch.records.incidents import read_all
 from lanewatch.records.report import who
 from lanewatch.tui.columns import intruder_label
 from tests.conftest import wait_for
@@ -56,6 +57,9 @@ def test_the_holder_is_named_not_its_children_and_once_gone_it_says_so(
             return i if all("gone_at" in w for w in i.writers if w.get("lane") == "B") else None
 
         gone = wait_for(all_gone, 20)
+        # On disk too (`lanewatch incidents` reads it there).
+        on_disk = lambda: read_all([str(root)]).get(gone.id)  # noqa: E731
+        wait_for(lambda: (r := on_disk()) is not None and "gone_at" in r.intruder, 10)
     assert gone.intruder["pid"] == shell
     assert gone.intruder["gone_at"] >= gone.first_seen
     assert "gone" in intruder_label(dict(gone.intruder))

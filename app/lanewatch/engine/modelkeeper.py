@@ -48,7 +48,7 @@ class ModelKeeper:
         self._delta = m.Delta()
         self._due: dict[str, float] = {}  # when time alone next changes a view
         # id: (count, ack_at, acknowledged, last_seen, when written)
-        self._persisted: dict[str, tuple[int, float | None, bool, float, float]] = {}
+        self._persisted: dict[str, tuple[int, float | None, bool, float, float, int]] = {}
         self._events: list[m.Event] = []
         self._applied_paths: list[str] = []
         # Incidents this engine observed itself: their writers' pids are of this machine and
@@ -210,7 +210,7 @@ class ModelKeeper:
                 self.emit(m.IncidentsLoaded(tuple(records)))
             now = time.time()
             for r in records:
-                self._persisted[r.id] = (r.count, r.ack_at, r.acknowledged, r.last_seen, now)
+                self._persisted[r.id] = _persisted(r, now)
 
     def read_new_incidents(self, root: str) -> None:
         """What others appended to `root`'s incident log since we last read it."""
@@ -227,9 +227,11 @@ class ModelKeeper:
                 continue
             seen = self._persisted.get(iid)
             if seen is not None:
-                count, ack, acked, last, wrote_at = seen
-                # New evidence after an acknowledgement (a write again) opens it: written now.
+                count, ack, acked, last, wrote_at, gone = seen
+                # New evidence after an acknowledgement (a write again) opens it: written now;
+                # so is a writer found gone.
                 same = count == rec.count and ack == rec.ack_at and acked == rec.acknowledged
+                same = same and gone == _gone_count(rec)
                 if same and (rec.last_seen == last or now - wrote_at < PERSIST_LAST_SEEN):
                     continue
             if rec.root in self.logs:
@@ -237,7 +239,18 @@ class ModelKeeper:
         for root, records in by_root.items():
             if self.logs[root].persist(records):
                 for r in records:
-                    self._persisted[r.id] = (r.count, r.ack_at, r.acknowledged, r.last_seen, now)
+                    self._persisted[r.id] = _persisted(r, now)
+
+
+def _gone_count(rec: inc.IncidentRecord) -> int:
+    return ("gone_at" in rec.intruder) + sum("gone_at" in w for w in rec.writers)
+
+
+def _persisted(
+    rec: inc.IncidentRecord, now: float
+) -> tuple[int, float | None, bool, float, float, int]:
+    """What decides whether a record changed enough to be written again."""
+    return (rec.count, rec.ack_at, rec.acknowledged, rec.last_seen, now, _gone_count(rec))
 
 
 def _gone(pid: int, start_ticks: int | None) -> bool:
