@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from lanewatch.lanes import fence as fences
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import OwnerState, parse_stamp, read_stamp
 from lanewatch.linux.mountinfo import parse_mountinfo
-from lanewatch.linux.mountview import MountViews, translate
+from lanewatch.linux.mountview import translate
 from tests.conftest import LANEWATCH, Spawn, git, lanewatch, wait_for
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -436,26 +435,3 @@ def test_translate_names_a_fenced_path_by_ours() -> None:
     assert translate(theirs, ours, "/tmp/pytest-of-u/x") == "/tmp/pytest-of-u/x"
     assert translate(theirs, ours, "/etc/passwd") == "/etc/passwd"
     assert translate(theirs, [], "/tmp/x") is None
-
-
-def test_a_namespace_id_handed_out_again_is_read_again(tmp_path: Path, spawn: Spawn) -> None:
-    """A mount namespace's id is reused once it is freed (lanes start and end all day). The
-    table kept for that id was a dead lane's: a live lane's /tmp writes were named through the
-    dead lane's /tmp (seen from a recorder beside another user's churning lanes). A table is
-    trusted only while the process it was read from still runs in that namespace."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare(1) for a mount namespace of a test's own")
-    folder = tmp_path / "lane-tmp"
-    folder.mkdir()
-    script = f"mount --bind {shlex.quote(str(folder))} /mnt && echo ready && exec sleep 60"
-    live = spawn(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                 stdout=subprocess.PIPE)  # fmt: skip
-    assert live.stdout is not None and live.stdout.readline().strip() == b"ready"
-    views = MountViews()
-    ns = os.readlink(f"/proc/{live.pid}/ns/mnt")
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    stale = parse_mountinfo(_line(9, "/elsewhere", "/mnt", "0:99").encode())
-    views._tables[ns] = (stale, (gone.pid, 1))  # the dead namespace's table under this id
-    view = views.of(live.pid)
-    assert view is not None and view("/mnt/x") == str(folder / "x")
