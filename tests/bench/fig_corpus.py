@@ -34,6 +34,7 @@ def main(args: list[str]) -> None:
             "invented_incidents": invented[:20],
             "attribution": outcome.attribution,
             "seconds": round(outcome.seconds, 1),
+            "cpu_seconds": round(outcome.cpu, 1),
             "workloads": {k: v["seconds"] for k, v in outcome.workloads.items()},
             "failures": [f[:300] for f in outcome.failures],
             "versions": outcome.versions,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import os
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +31,7 @@ DROPPED = ("PYTEST_", "LANEWATCH_", "TOX_", "VIRTUALENV_", "PYTHONPATH", "COV_CO
 class Outcome:
     attribution: str
     seconds: float
+    cpu: float  # CPU seconds of every process the run started (recorder, lanes, their children)
     workloads: dict[str, dict[str, Any]]  # lane: what, checkout, exit code, seconds
     plants: list[Plant]
     incidents: list[dict[str, Any]]
@@ -41,7 +43,7 @@ class Outcome:
         lanes = ", ".join(f"{k} {v['seconds']:.1f}s" for k, v in self.workloads.items())
         return (
             f"corpus: {len(self.workloads)} lanes in 2 checkouts ({lanes}); "
-            f"recorder: {self.attribution}; {self.seconds:.1f}s; "
+            f"recorder: {self.attribution}; {self.seconds:.1f}s, {self.cpu:.1f}s of CPU; "
             + " ".join(f"{k} {v}" for k, v in self.versions.items())
         )
 
@@ -49,6 +51,7 @@ class Outcome:
         return {
             "attribution": self.attribution,
             "seconds": round(self.seconds, 1),
+            "cpu_seconds": round(self.cpu, 1),
             "workloads": self.workloads,
             "plants": [p.__dict__ for p in self.plants],
             "incidents": self.incidents,
@@ -102,7 +105,7 @@ def run_corpus(base: Path | None = None, *, plant: bool = True) -> Outcome:
 
 
 def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path) -> Outcome:
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _children_cpu()
     env = child_env(base)
     root = base / "root"
     root.mkdir()
@@ -140,6 +143,7 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
     return Outcome(
         attribution=mode,
         seconds=time.monotonic() - t0,
+        cpu=_children_cpu() - cpu0,
         workloads=results,
         plants=planted,
         incidents=incidents,
@@ -147,6 +151,11 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
         versions=versions(),
         failures=failures,
     )
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _neighbour(procs: Processes, where: Path, failures: list[str]) -> None:
