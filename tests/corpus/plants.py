@@ -11,6 +11,7 @@ would want reported, and the corpus must find every one.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -53,7 +54,9 @@ def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Pl
         )
         for which in ("main", "linked")
     ]
-    sleeper = procs.popen(SLEEP)
+    # Not holding our stdout: the intruder of a takeover holding a file in /tmp open for
+    # writing (whoever ran the corpus redirected it there) would be a collision of its own.
+    sleeper = procs.popen(SLEEP, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stamp = taken.stamp()
     assert stamp is not None
     ident = ProcessIdentity.of(sleeper.pid)
