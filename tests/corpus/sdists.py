@@ -71,7 +71,8 @@ def fetch(pin: Sdist, cache: Path | None = None) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as into:
         args = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", pin.name]
-        args += ["--disable-pip-version-check", "-q", "-d", into, f"{pin.name}=={pin.version}"]
+        args += ["--disable-pip-version-check", "-q", "--retries", "1", "--timeout", "30"]
+        args += ["-d", into, f"{pin.name}=={pin.version}"]
         try:
             done = subprocess.run(
                 args, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
