@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.corpus.score import Plant, score
 
+pytestmark = pytest.mark.corpus  # tests/corpus: run apart as a CI job
 NS = "/r/co.victim"
 PLANTS = (
     Plant("cross-lane-write", "cross", victim=NS, path=f"{NS}/tmp/x.json"),

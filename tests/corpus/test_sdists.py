@@ -12,6 +12,8 @@ import pytest
 
 from tests.corpus.sdists import Sdist, Unavailable, fetch, unpack
 
+pytestmark = pytest.mark.corpus  # tests/corpus: run apart as a CI job
+
 
 def archive(path: Path) -> bytes:
     """A small sdist-shaped .tar.gz (one top folder, one file) written at `path`."""
