@@ -22,7 +22,8 @@ from tests.corpus.sdists import CLICK, PYTEST, fetch
 from tests.corpus.workloads import NEIGHBOUR, Workload, pairs
 
 WORKLOAD_TIMEOUT = 180.0
-PLANTS_TIMEOUT = 45.0
+# Past the prober's full scan (60 s), which finds a held file no write pointed it to.
+PLANTS_TIMEOUT = 75.0
 # Variables of whoever started the corpus that would change what its lanes run.
 DROPPED = ("PYTEST_", "LANEWATCH_", "TOX_", "VIRTUALENV_", "PYTHONPATH", "COV_CORE_")
 
@@ -137,6 +138,9 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
             for lane in lanes:
                 _stop(lane)
         recorder.stop()
+        if recorder.proc.returncode != 0:
+            tail = recorder.err.read_text(errors="replace")[-3000:]
+            failures.append(f"lanewatch record exited {recorder.proc.returncode}: {tail}")
         incidents = _incidents(env, root, recorder)
     finally:
         procs.close()
