@@ -42,8 +42,10 @@ class Outcome:
 
     def summary(self) -> str:
         lanes = ", ".join(f"{k} {v['seconds']:.1f}s" for k, v in self.workloads.items())
+        fences = sorted({str(v["fence"]) for v in self.workloads.values()})
         return (
-            f"corpus: {len(self.workloads)} lanes in 2 checkouts ({lanes}); "
+            f"corpus: {len(self.workloads)} lanes in 2 checkouts ({lanes}; fence "
+            f"{'/'.join(fences)}); "
             f"recorder: {self.attribution}; {self.seconds:.1f}s, {self.cpu:.1f}s of CPU; "
             + " ".join(f"{k} {v}" for k, v in self.versions.items())
         )
@@ -123,9 +125,11 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
             running = [_start(procs, cos, w, redirect) for w in pair]
             for w, lane in zip(pair, running, strict=True):
                 code = lane.wait(WORKLOAD_TIMEOUT)
+                stamp = lane.stamp()
                 results[w.lane] = {
                     "what": w.what,
                     "checkout": w.checkout,
+                    "fence": stamp.fence if stamp is not None else None,
                     "exit": code,
                     "seconds": round((lane.ended or time.monotonic()) - lane.started, 1),
                 }
