@@ -17,7 +17,16 @@ PIP_INTO_VENV = (
     f"install -q --no-index --no-cache-dir {TINY_WHEEL} && "
     f'.venvs/tiny/bin/python -c "import {TINY}"'
 )
-GIT_IN_WORKTREES = """set -e
+# A fixed name in /tmp, which the fence makes the lane's own: both lanes of the last pair write
+# it at once. (An unfenced lane would share it for real: then $TMPDIR instead.)
+FIXED = """fixed() {
+    if [ "${LANEWATCH_FENCE:-none}" != none ]; then echo /tmp/corpus-shell.log
+    else echo "$TMPDIR/corpus-shell.log"; fi
+}
+"""
+GIT_IN_WORKTREES = (
+    FIXED
+    + """set -e
 git worktree add -q -b corpus-extra .worktrees/extra
 echo one > .worktrees/extra/one.txt
 git -C .worktrees/extra add one.txt
@@ -28,11 +37,16 @@ git commit -q -m two
 git merge -q --no-edit corpus-extra
 git worktree remove .worktrees/extra
 git gc -q
+git log --oneline > "$(fixed)"
 """
-SHELL_REDIRECTS = """set -e
-for i in 1 2 3 4 5; do ls -la > "$TMPDIR/corpus-ls.txt"; date >> "$TMPDIR/corpus.log"; done
+)
+SHELL_REDIRECTS = (
+    FIXED
+    + """set -e
+for i in 1 2 3 4 5; do ls -la > "$TMPDIR/corpus-ls.txt"; date >> "$(fixed)"; done
 sort "$TMPDIR/corpus-ls.txt" > "$TMPDIR/sorted.txt"
 """
+)
 # Another project's lane on the same machine (a root the recorder does not watch, a checkout
 # in another /tmp entry), come and gone before the corpus starts: its mount namespace's number
 # is free for the next fenced lane. It works a moment, as a short build would.
@@ -86,12 +100,14 @@ def pairs(checkouts: Checkouts) -> list[tuple[Workload, Workload]]:
         ("sh", "-c", PIP_INTO_VENV, "sh", PY),
         "python -m venv, then pip installs a local wheel into it (pip --python)",
     )
-    shell = Workload("shell", "main", ("sh", "-c", SHELL_REDIRECTS), "shell redirects into $TMPDIR")
+    shell = Workload(
+        "shell", "main", ("sh", "-c", SHELL_REDIRECTS), "shell redirects to /tmp and $TMPDIR"
+    )
     git = Workload(
         "git",
         "linked",
         ("sh", "-c", GIT_IN_WORKTREES),
-        "git worktree add, commits in two linked worktrees, merge, gc",
+        "git worktree add, commits in two linked worktrees, merge, gc; git log > /tmp/…",
         dict(IDENTITY),
     )
     return [(click, pytest_slice), (tox, pip), (shell, git)]
