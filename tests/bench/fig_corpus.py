@@ -36,6 +36,7 @@ def main(args: list[str]) -> None:
             "seconds": round(outcome.seconds, 1),
             "cpu_seconds": round(outcome.cpu, 1),
             "workloads": {k: v["seconds"] for k, v in outcome.workloads.items()},
+            "phases": outcome.phases,
             "failures": [f[:300] for f in outcome.failures],
             "versions": outcome.versions,
         }

@@ -33,7 +33,8 @@ class Outcome:
     attribution: str
     seconds: float
     cpu: float  # CPU seconds of every process the run started (recorder, lanes, their children)
-    workloads: dict[str, dict[str, Any]]  # lane: what, checkout, exit code, seconds
+    workloads: dict[str, dict[str, Any]]  # lane: what, checkout, fence, exit code, seconds
+    phases: dict[str, float]  # seconds of each step, in order
     plants: list[Plant]
     incidents: list[dict[str, Any]]
     score: Score
@@ -46,7 +47,9 @@ class Outcome:
         return (
             f"corpus: {len(self.workloads)} lanes in 2 checkouts ({lanes}; fence "
             f"{'/'.join(fences)}); "
-            f"recorder: {self.attribution}; {self.seconds:.1f}s, {self.cpu:.1f}s of CPU; "
+            f"recorder: {self.attribution}; {self.seconds:.1f}s, {self.cpu:.1f}s of CPU ("
+            + ", ".join(f"{k} {v:.1f}s" for k, v in self.phases.items())
+            + "); "
             + " ".join(f"{k} {v}" for k, v in self.versions.items())
         )
 
@@ -56,6 +59,7 @@ class Outcome:
             "seconds": round(self.seconds, 1),
             "cpu_seconds": round(self.cpu, 1),
             "workloads": self.workloads,
+            "phases": self.phases,
             "plants": [p.__dict__ for p in self.plants],
             "incidents": self.incidents,
             "versions": self.versions,
@@ -109,10 +113,19 @@ def run_corpus(base: Path | None = None, *, plant: bool = True) -> Outcome:
 
 def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path) -> Outcome:
     t0, cpu0 = time.monotonic(), _children_cpu()
+    phases: dict[str, float] = {}
+    last = [t0]
+
+    def lap(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = round(now - last[0], 1)
+        last[0] = now
+
     env = child_env(base)
     root = base / "root"
     root.mkdir()
     cos = checkouts.make(base / "checkouts", env)
+    lap("checkouts")
     procs = Processes(root, env)
     results: dict[str, dict[str, Any]] = {}
     failures: list[str] = []
@@ -120,7 +133,9 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
     try:
         recorder = Recorder(procs, base)
         mode = recorder.wait_ready()
+        lap("recorder ready")
         _neighbour(procs, neighbour, failures)
+        lap("neighbour")
         for pair in pairs(cos):
             running = [_start(procs, cos, w, redirect) for w in pair]
             for w, lane in zip(pair, running, strict=True):
@@ -136,16 +151,19 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
                 if code != 0:
                     tail = (redirect.read_text() if w.redirect else lane.text())[-3000:]
                     failures.append(f"{w.lane} exited {code}: {tail}")
+        lap("workloads")
         if plant:
             planted, lanes = plants.plant(procs, cos, shared)
             _found_all(recorder, planted)
             for lane in lanes:
                 _stop(lane)
+        lap("plants")
         recorder.stop()
         if recorder.proc.returncode != 0:
             tail = recorder.err.read_text(errors="replace")[-3000:]
             failures.append(f"lanewatch record exited {recorder.proc.returncode}: {tail}")
         incidents = _incidents(env, root, recorder)
+        lap("recorder stopped, incidents read")
     finally:
         procs.close()
     return Outcome(
@@ -153,6 +171,7 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
         seconds=time.monotonic() - t0,
         cpu=_children_cpu() - cpu0,
         workloads=results,
+        phases=phases,
         plants=planted,
         incidents=incidents,
         score=score(planted, incidents),
