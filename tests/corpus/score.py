@@ -61,7 +61,11 @@ class Score:
 
 
 def _paths(incident: dict[str, Any]) -> set[str]:
-    found = {incident.get("path")} | {e.get("path") for e in incident.get("evidence") or ()}
+    """The paths an incident names: its own, its evidence's (`incidents --json`), the latest
+    write's (a `record --json` line, which carries no evidence)."""
+    latest = incident.get("latest") or {}
+    found = {incident.get("path"), latest.get("path")}
+    found |= {e.get("path") for e in incident.get("evidence") or ()}
     return {p for p in found if isinstance(p, str)}
 
 

@@ -44,6 +44,13 @@ def test_a_plant_matches_only_its_kind_victim_and_path() -> None:
     assert got.missed == ("cross", "shared", "took")
 
 
+def test_a_recorded_line_matches_by_its_latest_write() -> None:
+    line = incident("cross-lane-write", "a", victim=NS, path=None)
+    line["latest"] = {"path": f"{NS}/tmp/x.json"}
+    got = score(PLANTS[:1], [line])
+    assert got.found == 1 and got.invented == 0
+
+
 def test_no_incident_and_no_plant_is_a_clean_score() -> None:
     got = score((), [])
     assert got.ok() and got.precision is None and got.recall is None
