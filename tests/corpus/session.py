@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import os
 import resource
 import shutil
@@ -30,6 +31,8 @@ DROPPED = ("PYTEST_", "LANEWATCH_", "TOX_", "VIRTUALENV_", "PYTHONPATH", "COV_CO
 
 @dataclass
 class Outcome:
+    """What one run did and what the recorder made of it."""
+
     attribution: str
     seconds: float
     cpu: float  # CPU seconds of every process the run started (recorder, lanes, their children)
@@ -225,8 +228,6 @@ def _stop(lane: Lane) -> None:
 def _incidents(env: dict[str, str], root: Path, recorder: Recorder) -> list[dict[str, Any]]:
     """What `lanewatch incidents --json` lists for the root (what a user reads afterwards),
     and any incident the recorder printed that it does not."""
-    import json
-
     done = subprocess.run(
         [*LANEWATCH, "incidents", "--json", "--root", str(root)],
         env=env,
