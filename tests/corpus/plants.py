@@ -33,7 +33,7 @@ SLEEP = ("sleep", "600")
 
 
 def shared_name() -> Path:
-    """A fixed name in the real /tmp, unique to this run (removed by `remove_shared`)."""
+    """A fixed name in the real /tmp, unique to this run (`session.run_corpus` removes it)."""
     return Path(os.path.realpath("/tmp")) / f"lanewatch-corpus-{uuid.uuid4().hex}.json"
 
 
