@@ -42,6 +42,7 @@ FAST = {
     "test_burst_differences.py": set(),
     "test_collision_records.py": set(),
     "test_engine_picture.py": set(),
+    "test_family.py": set(),
     "test_fields.py": set(),
     "test_incidents.py": {
         "test_foreign_receipt",

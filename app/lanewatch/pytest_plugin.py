@@ -10,9 +10,17 @@ Asked for, in each process that runs tests:
 - a pytest-xdist worker claims lane `<lane>-gw0`, `<lane>-gw1`, …; the main process claims
   `<lane>` itself, unless it runs inside the `lanewatch run` that owns `<lane>` (that run is
   then the owner, as for `lanewatch prove`);
+- the claim comes before pytest's capture starts (`pytest_load_initial_conftests`, first of
+  all): the capture's temporary files, like everything else, are in the process's own lane.
+  The main process tells each worker its lane in the worker's environment (execnet's `env:`
+  of the worker's spec, `pytest_xdist_setupnodes`), which the worker reads and drops;
+- the workers' lanes are of the main lane's family (`lanes/family.py`): a worker writing in
+  the main lane (its TMPDIR until it claimed) or in a sibling's is never an intruder;
 - TMPDIR/TMP/TEMP, `tempfile.tempdir` and the LANEWATCH_* variables point into the lane, so
   pytest's basetemp (`tmp_path`) and every `tempfile` call land in the lane's `tmp/`; a worker
   drops the basetemp xdist handed it (under the main process's) for one in its own lane;
+- the files on fds 0-2 when pytest loaded this module (`pytest > /tmp/log`) are recorded in the
+  stamp as handed to the lane (`lanes/handed.py`): writing them is not the lane's write;
 - unbound (no git checkout here), a lane another live process owns, or a --basetemp outside
   the lane: pytest stops with a usage error before any test runs. Never a shared /tmp.
 - the lane is released when the process's session ends (exit code: pytest's).
@@ -28,6 +36,7 @@ one small module, not for the lanes.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -41,6 +50,27 @@ if TYPE_CHECKING:
 
 NAME = "lanewatch"
 DEFAULT_BASE = "pytest"
+# Set by the main process in each xdist worker's environment (before the worker's pytest
+# starts), read and dropped by the worker: "you are lane L". Never inherited further.
+WORKER_LANE = "LANEWATCH_XDIST_WORKER_LANE"
+
+
+def _stdio_now() -> list[list[int]]:
+    """`lanes.handed.stdio_now`, without importing lanewatch: [st_dev, st_ino] of the regular
+    files on fds 0-2."""
+    out: list[list[int]] = []
+    for fd in (0, 1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and [st.st_dev, st.st_ino] not in out:
+            out.append([st.st_dev, st.st_ino])
+    return out
+
+
+# Taken when pytest loads the plugin: before its capture moves fds 1 and 2 onto its own files.
+_HANDED = _stdio_now()
 
 
 @dataclass
@@ -76,8 +106,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def enabled(config: pytest.Config) -> bool:
     """`-p lanewatch` given (on the command line, addopts or by xdist to its workers), or the
     ini option; `-p no:lanewatch` wins, since then this module is not loaded at all."""
-    asked = getattr(config.option, "plugins", None) or []
-    return NAME in asked or bool(config.getini(NAME))
+    return _asked(config.option) or bool(config.getini(NAME))
+
+
+def _asked(option: Any) -> bool:
+    return NAME in (getattr(option, "plugins", None) or [])
 
 
 def _worker_id(config: pytest.Config) -> str | None:
@@ -87,40 +120,68 @@ def _worker_id(config: pytest.Config) -> str | None:
     return None
 
 
-def _base_lane(config: pytest.Config) -> str:
+def _base_lane(config: pytest.Config, option: Any) -> str:
     return (
-        config.getoption("lanewatch_lane")
+        getattr(option, "lanewatch_lane", None)
         or str(config.getini("lanewatch_lane") or "")
         or os.environ.get("LANEWATCH_LANE")
         or DEFAULT_BASE
     )
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # around pytest's capture, which starts here
+def pytest_load_initial_conftests(early_config: pytest.Config) -> Any:
+    """Claim before pytest's capture makes its temporary files, so that they are the lane's."""
+    worker_lane = os.environ.pop(WORKER_LANE, None)  # set for us alone: never inherited
+    option = early_config.known_args_namespace
+    asked = _asked(option) or bool(early_config.getini(NAME))
+    if asked and not (getattr(option, "help", False) or getattr(option, "version", False)):
+        _claim(early_config, option, worker_lane)
+    return (yield)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
     if not enabled(config):
         return
+    worker = _worker_id(config)
+    if config.stash.get(_HELD, None) is None:  # not claimed early (--help; a worker xdist
+        name = f"{_base_lane(config, config.option)}-{worker}" if worker else None
+        _claim(config, config.option, name)  # started without our word): claim now
+    if worker:
+        config.option.basetemp = None  # xdist's popen-gwN, under the main process's lane
+
+
+def _claim(config: pytest.Config, option: Any, worker_lane: str | None) -> None:
+    """Claim the lane (or find the `lanewatch run` around us that owns it) and move TMPDIR and
+    the LANEWATCH_* variables into it. A usage error when it cannot be."""
     from lanewatch.errors import LanewatchError
+    from lanewatch.lanes.family import family_of_parent
     from lanewatch.lanes.lane import Lane, locate
     from lanewatch.lanes.nested import outer_owner
     from lanewatch.linux.paths import is_under
 
-    worker = _worker_id(config)
-    base = _base_lane(config)
-    name = f"{base}-{worker}" if worker else base
+    name = worker_lane or _base_lane(config, option)
     try:
         target = locate(name)
-        given = None if worker else config.option.basetemp  # a worker's is xdist's: dropped
+        given = None if worker_lane else getattr(option, "basetemp", None)  # a worker's: xdist's
         if given and not is_under(os.path.realpath(given), os.path.realpath(target.namespace)):
             raise LanewatchError(
                 f"--basetemp {given} is outside lane {name!r} ({target.namespace}); "
-                "drop it or point it inside"
+                f"drop it or point it inside{_under_tox()}"
             )
-        outer = None if worker else outer_owner(target)
+        outer = None if worker_lane else outer_owner(target)
         claimed = None
         if outer is None:
-            where = {"root": target.root, "checkout": target.checkout.root}
-            claimed = Lane(name, command=list(sys.argv), **where).claim()
+            family = family_of_parent(target.root, target.namespace) if worker_lane else None
+            claimed = Lane(
+                name,
+                command=list(sys.argv),
+                root=target.root,
+                checkout=target.checkout.root,
+                family=family,
+                stdio=_HANDED,
+            ).claim()
     except LanewatchError as exc:
         raise pytest.UsageError(
             f"lanewatch: {exc} (pytest -p lanewatch runs tests in lanes)"
@@ -132,6 +193,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     held = _Held(name, target.namespace, owner, claimed)
     config.stash[_HELD] = held
+    config.add_cleanup(lambda: _undo(held))  # also when pytest stops before its configure
     # Nested: the same variables the run around us exported, from a Lane we never claim.
     env = (claimed or Lane(name, root=target.root, checkout=target.checkout.root)).env()
     for key, value in env.items():
@@ -139,8 +201,32 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[key] = value
     held.saved_tempdir = tempfile.tempdir
     tempfile.tempdir = env["TMPDIR"]
-    if worker:
-        config.option.basetemp = None  # xdist's popen-gwN, under the main process's lane
+
+
+def _under_tox() -> str:
+    """What to change when tox runs us (docs/launchers.md, tox and nox), else ""."""
+    if not os.environ.get("TOX_ENV_NAME"):
+        return ""
+    if not os.environ.get("LANEWATCH_NAMESPACE"):
+        return "; under tox, pass the lane in: `pass_env = LANEWATCH_*` in the tox env"
+    return (
+        "; tox's {envtmpdir} lies in its work dir: "
+        '`tox --workdir "$LANEWATCH_NAMESPACE/tox"` puts it inside the lane'
+    )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
+    """xdist is about to start its workers: tell each one its lane (execnet sets `env:` in the
+    worker before the worker's pytest starts, hence before its capture)."""
+    held = config.stash.get(_HELD, None)
+    if held is None:
+        return
+    for spec in specs:
+        wid = getattr(spec, "id", None)
+        env = getattr(spec, "env", None)
+        if isinstance(wid, str) and isinstance(env, dict):
+            env[WORKER_LANE] = f"{held.lane}-{wid}"
 
 
 def _basetemp(config: pytest.Config) -> str:

@@ -41,6 +41,7 @@ INNER = textwrap.dedent(
             "TMPDIR": os.environ["TMPDIR"],
             "gettempdir": tempfile.gettempdir(),
             "mkstemp": tempfile.mkstemp()[1],
+            "worker_var": os.environ.get("LANEWATCH_XDIST_WORKER_LANE"),
         }
         ready = HANDSHAKE / f"ready-{worker}-{n}.json"
         Path(f"{ready}.tmp").write_text(json.dumps(info))
@@ -118,9 +119,13 @@ def test_four_xdist_workers_get_four_lanes_seen_live_from_outside(
     for info in infos:
         worker = info["worker"]
         assert f"lanewatch: {worker} ran in lane pytest-{worker}, basetemp " in out
+    head = locate("pytest", checkout=repo).namespace.name
     for lane in ("pytest", "pytest-gw0", "pytest-gw1", "pytest-gw2", "pytest-gw3"):
         stamp = read_stamp(locate(lane, checkout=repo).namespace).stamp
         assert stamp.state is OwnerState.RELEASED and stamp.exit_code == 0, lane  # not stale
+        assert stamp.family == (None if lane == "pytest" else head), lane  # one family
+    # The main process told each worker its lane; the worker dropped the word before its tests.
+    assert all(i["worker_var"] is None for i in infos)
 
 
 def test_without_the_plugin_asked_for_nothing_is_claimed(
@@ -166,6 +171,9 @@ def test_inside_lanewatch_run_the_run_owns_the_lane_and_workers_take_their_own(
     assert sorted(i["lane"] for i in infos) == ["agent-1-gw0", "agent-1-gw1"]
     outer = read_stamp(locate("agent-1", checkout=repo).namespace).stamp
     assert outer.pid == inner.pid  # `lanewatch run`, not the pytest inside it
+    head = locate("agent-1", checkout=repo).namespace.name
+    for lane in ("agent-1-gw0", "agent-1-gw1"):  # the run's family: it is their ancestor
+        assert read_stamp(locate(lane, checkout=repo).namespace).stamp.family == head
     (handshake / "go").touch()
     assert inner.wait(timeout=120) == 0, log.read_text()
     assert "lanewatch: lane agent-1, owned by the lanewatch run around this pytest, pid" in (

@@ -6,16 +6,18 @@ itself runs on its own thread (`processes/prober.py`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from types import MappingProxyType
 
 from lanewatch.engine.heldversions import HeldVersions, Holder
 from lanewatch.engine.intake import Found, Namespaces
 from lanewatch.lanes.roots import state_dir
-from lanewatch.lanes.stamp import OwnerState, Stamp
+from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model import writers as wr
+from lanewatch.model.family import Stamped
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kinds import ESCAPED_THE_LANES
 from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
@@ -34,6 +36,7 @@ class ProbeIntake:
         self.ignore = [str(state_dir())]
         # The last answer of `local_stamps`, with the namespaces mapping it was read from.
         self._local: tuple[object, Mapping[str, Stamp]] | None = None
+        self._stamped_from: tuple[object, Mapping[str, Stamped]] | None = None
         # Inferred attribution only (the engine sets it when the kernel does not attribute):
         # shared files read while lanes hold them, kept as versions for the incident's report.
         self.held: HeldVersions | None = None
@@ -81,6 +84,7 @@ class ProbeIntake:
             shared=SHARED_TEMP,
             ignore=self.ignore,
             at=report.at,
+            stamped=self._stamped(known),
         )
         held: dict[str, list[Holder]] = {}
         root_of: dict[str, str] = {}
@@ -102,6 +106,22 @@ class ProbeIntake:
             self.held.seen(held, root_of)
         return out
 
+    def _stamped(self, known: Mapping[str, m.NsRecord]) -> Mapping[str, Stamped]:
+        """What each namespace's stamp on this host says, live or released (`model/family.py`):
+        made again only when the model's namespaces changed. A namespace the model knows
+        without a stamp is read from disk when a holding asks (`_StampedNow`): a worker writes
+        in its new lane the moment its stamp is written, before the tail has told the model."""
+        last = self._stamped_from
+        if last is not None and last[0] is known:
+            return _StampedNow(last[1], known, self.host)
+        out: dict[str, Stamped] = {}
+        for key, rec in known.items():
+            s = rec.owner
+            if s is not None and s.host == self.host:
+                out[key] = Stamped(s.pid, s.start_ticks, s.family)
+        self._stamped_from = (known, out)
+        return _StampedNow(out, known, self.host)
+
     def _root_of(self, obs: inc.Observation, known: Mapping[str, m.NsRecord]) -> str:
         key = obs.victim or obs.intruder.get("namespace")
         if isinstance(key, str):
@@ -112,3 +132,39 @@ class ProbeIntake:
                 if key.startswith(root + "/"):
                     return root
         return ""
+
+
+class _StampedNow(Mapping[str, Stamped]):
+    """The model's stamps, and for a namespace it knows without one, the stamp on disk now
+    (read once per probe, only for a namespace a holding lies in)."""
+
+    def __init__(
+        self, known: Mapping[str, Stamped], namespaces: Mapping[str, m.NsRecord], host: str
+    ):
+        self._known = known
+        self._namespaces = namespaces
+        self._host = host
+        self._read: dict[str, Stamped | None] = {}
+
+    def __getitem__(self, key: str) -> Stamped:
+        found = self._known.get(key)
+        if found is None:
+            found = self._from_disk(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def _from_disk(self, key: str) -> Stamped | None:
+        if key not in self._namespaces or self._namespaces[key].owner is not None:
+            return None
+        if key not in self._read:
+            s = read_stamp(Path(key)).stamp
+            ok = s is not None and s.host == self._host
+            self._read[key] = Stamped(s.pid, s.start_ticks, s.family) if ok and s else None
+        return self._read[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._known)
+
+    def __len__(self) -> int:
+        return len(self._known)

@@ -106,6 +106,14 @@ def attribution_status(probe: str | None = None) -> tuple[str, str]:
     return "inferred", f"{HINT_INFERRED}; {how}"
 
 
+def _file_id(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def shared_temp() -> list[str]:
     return [p for p in SHARED_TEMP if os.path.isdir(p)]
 
@@ -173,9 +181,10 @@ class Attribution:
         why = foreign.reason if foreign is not None else "not started"
         return f"; {UNFILTERED} ({why})"
 
-    def _lane_of(self, key: str) -> str | None:
+    def _lane_of(self, key: str) -> tuple[str | None, str | None]:
+        """A namespace's lane and family, from its stamp (for incident titles and families)."""
         owner = self.lanes.owners.by_key.get(key)
-        return owner.lane if owner is not None else None
+        return (owner.lane, owner.family) if owner is not None else (None, None)
 
     # -- life ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -279,6 +288,8 @@ class Attribution:
                     log.debug("reading %s through its event: %s", path, exc)
             event = "close-write" if ev.is_close_write else "modify"
             fact = Fact(path, *zone, writer, event, ev.is_modify, sample, at, window, deleted)
+            if zone[0] == "shared" and ev.fd >= 0:
+                fact.file_id = _file_id(ev.fd)  # was it handed to the lane? (model/family.py)
             if sample is not None and contested:
                 fact.contested_until = at + GRACE
             if sample is not None and sample.size == 0:

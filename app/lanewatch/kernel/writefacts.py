@@ -20,6 +20,7 @@ from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.proc import readlink
 from lanewatch.model.detectors.foreign_writer import foreign_write
 from lanewatch.model.detectors.unbound_writer import unbound_write
+from lanewatch.model.family import handed
 from lanewatch.model.filehistory import WriteRecord
 from lanewatch.model.incidents import Observation
 from lanewatch.model.kernelwrites import KernelWrite
@@ -61,6 +62,7 @@ class Fact:
     tries_until: float = 0.0
     raced: bool = False  # another writer wrote the file before we read it: content unknown
     contested_until: float = 0.0  # another process wrote it lately: wait for its events
+    file_id: tuple[int, int] | None = None  # (device, inode), for shared temp: handed?
 
     @property
     def event_text(self) -> str:
@@ -144,11 +146,11 @@ class Attributor:
         self,
         roots: Sequence[str],
         stats: Stats,
-        victim_lane: Callable[[str], str | None] = lambda _key: None,
+        victim_lane: Callable[[str], tuple[str | None, str | None]] = lambda _key: (None, None),
     ) -> None:
         self.roots = list(roots)
         self.stats = stats
-        self.victim_lane = victim_lane  # a namespace's lane, for incident titles
+        self.victim_lane = victim_lane  # a namespace's lane (incident titles) and family
         self._hashes: OrderedDict[str, str | None] = OrderedDict()
         self._budget: dict[str, tuple[int, int]] = {}
         self._stdio: dict[int, tuple[float, frozenset[str]]] = {}
@@ -187,8 +189,9 @@ class Attributor:
                 command=w.command,
                 how=w.how,
                 writer=w.label,
-                handed=f.zone == "shared" and self._handed(w, f.path),
+                handed=f.zone == "shared" and self._handed(w, f.path, f.file_id),
                 git_common_dir=w.git_common_dir,
+                family=w.family,
             )
             if f.event == "close-write":
                 writes.append((path, WriteRecord(f.at, size, sha, w.label)))
@@ -197,8 +200,10 @@ class Attributor:
                     keeps.append(keep)
             if f.zone == "ns" and f.victim is not None and f.root is not None:
                 owns = w.owner and w.namespace == f.victim
-                lane = self.victim_lane(f.victim)
-                obs = foreign_write(kw, f.victim, victim_owner=owns, victim_lane=lane)
+                lane, family = self.victim_lane(f.victim)
+                obs = foreign_write(
+                    kw, f.victim, victim_owner=owns, victim_lane=lane, victim_family=family
+                )
                 root = f.root
             else:
                 obs = unbound_write(kw, self.roots)
@@ -230,29 +235,37 @@ class Attributor:
             self._hashes.popitem(last=False)
         return modified or sha is None or old != sha
 
-    def _handed(self, w: Writer, path: str) -> bool:
+    def _handed(self, w: Writer, path: str, file_id: tuple[int, int] | None) -> bool:
         """Written by the lane's `lanewatch run` itself (it writes only lanewatch's files and
-        its stdout/stderr), or into the stdout/stderr it was started with: chosen by whoever
-        started the lane, not by the lane."""
+        its stdout/stderr), or into a file the lane was started with on fds 0-2 (its stamp's
+        `stdio`, `model/family.py`): chosen by whoever started the lane, not by the lane. An
+        in-process owner (`pytest -p lanewatch`) runs the lane's own code: only its handed
+        files are excused. A stamp without `stdio` (an older lanewatch): the paths its owner
+        has on fds 1 and 2 now."""
         if w.owner_pid is None:
             return False
-        if w.pid == w.owner_pid:
+        if w.pid == w.owner_pid and w.runner:
             return True
+        if w.handed is not None:
+            return handed(file_id, w.handed)
+        return path in self._owner_stdio(w.owner_pid)
+
+    def _owner_stdio(self, owner_pid: int) -> frozenset[str]:
         now = time.monotonic()
-        cached = self._stdio.get(w.owner_pid)
+        cached = self._stdio.get(owner_pid)
         if cached is None or now - cached[0] > STDIO_FOR:
             links = set()
             for fd in (1, 2):
                 try:
-                    links.add(readlink(w.owner_pid, f"fd/{fd}"))
+                    links.add(readlink(owner_pid, f"fd/{fd}"))
                 except OSError:
                     continue
             if links or cached is None:  # gone since: keep what we saw while it lived
                 cached = (now, frozenset(links))
-                self._stdio[w.owner_pid] = cached
+                self._stdio[owner_pid] = cached
             if len(self._stdio) > 256:
                 self._stdio.pop(next(iter(self._stdio)))
-        return path in cached[1]
+        return cached[1]
 
 
 def _keep(f: Fact, path: str) -> Keep | None:

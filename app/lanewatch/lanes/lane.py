@@ -24,6 +24,7 @@ from lanewatch.lanes import ledger
 from lanewatch.lanes.checkout import Checkout, resolve_checkout
 from lanewatch.lanes.fence import Fence
 from lanewatch.lanes.fsutil import ensure_real_dir
+from lanewatch.lanes.handed import stdio_now
 from lanewatch.lanes.lock import NamespaceLock
 from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.roots import Registry, default_root, ensure_root
@@ -112,7 +113,12 @@ class Lane:
         checkout: str | os.PathLike[str] | None = None,
         heartbeat: float | None = None,
         command: list[str] | None = None,
+        family: str | None = None,
+        stdio: list[list[int]] | None = None,
     ) -> None:
+        """`family`: the folder name of the lane (same root) that starts this one for its own
+        workers (`lanes/family.py`); `stdio`: the files whoever started the lane handed it
+        (`lanes/handed.py`), default this process's at the claim."""
         self.target = locate(lane, root=root, checkout=checkout)
         if heartbeat is None or heartbeat <= 0:  # None (and, as before, 0 or less): the default
             self.heartbeat_interval = default_heartbeat()
@@ -121,6 +127,8 @@ class Lane:
         else:  # NaN, infinity or beyond a day: no stamp could carry it, no thread could wait it
             raise BadValue("heartbeat must be a finite number of seconds, at most a day")
         self.command = list(command) if command is not None else list(sys.argv)
+        self.family = family
+        self.stdio = stdio
         self._lock = NamespaceLock(self.target.namespace)
         self._stamp: Stamp | None = None
         self._stop = threading.Event()
@@ -205,6 +213,8 @@ class Lane:
                 heartbeat_interval=self.heartbeat_interval,
                 root=str(t.root),
                 **self.fence_fields(),
+                family=self.family,
+                stdio=self.stdio if self.stdio is not None else stdio_now(),
             )
             write_stamp(t.namespace, self._stamp)
             ledger.append(t.namespace, "started", lane=self.name, command=self.command)

@@ -37,7 +37,7 @@ def parent_pid(pid: int) -> int | None:
     return None if st is None else st.ppid
 
 
-def _is_ancestor(pid: int, ticks: int) -> bool:
+def is_ancestor(pid: int, ticks: int) -> bool:
     current: int | None = os.getppid()
     for _ in range(MAX_DEPTH):
         if current is None or current <= 0:
@@ -66,7 +66,7 @@ def outer_owner(target: LaneTarget) -> Stamp | None:
         return None
     if stamp.host != hostname() or (stamp.boot_id and stamp.boot_id != boot_id()):
         return None
-    return stamp if _is_ancestor(stamp.pid, stamp.start_ticks) else None
+    return stamp if is_ancestor(stamp.pid, stamp.start_ticks) else None
 
 
 @contextlib.contextmanager

@@ -84,12 +84,22 @@ class Stamp:
     # The scheme of the host that wrote it (lanes/scheme.py). None: the stamp names none (an
     # older lanewatch: `scheme.stated` reads it as 1). Typed as every field: not an int is garbage.
     scheme: int | None = SCHEME_VERSION
+    # The family (docs/engine.md): the folder name, in the same root, of the lane that started
+    # this one for its own workers (`pytest -p lanewatch -n 2`: `pytest` for `pytest-gw0`);
+    # None: a lane of its own. Lanes of one family are never intruders to each other.
+    family: str | None = None
+    # The regular files on fds 0-2 of the process that started the lane, as [st_dev, st_ino],
+    # taken when it began (`lanes/handed.py`): what whoever started it redirected its output to
+    # (`pytest > /tmp/log`). The lane's processes writing them are not the lane's own writes.
+    # None: not recorded (an older lanewatch).
+    stdio: list[list[int]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
-        if data["mnt_ns"] is None:  # unfenced stamps keep their shape
-            del data["mnt_ns"]
+        for name in ("mnt_ns", "family", "stdio"):  # stamps without them keep their shape
+            if data[name] is None:
+                del data[name]
         return data
 
     def with_changes(self, **changes: Any) -> Stamp:
@@ -119,8 +129,9 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "released_at": (int, float),
     **dict.fromkeys(("fence", "fence_note"), (str,)),
     "fence_private": (list,),
-    "mnt_ns": (str,),
+    **dict.fromkeys(("mnt_ns", "family"), (str,)),
     "scheme": (int,),
+    "stdio": (list,),
 }
 _WRONG_TYPE = "field {name!r} has the wrong type"
 
@@ -201,6 +212,11 @@ def parse_stamp(data: bytes) -> StampRead:
         return _garbage(optional)
     if values.get("fence_private") is not None and not strings(values["fence_private"]):
         return _garbage("field 'fence_private' is not a list of strings")
+    if values.get("stdio") is not None and not _file_ids(values["stdio"]):
+        return _garbage("field 'stdio' is not a list of [device, inode] pairs")
+    family = values.get("family")
+    if family is not None and (not family or "/" in family or family in (".", "..")):
+        return _garbage("field 'family' is not a folder name")
     state = obj.get("state")
     if type(state) is not str or state not in _STATES:  # required: "live" is never a guess
         return _garbage(f"missing or unknown state {state!r}"[:120])
@@ -214,6 +230,13 @@ def parse_stamp(data: bytes) -> StampRead:
     values["schema"] = obj["schema"]
     return StampRead(
         StampStatus.OK, Stamp(**{k: v for k, v in values.items() if k in _STAMP_FIELDS})
+    )
+
+
+def _file_ids(value: list[Any]) -> bool:
+    return len(value) <= 3 and all(
+        type(item) is list and len(item) == 2 and all(type(n) is int and n >= 0 for n in item)
+        for item in value
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lanewatch.model.family import FileId
 from lanewatch.model.views import Evidence, Grade
 
 
@@ -34,6 +35,7 @@ class Holding:
     command: tuple[str, ...]
     size: int | None = None
     fd: int | None = None
+    file_id: FileId | None = None  # (device, inode) of a file held open for writing
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,9 @@ class Owner:
     # The common git dir of the checkout's repository (`git rev-parse --git-common-dir`), where
     # the checkout's own git writes (objects, refs, a linked worktree's index); None: unknown.
     git_common_dir: str | None = None
+    family: str | None = None  # the stamp's family: its head's folder name (`model/family.py`)
+    # The files the lane was started with on fds 0-2 (`model/family.py`); None: not recorded.
+    handed: frozenset[FileId] | None = None
 
 
 def writes(h: Holding) -> bool:
@@ -67,7 +72,11 @@ class OwnerIndex:
         self.by_pid: dict[int, Owner] = {}
         self.by_pgid: dict[int, Owner] = {}
         self.by_lane: dict[str, list[Owner]] = {}
+        # The process that wrote each stamp: a lane of its own, whatever else it is a member of.
+        self.by_stamp_pid: dict[int, Owner] = {}
         for owner in owners.values():
+            if owner.pid is not None:
+                self.by_stamp_pid.setdefault(owner.pid, owner)
             for pid in owner.pids:
                 self.by_pid.setdefault(pid, owner)
             if owner.pgid is not None:
@@ -76,8 +85,14 @@ class OwnerIndex:
 
 
 def lane_of(h: Holding, owners: Mapping[str, Owner] | OwnerIndex) -> tuple[Owner, str] | None:
-    """The lane a process belongs to, with how we know: its environment, else its ancestry."""
+    """The lane a process belongs to, with how we know: an owner process is its own lane's
+    (whatever environment it inherited: an xdist worker owns `pytest-gw0` though it was
+    started with `pytest`'s variables), else its environment, else its ancestry. The order
+    is the kernel's (`processes/pidlane.py`): one pid is never two lanes at once."""
     index = owners if isinstance(owners, OwnerIndex) else OwnerIndex(owners)
+    own = index.by_stamp_pid.get(h.pid)
+    if own is not None:
+        return own, "owner process"
     if h.namespace_env:
         key = h.namespace_env.rstrip("/")
         bound = index.by_key.get(key) or Owner(

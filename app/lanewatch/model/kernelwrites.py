@@ -32,8 +32,9 @@ class KernelWrite:
     command: tuple[str, ...]
     how: str  # how the lane is known
     writer: str  # one line for people: pid, lane, command
-    handed: bool = False  # the path is the stdout/stderr its lane was started with
+    handed: bool = False  # a file its lane was started with on fds 0-2 (`model/family.py`)
     git_common_dir: str | None = None  # of the writer's checkout's repository, when known
+    family: str | None = None  # its lane's stamp's family (`model/family.py`)
 
 
 def write_intruder(w: KernelWrite) -> dict[str, object]:

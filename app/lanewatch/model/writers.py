@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from lanewatch.linux.paths import is_under
 from lanewatch.model.detectors import foreign_writer, unbound_writer
+from lanewatch.model.family import Stamped
 
 # Re-exported: the prober and the tests have always found these here.
 from lanewatch.model.holdings import Holding as Holding
@@ -52,27 +53,32 @@ def writers(
     shared: Sequence[str],
     ignore: Sequence[str] = (),
     at: float,
+    stamped: Mapping[str, Stamped] | None = None,
 ) -> list[Observation]:
     """Foreign writers (a lane's process holding a path in another lane's namespace) and
     unbound writers (a lane's process holding a file in shared temp outside any namespace).
 
     `owners` maps namespace keys with a live owner; `namespaces` lists every namespace key we
-    know (owned or not), so a path inside any of them is attributed to it.
+    know (owned or not), so a path inside any of them is attributed to it. `stamped`: what
+    each namespace's stamp on this host says, live or released (`model/family.py`).
     """
     holdings = list(holdings)
     # Longest key first, so a key given with and without a trailing slash keeps the longer.
     index = {ns.rstrip("/") or "/": ns for ns in sorted(set(namespaces), key=len)}
     by_owner = OwnerIndex(owners)
-    owner_pids = {o.pid for o in owners.values() if o.pid is not None}
-    # Paths an owner process holds itself were handed to its lane by whoever started it
-    # (a redirected stdout of `lanewatch run`); a child inheriting them did not choose them.
+    # Stamps written before lanes recorded their handed files (`Owner.handed` None): paths an
+    # owner process holds itself were handed to its lane by whoever started it (a redirected
+    # stdout of `lanewatch run`); a child inheriting them did not choose them. A stamp that
+    # records them is judged by them alone (`unbound_writer.held`).
+    owner_pids = {o.pid for o in owners.values() if o.pid is not None and o.handed is None}
     handed = {(h.path) for h in holdings if h.pid in owner_pids}
     out: list[Observation] = []
     for h in holdings:
         victim = _enclosing(h.path, index)
         if victim is not None:
             # Checked before `ignore`: the default root lives inside the ignored state dir.
-            obs = foreign_writer.held(h, victim, by_owner, at)
+            said = stamped.get(victim) if stamped is not None else None
+            obs = foreign_writer.held(h, victim, by_owner, at, said)
         elif any(is_under(h.path, p) for p in ignore):
             continue  # lanewatch's own state (roots registry, bookkeeping): nobody's write
         elif any(is_under(h.path, r) for r in roots):

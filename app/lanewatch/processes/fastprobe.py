@@ -75,11 +75,11 @@ def _one(
     prefixes: Sequence[str],
 ) -> list[Holding]:
     pid = pinned.pid
-    found: list[tuple[str, str, str | None, bool, int | None, bool]] = []
+    found: list[tuple[str, str, str | None, bool, int | None, bool, tuple[int, int] | None]] = []
     try:
         cwd = pinned.readlink("cwd")
         if under_any(cwd, prefixes):
-            found.append((cwd, "cwd", None, False, None, True))
+            found.append((cwd, "cwd", None, False, None, True, None))
     except OSError:
         pass
     try:
@@ -96,11 +96,13 @@ def _one(
             target = target[: -len(DELETED)]
         if target.startswith("/") and under_any(target, prefixes):
             try:
-                is_dir = stat.S_ISDIR(os.stat(f"fd/{name}", dir_fd=pinned.dfd).st_mode)
+                st_fd = os.stat(f"fd/{name}", dir_fd=pinned.dfd)  # the open file itself
             except OSError:
-                is_dir = False
+                st_fd = None
+            is_dir = st_fd is not None and stat.S_ISDIR(st_fd.st_mode)
             access = fd_access(pinned.fd_flags(name))
-            found.append((target, "fd", access, deleted, int(name), is_dir))
+            file_id = (st_fd.st_dev, st_fd.st_ino) if st_fd is not None else None
+            found.append((target, "fd", access, deleted, int(name), is_dir, file_id))
     if not found:
         return []
     # Re-check the pinned process is the one in the table (not a reused pid).
@@ -138,6 +140,7 @@ def _one(
             pgid=st.pgid,
             command=cmd,
             fd=fd,
+            file_id=file_id if access in ("write", "readwrite") else None,
         )
-        for path, kind, access, deleted, fd, is_dir in found
+        for path, kind, access, deleted, fd, is_dir, file_id in found
     ]

@@ -73,6 +73,9 @@ class HeldPath:
     access: Access | None = None  # None for cwd and root
     deleted: bool = False
     directory: bool = False  # a cwd, a root, or an fd open on a folder
+    # (device, inode) of a file open for writing: which file, whatever its name now (a file
+    # handed to a lane by whoever started it, `model/family.py`); None: not read.
+    file_id: tuple[int, int] | None = None
 
     @property
     def writable(self) -> bool:
@@ -628,7 +631,8 @@ def _held_fds(
                 # open(2) refuses to open a folder for writing (EISDIR): a writable fd is
                 # never a folder, and without the suffix it is not deleted: no stat needed.
                 path, deleted, directory = raw, False, False
-            one = HeldPath(path, "fd", prefix, fd, access, deleted, directory)  # type: ignore[arg-type]
+            file_id = _file_id(name, fdd) if access in ("write", "readwrite") else None
+            one = HeldPath(path, "fd", prefix, fd, access, deleted, directory, file_id)  # type: ignore[arg-type]
             if facts is not None and not suffixed and access is not None:
                 facts[name] = one
             held.append(one)
@@ -645,6 +649,15 @@ def _held_fds(
 # open read-only fd of each file an event names, held until it has read the event: a clear must
 # not take that for a process using the namespace (a concurrent recorder made clear refuse).
 _FANOTIFY = "anon_inode:[fanotify]"
+
+
+def _file_id(link: str, dfd: int) -> tuple[int, int] | None:
+    """(device, inode) of the file behind fd `link` (the magic link followed: the open file)."""
+    try:
+        st = os.stat(link, dir_fd=dfd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _fd_access(link: str, dfd: int) -> Access | None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux.paths import is_below
 from lanewatch.linux.proc import ProcStat, environ_values, read_file, read_stat
+from lanewatch.model.family import file_ids
 from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.pidclock import CLK_TCK, Mark, PidClock, boottime
 from lanewatch.processes.proclives import Life, ProcLives, monotonic_to_boottime
@@ -70,6 +71,8 @@ class OwnerId:
     live: bool = True
     command: tuple[str, ...] = ()  # the stamp's command
     git_common_dir: str | None = None  # of the checkout's repository (processes.checkoutgit)
+    family: str | None = None  # the stamp's family: its head's folder name (`model/family.py`)
+    handed: frozenset[tuple[int, int]] | None = None  # the stamp's stdio (`model/family.py`)
 
     def identities(self) -> list[tuple[int, int]]:
         out = [(self.pid, self.start_ticks)]
@@ -93,6 +96,8 @@ def owner_of(key: str, root: str, s: Stamp) -> OwnerId:
         live=s.state is OwnerState.LIVE,
         command=tuple(s.command),
         git_common_dir=git_common_dir(s.checkout_path),
+        family=s.family,
+        handed=file_ids(s.stdio),
     )
 
 
@@ -114,6 +119,9 @@ class Writer:
     owner_pid: int | None = None  # its lane's `lanewatch run` (for stdio handed to the lane)
     owner: bool = False  # it is its lane's `lanewatch run` or that one's command
     git_common_dir: str | None = None  # of its lane's checkout's repository
+    family: str | None = None  # its lane's stamp's family (`model/family.py`)
+    handed: frozenset[tuple[int, int]] | None = None  # its lane's stamp's stdio, if recorded
+    runner: bool = False  # its lane's owner is a `lanewatch run` (it started a command)
 
     @property
     def label(self) -> str:
@@ -371,6 +379,7 @@ class PidLanes:
             owner_pid=o.pid,
             owner=True,
             git_common_dir=o.git_common_dir,
+            **_lane_facts(o),
         )
 
     def _seen_since(self, pid: int, since: float) -> _Proc | None:
@@ -423,6 +432,7 @@ class PidLanes:
                     "exited before we read the event (process connector)",
                     owner_pid=o.pid if o else None,
                     git_common_dir=o.git_common_dir if o else None,
+                    **_lane_facts(o),
                 )
             if plife.born == float("-inf"):
                 return unknown  # an older process, gone, never seen: its lane is not known
@@ -536,6 +546,7 @@ class PidLanes:
             owner_pid=o.pid if o else None,
             owner=is_owner,
             git_common_dir=o.git_common_dir if o else None,
+            **_lane_facts(o),
         )
 
 
@@ -562,6 +573,14 @@ def _lane(proc: _Proc, owners: Owners) -> tuple[OwnerId | None, str, str, str, b
             o = matches[0]
             return o, o.key, o.lane, "$LANEWATCH_LANE", False
     return None
+
+
+def _lane_facts(o: OwnerId | None) -> dict[str, object]:
+    """What the writer detectors need of the writer's lane: its family, the files it was
+    handed, whether its owner is a `lanewatch run` (`model/family.py`)."""
+    if o is None:
+        return {}
+    return {"family": o.family, "handed": o.handed, "runner": o.child_pid is not None}
 
 
 def _lineage(st: ProcStat) -> tuple[tuple[int, int], ...]:

@@ -31,6 +31,7 @@ from lanewatch.linux.paths import is_under
 from lanewatch.linux.proc import ProcStat
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
+from lanewatch.model.family import file_ids
 from lanewatch.model.views import LaneMember
 from lanewatch.model.writers import Holding, Owner
 from lanewatch.processes import fastprobe, members
@@ -181,6 +182,8 @@ def owners_of(
             s.pgid,
             s.pid,
             git_common_dir(s.checkout_path),
+            family=s.family,
+            handed=file_ids(s.stdio),
         )
     return out
 
@@ -279,6 +282,7 @@ def _holdings_of(pid: int, who: _Who, paths: Sequence[procscan.HeldPath]) -> lis
             pgid=pgid,
             command=command,
             fd=p.fd,
+            file_id=p.file_id,
         )
         for p in paths
     ]

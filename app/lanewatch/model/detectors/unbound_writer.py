@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lanewatch.linux.paths import is_under
+from lanewatch.model.family import handed, head
 from lanewatch.model.holdings import (
     Holding,
     OwnerIndex,
@@ -26,7 +27,8 @@ from lanewatch.model.writerlist import Writer, names
 def held(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Observation | None:
     """A lane's process holds a file in shared temp (outside every namespace) open for writing.
     Not a collision: a cwd, a file read, an unlinked file, a lane of a root we do not watch, a
-    path in the lane's own checkout or its repository's common git dir."""
+    path in the lane's own checkout or its repository's common git dir, a file handed to the
+    lane or to its family's head by whoever started it (`model/family.py`)."""
     if not writes(h) or h.deleted or h.directory:
         return None  # a cwd or a read-only file is not a write; an unlinked file has no name
     found = lane_of(h, owners)
@@ -35,6 +37,9 @@ def held(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Obs
     owner, how = found
     if not any(is_under(owner.key, r) for r in roots):
         return None  # a lane of a root we do not watch: its own dashboard reports it
+    family_head = owners.by_key.get(head(owner.key, owner.family))
+    if handed(h.file_id, owner.handed, family_head.handed if family_head else None):
+        return None  # `pytest > /tmp/log`: the shell opened it for whoever runs pytest
     if owner.checkout_path and is_under(h.path, owner.checkout_path):
         return None
     if owner.git_common_dir and is_under(h.path, owner.git_common_dir):
@@ -49,8 +54,9 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
 
     Not a collision: a writer with no lane, a lane of a root we do not watch (its own engine
     reports it), a path inside the lane's own checkout or its repository's common git dir (git
-    commit or gc in a linked worktree writes the main checkout's `.git`), and the stdout/stderr
-    the lane was started with (chosen by whoever started it).
+    commit or gc in a linked worktree writes the main checkout's `.git`), and the files the
+    lane (or its family's head) was started with on fds 0-2 (`w.handed`: chosen by whoever
+    started it; `model/family.py`).
     """
     if w.namespace is None or w.lane is None or w.handed:
         return None
