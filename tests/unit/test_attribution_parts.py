@@ -9,13 +9,15 @@ from collections import deque
 from dataclasses import replace
 from pathlib import Path
 
+from lanewatch.kernel.attribution import Attribution, KernelBatch
+from lanewatch.kernel.writefacts import Fact
 from lanewatch.model.detectors.foreign_writer import foreign_write
 from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.views import Evidence, Incident
 from lanewatch.processes.pidclock import CLK_TCK, Mark, PidClock, boottime
-from lanewatch.processes.pidlane import OwnerId, Owners, _lane, _Proc
+from lanewatch.processes.pidlane import OwnerId, Owners, Writer, _lane, _Proc
 from lanewatch.records import evidence
 from lanewatch.records.evidence import SMALL_FILE, EvidenceStore
 from lanewatch.records.writes import WriteLog
@@ -179,11 +181,35 @@ def test_unbound_write_rules() -> None:
     assert unbound_write(kw("/work/co/build/x", checkout_path="/work/co"), ["/r"]) is None
     assert unbound_write(kw("/r/ns.B/tmp/x"), ["/r"]) is None  # its own namespace
     assert unbound_write(kw("/tmp/x", lane=None, namespace=None), ["/r"]) is None
+    # A lane known by its environment before its stamp: its checkout is not known, so a write
+    # outside its namespace (maybe in its checkout) is not judged (issue 26: a soak's lane).
+    assert unbound_write(kw("/tmp/co/x", checkout_id=None, checkout_path=None), ["/r"]) is None
     # Its checkout's repository: a linked worktree's git writing the main checkout's .git.
     in_repo = kw("/tmp/repo/.git/objects/ab/cd", checkout_path="/tmp/wt")
     assert unbound_write(in_repo, ["/r"]) is not None
     assert unbound_write(replace(in_repo, git_common_dir="/tmp/repo/.git"), ["/r"]) is None
     assert unbound_write(replace(in_repo, git_common_dir="/tmp/other/.git"), ["/r"]) is not None
+
+
+def test_a_lanes_write_seen_before_its_stamp_waits_for_its_checkout(tmp_path: Path) -> None:
+    # The reader knew the writer's lane from its environment while the owners did not know
+    # the lane's stamp yet: the fact waits for it (at most PENDING_FOR), then is judged with
+    # its checkout: a write in its own checkout is no incident.
+    root, checkout = "/r", str(tmp_path / "co")
+    owner = OwnerId("/r/ns.B", root, "B", "ck", checkout, pid=1, start_ticks=1)
+    known: list[OwnerId] = []
+    batches: list[KernelBatch] = []
+    att = Attribution([root], batches.append, owners=lambda: list(known), shared=[])
+    writer = Writer(42, 7, True, "B", "/r/ns.B", root, command=("sh",), how="$LANEWATCH_NAMESPACE")
+    fact = Fact(f"{checkout}/x", "shared", None, None, writer, "close-write", True, None, 1.0, None)
+    att._handle([fact])
+    assert batches == [] and len(att._pending) == 1  # waiting for the lane's stamp
+    known.append(owner)
+    att._owners_at = 0.0  # the next refresh is due
+    att._handle([])
+    (batch,) = batches
+    assert batch.observations == ()  # its own checkout
+    assert [p for p, _ in batch.writes] == [f"{checkout}/x"]
 
 
 # --- evidence store and file history ------------------------------------------------------------

@@ -33,11 +33,13 @@ def _iso(t: float | None) -> str:
 
 
 def writers_line(i: Incident) -> str:
-    """Every lane that wrote: "agent-1 (pid 12, 3×), agent-2 (pid 40, 1×)"."""
+    """Every lane that wrote: "agent-1 (pid 12, 3×), agent-2 (pid 40, 1×, gone since T)"."""
     parts = []
     for w in i.writers:
         who = w.get("lane") or "no lane"
-        parts.append(f"{who} (pid {w.get('pid')}, {w.get('count')}×)")
+        gone = w.get("gone_at")
+        since = f", gone since {_iso(gone)}" if isinstance(gone, int | float) else ""
+        parts.append(f"{who} (pid {w.get('pid')}, {w.get('count')}×{since})")
     return ", ".join(parts) or "-"
 
 

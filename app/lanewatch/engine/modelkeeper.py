@@ -22,6 +22,8 @@ from lanewatch.records.incidents import IncidentLog
 
 PERSIST_LAST_SEEN = 60.0  # a last_seen-only change is written at most this often
 RESOLVE_EVERY = 10.0  # seconds between two looks for incidents to resolve automatically
+GONE_EVERY = 2.0  # seconds between two looks for writers that exited (shown as gone, and when)
+MAX_DEAD = 65536  # (pid, start ticks) remembered as exited: they never come back
 
 
 class ModelKeeper:
@@ -46,13 +48,15 @@ class ModelKeeper:
         self._delta = m.Delta()
         self._due: dict[str, float] = {}  # when time alone next changes a view
         # id: (count, ack_at, acknowledged, last_seen, when written)
-        self._persisted: dict[str, tuple[int, float | None, bool, float, float]] = {}
+        self._persisted: dict[str, tuple[int, float | None, bool, float, float, int]] = {}
         self._events: list[m.Event] = []
         self._applied_paths: list[str] = []
         # Incidents this engine observed itself: their writers' pids are of this machine and
         # boot, so "every writer gone" can be judged here (never for another host's record).
         self._local: set[str] = set()
         self._resolve_at = 0.0
+        self._gone_at = 0.0
+        self._dead: set[tuple[int, int | None]] = set()
 
     # -- applying ------------------------------------------------------------------------------
     def namespaces(self) -> Mapping[str, m.NsRecord]:
@@ -88,6 +92,26 @@ class ModelKeeper:
             done = inc.resolve_quiet(rec, now, _gone)
             if done is not None:
                 self.emit(m.Acknowledged(iid, now, inc.RESOLVER, done.ack_note))
+
+    def mark_gone(self, now: float) -> None:
+        """Mark the writers of the open incidents seen here whose processes exited: shown as
+        gone, since about `now` (GONE_EVERY), never named as if they still wrote."""
+        if now - self._gone_at < GONE_EVERY:
+            return
+        self._gone_at = now
+        if len(self._dead) > MAX_DEAD:
+            self._dead.clear()
+        for iid in list(self._local):
+            rec = self.state.incidents.get(iid)
+            if rec is None or rec.acknowledged:
+                continue
+            named = inc.gone_pids(rec)
+            for p in named - self._dead:
+                if _gone(*p):
+                    self._dead.add(p)
+            gone = named & self._dead
+            if gone:
+                self.emit(m.WritersGone(iid, tuple(sorted(gone, key=str)), now))
 
     def drop_pending(self) -> None:
         """After an unexpected error: what was half done is not applied."""
@@ -186,7 +210,7 @@ class ModelKeeper:
                 self.emit(m.IncidentsLoaded(tuple(records)))
             now = time.time()
             for r in records:
-                self._persisted[r.id] = (r.count, r.ack_at, r.acknowledged, r.last_seen, now)
+                self._persisted[r.id] = _persisted(r, now)
 
     def read_new_incidents(self, root: str) -> None:
         """What others appended to `root`'s incident log since we last read it."""
@@ -203,9 +227,11 @@ class ModelKeeper:
                 continue
             seen = self._persisted.get(iid)
             if seen is not None:
-                count, ack, acked, last, wrote_at = seen
-                # New evidence after an acknowledgement (a write again) opens it: written now.
+                count, ack, acked, last, wrote_at, gone = seen
+                # New evidence after an acknowledgement (a write again) opens it: written now;
+                # so is a writer found gone.
                 same = count == rec.count and ack == rec.ack_at and acked == rec.acknowledged
+                same = same and gone == _gone_count(rec)
                 if same and (rec.last_seen == last or now - wrote_at < PERSIST_LAST_SEEN):
                     continue
             if rec.root in self.logs:
@@ -213,7 +239,18 @@ class ModelKeeper:
         for root, records in by_root.items():
             if self.logs[root].persist(records):
                 for r in records:
-                    self._persisted[r.id] = (r.count, r.ack_at, r.acknowledged, r.last_seen, now)
+                    self._persisted[r.id] = _persisted(r, now)
+
+
+def _gone_count(rec: inc.IncidentRecord) -> int:
+    return ("gone_at" in rec.intruder) + sum("gone_at" in w for w in rec.writers)
+
+
+def _persisted(
+    rec: inc.IncidentRecord, now: float
+) -> tuple[int, float | None, bool, float, float, int]:
+    """What decides whether a record changed enough to be written again."""
+    return (rec.count, rec.ack_at, rec.acknowledged, rec.last_seen, now, _gone_count(rec))
 
 
 def _gone(pid: int, start_ticks: int | None) -> bool:

@@ -229,6 +229,7 @@ class Worker:
         keeper.emit(*self.tail.notices_over(time.monotonic()))
         keeper.touch_due(time.time())
         keeper.resolve_quiet(time.time())
+        keeper.mark_gone(time.time())
         keeper.commit()
         keeper.persist(list(keeper.state.incidents))
 

@@ -32,6 +32,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from lanewatch.kernel.fanignore import foreign_dirs_available
@@ -56,7 +57,9 @@ from lanewatch.kernel.writefacts import (
 )
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, parse_stamp
+from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import is_under
+from lanewatch.linux.proc import pidfd_alive, pin
 from lanewatch.processes.pidclock import PidClock
 from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
 from lanewatch.processes.proclives import ProcLives
@@ -142,6 +145,7 @@ class Attribution:
         self.lives = ProcLives()  # every fork and exit: writers reaped before we read them
         self.lanes = PidLanes(self.clock, self.roots, pidfds=True, lives=self.lives)
         self.stats = Stats()
+        self.views = MountViews()  # on the reader only (`_in_our_words`)
         self._queue: queue.SimpleQueue[list[Fact | Lost] | None] = queue.SimpleQueue()
         # The reader's facts held back until the events queued when we read their contents
         # are read too (one may be another writer's write of the same file), in kernel order:
@@ -232,6 +236,7 @@ class Attribution:
             self.keeper.stop()
         self.lives.close()
         self.clock.close()
+        self.views.close()
 
     # -- the reader: keep it short -------------------------------------------------------------
     def _zone(self, path: str) -> tuple[str, str | None, str | None] | None:
@@ -272,6 +277,8 @@ class Attribution:
             path, deleted = ev.path, ev.path.endswith(" (deleted)")
             if deleted:
                 path = path[: -len(" (deleted)")]
+            if ev.theirs:
+                path = self._in_our_words(ev, path)
             zone = self._zone(path)
             if zone is None:
                 self.stats.dropped += 1
@@ -299,6 +306,22 @@ class Attribution:
                 fact.sample, fact.raced = None, True
             facts.append(fact)
         self._settle(events, facts)
+
+    def _in_our_words(self, ev: FanEvent, path: str) -> str:
+        """`path` of an event that came through another namespace's mount the file handle
+        could not rename (`linux/mountview.py`): renamed through the writer's mount table,
+        read now, while its pidfd says /proc/PID is still the writer; else as given."""
+        try:
+            dfd = pin(ev.pid)
+        except OSError:
+            return path
+        try:
+            if ev.pidfd >= 0 and not pidfd_alive(ev.pidfd):
+                return path  # reaped before we pinned it: /proc/PID may be another's
+            view = self.views.of(ev.pid, dfd)
+            return path if view is None else view(path)
+        finally:
+            os.close(dfd)
 
     def _note_write(self, path: str, ev: FanEvent, at: float) -> bool:
         """Remember this write event; True if another process wrote `path` lately."""
@@ -402,9 +425,17 @@ class Attribution:
         return out
 
     def _park(self, f: Fact) -> bool:
-        """Keep a not-yet-identified gone writer for a retry; True if parked. Bounded: past
-        MAX_PENDING it goes on as unknown at once, past MAX_PENDING_BYTES without its bytes."""
-        if f.writer.identified or f.writer.pid <= 0 or f.tries_until:
+        """Keep a fact for a retry; True if parked: a gone writer not identified yet, or a
+        lane's writer in shared temp whose lane is known (by its environment) before its
+        owner's stamp is, so its checkout is not (a write in its own checkout is no incident:
+        it cannot be judged without it). Bounded: past MAX_PENDING it goes on as it is at
+        once, past MAX_PENDING_BYTES without its bytes."""
+        if f.tries_until:
+            return False
+        if f.writer.identified:
+            if f.zone != "shared" or self._complete(f):
+                return False
+        elif f.writer.pid <= 0:
             return False
         if len(self._pending) >= MAX_PENDING:
             return False
@@ -416,9 +447,27 @@ class Attribution:
         self._pending.append(f)
         return True
 
+    def _complete(self, f: Fact) -> bool:
+        """The checkout of a lane's writer known by its environment before its owner: filled
+        from the owners when they know it now. True when known (or not a lane's writer)."""
+        w = f.writer
+        if not w.identified or w.namespace is None or w.checkout_path is not None:
+            return True
+        o = self.lanes.owners.by_key.get(w.namespace)
+        if o is None:
+            return False
+        f.writer = replace(
+            w,
+            checkout_id=o.checkout_id,
+            checkout_path=o.checkout_path,
+            git_common_dir=o.git_common_dir,
+            owner_pid=o.pid,
+        )
+        return True
+
     def _retry_pending(self) -> list[Fact]:
-        """Retry the parked writers once the owners changed (a stamp may name them now);
-        past their time they go on as "unknown pid"."""
+        """Retry the parked facts once the owners changed (a stamp may name their writer, or
+        their lane's checkout, now); past their time they go on as they are ("unknown pid")."""
         if not self._pending:
             return []
         done: list[Fact] = []
@@ -427,11 +476,12 @@ class Attribution:
         version = self.lanes.owners.version
         retry, self._pending_version = version != self._pending_version, version
         for f in self._pending:
-            if retry:
+            if retry and not f.writer.identified:
                 w = self.lanes.resolve_gone(f.writer.pid, f.window)
                 if w.identified:
                     f.writer = w
-            if f.writer.identified or now >= f.tries_until:
+            known = f.writer.identified and (f.zone != "shared" or self._complete(f))
+            if known or now >= f.tries_until:
                 done.append(f)
                 self._pending_bytes -= len(f.sample.prefix) if f.sample is not None else 0
             else:

@@ -136,6 +136,9 @@ class FanEvent:
     _lease: _Lease | None = field(default=None, compare=False, repr=False)
     pidfd: int = FAN_NOPIDFD
     note: str | None = None  # for a loss we report ourselves (an overflow's mask): why
+    # `path` came through a mount of another namespace and could not be renamed: it is in the
+    # writer's words, not ours (`linux/mountview.py`). False: ours, as everything else is.
+    theirs: bool = False
 
     @property
     def is_overflow(self) -> bool:
@@ -258,7 +261,8 @@ def events_from_buffer(
     whose path `accept` rejects, and those of an unknown metadata version. The caller owns the
     rest. Overflow events and events without a path are always kept. `rehome` renames the
     events, in shared temp or rejected, that came through a mount of another namespace (a
-    fenced lane's: `linux/mountview.py`), before `accept` judges them.
+    fenced lane's: `linux/mountview.py`), before `accept` judges them; one it cannot rename
+    keeps the kernel's name and is marked `theirs`.
     """
     if own is None:
         own = own_pids()
@@ -269,17 +273,20 @@ def events_from_buffer(
         for i, (mask, rfd, pid, version, pidfd) in enumerate(records):
             keep = version == FANOTIFY_METADATA_VERSION and pid not in own
             path = fd_path(rfd) if keep and rfd >= 0 else None
+            theirs = False
             if keep and path is not None and accept is not None:
                 keep = accept(path)
                 if rehome is not None and (not keep or path.startswith(_SHARED)):
-                    named = rehome.path(rfd, path)
-                    if named != path:
+                    named = rehome.name(rfd, path)
+                    if named is None:
+                        theirs = True
+                    elif named != path:
                         path, keep = named, accept(named)
             if keep:
                 # With FAN_REPORT_FD_ERROR an overflow carries -EBADF, not FAN_NOFD: it never
                 # had a file, so say so the one way.
                 fd = FAN_NOFD if mask & FAN_Q_OVERFLOW and rfd < 0 else rfd
-                events.append(FanEvent(pid, mask, path, fd, lease, pidfd))
+                events.append(FanEvent(pid, mask, path, fd, lease, pidfd, theirs=theirs))
             else:
                 if rfd >= 0:
                     _close_quietly(rfd)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from lanewatch.kernel.fanotify import ContentSample, FanEvent
 from lanewatch.kernel.keeper import Keep
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
-from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.proc import readlink
 from lanewatch.model.detectors.foreign_writer import foreign_write
 from lanewatch.model.detectors.unbound_writer import unbound_write
@@ -154,7 +153,6 @@ class Attributor:
         self._hashes: OrderedDict[str, str | None] = OrderedDict()
         self._budget: dict[str, tuple[int, int]] = {}
         self._stdio: dict[int, tuple[float, frozenset[str]]] = {}
-        self._views = MountViews()
 
     def attribute(
         self, facts: Sequence[Fact]
@@ -168,8 +166,7 @@ class Attributor:
                 continue  # shared temp: only lanes' writes are ours to record
             sha = f.sample.sha256 if f.sample is not None else None
             size = f.sample.size if f.sample is not None else None
-            # A fenced lane's /tmp is a folder of its namespace: name the write by our path.
-            path = self._views.ours(w.pid, f.path) if f.zone == "shared" else f.path
+            path = f.path  # ours: named by the reader while the event's descriptors were open
             if f.event == "close-write" and not self._changed(path, sha, f.modified):
                 continue
             self.stats.attributed += w.identified

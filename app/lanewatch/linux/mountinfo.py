@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import select
 from dataclasses import dataclass
 
 from lanewatch.linux.proc import PROC, SELF_MOUNTINFO, self_fdinfo_value
@@ -84,6 +85,51 @@ def read_mountinfo(path: str = SELF_MOUNTINFO) -> list[MountEntry]:
     """Every mount in our mount namespace (or in `path`). Raises OSError."""
     with open(path, "rb") as f:
         return parse_mountinfo(f.read())
+
+
+class OurMounts:
+    """Our own mount table, read again only when it changed: the kernel flags an open
+    /proc/self/mountinfo (POLLPRI, see proc(5)) after any mount or unmount in our namespace,
+    so a table kept here is never older than the last check. `version` goes up at each read.
+    Where the file cannot be kept open, every `table()` reads it afresh. Not thread-safe: one
+    per thread."""
+
+    def __init__(self) -> None:
+        self._fd = -1
+        self._table: list[MountEntry] | None = None
+        self._poll: select.poll | None = None
+        self.version = 0
+
+    def table(self) -> list[MountEntry] | None:
+        """Our mounts now; None when they cannot be read."""
+        if self._table is not None and not self._changed():
+            return self._table
+        if self._fd < 0:
+            try:  # opened before the read: a change after it is flagged, never missed
+                self._fd = os.open(SELF_MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
+                self._poll = select.poll()
+                self._poll.register(self._fd, select.POLLPRI | select.POLLERR)
+            except OSError:
+                self._fd, self._poll = -1, None
+        try:
+            table = read_mountinfo()
+        except OSError:
+            return None
+        self._table = table if self._fd >= 0 else None
+        self.version += 1
+        return table
+
+    def _changed(self) -> bool:
+        return self._poll is None or bool(self._poll.poll(0))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._poll, self._table = -1, None, None
+
+    def __del__(self) -> None:  # an owner that forgot `close` leaks no descriptor
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
 
 
 def mount_id(fd: int) -> int | None:

@@ -6,7 +6,18 @@ ours is shared temp. `MountViews.ours(pid, path)` finds the process's mount that
 path (its /proc/PID/mountinfo), and the mount of ours that shows the same folder of the same
 filesystem, and rewrites the path: `<namespace>/tmp/fixed.json`. A process in our own mount
 namespace, or one we cannot read (another user's, gone), keeps its path as given: unknown is
-never turned into a guess. Tables are kept per namespace id (a fence mounts at its start).
+never turned into a guess.
+
+Tables are remembered, and a remembered table must never describe a namespace other than the
+one asked about. The kernel gives a dead namespace's number (`mnt:[4026532174]`) to the next
+one made: a table kept by that number renamed a new lane's writes through the mounts of a lane
+long gone (issue 26). So a table is kept by the namespace's unique id where the kernel has one
+(`linux/mountns.py`), else by its number together with the process it was read from, and used
+again only while that process still lives in that namespace (then the namespace never died and
+its number was never handed on); otherwise it is read again. Our own table is read again
+whenever the kernel says it changed (`OurMounts`). Blind spot: mounts a namespace makes after
+its table was read (a fence mounts before its command runs, so a lane's writes never come
+first).
 """
 
 from __future__ import annotations
@@ -14,22 +25,17 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from lanewatch.linux.mountinfo import MountEntry, mount_id, read_mountinfo
+from lanewatch.linux.mountinfo import MountEntry, OurMounts, mount_id, parse_mountinfo
+from lanewatch.linux.mountns import NsId, mount_ns
 from lanewatch.linux.paths import is_under
-from lanewatch.linux.proc import PROC, fd_path
+from lanewatch.linux.proc import PROC, fd_path, read_at, read_stat, stat_at
 
 MAX_TABLES = 256
-
-
-def _mount_ns(pid: int | str, dfd: int | None = None) -> str | None:
-    try:
-        if dfd is not None:
-            return os.readlink("ns/mnt", dir_fd=dfd)
-        return os.readlink(f"{PROC}/{pid}/ns/mnt")
-    except OSError:
-        return None
 
 
 def _holding(table: list[MountEntry], path: str) -> MountEntry | None:
@@ -65,13 +71,28 @@ def translate(theirs: list[MountEntry], ours: list[MountEntry], path: str) -> st
     return None if best is None else best[2]
 
 
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """A namespace's mounts (None: unreadable), and the process they were read from."""
+
+    entries: list[MountEntry] | None
+    ns: NsId
+    pid: int
+    start_ticks: int | None
+
+
 class MountViews:
     """Our paths for what processes in other mount namespaces name (see the module doc)."""
 
     def __init__(self) -> None:
-        self._self = _mount_ns("self")
-        self._ours: list[MountEntry] | None = None
-        self._tables: dict[str, list[MountEntry] | None] = {}
+        self._self = mount_ns("self")
+        self._self_link = _link("self")
+        self._ours = OurMounts()
+        self._tables: OrderedDict[tuple[str, int], _Table] = OrderedDict()
+        self.reads = 0  # tables of other namespaces read (the soak and the tests count them)
+
+    def close(self) -> None:
+        self._ours.close()
 
     def ours(self, pid: int, path: str) -> str:
         """`path` as process `pid` names it, in our mount namespace's words."""
@@ -81,32 +102,80 @@ class MountViews:
     def of(self, pid: int, dfd: int | None = None) -> Callable[[str], str] | None:
         """How to turn the paths process `pid` names into ours; None when they are ours
         already (our mount namespace) or cannot be known. `dfd`: its pinned /proc folder."""
-        ns = _mount_ns(pid, dfd)
-        if ns is None or ns == self._self:
+        if _link(pid, dfd) == self._self_link:
+            return None  # ours: alive while we are, so its number is no one else's (cheap)
+        ns = mount_ns(pid, dfd)
+        if ns is None or (self._self is not None and ns.same(self._self)):
             return None
-        if ns not in self._tables:
-            if len(self._tables) >= MAX_TABLES:
-                self._tables.pop(next(iter(self._tables)))
-            where = f"{PROC}/{pid}/mountinfo" if dfd is None else f"{PROC}/self/fd/{dfd}/mountinfo"
-            try:
-                self._tables[ns] = read_mountinfo(where)
-            except OSError:
-                self._tables[ns] = None
-        theirs = self._tables[ns]
+        theirs = self._theirs(pid, dfd, ns)
         if theirs is None:
             return None
-        if self._ours is None:
-            try:
-                self._ours = read_mountinfo()
-            except OSError:
-                return None
-        ours = self._ours
+        ours = self._ours.table()
+        if ours is None:
+            return None
 
         def view(path: str) -> str:
             found = translate(theirs, ours, path)
             return path if found is None else found
 
         return view
+
+    def _theirs(self, pid: int, dfd: int | None, ns: NsId) -> list[MountEntry] | None:
+        key = ("id", ns.unique) if ns.unique is not None else ("inode", ns.inode)
+        kept = self._tables.get(key)
+        # A table not read (the process gone mid-read, another user's) is tried again.
+        fresh = kept is not None and kept.entries is not None
+        if fresh and kept is not None and (ns.unique is not None or _still_in(kept)):
+            self._tables.move_to_end(key)
+            return kept.entries
+        table = self._read(pid, dfd, ns)
+        self._tables[key] = table
+        self._tables.move_to_end(key)
+        if len(self._tables) > MAX_TABLES:
+            self._tables.popitem(last=False)
+        return table.entries
+
+    def _read(self, pid: int, dfd: int | None, ns: NsId) -> _Table:
+        """The mounts of `pid`'s namespace `ns`, as read now (entries None if unreadable or
+        if the process left `ns` while we read)."""
+        self.reads += 1
+        try:
+            if dfd is not None:
+                data = read_at(dfd, "mountinfo")
+                st = stat_at(pid, dfd)
+            else:
+                with open(f"{PROC}/{pid}/mountinfo", "rb") as f:
+                    data = f.read()
+                st = read_stat(pid)
+        except OSError:
+            return _Table(None, ns, pid, None)
+        after = mount_ns(pid, dfd)
+        if st is None or after is None or after != ns:
+            return _Table(None, ns, pid, None)  # gone or moved while we read: not this table
+        return _Table(parse_mountinfo(data), ns, pid, st.start_ticks)
+
+
+def _link(pid: int | str, dfd: int | None = None) -> str | None:
+    """`mnt:[N]` of process `pid` (or of pinned `dfd`); None when it cannot be read."""
+    try:
+        if dfd is not None:
+            return os.readlink("ns/mnt", dir_fd=dfd)
+        return os.readlink(f"{PROC}/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def _still_in(kept: _Table) -> bool:
+    """The process a table was read from still lives in that namespace: then the namespace
+    never died, and its number still names it."""
+    if kept.start_ticks is None:
+        return False
+    now = mount_ns(kept.pid)
+    try:
+        st = read_stat(kept.pid)  # after the namespace: the same process both times
+    except OSError:
+        return False
+    return now == kept.ns and st is not None and st.start_ticks == kept.start_ticks
 
 
 MAX_HANDLE_SZ = 128
@@ -120,15 +189,25 @@ class Rehome:
     the kernel names a file reached through one by its path inside that mount alone
     (`/x` for the lane's `/tmp/x`). The file is the same: its handle, opened on our mount of
     the same filesystem, gives the path we know it by. Needs CAP_DAC_READ_SEARCH (root, as
-    the kernel source is); any failure leaves the kernel's name as it was.
+    the kernel source is); any failure leaves the kernel's name as it was, and says so.
+
+    Mount ids are reused as well (a dead lane's mount id may be one of ours tomorrow): which
+    ids are ours is known from our own table, read again whenever it changed (`OurMounts`);
+    the event's descriptor holds its mount, so its id names that mount while we look.
     """
 
     def __init__(self) -> None:
-        self._ids: set[int] | None = None
-        self._foreign: set[int] = set()  # mount ids not in our table when it was read again
+        self._ours = OurMounts()
+        self._version = -1
+        self._ids: set[int] = set()
         self._mount_fds: dict[int, int] = {}
+        self._libc: Any = None
 
     def close(self) -> None:
+        self._drop_mount_fds()
+        self._ours.close()
+
+    def _drop_mount_fds(self) -> None:
         for fd in self._mount_fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -137,35 +216,38 @@ class Rehome:
     def path(self, fd: int, path: str) -> str:
         """`path` (the kernel's name for our fd `fd`), or our name for the same file when
         `fd` lies on a mount that is not ours."""
-        mnt = mount_id(fd)
-        if mnt is None:
-            return path
-        if mnt not in self._foreign and (self._ids is None or mnt not in self._ids):
-            try:  # unknown: maybe a mount of ours made since we read the table
-                self._ids = {m.mount_id for m in read_mountinfo()}
-            except OSError:
-                return path
-            if mnt in self._ids:
-                return path
-            if len(self._foreign) > 4096:
-                self._foreign.clear()
-            self._foreign.add(mnt)
-        elif mnt not in self._foreign:
-            return path
-        found = self._by_handle(fd)
-        return path if found is None else found
+        named = self.name(fd, path)
+        return path if named is None else named
 
-    def _by_handle(self, fd: int) -> str | None:
-        import ctypes  # only for the rare event on a mount of another namespace
+    def name(self, fd: int, path: str) -> str | None:
+        """Our name for the file behind `fd` (the kernel named it `path`): `path` itself when
+        `fd` lies on a mount of ours; None when it lies on another namespace's mount and
+        could not be renamed (then `path` is in that namespace's words, not ours)."""
+        mnt = mount_id(fd)
+        ours = self._ours.table()
+        if mnt is None or ours is None:
+            return path  # the kernel does not say: as before, the kernel's name
+        if self._ours.version != self._version:
+            self._version = self._ours.version
+            self._ids = {m.mount_id for m in ours}
+            self._drop_mount_fds()  # a device may be mounted elsewhere now
+        if mnt in self._ids:
+            return path
+        return self._by_handle(fd, ours)
+
+    def _by_handle(self, fd: int, ours: list[MountEntry]) -> str | None:
+        import ctypes  # only for events on a mount of another namespace
 
         try:
             dev = os.fstat(fd).st_dev
         except OSError:
             return None
-        mount_fd = self._mount_fd(dev)
+        mount_fd = self._mount_fd(dev, ours)
         if mount_fd is None:
             return None
-        libc = ctypes.CDLL(None, use_errno=True)
+        if self._libc is None:
+            self._libc = ctypes.CDLL(None, use_errno=True)
+        libc = self._libc
         buf = ctypes.create_string_buffer(8 + MAX_HANDLE_SZ)
         struct.pack_into("=Ii", buf, 0, MAX_HANDLE_SZ, 0)
         mnt = ctypes.c_int()
@@ -179,14 +261,10 @@ class Rehome:
         finally:
             os.close(opened)
 
-    def _mount_fd(self, dev: int) -> int | None:
+    def _mount_fd(self, dev: int, ours: list[MountEntry]) -> int | None:
         if dev in self._mount_fds:
             return self._mount_fds[dev]
-        try:
-            mounts = read_mountinfo()
-        except OSError:
-            return None
-        whole = [m for m in mounts if m.root == "/" and _dev(m) == dev]
+        whole = [m for m in ours if m.root == "/" and _dev(m) == dev]
         if not whole:
             return None
         try:

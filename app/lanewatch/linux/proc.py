@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 from dataclasses import dataclass
 
 PROC = "/proc"
@@ -176,6 +177,18 @@ def exists(pid: int) -> bool:
 def pin(pid: int) -> int:
     """An `O_PATH` fd on /proc/PID (the caller closes it). Raises OSError (`is_gone`, ...)."""
     return os.open(f"{PROC}/{pid}", O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def pidfd_alive(pidfd: int) -> bool:
+    """The process behind `pidfd` has not been reaped (a zombie still counts: its pid is
+    held). EPERM also means it exists."""
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_at(dfd: int, name: str, once: int = 0) -> bytes:

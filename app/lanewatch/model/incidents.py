@@ -10,7 +10,7 @@ The rules that detect incidents live one module per kind in `model/detectors/` (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -25,7 +25,14 @@ from lanewatch.model.kinds import current_name, kind_of
 from lanewatch.model.observation import Observation
 from lanewatch.model.observation import incident_id as incident_id
 from lanewatch.model.views import Evidence, Grade, Incident
-from lanewatch.model.writerlist import Writer, add_writer, merge_writers, writers_from_json
+from lanewatch.model.writerlist import (
+    Writer,
+    add_writer,
+    mark_gone,
+    merge_writers,
+    writer_key,
+    writers_from_json,
+)
 
 MAX_EVIDENCE = 200  # per incident; the first is always kept
 # Ledger events that end an ownership: a stamp rewritten after one is no takeover.
@@ -287,9 +294,16 @@ def merge(record: IncidentRecord | None, obs: Observation, root: str = "") -> In
             evidence_at=t if again else record.evidence_at,
         )
         return _titled(seen, record.summary)
+    if writer_key(obs.intruder) == writer_key(record.intruder) and "gone_at" not in record.intruder:
+        # The same lane again: the process named first (the eldest the prober saw hold it, or
+        # the first writer) stays named while it lives, never a passing child after it.
+        intruder = {**obs.intruder, **record.intruder}
+    else:
+        intruder = {**record.intruder, **obs.intruder}  # another lane, or the named one gone
+        intruder.pop("gone_at", None)
     rec = replace(
         record,
-        intruder=MappingProxyType({**record.intruder, **obs.intruder}),
+        intruder=MappingProxyType(intruder),
         last_seen=max(record.last_seen, t),
         count=record.count + 1,
         evidence=_bounded([*record.evidence, obs.evidence]),
@@ -299,6 +313,38 @@ def merge(record: IncidentRecord | None, obs: Observation, root: str = "") -> In
         evidence_at=max(record.newest_evidence, t),
     )
     return _titled(rec, obs.summary or record.summary)
+
+
+def gone_pids(record: IncidentRecord) -> set[tuple[int, int | None]]:
+    """(pid, start ticks) of the processes named by an incident not yet marked gone: its
+    intruder and every writer's (`writers_gone` marks them)."""
+    out: set[tuple[int, int | None]] = set()
+    pid = record.intruder.get("pid")
+    if isinstance(pid, int) and "gone_at" not in record.intruder:
+        ticks = record.intruder.get("start_ticks")
+        out.add((pid, ticks if isinstance(ticks, int) else None))
+    for w in record.writers:
+        if "gone_at" not in w:
+            out.update((p[0], p[1]) for p in (w.get("pids") or ()) if isinstance(p[0], int))
+    return out
+
+
+def writers_gone(
+    record: IncidentRecord, gone: Iterable[tuple[int, int | None]], at: float
+) -> IncidentRecord:
+    """The record with the intruder and each writer whose every process is in `gone` (found
+    exited at `at`) marked `gone_at`: a writer that is gone is shown as gone, and since when
+    (issue 26: a row kept naming a child long exited)."""
+    dead = set(gone)
+    intruder = dict(record.intruder)
+    pid, ticks = intruder.get("pid"), intruder.get("start_ticks")
+    named = (pid, ticks if isinstance(ticks, int) else None)
+    if isinstance(pid, int) and "gone_at" not in intruder and named in dead:
+        intruder["gone_at"] = at
+    writers = mark_gone(record.writers, dead, at)
+    if intruder == record.intruder and writers == record.writers:
+        return record
+    return replace(record, intruder=MappingProxyType(intruder), writers=writers)
 
 
 def resolve_quiet(

@@ -45,6 +45,9 @@ class Kind:
     # The one line for people, from every writer: title(writers, *, path, victim,
     # victim_lane, latest) -> str | None (`model.incidents`); None: the detector's summary.
     title: Callable[..., str | None] | None = None
+    # One incident per file (the group key is the path): a lane's flood of them folds into one
+    # incident with a count (`model/flood.py`).
+    per_file: bool = False
 
 
 _KINDS = (
@@ -77,6 +80,7 @@ _KINDS = (
         "Lanes write one file in shared temp, outside their namespaces, where they can clash.",
         (unbound_writer.held, unbound_writer.unbound_write),
         unbound_writer.title,
+        per_file=True,
     ),
     Kind(
         IncidentKind.REFUSED_CLAIM,

@@ -15,8 +15,8 @@ from typing import Any
 from lanewatch.lanes.scheme import stated
 from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead
 from lanewatch.linux.procid import Liveness
+from lanewatch.model import flood, timing
 from lanewatch.model import incidents as inc
-from lanewatch.model import timing
 from lanewatch.model.classify import LivenessEvidence, classify
 from lanewatch.model.timing import RATE_WINDOW
 from lanewatch.model.views import LaneMember, NamespaceView, SourceHealth
@@ -141,6 +141,15 @@ class Acknowledged:
 
 
 @dataclass(frozen=True, slots=True)
+class WritersGone:
+    """Processes an incident names were found exited (the engine looks: `inc.gone_pids`)."""
+
+    incident_id: str
+    gone: tuple[tuple[int, int | None], ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class HealthChanged:
     health: SourceHealth
 
@@ -157,6 +166,7 @@ Event = (
     | Observed
     | IncidentsLoaded
     | Acknowledged
+    | WritersGone
     | HealthChanged
 )
 
@@ -224,6 +234,10 @@ class _Builder:
                 self.by_ns[key] = (*ids, rec.id)
             if self.get(key) is not None:
                 self.delta.touched.add(key)
+
+    def ids_of(self, key: str) -> tuple[str, ...]:
+        """The incidents that name namespace `key` (victim or writer)."""
+        return (self.by_ns if self.by_ns is not None else self.state.by_ns).get(key, ())
 
     def set_health(self, h: SourceHealth) -> None:
         if self.health is None:
@@ -294,8 +308,13 @@ def _apply_one(b: _Builder, ev: Event) -> None:
             if not evidence.same_verdict(rec.liveness):
                 b.put(replace(rec, liveness=evidence))
     elif isinstance(ev, Observed):
-        current = b.incidents().get(ev.observation.id)
-        b.put_incident(inc.merge(current, ev.observation, ev.root))
+        obs = ev.observation
+        current = b.incidents().get(obs.id)
+        if current is None and isinstance(obs.intruder.get("namespace"), str):
+            ids = b.ids_of(str(obs.intruder["namespace"]))
+            obs = flood.fold(obs, ids, b.incidents().get)  # a lane's thousandth file: one more
+            current = b.incidents().get(obs.id)
+        b.put_incident(inc.merge(current, obs, ev.root))
     elif isinstance(ev, IncidentsLoaded):
         for record in ev.records:
             current = b.incidents().get(record.id)
@@ -304,6 +323,10 @@ def _apply_one(b: _Builder, ev: Event) -> None:
         current = b.incidents().get(ev.incident_id)
         if current is not None:
             b.put_incident(replace(current, ack_at=ev.at, ack_by=ev.by, ack_note=ev.note))
+    elif isinstance(ev, WritersGone):
+        current = b.incidents().get(ev.incident_id)
+        if current is not None:
+            b.put_incident(inc.writers_gone(current, ev.gone, ev.at))
     elif isinstance(ev, HealthChanged):
         b.set_health(ev.health)
 

@@ -72,7 +72,31 @@ def _join(old: Mapping[str, Any], new: Mapping[str, Any], *, counted: bool) -> d
     out["last_seen"] = max(old.get("last_seen", 0), new.get("last_seen", 0))
     counts = (int(old.get("count") or 0), int(new.get("count") or 0))
     out["count"] = sum(counts) if counted else max(counts)
+    # Gone (`mark_gone`) holds until a sighting after it: then one of its processes lives.
+    gone = max((g for g in (old.get("gone_at"), new.get("gone_at")) if _number(g)), default=None)
+    out.pop("gone_at", None)
+    if gone is not None and gone >= out["last_seen"]:
+        out["gone_at"] = gone
     return out
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def mark_gone(
+    writers: Sequence[Writer], gone: Iterable[tuple[int, int | None]], at: float
+) -> tuple[Writer, ...]:
+    """`writers`, each whose every process is in `gone` ((pid, start ticks) found exited at
+    `at`) marked `gone_at` (kept when already marked)."""
+    dead = set(gone)
+    out = []
+    for w in writers:
+        pids = [(p[0], p[1]) for p in _pids(w)]
+        if pids and "gone_at" not in w and all(p in dead for p in pids):
+            w = {**w, "gone_at": at}
+        out.append(w)
+    return _frozen(out)
 
 
 def _frozen(entries: Iterable[Mapping[str, Any]]) -> tuple[Writer, ...]:

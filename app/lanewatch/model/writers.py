@@ -9,6 +9,11 @@ Only a write counts: a file open for writing (O_WRONLY or O_RDWR, append or not)
 writable mapping. A file held read-only (`sort` reading /tmp/x/big.txt, a script's input) is a
 reader, never an incident. In another lane's namespace a working directory or an open folder
 also counts (relative paths and `openat` write there); in shared temp it does not.
+
+A file held by a process and by its children (a shell's `exec 3>f` and every `sleep` it starts
+inherit the descriptor) is the holding of the eldest that holds it: the process that opened it,
+or the one that handed it down. A passing child is never the one named (issue 26: a row kept
+naming a `sleep 2` long exited while the shell that held the file was the lane's writer).
 """
 
 from __future__ import annotations
@@ -72,8 +77,13 @@ def writers(
     # records them is judged by them alone (`unbound_writer.held`).
     owner_pids = {o.pid for o in owners.values() if o.pid is not None and o.handed is None}
     handed = {(h.path) for h in holdings if h.pid in owner_pids}
+    holders: dict[tuple[str, str, bool], set[int]] = {}
+    for h in holdings:
+        holders.setdefault((h.path, h.kind, writes(h)), set()).add(h.pid)
     out: list[Observation] = []
     for h in holdings:
+        if any(p in holders[(h.path, h.kind, writes(h))] for p in h.lineage[1:]):
+            continue  # an ancestor holds it too: inherited, the ancestor is named
         victim = _enclosing(h.path, index)
         if victim is not None:
             # Checked before `ignore`: the default root lives inside the ignored state dir.

@@ -215,25 +215,28 @@ def scan(
     found: list[Holder] = []
     unreadable: list[Unreadable] = []
     views = MountViews()  # a fenced lane names its /tmp files /tmp/...: see linux/mountview
-    if memo is not None:
-        memo.begin()
-    for pid in _pids():
-        _probe(
-            pid,
-            matcher,
-            with_env,
-            with_maps,
-            with_tree,
-            ignored,
-            bid,
-            procs,
-            found,
-            unreadable,
-            memo,
-            views,
-        )
-    if memo is not None:
-        memo.end()
+    try:
+        if memo is not None:
+            memo.begin()
+        for pid in _pids():
+            _probe(
+                pid,
+                matcher,
+                with_env,
+                with_maps,
+                with_tree,
+                ignored,
+                bid,
+                procs,
+                found,
+                unreadable,
+                memo,
+                views,
+            )
+        if memo is not None:
+            memo.end()
+    finally:
+        views.close()
     return ProcScan(
         prefixes=matcher.prefixes,
         holders=tuple(found),

@@ -28,7 +28,6 @@ pid since (`processes/pidclock`). Otherwise it is "unknown pid". Never a guess.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -38,7 +37,7 @@ from dataclasses import dataclass, field, replace
 
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux.paths import is_below
-from lanewatch.linux.proc import ProcStat, environ_values, read_file, read_stat
+from lanewatch.linux.proc import ProcStat, environ_values, pidfd_alive, read_file, read_stat
 from lanewatch.model.family import file_ids
 from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.pidclock import CLK_TCK, Mark, PidClock, boottime
@@ -271,7 +270,7 @@ class PidLanes:
                 return self.resolve_gone(pid, window)
         now = boottime()
         if pidfd >= 0:
-            if not _still_there(pidfd):  # reaped while we read: what we read may be another's
+            if not pidfd_alive(pidfd):  # reaped while we read: what we read may be another's
                 return self.resolve_gone(pid, window)
         elif not self.clock.proves(pid, proc.start_ticks, window, seen_at=now):
             return Writer(pid, None, False, how="pid may have been reused before we read it")
@@ -627,14 +626,4 @@ def _has_pidfs() -> bool:
         for fd in (mine, init, again):
             os.close(fd)
 
-
-def _still_there(pidfd: int) -> bool:
-    """The process behind `pidfd` has not been reaped (a zombie still counts: its pid is
-    held). EPERM also means it exists."""
-    try:
-        signal.pidfd_send_signal(pidfd, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

@@ -339,14 +339,19 @@ def in_our_words(held: Sequence[Holding], views: MountViews | None = None) -> tu
     """Holdings in shared temp by a process in another mount namespace (a fenced lane, whose
     /tmp is a folder of its namespace) renamed to the path that folder has here: without it a
     fenced lane's /tmp/x would pass for a write in shared temp (`linux/mountview.py`)."""
+    mine = views is None
     views = views or MountViews()
     out: list[Holding] = []
-    for h in held:
-        if any(is_under(h.path, t) for t in SHARED_TEMP):
-            path = views.ours(h.pid, h.path)
-            if path != h.path:
-                h = replace(h, path=path)
-        out.append(h)
+    try:
+        for h in held:
+            if any(is_under(h.path, t) for t in SHARED_TEMP):
+                path = views.ours(h.pid, h.path)
+                if path != h.path:
+                    h = replace(h, path=path)
+            out.append(h)
+    finally:
+        if mine:
+            views.close()
     return tuple(out)
 
 

@@ -71,14 +71,18 @@ def ack_state(inc: Incident) -> str:
 
 
 def who(person: Mapping[str, Any] | None, limit: int | None = None) -> str:
-    """A writer or an intruder for people: "lane L, pid N on HOST: command" (inert); the
-    command cut to `limit` characters if given (one line of a narrow screen)."""
+    """A writer or an intruder for people: "lane L, pid N on HOST, gone since T: command"
+    (inert; "gone since" once its processes exited); the command cut to `limit` characters if
+    given (one line of a narrow screen)."""
     if not person:
         return "unknown"
     parts = [f"lane {person['lane']}" if person.get("lane") else "no lane"]
     if person.get("pid"):
         host = f" on {person['host']}" if person.get("host") else ""
         parts.append(f"pid {person['pid']}{host}")
+    gone = person.get("gone_at")
+    if isinstance(gone, int | float) and not isinstance(gone, bool):
+        parts.append(f"gone since {utc(gone)}")
     text = ", ".join(parts)
     command = person.get("command")
     if isinstance(command, list | tuple):

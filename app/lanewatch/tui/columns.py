@@ -224,12 +224,16 @@ def kind_cell(kind: str) -> Text:
 
 
 def intruder_label(intruder: dict[str, Any]) -> str:
-    """Who wrote, for display (inert): its lane, its pid, else its command."""
+    """Who wrote, for display (inert): its lane, its pid, else its command; "gone HH:MM:SS"
+    once its process exited (it writes no more: the row must not look as if it did)."""
     parts = []
     if intruder.get("lane"):
         parts.append(str(intruder["lane"]))
     if intruder.get("pid"):
         parts.append(f"pid {intruder['pid']}")
+    gone = intruder.get("gone_at")
+    if isinstance(gone, int | float) and not isinstance(gone, bool):
+        parts.append(f"gone {fmt.clock(gone)}")
     if not parts and intruder.get("command"):
         command = intruder["command"]
         parts.append(" ".join(command) if isinstance(command, list | tuple) else str(command))

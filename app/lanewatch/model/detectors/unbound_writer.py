@@ -56,9 +56,11 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
     reports it), a path inside the lane's own checkout or its repository's common git dir (git
     commit or gc in a linked worktree writes the main checkout's `.git`), and the files the
     lane (or its family's head) was started with on fds 0-2 (`w.handed`: chosen by whoever
-    started it; `model/family.py`).
+    started it; `model/family.py`). Not judged: a lane known only by its environment, whose
+    owner's stamp (so its checkout) was not read (yet): its write may be in its own checkout,
+    and unknown is never turned into a guess (the write is in the history all the same).
     """
-    if w.namespace is None or w.lane is None or w.handed:
+    if w.namespace is None or w.lane is None or w.handed or w.checkout_path is None:
         return None
     if not any(is_under(w.namespace, r) for r in roots) or is_under(w.path, w.namespace):
         return None
@@ -72,8 +74,14 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
     return from_write(kind, None, w, what, summary, group=w.path, path=w.path)
 
 
-def title(writers: Sequence[Writer], *, path: str | None, **_: object) -> str | None:
-    """ "agent-1 writes PATH outside its lane", "agent-1 and agent-2 both write PATH"."""
+def title(
+    writers: Sequence[Writer], *, path: str | None, latest: str | None = None, **_: object
+) -> str | None:
+    """ "agent-1 writes PATH outside its lane", "agent-1 and agent-2 both write PATH"; a
+    lane's flood of files (`model/flood.py`, no one path): "agent-1 writes many files outside
+    its lane (the latest: PATH)"."""
+    if writers and not path and latest:
+        return f"{names(writers)} writes many files outside its lane (the latest: {latest})"
     if not writers or not path:
         return None
     if len(writers) == 1:
