@@ -60,8 +60,9 @@ FIGURES = (
     "process_probe",
     "fence",
     "run_start",
+    "corpus",
 )
-LIGHT = {"fence", "run_start"}  # figures that need no workload tree
+LIGHT = {"fence", "run_start", "corpus"}  # figures that need no workload tree
 
 
 class ChildFailed(RuntimeError):
@@ -199,6 +200,7 @@ class Bench:
     def run(self) -> None:
         step = self.step
         step(("fence", "run_start"), "ms", 30, "value", self.fence)
+        step(("corpus",), "incidents", 0, "value", self.corpus)
         if self.only is not None and self.only <= LIGHT:
             return  # `--only fence`: no need for the 1,000 lanes
         self.setup()
@@ -327,6 +329,20 @@ class Bench:
         self.figures["run_start"] = figure(
             ms["unfenced"], "ms", ms["python"], 150, detail=detail, digits=1
         )
+
+    def corpus(self) -> None:
+        """Invented incidents on the real-workload corpus (tests/corpus); not at --smoke, whose
+        runs check the machinery (the corpus has its own test)."""
+        if self.scale.mode == "smoke":
+            why = "not at --smoke: tests/corpus/test_corpus.py runs it; `--only corpus`"
+            self.figures["corpus"] = missing("incidents", 0, "value", why)
+            return
+        r = self.child("fig_corpus", self.work, timeout=900)
+        if "note" in r:
+            self.figures["corpus"] = missing("incidents", 0, "value", r["note"])
+            return
+        ok = r["invented"] == 0 and r["found"] == r["planted"] and not r["failures"]
+        self.figures["corpus"] = figure(r["invented"], "incidents", None, 0, detail=r, ok=ok)
 
     def process_probe(self) -> None:
         s = self.scale

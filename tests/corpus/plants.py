@@ -1,0 +1,79 @@
+"""The planted collisions, made while the recorder watches: each is a real collision a user
+would want reported, and the corpus must find every one.
+
+- a cross-lane write: a lane of the linked checkout writes a file in the `tmp/` of a lane of
+  the main checkout (and holds it open, so a recorder without the kernel sees it too);
+- a shared fixed name: two unfenced lanes (`--fence none`), one per checkout, write one
+  fixed-name file in the real /tmp;
+- a takeover: a live lane's stamp is rewritten to name another live process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from lanewatch.lanes.stamp import write_stamp
+from lanewatch.linux.procid import ProcessIdentity
+from tests.corpus.checkouts import Checkouts
+from tests.corpus.lanes import Lane, Processes, wait_until
+from tests.corpus.score import Plant
+
+HOLD = (
+    "import sys, time\n"
+    "f = open(sys.argv[1], 'w')\n"
+    "f.write('planted by ' + sys.argv[2])\n"
+    "f.flush()\n"
+    "time.sleep(600)\n"
+)
+SLEEP = ("sleep", "600")
+
+
+def shared_name() -> Path:
+    """A fixed name in the real /tmp, unique to this run (`session.run_corpus` removes it)."""
+    return Path(os.path.realpath("/tmp")) / f"lanewatch-corpus-{uuid.uuid4().hex}.json"
+
+
+def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Plant], list[Lane]]:
+    """Start the three collisions; the plants to look for and the lanes to stop after."""
+    py = sys.executable
+    victim = procs.lane("victim", checkouts.main, SLEEP)
+    taken = procs.lane("taken", checkouts.main, SLEEP)
+    wait_until(lambda: victim.ready() and taken.ready(), 30, "the victim lanes started")
+    target = victim.namespace / "tmp" / "corpus-clobbered.json"
+    intruder = procs.lane("intruder", checkouts.linked, (py, "-c", HOLD, str(target), "intruder"))
+    both = [
+        procs.lane(
+            f"shared-{which}",
+            checkouts.of(which),
+            (py, "-c", HOLD, str(shared), which),
+            fence="none",
+        )
+        for which in ("main", "linked")
+    ]
+    # Not holding our stdout: the intruder of a takeover holding a file in /tmp open for
+    # writing (whoever ran the corpus redirected it there) would be a collision of its own.
+    sleeper = procs.popen(SLEEP, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stamp = taken.stamp()
+    assert stamp is not None
+    ident = ProcessIdentity.of(sleeper.pid)
+    # Behind the lock's back, while the owner lives: what a second tool claiming by hand does.
+    write_stamp(taken.namespace, stamp.with_changes(pid=sleeper.pid, start_ticks=ident.start_ticks))
+    plants = [
+        Plant(
+            "cross-lane-write",
+            "lane intruder writes in lane victim's tmp/",
+            victim=str(victim.namespace),
+            path=str(target),
+        ),
+        Plant("shared-file", "two unfenced lanes write one fixed name in /tmp", path=str(shared)),
+        Plant(
+            "takeover",
+            "lane taken's stamp rewritten to name another live process",
+            victim=str(taken.namespace),
+        ),
+    ]
+    return plants, [victim, taken, intruder, *both]
