@@ -49,6 +49,10 @@ class Tally:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    # SIGTERM (and ^C, which a shell's background job ignores) end the hunt through `finally`:
+    # the load and the running pytest are stopped, not left behind.
+    signal.signal(signal.SIGTERM, stopped)
+    signal.signal(signal.SIGINT, stopped)
     seed = args.seed if args.seed is not None else random.randrange(1, 10**6)
     work = Path(tempfile.mkdtemp(prefix="lanewatch-flakes-"))
     tallies: dict[str, Tally] = defaultdict(Tally)
@@ -78,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         shutil.rmtree(work, ignore_errors=True)
     return 2 if broken else 1 if flaky else 0
+
+
+def stopped(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -129,9 +137,15 @@ def one_run(
     env = os.environ | {"LANEWATCH_FLAKES_SEED": str(seed), "LANEWATCH_FLAKES_LOG": str(log)}
     began = time.monotonic()
     with open(work / f"run-{run}.out", "wb") as out:
-        code = subprocess.run(
+        pytest = subprocess.Popen(
             [*command, *args.targets], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
-        ).returncode
+        )
+        try:
+            code = pytest.wait()
+        finally:  # stopped (^C, SIGTERM): pytest ends its workers and their tests' processes
+            if pytest.poll() is None:
+                pytest.send_signal(signal.SIGINT)
+                pytest.wait()
     outcomes = read_outcomes(log)
     failed = 0
     for nodeid, (outcome, message) in outcomes.items():
