@@ -51,7 +51,15 @@ def shared_file_incident(rec: Recorder, path: Path, lanes: set[str], shas: set[s
                     return i
         return None
 
-    return wait_for(found, 30, what=f"one shared-file incident for {path} naming {lanes}")
+    try:
+        return wait_for(found, 30, what=f"one shared-file incident for {path} naming {lanes}")
+    except AssertionError as exc:  # say what there was instead
+        with rec.lock:
+            seen = [
+                (i.kind, i.path, [w.get("lane") for w in i.writers], [e.sha256 for e in i.evidence])
+                for i in rec.picture.incidents.values()
+            ]
+        raise AssertionError(f"{exc}; incidents: {seen}") from None
 
 
 def status(root: Path, cwd: Path) -> tuple[int, dict[str, Any]]:
@@ -76,6 +84,11 @@ def test_two_lanes_writing_one_tmp_file_are_one_incident_and_ack_holds_until_new
         start_lane(
             procs, repo, root, "agent-1", ("sh", "-c", TWICE, "sh", "one", str(target), str(again))
         )
+        # agent-2 writes once agent-1's write is read: a recorder behind (a loaded machine) that
+        # read both in one go could not tell whose content it read (unknown, honestly), and the
+        # incident would never hold both contents.
+        first = wait_for(lambda: recorded(root, target, "agent-1"), 30, what="agent-1's write")
+        assert first.sha256 == sha(b"one"), first
         start_lane(
             procs,
             repo,
