@@ -22,6 +22,7 @@ import pytest
 from lanewatch.lanes import fence as fences
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import OwnerState, parse_stamp, read_stamp
+from lanewatch.linux import mountview
 from lanewatch.linux.mountinfo import parse_mountinfo
 from lanewatch.linux.mountview import translate
 from tests.conftest import LANEWATCH, Spawn, git, lanewatch, wait_for
@@ -357,3 +358,41 @@ def test_translate_names_a_fenced_path_by_ours() -> None:
     assert translate(theirs, ours, "/tmp/pytest-of-u/x") == "/tmp/pytest-of-u/x"
     assert translate(theirs, ours, "/etc/passwd") == "/etc/passwd"
     assert translate(theirs, [], "/tmp/x") is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
+def test_a_mount_namespace_id_reused_by_a_new_fence_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel reuses a freed namespace's id. A fence that got the id of a gone lane's was
+    read with the gone one's mounts: the hunt (docs/flakes.md) saw a lane's write of a shared
+    file named as a file in another, long gone, lane's private /tmp. The id's reuse cannot be
+    made on demand: `_mount_ns` answers A's id for B (the one thing mocked)."""
+    point, seen_a, seen_b = tmp_path / "point", tmp_path / "a", tmp_path / "b"
+    for folder in (point, seen_a, seen_b):
+        folder.mkdir()
+
+    def fenced(folder: Path) -> subprocess.Popen[str]:
+        # A mount namespace of its own, where `point` shows `folder`.
+        script = f'mount --bind "{folder}" "{point}" && echo ready && exec sleep 60'
+        proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        return proc
+
+    a, b = fenced(seen_a), fenced(seen_b)
+    try:
+        views = mountview.MountViews()
+        assert views.ours(a.pid, f"{point}/f") == f"{seen_a}/f"
+        real = mountview._mount_ns
+        monkeypatch.setattr(
+            mountview, "_mount_ns", lambda pid, dfd=None: real(a.pid if pid == b.pid else pid, dfd)
+        )
+        assert views.ours(b.pid, f"{point}/f") == f"{seen_b}/f"
+    finally:
+        for proc in (a, b):
+            proc.kill()
+            proc.wait()

@@ -6,7 +6,10 @@ ours is shared temp. `MountViews.ours(pid, path)` finds the process's mount that
 path (its /proc/PID/mountinfo), and the mount of ours that shows the same folder of the same
 filesystem, and rewrites the path: `<namespace>/tmp/fixed.json`. A process in our own mount
 namespace, or one we cannot read (another user's, gone), keeps its path as given: unknown is
-never turned into a guess. Tables are kept per namespace id (a fence mounts at its start).
+never turned into a guess. Tables are kept per namespace id (a fence mounts at its start), and
+read again for each process not seen in it yet: the kernel reuses a freed namespace's id, and
+a new lane's fence that got the id of one gone would otherwise be read with the old one's
+mounts (its shared /tmp files named as that gone lane's private ones).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from lanewatch.linux.paths import is_under
 from lanewatch.linux.proc import PROC, fd_path
 
 MAX_TABLES = 256
+MAX_MEMBERS = 1024  # pids remembered per namespace; past that one more read, then fresh
 
 
 def _mount_ns(pid: int | str, dfd: int | None = None) -> str | None:
@@ -72,6 +76,7 @@ class MountViews:
         self._self = _mount_ns("self")
         self._ours: list[MountEntry] | None = None
         self._tables: dict[str, list[MountEntry] | None] = {}
+        self._members: dict[str, set[int]] = {}  # the pids each table was read for or seen in
 
     def ours(self, pid: int, path: str) -> str:
         """`path` as process `pid` names it, in our mount namespace's words."""
@@ -84,14 +89,21 @@ class MountViews:
         ns = _mount_ns(pid, dfd)
         if ns is None or ns == self._self:
             return None
-        if ns not in self._tables:
-            if len(self._tables) >= MAX_TABLES:
-                self._tables.pop(next(iter(self._tables)))
+        members = self._members.get(ns)
+        if members is None or pid not in members:
+            if ns not in self._tables and len(self._tables) >= MAX_TABLES:
+                gone = next(iter(self._tables))
+                del self._tables[gone]
+                self._members.pop(gone, None)
             where = f"{PROC}/{pid}/mountinfo" if dfd is None else f"{PROC}/self/fd/{dfd}/mountinfo"
             try:
-                self._tables[ns] = read_mountinfo(where)
+                table: list[MountEntry] | None = read_mountinfo(where)
             except OSError:
-                self._tables[ns] = None
+                table = None
+            if members is None or table != self._tables.get(ns) or len(members) >= MAX_MEMBERS:
+                members = self._members[ns] = set()  # a new namespace, or an id reused
+            self._tables[ns] = table
+            members.add(pid)
         theirs = self._tables[ns]
         if theirs is None:
             return None
