@@ -74,9 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     flaky = any(t.failures for t in tallies.values())
     if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print_table(report, tallies, show_all=args.all)
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print_table(report, tallies, show_all=args.all)
     if flaky or broken:
         print(f"flakes: each run's output is in {work}", file=sys.stderr)
     else:
@@ -104,7 +103,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, help="seed of the first run (run i: seed+i-1)")
     parser.add_argument("--all", action="store_true", help="a row for every test, not only flaky")
-    parser.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     args = parser.parse_args(argv)
     args.load = parse_load(parser, args.load)
     return args

@@ -73,9 +73,11 @@ def test_a_test_that_fails_every_other_run_is_50_percent_with_its_first_failure(
 
 
 def test_json_names_every_test_and_the_runs_come_in_different_orders(tmp_path: Path) -> None:
-    out = hunt(tmp_path, "--runs", "3", "--seed", "1", "--json", "-k", "steady or skipped or order")
+    report, keywords = tmp_path / "report.json", "steady or skipped or order"
+    out = hunt(tmp_path, "--runs", "3", "--seed", "1", "--json", str(report), "-k", keywords)
     assert out.returncode == 0, out.stderr
-    tests = json.loads(out.stdout)["tests"]
+    assert "test_subject.py  10     27    27      100 %  3" in out.stdout  # the table too
+    tests = json.loads(report.read_text())["tests"]
     steady = tests["test_subject.py::test_steady"]
     assert (steady["runs"], steady["passes"], steady["failures"]) == (3, 3, 0)
     assert tests["test_subject.py::test_skipped"]["skips"] == 3
