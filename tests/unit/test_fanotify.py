@@ -511,7 +511,9 @@ def umount(path: Path) -> None:
 
 
 @privileged
-def test_a_write_through_a_bind_mount_is_seen(tmp_path: Path, collector: Collector) -> None:
+def test_a_write_through_a_bind_mount_is_seen(
+    tmp_path: Path, collector: Collector, one_mount_table: None
+) -> None:
     # Why filesystem marks: a lane reaching the root through another mount of it is seen.
     mount = shutil.which("mount")
     if mount is None:
