@@ -160,6 +160,33 @@ def check_unprivileged_tier() -> None:
         raise pytest.UsageError(f"the unprivileged tier needs processes of {missing} running")
 
 
+# One lock for this run's mount table, shared by its xdist workers (a file in the run's
+# folder): held by a test that bind-mounts in our mount namespace and by one that needs every
+# filesystem mounted once (kernel ignore marks are placed only then: kernel/fanignore.py), so
+# neither sees the other's mounts. A second pytest on the machine is not covered.
+_MOUNT_LOCK: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _mount_lock_path(tmp_path_factory: pytest.TempPathFactory) -> None:
+    _MOUNT_LOCK[:] = [tmp_path_factory.getbasetemp().parent / "mount-table.lock"]
+
+
+@contextlib.contextmanager
+def mount_table() -> Iterator[None]:
+    """This run's mount table to ourselves for the block (see `_MOUNT_LOCK`)."""
+    from filelock import FileLock
+
+    with FileLock(_MOUNT_LOCK[0]):
+        yield
+
+
+@pytest.fixture
+def one_mount_table() -> Iterator[None]:
+    with mount_table():
+        yield
+
+
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state = tmp_path / "state"

@@ -23,7 +23,7 @@ from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.roots import Registry, ensure_root
 from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.processes.holders import process_table
-from tests.conftest import LANEWATCH, wait_for
+from tests.conftest import LANEWATCH, mount_table, wait_for
 from tests.unit.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for every kit
 from tests.unit.enginekit import LaneProc as Lane  # a `lanewatch run` and its namespace
 from tests.unit.enginekit import make_stamp as make_stamp
@@ -199,13 +199,14 @@ def bind_mounted(source: Path, point: Path) -> Iterator[None]:
     mount = shutil.which("mount")
     if mount is None:
         pytest.skip("no mount(8) here")
-    done = subprocess.run([mount, "--bind", str(source), str(point)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"mount --bind failed here: {done.stderr.decode().strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", str(point)], check=True)
+    with mount_table():
+        done = subprocess.run([mount, "--bind", str(source), str(point)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"mount --bind failed here: {done.stderr.decode().strip()}")
+        try:
+            yield
+        finally:
+            subprocess.run(["umount", str(point)], check=True)
 
 
 # Fixtures of the action tests: a module imports them by name (`from tests.unit.actionkit

@@ -9,6 +9,7 @@ test, unique to the run and removed at the end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from lanewatch.kernel.attribution import Attribution, KernelBatch
+from lanewatch.kernel.throttle import Pace
 from lanewatch.records import evidence
 from lanewatch.records.writes import entries, history
 from tests.conftest import LANEWATCH, wait_for
@@ -285,6 +287,48 @@ def test_no_descriptor_leaks_under_load(own_fs: Path) -> None:
     assert attr.stats.lost == 0 and not [b.lost for b in batches if b.lost]
     assert attr.stats.events >= 1000
     assert all(w.writer and w.sha256 == sha(b"x") for b in batches for _, w in b.writes)
+
+
+# Write files in $1 flat out, for ever (a hundred names: new events, not merged ones).
+FLOOD_FOREVER = """
+import os, sys
+i = 0
+while True:
+    fd = os.open(os.path.join(sys.argv[1], f"f{i % 100}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(fd, b"x")
+    os.close(fd)
+    i += 1
+"""
+
+
+@privileged
+def test_a_flood_makes_the_reader_rest_and_no_thread_of_ours_loses_priority(
+    tmp_path: Path,
+) -> None:
+    """Under a flood the reader rests after each batch; no thread is reniced. A thread at nice
+    19 holding the GIL while a busy machine kept it waiting stalled every thread of the engine
+    for seconds (the dashboard's picture, the lanes' heartbeats: live lanes shown hung)."""
+    root, flood = tmp_path / "root", tmp_path / "flood"
+    root.mkdir()
+    flood.mkdir()
+    attr = Attribution([str(root)], lambda batch: None, shared=[str(flood)])
+    attr.pace = Pace(high=200, low=100)  # any steady writer is a flood here
+    base = {int(t): os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")}
+    attr.start()
+    writer = subprocess.Popen([sys.executable, "-c", FLOOD_FOREVER, str(flood)])
+    try:
+        wait_for(lambda: attr.pace.rested > 0, 60, what="the reader resting in the flood")
+        assert attr.pace.flooded
+        now = {}
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                now[int(tid)] = os.getpriority(os.PRIO_PROCESS, int(tid))
+        process = base[os.getpid()]
+        assert {tid: n for tid, n in now.items() if n != base.get(tid, process)} == {}
+    finally:
+        writer.kill()
+        writer.wait()
+        attr.stop()
 
 
 def test_status_says_inferred_without_cap_sys_admin(root: Path, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from tests.unit.test_fanotify import Collector, sh_write, umount
 
 AVAILABLE, REASON = fanotify_available()
 pytestmark = [
+    pytest.mark.usefixtures("one_mount_table"),  # marks need each filesystem mounted once
     pytest.mark.privileged,
     pytest.mark.skipif(not AVAILABLE, reason=f"fanotify unavailable here: {REASON}"),
 ]

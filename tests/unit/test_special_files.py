@@ -36,7 +36,7 @@ from lanewatch.lanes.roots import ROOT_META, Registry
 from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, StampStatus, read_stamp
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.records.writes import WriteLog, entries
-from tests.conftest import LANEWATCH, plant_special, wait_for
+from tests.conftest import LANEWATCH, mount_table, plant_special, wait_for
 from tests.unit import actionkit
 from tests.unit.actionkit import released_namespace
 from tests.unit.enginekit import running
@@ -277,10 +277,11 @@ def unmount_under(top: Path) -> None:
 @pytest.fixture
 def mounts(tmp_path: Path) -> Iterator[None]:
     """Every mount a test makes under tmp_path is gone at its end, even one a purge renamed."""
-    try:
-        yield
-    finally:
-        unmount_under(tmp_path)
+    with mount_table():
+        try:
+            yield
+        finally:
+            unmount_under(tmp_path)
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ from lanewatch.kernel.fanotify import (
     fanotify_available,
 )
 from lanewatch.kernel.keeper import Keeper
-from lanewatch.kernel.throttle import Priority
+from lanewatch.kernel.throttle import Pace
 from lanewatch.kernel.writefacts import (
     Attributor,
     Fact,
@@ -159,9 +159,9 @@ class Attribution:
         self._pending: list[Fact] = []
         self._pending_bytes = 0
         self.attributor = Attributor(self.roots, self.stats, self._lane_of)
-        self.priority = Priority()  # our threads step back while writers flood us
-        self._reader_joined = False
-        self.keeper = Keeper(self.roots, self.priority)
+        self.pace = Pace()  # the reader steps back while writers flood us
+        self._batch_began: float | None = None
+        self.keeper = Keeper(self.roots)
         self._owners_at = 0.0
         self._pending_version = -1
         self._watcher: FanotifyWatcher | None = None
@@ -224,6 +224,7 @@ class Attribution:
     def stop(self) -> None:
         """Prompt and idempotent."""
         self._stop.set()
+        self.pace.stop()
         if self._watcher is not None:
             try:
                 self._watcher.stop()
@@ -255,10 +256,8 @@ class Attribution:
         return ("shared", None, None) if any(is_under(path, p) for p in self.shared) else None
 
     def _on_events(self, events: Sequence[FanEvent]) -> None:
-        if not self._reader_joined:
-            self._reader_joined = True
-            self.priority.join()
-        self.priority.count(len(events))
+        self._batch_began = time.monotonic()
+        self.pace.count(len(events))
         watcher = self._watcher
         window = watcher.window if watcher is not None else None
         if watcher is not None:
@@ -361,10 +360,12 @@ class Attribution:
         self._reads += 1
         while self._holds and self._holds[0][1] <= 0:
             self._queue.put(self._holds.popleft()[0])
+        if self._batch_began is not None:
+            busy, self._batch_began = time.monotonic() - self._batch_began, None
+            self.pace.rest(busy)
 
     # -- the attribution thread -----------------------------------------------------------------
     def _run(self) -> None:
-        self.priority.join()
         next_tick = time.monotonic()
         while not self._stop.is_set():
             timeout = max(0.0, next_tick - time.monotonic())

@@ -12,14 +12,10 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lanewatch.kernel.throttle import Priority
 from lanewatch.records.evidence import EvidenceStore
 from lanewatch.records.writes import WriteEntry, WriteLog
 
 MAX_WAITING_BYTES = 16 * 1024 * 1024
-# Not nicer than the other attribution threads: a thread the kernel keeps waiting while it
-# holds the GIL would stall them all (priority inversion). It steps back with them in floods.
-KEEPER_NICE = 0
 BATCH = 512  # entries appended to a root's history in one write
 
 
@@ -31,8 +27,7 @@ class Keep:
 
 
 class Keeper:
-    def __init__(self, roots: Sequence[str], priority: Priority | None = None) -> None:
-        self._priority = priority
+    def __init__(self, roots: Sequence[str]) -> None:
         self._stores = {r: EvidenceStore(r) for r in roots}
         self._logs = {r: WriteLog(r) for r in roots}
         self._queue: queue.SimpleQueue[list[Keep] | None] = queue.SimpleQueue()
@@ -68,8 +63,6 @@ class Keeper:
             self._queue.put(kept)
 
     def _run(self) -> None:
-        if self._priority is not None:
-            self._priority.join(KEEPER_NICE)
         while True:
             items = self._queue.get()
             if items is None:

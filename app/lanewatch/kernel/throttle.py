@@ -1,91 +1,49 @@
-"""Our threads step back while writers flood us, and come back when it is calm.
+"""Kernel attribution steps back while writers flood us, and comes back when it is calm.
 
 Kernel attribution costs us a fraction of a millisecond of CPU per event. At the rates people
 work at (a thousand writes a second) that is small and we want it fast; under a flood (a
-writer going flat out) every bit of CPU we take is taken from the writers we watch. So the
-attribution threads run at the process's own priority while fewer than `high` events a second
-arrive, and at nice 19 once more do, until the rate falls below `low`. A writer is never
-slowed for our sake: we fall behind instead (the kernel queue holds 16,384 events; past that we
-say so and rescan).
+writer going flat out) every bit of CPU we take is taken from the writers we watch. So while
+`high` events a second or more arrive (until the rate falls below `low`), the reader rests after
+each batch as long as the batch took it, up to `REST_MAX`: we take about half the CPU we would,
+less on a busy machine (a batch that waited for a CPU took longer, and so does its rest), and
+fall behind instead (the kernel queue holds 16,384 events; past that we say so and rescan). The
+threads behind the reader (attribution, keeper) get less to do in step.
 
-Coming back from nice 19 needs CAP_SYS_NICE (root has it); without it the threads stay at
-their base niceness and never step back (`adaptive` is False), rather than stay slow for good.
+Not by lowering our threads' priority (nice 19, as before): a thread the kernel keeps waiting
+while it holds Python's GIL stalls every thread of the process, the engine's own (pictures,
+heartbeats, probes) included. On 2 busy cores (load 20 to 30) a nice-19 thread holding the GIL
+stalled the others for 2.6 s (p99); the dashboard said "the engine process has sent nothing for
+6s" while another process flooded /tmp, and showed live lanes as hung (docs/flakes.md). A rest
+holds no GIL, and needs no privilege to come back from.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 
-from lanewatch.linux.proc import parse_status, read_file
-
 log = logging.getLogger(__name__)
 
-FLOOD_NICE = 19
-CAP_SYS_NICE = 23
 HIGH = 3000.0  # events a second: a flood
 LOW = 1500.0  # events a second: calm again
 WINDOW = 0.5  # seconds over which the rate is counted
+REST_MAX = 0.05  # seconds of rest after one batch, at most
 
 
-def _can_come_back(base: int) -> bool:
-    """Whether a thread at nice 19 may return to `base`: CAP_SYS_NICE, or RLIMIT_NICE."""
-    try:
-        import resource
+class Pace:
+    """The reader's pace: `count` each batch's events, `rest` after the batch."""
 
-        soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
-        if soft == resource.RLIM_INFINITY or 20 - soft <= base:
-            return True
-    except (ImportError, AttributeError, OSError, ValueError):
-        pass
-    try:
-        status = read_file("self", "status")
-    except OSError:
-        return False
-    cap = parse_status(status).cap_eff if status is not None else None
-    return cap is not None and bool(cap & (1 << CAP_SYS_NICE))
-
-
-def _set(tid: int, nice: int) -> bool:
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, nice)
-    except OSError:
-        return False
-    return True
-
-
-class Priority:
     def __init__(self, *, high: float = HIGH, low: float = LOW) -> None:
         self.high, self.low = high, low
-        self.base = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else 0
         self.flooded = False
-        self.adaptive = hasattr(os, "setpriority") and _can_come_back(self.base)
-        self._threads: dict[int, int] = {}  # tid -> its calm niceness
-        self._lock = threading.Lock()
+        self.rested = 0.0  # seconds rested in all, for figures and tests
         self._count = 0
         self._since = time.monotonic()
-
-    def join(self, extra: int = 0) -> None:
-        """The calling thread takes part, `extra` steps nicer than the process when calm."""
-        if not hasattr(os, "setpriority"):
-            return
-        tid = threading.get_native_id()
-        calm = min(FLOOD_NICE, self.base + extra)
-        with self._lock:
-            if self.adaptive:
-                self._threads[tid] = calm
-            _set(tid, FLOOD_NICE if self.flooded else calm)
-
-    def leave(self) -> None:
-        with self._lock:
-            self._threads.pop(threading.get_native_id(), None)
+        self._wake = threading.Event()
 
     def count(self, events: int) -> None:
         """The reader saw `events` more; step back or come back when the rate says so."""
-        if not self.adaptive:
-            return
         self._count += events
         now = time.monotonic()
         elapsed = now - self._since
@@ -95,9 +53,18 @@ class Priority:
         self._count, self._since = 0, now
         flooded = rate >= self.high if not self.flooded else rate >= self.low
         if flooded != self.flooded:
-            with self._lock:
-                self.flooded = flooded
-                for tid, calm in self._threads.items():
-                    _set(tid, FLOOD_NICE if flooded else calm)
+            self.flooded = flooded
             what = "steps back" if flooded else "resumes"
             log.debug("attribution %s (%.0f events/s)", what, rate)
+
+    def rest(self, busy: float) -> None:
+        """After a batch that took `busy` seconds: while flooded, rest as long (at most
+        REST_MAX); `stop` ends a rest at once."""
+        if not self.flooded or busy <= 0:
+            return
+        pause = min(busy, REST_MAX)
+        self.rested += pause
+        self._wake.wait(pause)
+
+    def stop(self) -> None:
+        self._wake.set()

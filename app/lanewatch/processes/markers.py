@@ -31,6 +31,10 @@ class MarkerMemo:
         self._seen: dict[tuple[int, int], str | None] = {}
         self.reads = 0  # environ reads (each new process identity: at most one)
 
+    def seen(self) -> frozenset[tuple[int, int]]:
+        """The (pid, start ticks) of every process whose marker is known, read or not."""
+        return frozenset(self._seen)
+
     def marked(self, procs: Mapping[int, ProcStat], skip: frozenset[int] = frozenset()) -> set[int]:
         """Pids in `procs` whose environment names a namespace; forgets processes gone."""
         current = {(pid, st.start_ticks) for pid, st in procs.items()}

@@ -1,0 +1,88 @@
+"""The flake hunt itself (tests/flakes.py, `.ci/flakes`): it runs tests N times, each run in a
+new order, and tells a flaky test by its pass rate and first failure; a steady test is 100 %."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.flakes import REPO
+
+# A test that fails every other time it runs (a counter in a file), one that always passes,
+# one that is skipped, and one whose order is recorded (to see the runs shuffle).
+SUBJECT = """
+import os
+from pathlib import Path
+
+import pytest
+
+
+def test_steady():
+    pass
+
+
+def test_every_other_time():
+    counter = Path(os.environ["SUBJECT_COUNTER"])
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    assert n % 2 == 1, f"call {n} is even"
+
+
+@pytest.mark.skip(reason="not here")
+def test_skipped():
+    pass
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_order(i):
+    with open(os.environ["SUBJECT_ORDER"], "a") as out:
+        out.write(f"{i}\\n")
+"""
+
+
+def hunt(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    subject = tmp_path / "test_subject.py"
+    subject.write_text(SUBJECT)
+    env = os.environ | {
+        "SUBJECT_COUNTER": str(tmp_path / "counter"),
+        "SUBJECT_ORDER": str(tmp_path / "order"),
+    }
+    command = [sys.executable, str(REPO / "tests" / "flakes.py"), str(subject), "-n", "0"]
+    return subprocess.run(
+        [*command, "--load", "none", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_a_test_that_fails_every_other_run_is_50_percent_with_its_first_failure(
+    tmp_path: Path,
+) -> None:
+    out = hunt(tmp_path, "--runs", "2", "--seed", "7")
+    assert out.returncode == 1, out.stderr
+    row = next(line for line in out.stdout.splitlines() if "test_every_other_time" in line)
+    assert row.split()[1:4] == ["2", "1", "50"], row
+    assert "AssertionError: call 0 is even" in row and "(1)" in row
+    assert "test_steady" not in out.stdout  # only tests below 100 % get a row
+    assert "seeds 7..8" in out.stdout and "load none" in out.stdout
+
+
+def test_json_names_every_test_and_the_runs_come_in_different_orders(tmp_path: Path) -> None:
+    report, keywords = tmp_path / "report.json", "steady or skipped or order"
+    out = hunt(tmp_path, "--runs", "3", "--seed", "1", "--json", str(report), "-k", keywords)
+    assert out.returncode == 0, out.stderr
+    assert "test_subject.py  10     27    27      100 %  3" in out.stdout  # the table too
+    tests = json.loads(report.read_text())["tests"]
+    steady = tests["test_subject.py::test_steady"]
+    assert (steady["runs"], steady["passes"], steady["failures"]) == (3, 3, 0)
+    assert tests["test_subject.py::test_skipped"]["skips"] == 3
+    assert tests["test_subject.py::test_skipped"]["runs"] == 0
+    order = (tmp_path / "order").read_text().split()
+    runs = [order[i : i + 8] for i in range(0, 24, 8)]
+    assert all(sorted(r) == [str(i) for i in range(8)] for r in runs)
+    assert len({tuple(r) for r in runs}) > 1, runs  # seeds 1, 2, 3 shuffle differently
