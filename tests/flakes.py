@@ -133,7 +133,8 @@ def one_run(
         command += ["-m", args.markers]
     if args.keyword:
         command += ["-k", args.keyword]
-    env = os.environ | {"LANEWATCH_FLAKES_SEED": str(seed), "LANEWATCH_FLAKES_LOG": str(log)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    env |= {"LANEWATCH_FLAKES_SEED": str(seed), "LANEWATCH_FLAKES_LOG": str(log)}
     began = time.monotonic()
     with open(work / f"run-{run}.out", "wb") as out:
         pytest = subprocess.Popen(

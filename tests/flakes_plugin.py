@@ -14,6 +14,14 @@ import random
 import pytest
 
 MESSAGE_CHARS = 300
+_worker = False  # this process is an xdist worker (its reports reach the controller)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # By the config, not by $PYTEST_XDIST_WORKER: a hunt started from inside a worker (the
+    # suite's own test of this tool under `-n 2`) inherits that variable in its controller.
+    global _worker
+    _worker = hasattr(config, "workerinput")
 
 
 @pytest.hookimpl(trylast=True)
@@ -25,7 +33,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     log = os.environ.get("LANEWATCH_FLAKES_LOG")
-    if not log or os.environ.get("PYTEST_XDIST_WORKER"):
+    if not log or _worker:
         return  # a worker's reports reach the controller, which writes them once
     outcome = report.outcome
     if hasattr(report, "wasxfail") and report.skipped:
