@@ -104,8 +104,8 @@ def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(overflow="fold")
         for name, value in stamp.stamp.to_json().items():
-            if isinstance(value, list):
-                shown = " ".join(value)
+            if isinstance(value, list):  # argv (strings); stdio ([device, inode] pairs)
+                shown = " ".join(v if isinstance(v, str) else json.dumps(v) for v in value)
             elif name.endswith("_at") and isinstance(value, int | float):
                 shown = fmt.stamp_time(value)
             else:
