@@ -28,8 +28,10 @@ TOX_INI = textwrap.dedent(
 
     [testenv]
     package = skip
+    # tox lists the env's packages with pip when $CI is set (as in .ci/run); the envs have none
+    list_dependencies_command = python -c ""
     allowlist_externals = {env:OUTER_PYTHON}
-    commands = {env:OUTER_PYTHON} -m pytest -p lanewatch -p no:cacheprovider -p no:randomly \\
+    commands = "{env:OUTER_PYTHON}" -m pytest -p lanewatch -p no:cacheprovider -p no:randomly \\
         -s --basetemp={envtmpdir}/basetemp test_where.py
 
     [testenv:lw]
