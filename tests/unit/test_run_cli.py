@@ -6,6 +6,7 @@ import io
 import json
 import os
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -591,6 +592,27 @@ def test_run_in_lane_from_python_with_any_stdin(
     assert run_in_lane(lane, ["sh", "-c", "exit 4"]) == 4
     assert released(lane.namespace).exit_code == 4
     assert {sig: signal.getsignal(sig) for sig in FORWARDED} == before  # handlers restored
+
+
+def test_run_in_lane_from_python_leaves_the_callers_own_children_alone(
+    repo: Path, root: Path
+) -> None:
+    """An embedding program's own children (pytest's xdist workers, a server's helpers) are not
+    the lane's: run_in_lane returned only once they ended (it waited for every child of the
+    process: the floors' CI job hung on another test's child), and Ctrl-C would have reached
+    them. The lane's own daemon is still waited for."""
+    mine = subprocess.Popen(["sleep", "300"])  # the caller's, started before the lane
+    try:
+        done = repo / "daemon-done"
+        lane = Lane("py-kids", root=root, checkout=repo, command=["sh"])
+        script = f"(sleep 0.2; : > {shlex.quote(str(done))}) & exit 3"  # a daemon of the lane's
+        assert run_in_lane(lane, ["sh", "-c", script]) == 3
+        assert done.exists()  # the lane's own process was waited for
+        assert mine.poll() is None  # the caller's child runs on, unsignalled and unreaped
+        assert released(lane.namespace).exit_code == 3
+    finally:
+        mine.kill()
+        mine.wait()
 
 
 # -- a terminal ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ identity-checked (`linux.reaper.signal_exact`), and `lanewatch kill LANE` ends t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -23,6 +24,7 @@ from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
 from lanewatch.lanes.launchers import listening
 from lanewatch.linux import reaper
+from lanewatch.linux.proc import ProcStat, stat_table
 from lanewatch.linux.procid import ProcessIdentity, boot_id
 
 MAX_NAMED = 5
@@ -46,10 +48,43 @@ def wait_for_command(proc: subprocess.Popen[bytes]) -> int:
     return proc.returncode
 
 
-def signal_descendants(sig: int) -> None:
-    """Send `sig` to each of our descendants, each checked by identity at the signal."""
+Before = frozenset[tuple[int, int]]  # (pid, start ticks) of processes that predate the run
+
+
+def processes_before() -> Before:
+    """Our descendants before CMD starts: none for `lanewatch run` (no child yet, so no /proc
+    scan); an embedding program's own children (pytest's xdist workers, a server's helpers)
+    when `run_in_lane` is called in-process. They are not the lane's: never waited for, never
+    signalled."""
+    try:  # asks, reaps nothing: fails only when there is no child at all
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return frozenset()
+    return frozenset((st.pid, st.start_ticks) for st in reaper.descendants(os.getpid()))
+
+
+def lane_descendants(before: Before = frozenset()) -> list[ProcStat]:
+    """Our running descendants, less those that predate the run and everything below them."""
+    procs = stat_table()
+    every = reaper.descendants(os.getpid(), procs)
+    if not before:
+        return every
+    old = {pid for pid, ticks in before if pid in procs and procs[pid].start_ticks == ticks}
+    me = os.getpid()
+    out = []
+    for st in every:
+        pid = st.pid
+        while pid != me and pid in procs and pid not in old:
+            pid = procs[pid].ppid
+        if pid not in old:
+            out.append(st)
+    return out
+
+
+def signal_descendants(sig: int, before: Before = frozenset()) -> None:
+    """Send `sig` to each of the lane's descendants, each checked by identity at the signal."""
     boot = boot_id()
-    for st in reaper.descendants(os.getpid()):
+    for st in lane_descendants(before):
         reaper.signal_exact(ProcessIdentity(st.pid, st.start_ticks, boot), sig)
 
 
@@ -96,13 +131,20 @@ def _childless() -> bool:
             return False
 
 
-def linger(lane: Lane, command: str, code: int, retarget: Callable[[], None]) -> None:
+def linger(
+    lane: Lane,
+    command: str,
+    code: int,
+    retarget: Callable[[], None],
+    before: Before = frozenset(),
+) -> None:
     """After CMD exited with `code`: while processes of the lane run (our descendants, with
     the subreaper: every one it started), say so once and reap them until none is left.
-    `retarget` points the runner's signal forwarding at those processes."""
-    if _childless():
+    `retarget` points the runner's signal forwarding at those processes. `before`: processes
+    that predate the run (`processes_before`): not the lane's, never waited for."""
+    if not before and _childless():
         return
-    left = reaper.descendants(os.getpid())
+    left = lane_descendants(before)
     if not left:
         return
     retarget()
@@ -118,9 +160,24 @@ def linger(lane: Lane, command: str, code: int, retarget: Callable[[], None]) ->
     ledger.append(
         lane.namespace, "lingering", lane=lane.name, pids=[st.pid for st in left], exit_code=code
     )
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
+    if before:
+        _wait_for_the_lanes(before)
+    else:
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
     ledger.append(lane.namespace, "processes-ended", lane=lane.name)
+
+
+def _wait_for_the_lanes(before: Before) -> None:
+    """Reap the lane's children one by one (each by its pid: the embedding program's own
+    children are its to reap) until no process of the lane is left below us."""
+    me = os.getpid()
+    while True:
+        children = [st.pid for st in lane_descendants(before) if st.ppid == me]
+        if not children:
+            return  # none left (or, without the subreaper, none we could wait for)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(children[0], 0)

@@ -26,7 +26,14 @@ from lanewatch.lanes import fence as fences
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
 from lanewatch.lanes.launchers import tmux_in_lane
-from lanewatch.lanes.linger import become_subreaper, linger, signal_descendants, wait_for_command
+from lanewatch.lanes.linger import (
+    Before,
+    become_subreaper,
+    linger,
+    processes_before,
+    signal_descendants,
+    wait_for_command,
+)
 from lanewatch.lanes.pick import Interrupted, WaitInterrupted
 from lanewatch.lanes.roots import state_dir
 from lanewatch.linux.procid import start_ticks
@@ -179,12 +186,13 @@ def run_in_lane(
                 _decide_fence(lane, fence, shm)
                 lane.update_stamp(**lane.fence_fields())
         become_subreaper()  # if it cannot, processes that daemonize leave the tree, as before
+        before = processes_before()  # an embedding program's own children are not the lane's
         proc, mnt_ns = _start(lane, cmd, fence)
         if isinstance(proc, int):
             lane.release(exit_code=proc, event="spawn-failed")
             return proc
         forwarder.target(proc.pid)
-        return _supervise(lane, proc, forwarder, cmd[0], mnt_ns)
+        return _supervise(lane, proc, forwarder, cmd[0], mnt_ns, before)
     finally:
         forwarder.restore()
         if lane.claimed:  # an exception on the way: never leave the stamp saying live
@@ -277,6 +285,7 @@ def _supervise(
     forwarder: _Forwarder,
     name: str,
     mnt_ns: str | None = None,
+    before: Before = frozenset(),
 ) -> int:
     code = 1
     try:
@@ -299,7 +308,13 @@ def _supervise(
             exit_code=code,
             signals_forwarded=[signal.Signals(s).name for s in forwarder.received],
         )
-        linger(lane, name, code, lambda: forwarder.to_each(signal_descendants))
+        linger(
+            lane,
+            name,
+            code,
+            lambda: forwarder.to_each(lambda sig: signal_descendants(sig, before)),
+            before,
+        )
     finally:
         _reap_on_the_way_out(proc)
         lane.release(exit_code=code)
