@@ -77,7 +77,9 @@ def test_json_names_every_test_and_the_runs_come_in_different_orders(tmp_path: P
     out = hunt(tmp_path, "--runs", "3", "--seed", "1", "--json", str(report), "-k", keywords)
     assert out.returncode == 0, out.stderr
     assert "test_subject.py  10     27    27      100 %  3" in out.stdout  # the table too
-    tests = json.loads(report.read_text())["tests"]
+    # Node ids are relative to pytest's rootdir, which depends on where the checkout lies
+    # (under /tmp: `pytest-of-root/…/test_subject.py::…`): keyed here by file name and test.
+    tests = {k.rsplit("/", 1)[-1]: v for k, v in json.loads(report.read_text())["tests"].items()}
     steady = tests["test_subject.py::test_steady"]
     assert (steady["runs"], steady["passes"], steady["failures"]) == (3, 3, 0)
     assert tests["test_subject.py::test_skipped"]["skips"] == 3
