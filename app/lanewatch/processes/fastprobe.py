@@ -18,10 +18,13 @@ import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 
+from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import under_any
 from lanewatch.linux.proc import DELETED, Pinned, ProcStat, environ_values, fd_access
 from lanewatch.model.writers import Holding, Owner
 from lanewatch.processes.ownpids import own_pids
+
+SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")  # shared temp: a fenced lane has its own
 
 _LANE_KEY = b"LANEWATCH_LANE="
 _NAMESPACE_KEY = b"LANEWATCH_NAMESPACE="
@@ -50,8 +53,12 @@ def holdings_of(
     pids: Iterable[int],
     procs: Mapping[int, ProcStat],
     prefixes: Sequence[str],
+    views: MountViews | None = None,
 ) -> list[Holding]:
-    """What `pids` hold (cwd and fds) under `prefixes` (given as real, absolute paths)."""
+    """What `pids` hold (cwd and fds) under `prefixes` (given as real, absolute paths). With
+    `views`, a path in shared temp is put in our words while the process is pinned (a fenced
+    lane's /tmp/x is a file of its namespace): renamed after the probe, a process that had
+    exited since kept its /tmp/x, which passed for a write in shared temp."""
     prefixes = [p.rstrip("/") for p in prefixes]
     own = own_pids()
     out: list[Holding] = []
@@ -64,7 +71,7 @@ def holdings_of(
         except OSError:
             continue
         with pinned:
-            out.extend(_one(pinned, st, procs, prefixes))
+            out.extend(_one(pinned, st, procs, prefixes, views))
     return out
 
 
@@ -73,6 +80,7 @@ def _one(
     st: ProcStat,
     procs: Mapping[int, ProcStat],
     prefixes: Sequence[str],
+    views: MountViews | None = None,
 ) -> list[Holding]:
     pid = pinned.pid
     found: list[tuple[str, str, str | None, bool, int | None, bool, tuple[int, int] | None]] = []
@@ -112,6 +120,10 @@ def _one(
         return []
     if now is None or now.start_ticks != st.start_ticks:
         return []
+    if views is not None and any(under_any(f[0], SHARED_TEMP) for f in found):
+        view = views.of(pid, pinned.dfd)
+        if view is not None:
+            found = [(view(f[0]) if under_any(f[0], SHARED_TEMP) else f[0], *f[1:]) for f in found]
     try:
         lane, namespace = environ_values(pinned.environ(), _LANE_KEY, _NAMESPACE_KEY)
     except OSError:

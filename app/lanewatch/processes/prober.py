@@ -38,13 +38,13 @@ from lanewatch.processes import fastprobe, members
 from lanewatch.processes import holders as procscan
 from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.deaths import DeathWatch
+from lanewatch.processes.fastprobe import SHARED_TEMP
 from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
 
 log = logging.getLogger(__name__)
 
-SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 FULL_SCAN_EVERY = 60.0  # seconds between two full /proc scans; fast probes in between
 QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s at 2 s)
 # A data write in a namespace asks for a probe at once (who wrote may still hold it), but at
@@ -328,8 +328,12 @@ def probe(
         pids = fastprobe.lane_pids(procs, owners.values())
         if markers is not None:
             pids |= markers.marked(procs, skip=frozenset(pids))
-        held = tuple(fastprobe.holdings_of(pids, procs, real))
-    if held:
+        views = MountViews()
+        try:  # in our words while each process is pinned (not after: it may be gone by then)
+            held = tuple(fastprobe.holdings_of(pids, procs, real, views))
+        finally:
+            views.close()
+    if held and full:
         held = in_our_words(held)
     took = time.monotonic() - t0
     return ProbeReport(at, evidence, held, owners, partial, took, full=held is not None and full)
