@@ -58,7 +58,7 @@ from lanewatch.kernel.writefacts import (
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, parse_stamp
 from lanewatch.linux.mountview import MountViews
-from lanewatch.linux.paths import is_under
+from lanewatch.linux.paths import SHARED_TEMP, is_under
 from lanewatch.linux.proc import pidfd_alive, pin
 from lanewatch.processes.pidclock import PidClock
 from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
@@ -69,7 +69,6 @@ __all__ = ["Attribution", "KernelBatch", "attribution_status"]
 
 log = logging.getLogger(__name__)
 
-SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 PENDING_FOR = 1.5  # seconds a gone writer is retried before it is "unknown pid"
 MAX_PENDING = 4096  # writers waiting for a retry
 MAX_PENDING_BYTES = 8 * 1024 * 1024  # of their contents

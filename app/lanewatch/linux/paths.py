@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+# The machine's shared temp: what every process sees unless a fence gives it its own.
+SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+
 
 def is_under(path: str, prefix: str) -> bool:
     """`path` is `prefix` or lies below it. A trailing slash on `prefix` does not matter. An

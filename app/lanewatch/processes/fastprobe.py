@@ -19,12 +19,10 @@ import stat
 from collections.abc import Iterable, Mapping, Sequence
 
 from lanewatch.linux.mountview import MountViews
-from lanewatch.linux.paths import under_any
+from lanewatch.linux.paths import SHARED_TEMP, under_any
 from lanewatch.linux.proc import DELETED, Pinned, ProcStat, environ_values, fd_access
 from lanewatch.model.writers import Holding, Owner
 from lanewatch.processes.ownpids import own_pids
-
-SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")  # shared temp: a fenced lane has its own
 
 _LANE_KEY = b"LANEWATCH_LANE="
 _NAMESPACE_KEY = b"LANEWATCH_NAMESPACE="

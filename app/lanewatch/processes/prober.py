@@ -27,7 +27,7 @@ from lanewatch.lanes import lock
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import procid
 from lanewatch.linux.mountview import MountViews
-from lanewatch.linux.paths import is_under
+from lanewatch.linux.paths import SHARED_TEMP, is_under
 from lanewatch.linux.proc import ProcStat
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
@@ -38,7 +38,6 @@ from lanewatch.processes import fastprobe, members
 from lanewatch.processes import holders as procscan
 from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.deaths import DeathWatch
-from lanewatch.processes.fastprobe import SHARED_TEMP
 from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
