@@ -110,6 +110,22 @@ def shared_temp_file(suffix: str = ".json") -> Iterator[Path]:
         path.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def shared_temp_dir() -> Iterator[Path]:
+    """A folder of its own at the first level of /tmp (shared temp for the engine; a fenced lane
+    binds it back on its own, apart from pytest's folder), unique to this run; removed at the
+    end."""
+    base = Path(os.path.realpath("/tmp"))
+    if not base.is_dir():
+        pytest.skip("no /tmp here")
+    path = base / f"lanewatch-test-{uuid.uuid4().hex}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def setpriv_prefix() -> list[str] | None:
     """A prefix that runs a command as root without CAP_SYS_ADMIN (None: cannot here)."""
     if os.geteuid() != 0:

@@ -5,11 +5,8 @@ open under the prober (also as a normal user)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +18,7 @@ from lanewatch.model.flood import FLOOD_AFTER, is_flood
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.records.incidents import IncidentLog, log_path
 from tests.conftest import wait_for
-from tests.unit.attributionkit import kernel_engine, privileged, sha
+from tests.unit.attributionkit import kernel_engine, privileged, sha, shared_temp_dir
 from tests.unit.enginekit import running, start_lane
 
 
@@ -87,15 +84,8 @@ def test_a_lanes_thousands_of_files_are_ten_incidents_and_one_with_a_count(
 @pytest.fixture
 def shared_dir() -> Iterator[Path]:
     """A folder in /tmp (shared temp for the engine), unique to the run; removed at the end."""
-    base = Path(os.path.realpath("/tmp"))
-    if not base.is_dir():
-        pytest.skip("no /tmp here")
-    path = base / f"lanewatch-test-{uuid.uuid4().hex}"
-    path.mkdir()
-    try:
+    with shared_temp_dir() as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def shared_files(rec_picture: object) -> list[object]:

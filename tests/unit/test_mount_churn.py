@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from lanewatch.linux.mountns import mount_ns
 from lanewatch.linux.mountview import MountViews
 from lanewatch.records.writes import entries
 from tests.conftest import git, wait_for
-from tests.unit.attributionkit import kernel_engine, privileged
+from tests.unit.attributionkit import kernel_engine, privileged, shared_temp_dir
 from tests.unit.enginekit import start_lane
 
 UNSHARE = shutil.which("unshare")
@@ -38,15 +37,8 @@ needs_unshare = pytest.mark.skipif(
 def tmp_entry() -> Iterator[Path]:
     """A folder of its own at the first level of /tmp (so a fenced lane binds it back on its
     own, apart from pytest's folder), unique to the run; removed at the end."""
-    base = Path(os.path.realpath("/tmp"))
-    if not base.is_dir():
-        pytest.skip("no /tmp here")
-    path = base / f"lanewatch-test-{uuid.uuid4().hex}"
-    path.mkdir()
-    try:
+    with shared_temp_dir() as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def make_repo(path: Path) -> Path:
