@@ -1,4 +1,5 @@
-"""`lanewatch hook`: install or remove a git hook that runs the gate."""
+"""`lanewatch hook`: install or remove a git hook that runs the gate, or (`--agent claude`) the
+guard as a Claude Code hook (agents/claude_settings.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ def hook_command() -> None:
 
 @hook_command.command("install")
 @click.argument("kind", type=click.Choice(KINDS), default="pre-push", required=False)
-@click.option("--gate", "step", required=True, help="The step whose receipt the hook checks.")
+@click.option("--gate", "step", help="The step whose receipt the hook checks.")
+@click.option(
+    "--agent",
+    type=click.Choice(["claude"]),
+    help="Instead: the guard as the agent's hook (.claude/settings.json; docs/agents.md).",
+)
+@click.option("--dry-run", is_flag=True, help="With --agent: show the settings, write nothing.")
 @click.option(
     "--lane", help="Gate this lane (default: $LANEWATCH_LANE at hook time, else 'default')."
 )
@@ -32,7 +39,9 @@ def hook_command() -> None:
 @friendly_errors
 def install(
     kind: str,
-    step: str,
+    step: str | None,
+    agent: str | None,
+    dry_run: bool,
     lane: str | None,
     allow_dirty: bool,
     max_age: float | None,
@@ -93,3 +102,21 @@ def uninstall(kind: str, checkout: str | None) -> None:
         say(f"removed the lanewatch hook; the hook it chained is back at {removed.path}")
     else:
         say(f"removed {removed.path}")
+
+
+def _install_agent(agent: str, checkout: str | None, dry_run: bool) -> None:
+    from lanewatch.agents.claude_settings import SettingsRefused
+    from lanewatch.agents.claude_settings import install as install_settings
+    from lanewatch.lanes.checkout import resolve_checkout
+
+    where = resolve_checkout(checkout).root
+    try:
+        done = install_settings(where, dry_run=dry_run)
+    except SettingsRefused as exc:
+        fail(str(exc), EXIT_REFUSED)
+    if dry_run:
+        say(f"would write {done.path}:")
+        click.echo(done.text, nl=False)
+        return
+    verb = {"none": "installed", "ours": "updated", "same": "already installed:"}[done.previous]
+    say(f"{verb} the lanewatch guard as a {agent} PreToolUse hook in {done.path}")
