@@ -55,7 +55,18 @@ def install(
     which honours core.hooksPath; linked worktrees share the repository's hooks). Each worktree
     is gated on its own receipt. Exits 3 when a hook that is not ours is in the way (unless
     --chain or --force). Installing again is harmless: a chained hook stays chained.
+
+    With `--agent claude`: `lanewatch guard` as a PreToolUse hook in the checkout's
+    .claude/settings.json, keeping the settings and hooks already there (exit 3 when the file
+    is not JSON; `--dry-run` prints it and writes nothing).
     """
+    if agent is not None:
+        _install_agent(agent, checkout, dry_run)
+        return
+    if step is None:
+        raise click.UsageError("--gate STEP is required (or --agent claude for the guard)")
+    if dry_run:
+        raise click.UsageError("--dry-run is for --agent")
     if chain and force:
         raise click.UsageError("--chain keeps the hook in the way, --force replaces it: pick one")
     try:
