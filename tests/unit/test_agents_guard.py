@@ -145,3 +145,19 @@ def test_hook_install_for_claude_keeps_the_users_hooks(repo: Path) -> None:
     )  # fmt: skip
     assert bad.returncode == 3 and "not JSON" in bad.stderr
     assert settings.read_text() == "{not json"
+
+
+def test_the_guards_own_registry_reading_agrees_with_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lanewatch.agents.paths import known_roots
+    from lanewatch.lanes.roots import Registry
+
+    Registry().add(tmp_path / "other-root")
+    expected = [str(p) for p in Registry().paths()]
+    assert known_roots(Me(found_in="")) == expected
+    monkeypatch.setenv("LANEWATCH_ROOT", str(tmp_path / "root"))
+    assert known_roots(Me(found_in="")) == [str(p) for p in Registry().paths()]
+    monkeypatch.delenv("LANEWATCH_STATE_DIR")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert known_roots(Me(found_in="")) == [str(p) for p in Registry().paths()]

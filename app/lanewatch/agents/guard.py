@@ -25,8 +25,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from lanewatch.agents.me import Me, who_am_i
 from lanewatch.agents.paths import Verdict, judge, known_roots
@@ -66,8 +65,7 @@ REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n", "|&", ";;"})
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     code: int
     message: str = ""
     verdict: Verdict | None = None

@@ -12,7 +12,6 @@ stale variable gives no lane.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from lanewatch.linux.paths import is_under
 
@@ -26,16 +25,27 @@ MAX_ANCESTORS = 32
 MAX_ENVIRON = 1 << 20  # bytes of one /proc/PID/environ read
 
 
-@dataclass(frozen=True, slots=True)
 class Me:
-    """The asking lane; every field None outside a lane."""
+    """The asking lane; every field None outside a lane. A plain class, not a dataclass: the
+    guard starts before each tool call, and `dataclasses` (with `inspect`) would double what
+    it imports (tests/bench/bench.py `guard`)."""
 
-    lane: str | None = None
-    namespace: str | None = None  # canonical
-    checkout: str | None = None  # canonical worktree root
-    root: str | None = None  # canonical scratch root
-    fence: str | None = None  # "kernel", "bwrap", "none"
-    found_in: str = "environment"  # "environment", "pid N" (an ancestor's), or "" (no lane)
+    __slots__ = ("checkout", "fence", "found_in", "lane", "namespace", "root")
+
+    def __init__(
+        self,
+        lane: str | None = None,
+        namespace: str | None = None,  # canonical
+        checkout: str | None = None,  # canonical worktree root
+        root: str | None = None,  # canonical scratch root
+        fence: str | None = None,  # "kernel", "bwrap", "none"
+        found_in: str = "environment",  # "environment", "pid N" (an ancestor's), "" (no lane)
+    ) -> None:
+        self.lane, self.namespace, self.checkout = lane, namespace, checkout
+        self.root, self.fence, self.found_in = root, fence, found_in
+
+    def __repr__(self) -> str:
+        return f"Me(lane={self.lane!r}, namespace={self.namespace!r}, found_in={self.found_in!r})"
 
     @property
     def bound(self) -> bool:
@@ -93,14 +103,41 @@ def _parent_of(pid: int) -> int:
         return 0
 
 
+STAMP = (".lanewatch", "owner.json")  # lanes/stamp.py: META_DIR, STAMP_FILE
+MAX_STAMP = 64 * 1024
+
+
+def stamp_field(namespace: str, name: str) -> object:
+    """One field of a namespace's stamp, read the cheap way (no symlink followed, nothing but
+    a small regular file read; `lanes.stamp.read_stamp` is the full reader); None if unreadable.
+    For the guard's questions only: which lane, which family."""
+    import json
+
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        meta = os.open(os.path.join(namespace, STAMP[0]), flags | os.O_DIRECTORY)
+        try:
+            fd = os.open(STAMP[1], flags, dir_fd=meta)
+        finally:
+            os.close(meta)
+        try:
+            import stat
+
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            data = os.read(fd, MAX_STAMP + 1)
+        finally:
+            os.close(fd)
+        obj = json.loads(data) if len(data) <= MAX_STAMP else None
+    except (OSError, ValueError):
+        return None
+    return obj.get(name) if isinstance(obj, dict) else None
+
+
 def _stamp_names(namespace: str, lane: str | None) -> bool:
     """The namespace's stamp names `lane` (a cheap check, no liveness: `whoami` says that)."""
-    from pathlib import Path
-
-    from lanewatch.lanes.stamp import read_stamp  # only when the lane came from an ancestor
-
-    stamp = read_stamp(Path(namespace)).stamp
-    return stamp is not None and (lane is None or stamp.lane == lane)
+    named = stamp_field(namespace, "lane")
+    return isinstance(named, str) and (lane is None or named == lane)
 
 
 def who_am_i(environ: dict[str, str] | os._Environ[str] | None = None) -> Me:

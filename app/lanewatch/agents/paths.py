@@ -20,36 +20,43 @@ stamp (on this host).
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from lanewatch.agents.me import Me
+from lanewatch.agents.me import Me, stamp_field
 from lanewatch.linux.paths import SHARED_TEMP, is_under
 
 MINE, OTHER, SHARED, UNBOUND, OUTSIDE = "mine", "other-lane", "shared", "unbound", "outside"
 FENCED = ("/tmp", "/var/tmp")  # what a fence makes the lane's own (/dev/shm only on request)
 
 
-@dataclass(frozen=True, slots=True)
 class Verdict:
-    path: str  # as judged: absolute, canonical
-    kind: str  # mine | other-lane | shared | unbound | outside
-    reason: str
-    fix: str = ""
-    lane: str | None = None  # the other lane (other-lane)
-    namespace: str | None = None  # the namespace the path is in, if any
-    checkout: str | None = None  # the checkout the path is in, if known
+    """Whose a path is (a plain class: see `me.Me`)."""
+
+    __slots__ = ("checkout", "fix", "kind", "lane", "namespace", "path", "reason")
+
+    def __init__(
+        self,
+        path: str,  # as judged: absolute, canonical
+        kind: str,  # mine | other-lane | shared | unbound | outside
+        reason: str,
+        fix: str = "",
+        lane: str | None = None,  # the other lane (other-lane)
+        namespace: str | None = None,  # the namespace the path is in, if any
+        checkout: str | None = None,  # the checkout the path is in, if known
+    ) -> None:
+        self.path, self.kind, self.reason, self.fix = path, kind, reason, fix
+        self.lane, self.namespace, self.checkout = lane, namespace, checkout
 
     @property
     def blocks(self) -> bool:
         return self.kind in (OTHER, SHARED)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+        fields = ("path", "kind", "reason", "fix", "lane", "namespace", "checkout")
+        return {k: getattr(self, k) for k in fields if getattr(self, k) not in (None, "")}
 
 
 def canonical(path: str, cwd: str | None = None) -> str:
@@ -60,17 +67,44 @@ def canonical(path: str, cwd: str | None = None) -> str:
     return os.path.realpath(text)
 
 
-def known_roots(me: Me) -> list[str]:
-    """The registered roots, the default root and mine, canonical. A registry that cannot be
-    read leaves the default and mine (the guard must not fail on it)."""
-    from lanewatch.errors import LanewatchError
-    from lanewatch.lanes.roots import Registry, default_root
+def _state_dir() -> str | None:
+    """`lanes.roots.state_dir()` in its usual cases ($LANEWATCH_STATE_DIR, then
+    `_xdg_state_dir`'s), without importing it; None for the rest (the caller asks it then).
+    tests/unit/test_agents_guard.py holds `known_roots` equal to the registry's answer."""
+    env = os.environ.get("LANEWATCH_STATE_DIR")
+    if env:
+        return env
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "lanewatch")
+    home = os.environ.get("HOME", "")
+    return home.rstrip("/") + "/.local/state/lanewatch" if os.path.isabs(home) else None
 
-    found: list[str] = []
-    with contextlib.suppress(LanewatchError, OSError):
-        found.extend(str(p) for p in Registry(tell=lambda _: None).paths())
-    with contextlib.suppress(LanewatchError, OSError):
-        found.append(str(default_root()))
+
+def _registered(state: str) -> list[str]:
+    """The paths in the registry (`lanes.roots.Registry`'s roots.json), read only: a registry
+    that cannot be read gives none here (the guard must not fail on it, nor repair it)."""
+    try:
+        with open(os.path.join(state, "roots.json"), "rb") as f:
+            data = json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
+        return []
+    items = data.get("roots") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [i["path"] for i in items if isinstance(i, dict) and isinstance(i.get("path"), str)]
+
+
+def known_roots(me: Me) -> list[str]:
+    """The default root, the registered roots and mine, canonical."""
+    state = _state_dir()
+    if state is None:  # an unusual home: the full answer
+        from lanewatch.lanes.roots import Registry
+
+        found = [str(p) for p in Registry(tell=lambda _: None).paths()]
+    else:
+        default = os.environ.get("LANEWATCH_ROOT") or os.path.join(state, "scratch")
+        found = [os.path.expanduser(default), *_registered(state)]
     if me.root:
         found.append(me.root)
     return list(dict.fromkeys(os.path.realpath(r) for r in found))
@@ -90,33 +124,41 @@ def _namespace_at(path: str, roots: Iterable[str]) -> tuple[str, str] | None:
     return None
 
 
-def _family(namespace: str) -> str | None:
-    from lanewatch.lanes.stamp import read_stamp
-
-    stamp = read_stamp(Path(namespace)).stamp
-    return stamp.family if stamp is not None else None
+def _head(namespace: str) -> str:
+    """The namespace of the head of `namespace`'s family (`model.family.head`: the folder its
+    stamp names as `family`, in the same root; itself when it names none)."""
+    family = stamp_field(namespace, "family")
+    if not isinstance(family, str) or not family or "/" in family:
+        return namespace
+    return os.path.join(os.path.dirname(namespace), family)
 
 
 def _one_family(me: Me, other: str) -> bool:
     if me.namespace is None or os.path.dirname(me.namespace) != os.path.dirname(other):
         return False
-    from lanewatch.model.family import one_family
-
-    return one_family(me.namespace, _family(me.namespace), other, _family(other))
+    return _head(me.namespace) == _head(other)
 
 
 def _checkout_of(path: str) -> str | None:
-    from lanewatch.lanes.checkout import find_checkout
-
+    """The worktree root above `path` (the nearest folder with a `.git` folder or file: what
+    `lanes.checkout.find_checkout` finds, without its import or its checks of the git dir)."""
     here = path
     while not os.path.lexists(here) and here != "/":  # a file about to be written
         here = os.path.dirname(here)
-    found = find_checkout(here)
-    return found.root if found is not None else None
+    if not os.path.isdir(here):
+        here = os.path.dirname(here)
+    while True:
+        if os.path.lexists(os.path.join(here, ".git")):
+            return here
+        if here == "/":
+            return None
+        here = os.path.dirname(here)
 
 
 def live_lanes_in(checkout: str, roots: Iterable[str]) -> list[tuple[str, str]]:
     """(lane, namespace) of every live lane on this host whose stamp names `checkout`."""
+    from pathlib import Path
+
     from lanewatch.lanes.stamp import OwnerState, read_stamp
     from lanewatch.linux.procid import Liveness, ProcessIdentity, hostname, liveness
 
