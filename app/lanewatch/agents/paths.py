@@ -5,7 +5,7 @@ A path (made absolute against the caller's folder, symlinks resolved as far as t
 - `mine`: in my namespace, in my checkout, in my fenced `/tmp` or `/var/tmp`, or in the
   namespace of a lane of my family (`docs/engine.md`, families);
 - `other-lane`: in another lane's namespace (under a scratch root, in a folder the scheme
-  named: the lane is in its name), or in the checkout of another live lane;
+  named: the lane is in its name), or, for a lane, in the checkout of another live lane;
 - `shared`: shared temp (`/tmp`, `/var/tmp`, `/dev/shm`) seen from a lane that has no fence of
   its own there: every lane of the machine writes the same file (what `lanewatch audit` calls
   an unbound path);
@@ -228,7 +228,7 @@ def judge(path: str, me: Me, *, cwd: str | None = None, roots: list[str] | None 
             "run the agent in a lane: `lanewatch run --lane NAME -- CMD`",
         )
     checkout = _checkout_of(target)
-    if checkout is not None and checkout != me.checkout:
+    if me.bound and checkout is not None and checkout != me.checkout:
         others = [(lane, ns) for lane, ns in live_lanes_in(checkout, roots) if ns != me.namespace]
         if others:
             lanes = ", ".join(repr(lane) for lane, _ in others)
