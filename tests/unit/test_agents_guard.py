@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +163,49 @@ def test_the_guards_own_registry_reading_agrees_with_the_registry(
     monkeypatch.delenv("LANEWATCH_STATE_DIR")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     assert known_roots(Me(found_in="")) == [str(p) for p in Registry().paths()]
+
+
+GUARD_PROBE = """
+import atexit, json, runpy, sys
+out = sys.argv[1]
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv = ["lanewatch", "guard"]
+runpy.run_module("lanewatch", run_name="__main__", alter_sys=True)
+"""
+GUARD_NEVER = {
+    *("click", "rich", "textual", "watchdog", "psutil", "filelock", "platformdirs", "mcp"),
+    *("dataclasses", "pathlib", "inspect", "logging", "asyncio"),  # the stdlib's heavy parts
+}
+
+
+@pytest.mark.unprivileged
+@pytest.mark.parametrize("where", ["own", "other", "shared"])
+def test_the_guard_loads_only_what_it_uses(where: str, repo: Path, tmp_path: Path) -> None:
+    """The guard runs before every tool call: no click, no UI, none of the stdlib's heavy
+    modules (`dataclasses` alone, with `inspect`, doubles its start). A real call, in a fresh
+    interpreter; its sys.modules at exit."""
+    root = tmp_path / "root"
+    mine, theirs = root / "0123456789ab.A", root / "0123456789ab.B"
+    for ns in (mine, theirs):
+        (ns / ".lanewatch").mkdir(parents=True)
+        (ns / ".lanewatch" / "owner.json").write_text(json.dumps({"lane": ns.name[-1]}))
+    target = {"own": mine / "x", "other": theirs / "x", "shared": Path("/tmp/x")}[where]
+    env = {
+        **os.environ, "LANEWATCH_ROOT": str(root), "LANEWATCH_LANE": "A",
+        "LANEWATCH_NAMESPACE": str(mine), "LANEWATCH_FENCE": "none",
+    }  # fmt: skip
+    out = tmp_path / "modules.json"
+    data = json.dumps(payload("Write", repo, file_path=str(target), content="x"))
+    done = subprocess.run(
+        [sys.executable, "-c", GUARD_PROBE, str(out)], input=data, env=env, cwd=repo,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == (PASS if where == "own" else BLOCK), done.stderr
+    loaded = set(json.loads(out.read_text()))
+    assert "lanewatch.agents.guard" in loaded  # it really ran
+    tops = {m.split(".")[0] for m in loaded}
+    assert not (tops | loaded) & GUARD_NEVER, sorted((tops | loaded) & GUARD_NEVER)
+    ours = {m for m in loaded if m.startswith("lanewatch.")}
+    assert not {m for m in ours if m.startswith(("lanewatch.cli.", "lanewatch.lanes."))} - {
+        "lanewatch.cli.entry", "lanewatch.lanes.names"
+    }  # fmt: skip
