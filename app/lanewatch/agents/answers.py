@@ -54,8 +54,10 @@ def whoami(me: Me | None = None) -> dict[str, Any]:
     state = "unknown"
     if stamp is not None:
         alive, _ = liveness(ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id))
-        live = stamp.state is OwnerState.LIVE and alive in (Liveness.ALIVE, Liveness.STOPPED)
-        state = "live" if live else stamp.state.value if not live and alive else "stale"
+        running = alive in (Liveness.ALIVE, Liveness.STOPPED)
+        # A stamp that says live is so while its owner runs.
+        released = stamp.state is OwnerState.RELEASED
+        state = "released" if released else "live" if running else "stale"
     tmp = os.path.join(me.namespace, TMP_DIR)
     return {
         "lane": inert(me.lane),
