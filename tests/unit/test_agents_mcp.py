@@ -115,3 +115,19 @@ def test_without_the_sdk_the_command_says_how_to_get_it(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 9 and "pip install 'lanewatch[mcp]'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_whoami_says_live_stale_or_released_as_the_owner_is(root: Path) -> None:
+    from lanewatch.agents.answers import whoami
+    from lanewatch.agents.me import Me
+    from lanewatch.lanes.stamp import OwnerState
+    from tests.unit.enginekit import make_stamp
+
+    def state(ns: Path) -> str:
+        me = Me(ns.name.split(".")[-1], str(ns), None, str(root), "none")
+        answer: str = whoami(me)["state"]
+        return answer
+
+    assert state(make_stamp(root, "live")) == "live"
+    assert state(make_stamp(root, "gone", start_ticks=1)) == "stale"  # the pid names another
+    assert state(make_stamp(root, "done", state=OwnerState.RELEASED)) == "released"
