@@ -20,8 +20,6 @@ from tests.conftest import LANEWATCH, wait_for
 from tests.unit.attributionkit import shared_temp_file
 from tests.unit.enginekit import running, start_lane
 
-pytest.importorskip("mcp")
-
 CLIENT = str(Path(__file__).with_name("mcp_client.py"))
 FIRST, SECOND = '{"receipt": "from A"}\n', '{"receipt": "from B"}\n'
 

@@ -20,7 +20,6 @@ import pytest
 from tests.conftest import LANEWATCH
 from tests.unit.enginekit import start_lane
 
-pytest.importorskip("mcp")
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
