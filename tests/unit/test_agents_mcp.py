@@ -129,3 +129,27 @@ def test_whoami_says_live_stale_or_released_as_the_owner_is(root: Path) -> None:
     assert state(make_stamp(root, "live")) == "live"
     assert state(make_stamp(root, "gone", start_ticks=1)) == "stale"  # the pid names another
     assert state(make_stamp(root, "done", state=OwnerState.RELEASED)) == "released"
+
+
+@pytest.mark.unprivileged
+def test_my_collisions_lists_an_open_incident_of_my_lane_as_its_victim(
+    repo: Path, root: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    from lanewatch.agents.answers import my_collisions
+    from lanewatch.agents.me import Me
+    from lanewatch.records.incidents import read_all
+
+    with running([root]):
+        lane = start_lane(procs, repo, root, "A")
+        second = subprocess.run(
+            [*LANEWATCH, "run", "--root", str(root), "--lane", "A", "--", "true"],
+            cwd=repo, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert second.returncode == 3, second.stderr  # refused: A runs
+        wait_for(lambda: read_all([str(root)]), 30, what="the refused claim recorded")
+    me = Me("A", str(lane.namespace), str(repo), str(root.resolve()), "none")
+    (found,) = my_collisions(me)["open"]
+    assert found["kind"] == "refused-claim" and found["my_role"] == "victim"
+    b = lane.namespace.with_name(lane.namespace.name[:-1] + "B")
+    other = Me("B", str(b), str(repo), str(root.resolve()), "none")
+    assert my_collisions(other)["open"] == []
