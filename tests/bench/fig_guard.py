@@ -7,14 +7,16 @@ environment the calls get, as Claude Code's hook inherits its agent's, and B): C
 `python -m lanewatch guard`, each fed a real PreToolUse payload on stdin, rotating a Write into
 A's own namespace (passes), a Write into B's (refused, exit 2), an Edit in the checkout and a
 Bash redirection into shared temp (A unfenced: refused). After a few untimed calls, every call
-is timed, start to exit (wall clock); the same for `python -c pass` (the floor: the interpreter
-alone), alternating. Exit codes are checked: a wrong verdict fails the figure.
+is timed, start to exit (wall clock, and the CPU it used); the same for `python -c pass` (the
+floor: the interpreter alone), alternating. Exit codes are checked: a wrong verdict fails the
+figure.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -27,10 +29,18 @@ from tests.bench.common import emit, quantile
 WARM = 5
 
 
-def _timed(argv: list[str], data: bytes, env: dict[str, str], cwd: Path) -> tuple[float, int]:
-    t0 = time.perf_counter()
+def _cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _timed(
+    argv: list[str], data: bytes, env: dict[str, str], cwd: Path
+) -> tuple[float, int, float]:
+    """Wall clock, exit code and CPU (user + system) of one run."""
+    c0, t0 = _cpu(), time.perf_counter()
     done = subprocess.run(argv, input=data, env=env, cwd=cwd, capture_output=True)
-    return time.perf_counter() - t0, done.returncode
+    return time.perf_counter() - t0, done.returncode, _cpu() - c0
 
 
 def main(args: list[str]) -> None:
@@ -80,13 +90,18 @@ def main(args: list[str]) -> None:
         _timed(python, b"", env, repo)
     times: list[float] = []
     floor: list[float] = []
+    cpu: list[float] = []
+    floor_cpu: list[float] = []
     wrong = 0
     for i in range(calls):
         data, expected = cases[i % len(cases)]
-        took, code = _timed(guard, data, env, repo)
+        took, code, used = _timed(guard, data, env, repo)
         times.append(took)
+        cpu.append(used)
         wrong += code != expected
-        floor.append(_timed(python, b"", env, repo)[0])
+        took, _, used = _timed(python, b"", env, repo)
+        floor.append(took)
+        floor_cpu.append(used)
     emit(
         {
             "calls": calls,
@@ -97,6 +112,11 @@ def main(args: list[str]) -> None:
             "max": max(times),
             "floor_p50": statistics.median(floor),
             "floor_p99": quantile(floor, 0.99),
+            # CPU (user + system) of each call: what the call costs a quiet machine, whatever
+            # the load of others did to its wall clock
+            "cpu_p50": statistics.median(cpu),
+            "cpu_p99": quantile(cpu, 0.99),
+            "floor_cpu_p50": statistics.median(floor_cpu),
             "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         }
     )
