@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +94,13 @@ def test_shared_temp_is_refused_from_an_unfenced_lane_and_is_the_lanes_own_when_
     ns = str(tmp_path / "root" / "0123456789ab.A")
     unfenced = Me("A", ns, str(tmp_path), str(tmp_path / "root"), "none")
     fenced = Me("A", ns, str(tmp_path), str(tmp_path / "root"), "kernel")
-    write = payload("Write", tmp_path, file_path="/tmp/receipt.json", content="x")
+    shared = f"/tmp/lanewatch-guard-{uuid.uuid4().hex}.json"  # judged, never written
+    write = payload("Write", tmp_path, file_path=shared, content="x")
     refused = decide(write, unfenced)
     assert refused.code == BLOCK and "shared temp" in refused.message
     assert f"$TMPDIR ({ns}/tmp)" in refused.message
     assert decide(write, fenced).code == PASS
-    assert decide(payload("Read", tmp_path, file_path="/tmp/receipt.json"), unfenced).code == PASS
+    assert decide(payload("Read", tmp_path, file_path=shared), unfenced).code == PASS
     outside = decide(write, Me(found_in=""))  # no lane: nothing to compare with
     assert outside.code == PASS
 
@@ -189,7 +191,8 @@ def test_the_guard_loads_only_what_it_uses(where: str, repo: Path, tmp_path: Pat
     for ns in (mine, theirs):
         (ns / ".lanewatch").mkdir(parents=True)
         (ns / ".lanewatch" / "owner.json").write_text(json.dumps({"lane": ns.name[-1]}))
-    target = {"own": mine / "x", "other": theirs / "x", "shared": Path("/tmp/x")}[where]
+    shared = Path("/tmp") / f"lanewatch-guard-{uuid.uuid4().hex}.json"  # judged, never written
+    target = {"own": mine / "x", "other": theirs / "x", "shared": shared}[where]
     env = {
         **os.environ, "LANEWATCH_ROOT": str(root), "LANEWATCH_LANE": "A",
         "LANEWATCH_NAMESPACE": str(mine), "LANEWATCH_FENCE": "none",
@@ -209,3 +212,30 @@ def test_the_guard_loads_only_what_it_uses(where: str, repo: Path, tmp_path: Pat
     assert not {m for m in ours if m.startswith(("lanewatch.cli.", "lanewatch.lanes."))} - {
         "lanewatch.cli.entry", "lanewatch.lanes.names"
     }  # fmt: skip
+
+
+@pytest.mark.unprivileged
+def test_a_write_into_the_checkout_of_another_live_lane_is_refused(
+    worktrees: tuple[Path, Path], root: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    mine, theirs = worktrees
+    start_lane(procs, theirs, root, "B")
+    edit = payload("Edit", mine, file_path=str(theirs / "README"), old_string="a", new_string="b")
+    out = guard_in_lane(root, mine, "A", edit)
+    assert out.returncode == BLOCK and "lane 'B'" in out.stderr and str(theirs) in out.stderr
+    assert "work in your own checkout" in out.stderr
+
+
+def test_a_lane_of_my_family_is_mine(root: Path, tmp_path: Path) -> None:
+    from tests.unit.enginekit import make_stamp
+
+    head = make_stamp(root, "pytest")
+    worker = make_stamp(root, "pytest-gw0", family=head.name)
+    stranger = make_stamp(root, "other")
+    me = Me("pytest", str(head.resolve()), str(tmp_path), str(root.resolve()), "none")
+    into = {
+        ns: payload("Write", tmp_path, file_path=str(ns / "x"), content="x")
+        for ns in (worker, stranger)
+    }
+    assert decide(into[worker], me).code == PASS
+    assert decide(into[stranger], me).code == BLOCK

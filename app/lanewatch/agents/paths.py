@@ -210,6 +210,20 @@ def judge(path: str, me: Me, *, cwd: str | None = None, roots: list[str] | None 
         )
     if me.checkout and is_under(target, me.checkout):
         return Verdict(target, MINE, f"in your lane's checkout {me.checkout}", checkout=me.checkout)
+    checkout = _checkout_of(target)
+    if me.bound and checkout is not None and checkout != me.checkout:
+        others = [(lane, ns) for lane, ns in live_lanes_in(checkout, roots) if ns != me.namespace]
+        if others:
+            lanes = ", ".join(repr(lane) for lane, _ in others)
+            return Verdict(
+                target,
+                OTHER,
+                f"in the checkout {checkout} of lane {lanes}, which runs there now",
+                f"work in your own checkout ({me.checkout})" if me.checkout else "leave it to it",
+                lane=others[0][0],
+                namespace=others[0][1],
+                checkout=checkout,
+            )
     if any(is_under(target, t) for t in SHARED_TEMP):
         if me.private_tmp and any(is_under(target, t) for t in FENCED):
             return Verdict(target, MINE, f"in your lane's private /tmp (fence: {me.fence})")
@@ -227,20 +241,6 @@ def judge(path: str, me: Me, *, cwd: str | None = None, roots: list[str] | None 
             "in shared temp, and you are in no lane",
             "run the agent in a lane: `lanewatch run --lane NAME -- CMD`",
         )
-    checkout = _checkout_of(target)
-    if me.bound and checkout is not None and checkout != me.checkout:
-        others = [(lane, ns) for lane, ns in live_lanes_in(checkout, roots) if ns != me.namespace]
-        if others:
-            lanes = ", ".join(repr(lane) for lane, _ in others)
-            return Verdict(
-                target,
-                OTHER,
-                f"in the checkout {checkout} of lane {lanes}, which runs there now",
-                f"work in your own checkout ({me.checkout})" if me.checkout else "leave it to it",
-                lane=others[0][0],
-                namespace=others[0][1],
-                checkout=checkout,
-            )
     if not me.bound:
         return Verdict(
             target,
