@@ -142,6 +142,13 @@ def test_hook_install_for_claude_keeps_the_users_hooks(repo: Path) -> None:
     assert first == theirs and ours["matcher"] == "Write|Edit|MultiEdit|NotebookEdit|Bash"
     assert ours["hooks"][0]["command"].endswith("lanewatch guard")
 
+    gone = subprocess.run(
+        [*LANEWATCH, "hook", "uninstall", "--agent", "claude"],
+        cwd=repo, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert gone.returncode == 0 and "removed the lanewatch guard" in gone.stdout, gone.stderr
+    assert json.loads(settings.read_text()) == json.loads(before)  # theirs, as it was
+
     settings.write_text("{not json")
     bad = subprocess.run(
         [*LANEWATCH, "hook", "install", "--agent", "claude"],

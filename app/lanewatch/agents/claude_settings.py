@@ -1,5 +1,6 @@
 """`lanewatch hook install --agent claude`: the guard as a `PreToolUse` hook in the project's
-Claude Code settings (`<checkout>/.claude/settings.json`).
+Claude Code settings (`<checkout>/.claude/settings.json`); `hook uninstall --agent claude`
+removes it.
 
 The user's own settings and hooks are kept: the file is read, our entry (the one whose command
 runs `lanewatch ... guard`) is replaced in place or appended to `hooks.PreToolUse`, and the
@@ -99,3 +100,23 @@ def install(checkout: str, *, dry_run: bool = False, command: str | None = None)
         path.parent.mkdir(exist_ok=True)
         write_atomic(path, text.encode())
     return Installed(path, text, previous)
+
+
+def uninstall(checkout: str) -> Path | None:
+    """Remove our entries from `hooks.PreToolUse` (and what they leave empty); the path written,
+    or None when there was none of ours."""
+    path = Path(checkout) / SETTINGS
+    data = _read(path)
+    hooks = data.get("hooks")
+    pre = hooks.get("PreToolUse") if isinstance(hooks, dict) else None
+    if not isinstance(hooks, dict) or not isinstance(pre, list) or not any(map(_ours, pre)):
+        return None
+    kept = [entry for entry in pre if not _ours(entry)]
+    if kept:
+        hooks["PreToolUse"] = kept
+    else:
+        del hooks["PreToolUse"]
+        if not hooks:
+            del data["hooks"]
+    write_atomic(path, (json.dumps(data, indent=2) + "\n").encode())
+    return path

@@ -99,10 +99,18 @@ def install(
 @hook_command.command("uninstall")
 @click.argument("kind", type=click.Choice(KINDS), default="pre-push", required=False)
 @click.option("--checkout", type=click.Path(), help="Act on this checkout instead of cwd.")
+@click.option(
+    "--agent",
+    type=click.Choice(["claude"]),
+    help="Instead: remove the guard from the agent's hooks.",
+)
 @friendly_errors
-def uninstall(kind: str, checkout: str | None) -> None:
+def uninstall(kind: str, checkout: str | None, agent: str | None) -> None:
     """Remove our KIND hook (putting back the hook it chained); a hook that is not ours is left
-    alone (exit 3)."""
+    alone (exit 3). With `--agent claude`: our entry in .claude/settings.json, nothing else."""
+    if agent is not None:
+        _uninstall_agent(agent, checkout)
+        return
     try:
         removed = uninstall_hook(kind, checkout=checkout)
     except HookRefused as exc:
@@ -131,3 +139,18 @@ def _install_agent(agent: str, checkout: str | None, dry_run: bool) -> None:
         return
     verb = {"none": "installed", "ours": "updated", "same": "already installed:"}[done.previous]
     say(f"{verb} the lanewatch guard as a {agent} PreToolUse hook in {done.path}")
+
+
+def _uninstall_agent(agent: str, checkout: str | None) -> None:
+    from lanewatch.agents.claude_settings import SettingsRefused
+    from lanewatch.agents.claude_settings import uninstall as uninstall_settings
+    from lanewatch.lanes.checkout import resolve_checkout
+
+    try:
+        path = uninstall_settings(resolve_checkout(checkout).root)
+    except SettingsRefused as exc:
+        fail(str(exc), EXIT_REFUSED)
+    if path is None:
+        say(f"no lanewatch guard in {agent}'s settings")
+    else:
+        say(f"removed the lanewatch guard from {path}")
