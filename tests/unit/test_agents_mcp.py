@@ -153,3 +153,20 @@ def test_my_collisions_lists_an_open_incident_of_my_lane_as_its_victim(
     b = lane.namespace.with_name(lane.namespace.name[:-1] + "B")
     other = Me("B", str(b), str(repo), str(root.resolve()), "none")
     assert my_collisions(other)["open"] == []
+
+
+def test_release_stale_lists_without_confirm_and_moves_with_it(root: Path) -> None:
+    from lanewatch.agents.answers import release_stale
+    from lanewatch.agents.me import Me
+    from tests.unit.enginekit import make_stamp
+
+    mine = make_stamp(root, "me")  # live: this process
+    stale = make_stamp(root, "gone", start_ticks=1)  # its pid names another process now
+    me = Me("me", str(mine.resolve()), None, str(root.resolve()), "none")
+    listed = release_stale(False, me)
+    (only,) = listed["results"]
+    assert only["outcome"] == "would-clear" and only["lane"] == "gone"
+    assert "confirm=true" in listed["note"] and stale.exists()
+    (done,) = release_stale(True, me)["results"]
+    assert done["outcome"] == "cleared" and done["trash_id"] and not stale.exists()
+    assert mine.exists()  # never mine, never a live lane
