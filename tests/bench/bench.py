@@ -61,8 +61,9 @@ FIGURES = (
     "fence",
     "run_start",
     "corpus",
+    "guard",
 )
-LIGHT = {"fence", "run_start", "corpus"}  # figures that need no workload tree
+LIGHT = {"fence", "run_start", "corpus", "guard"}  # figures that need no workload tree
 
 
 class ChildFailed(RuntimeError):
@@ -201,6 +202,7 @@ class Bench:
         step = self.step
         step(("fence", "run_start"), "ms", 30, "value", self.fence)
         step(("corpus",), "incidents", 0, "value", self.corpus)
+        step(("guard",), "ms", 50, "value", self.guard)
         if self.only is not None and self.only <= LIGHT:
             return  # `--only fence`: no need for the 1,000 lanes
         self.setup()
@@ -328,6 +330,21 @@ class Bench:
             self.figures["fence"] = figure(extra, "ms", None, 30, detail=detail, digits=1)
         self.figures["run_start"] = figure(
             ms["unfenced"], "ms", ms["python"], 150, detail=detail, digits=1
+        )
+
+    def guard(self) -> None:
+        """`lanewatch guard` (issue 32): p99 of a hook call, start to exit; the floor is the
+        interpreter alone (`python -c pass`) measured beside it. The CPU each used is in the
+        detail: on a loaded machine the wall clock is mostly waiting for a core."""
+        r = self.child("fig_guard", self.work, self.scale.guard_calls, timeout=1800)
+        keys = ("p50", "p90", "p99", "max", "floor_p50", "floor_p99")
+        keys += ("cpu_p50", "cpu_p99", "floor_cpu_p50")  # CPU: what the load of others leaves
+        ms = {k: round(r[k] * 1000, 1) for k in keys if k in r}
+        note = f"{r['wrong']} of {r['calls']} calls gave the wrong verdict" if r["wrong"] else None
+        detail = {"calls": r["calls"], **{f"{k}_ms": v for k, v in ms.items()}, "load": r["load"]}
+        wrong = False if r["wrong"] else None
+        self.figures["guard"] = figure(
+            ms["p99"], "ms", ms["floor_p99"], 50, ok=wrong, note=note, detail=detail, digits=1
         )
 
     def corpus(self) -> None:

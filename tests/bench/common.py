@@ -51,6 +51,7 @@ class Scale:
     frame_samples: int = 40
     idle_variants: bool = True  # also the engine alone, and with every lane released
     fence_reps: int = 15  # `lanewatch run -- true`, fenced and not
+    guard_calls: int = 1000  # `lanewatch guard` fed a PreToolUse payload (issue 32)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,6 +78,7 @@ SCALES: dict[str, Scale] = {
         frame_samples=8,
         idle_variants=False,
         fence_reps=5,
+        guard_calls=200,
     ),
     # For the test suite: checks the machinery, not the machine.
     "smoke": Scale(
@@ -100,6 +102,7 @@ SCALES: dict[str, Scale] = {
         frame_samples=2,
         idle_variants=False,
         fence_reps=2,
+        guard_calls=12,
     ),
 }
 

@@ -32,6 +32,7 @@ FIGURES = {
     "fence",
     "run_start",
     "corpus",
+    "guard",
 }
 
 

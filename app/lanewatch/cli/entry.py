@@ -1,5 +1,6 @@
 """`lanewatch`'s entry point (the console script and `python -m lanewatch`): `lanewatch run`
-in its usual forms starts without click (cli/run_fast.py); everything else is the click group
+in its usual forms starts without click (cli/run_fast.py), and so does `lanewatch guard`
+(agents/guard.py, cli/guard_cmd.py for its help); everything else is the click group
 (cli/main.py)."""
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ def main() -> None:
         from lanewatch.cli.run_fast import run_fast
 
         run_fast(sys.argv[2:])  # returns only where click must parse run's arguments
+    if sys.argv[1:] == ["guard"]:  # an agent's hook, before each tool call: no click
+        from lanewatch.agents.guard import main as guard
+
+        sys.exit(guard())
     from lanewatch.cli.main import main as click_main
 
     click_main()

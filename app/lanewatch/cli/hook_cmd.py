@@ -1,4 +1,5 @@
-"""`lanewatch hook`: install or remove a git hook that runs the gate."""
+"""`lanewatch hook`: install or remove a git hook that runs the gate, or (`--agent claude`) the
+guard as a Claude Code hook (agents/claude_settings.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ def hook_command() -> None:
 
 @hook_command.command("install")
 @click.argument("kind", type=click.Choice(KINDS), default="pre-push", required=False)
-@click.option("--gate", "step", required=True, help="The step whose receipt the hook checks.")
+@click.option("--gate", "step", help="The step whose receipt the hook checks.")
+@click.option(
+    "--agent",
+    type=click.Choice(["claude"]),
+    help="Instead: the guard as the agent's hook (.claude/settings.json; docs/agents.md).",
+)
+@click.option("--dry-run", is_flag=True, help="With --agent: show the settings, write nothing.")
 @click.option(
     "--lane", help="Gate this lane (default: $LANEWATCH_LANE at hook time, else 'default')."
 )
@@ -32,7 +39,9 @@ def hook_command() -> None:
 @friendly_errors
 def install(
     kind: str,
-    step: str,
+    step: str | None,
+    agent: str | None,
+    dry_run: bool,
     lane: str | None,
     allow_dirty: bool,
     max_age: float | None,
@@ -46,7 +55,18 @@ def install(
     which honours core.hooksPath; linked worktrees share the repository's hooks). Each worktree
     is gated on its own receipt. Exits 3 when a hook that is not ours is in the way (unless
     --chain or --force). Installing again is harmless: a chained hook stays chained.
+
+    With `--agent claude`: `lanewatch guard` as a PreToolUse hook in the checkout's
+    .claude/settings.json, keeping the settings and hooks already there (exit 3 when the file
+    is not JSON; `--dry-run` prints it and writes nothing).
     """
+    if agent is not None:
+        _install_agent(agent, checkout, dry_run)
+        return
+    if step is None:
+        raise click.UsageError("--gate STEP is required (or --agent claude for the guard)")
+    if dry_run:
+        raise click.UsageError("--dry-run is for --agent")
     if chain and force:
         raise click.UsageError("--chain keeps the hook in the way, --force replaces it: pick one")
     try:
@@ -79,10 +99,18 @@ def install(
 @hook_command.command("uninstall")
 @click.argument("kind", type=click.Choice(KINDS), default="pre-push", required=False)
 @click.option("--checkout", type=click.Path(), help="Act on this checkout instead of cwd.")
+@click.option(
+    "--agent",
+    type=click.Choice(["claude"]),
+    help="Instead: remove the guard from the agent's hooks.",
+)
 @friendly_errors
-def uninstall(kind: str, checkout: str | None) -> None:
+def uninstall(kind: str, checkout: str | None, agent: str | None) -> None:
     """Remove our KIND hook (putting back the hook it chained); a hook that is not ours is left
-    alone (exit 3)."""
+    alone (exit 3). With `--agent claude`: our entry in .claude/settings.json, nothing else."""
+    if agent is not None:
+        _uninstall_agent(agent, checkout)
+        return
     try:
         removed = uninstall_hook(kind, checkout=checkout)
     except HookRefused as exc:
@@ -93,3 +121,36 @@ def uninstall(kind: str, checkout: str | None) -> None:
         say(f"removed the lanewatch hook; the hook it chained is back at {removed.path}")
     else:
         say(f"removed {removed.path}")
+
+
+def _install_agent(agent: str, checkout: str | None, dry_run: bool) -> None:
+    from lanewatch.agents.claude_settings import SettingsRefused
+    from lanewatch.agents.claude_settings import install as install_settings
+    from lanewatch.lanes.checkout import resolve_checkout
+
+    where = resolve_checkout(checkout).root
+    try:
+        done = install_settings(where, dry_run=dry_run)
+    except SettingsRefused as exc:
+        fail(str(exc), EXIT_REFUSED)
+    if dry_run:
+        say(f"would write {done.path}:")
+        click.echo(done.text, nl=False)
+        return
+    verb = {"none": "installed", "ours": "updated", "same": "already installed:"}[done.previous]
+    say(f"{verb} the lanewatch guard as a {agent} PreToolUse hook in {done.path}")
+
+
+def _uninstall_agent(agent: str, checkout: str | None) -> None:
+    from lanewatch.agents.claude_settings import SettingsRefused
+    from lanewatch.agents.claude_settings import uninstall as uninstall_settings
+    from lanewatch.lanes.checkout import resolve_checkout
+
+    try:
+        path = uninstall_settings(resolve_checkout(checkout).root)
+    except SettingsRefused as exc:
+        fail(str(exc), EXIT_REFUSED)
+    if path is None:
+        say(f"no lanewatch guard in {agent}'s settings")
+    else:
+        say(f"removed the lanewatch guard from {path}")

@@ -39,6 +39,9 @@ COMMANDS: dict[str, str] = {
     "files": "files_cmd:files_command",
     "service": "service_cmd:service_command",
     "completion": "completion_cmd:completion_command",
+    "mcp": "mcp_cmd:mcp_command",
+    "guard": "guard_cmd:guard_command",
+    "events": "events_cmd:events_command",
 }
 
 
@@ -57,6 +60,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "completion": _ANYWHERE,
     "files": _ANYWHERE,  # reads one namespace's folder: the far end of a dashboard's files view
     "hello": _ANYWHERE,  # the many-host handshake: names a host even where the engine cannot run
+    "guard": _ANYWHERE,  # an agent's hook: judges paths by their names and stamps
+    "mcp": _PROC_ONLY,  # who asks: the lane in an ancestor's environment
     "run": _PROC_ONLY,  # the owner's identity: start time and boot id
     "prove": _PROC_ONLY,
     "drill": _PROC_ONLY,
