@@ -121,8 +121,8 @@ def split_shut_out(
     directory or an open file inside keeps working, and restore puts the folder back. Whether
     such a process is the lane's was judged before (a fenced lane's by its mountinfo,
     `processes/members.py`); a live socket bound inside still refuses, for everyone
-    (`actions/sockets.py`, checked before this). Any other
-    process of our own uid that we cannot inspect, or of an unknown uid, always refuses.
+    (`actions/sockets.py`, checked before this). Any other process of our own uid that we
+    cannot inspect, or of an unknown uid, always refuses.
     """
     if not_private(path):
         return list(unreadable), []
