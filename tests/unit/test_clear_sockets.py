@@ -156,3 +156,64 @@ def test_purge_keeps_a_trash_entry_with_a_live_socket(lw: Procs, scratch: Path) 
     said = purged.stdout + purged.stderr
     assert f"kept {entry.name}" in said and "a live socket is bound inside" in said, said
     assert entry.is_dir()
+
+
+# --- the socket table's parts, without the kernel's answer ----------------------------------
+
+
+def test_sock_diag_messages_keep_files_and_skip_abstract_names() -> None:
+    """A bound socket's name, file (device, inode: the kernel's dev_t is MAJOR << 20 | MINOR)
+    and uid; an abstract name (leading NUL) and an unbound socket are no files."""
+    import struct
+
+    from lanewatch.linux import unixsockets as us
+
+    def attr(kind: int, value: bytes) -> bytes:
+        raw = struct.pack("=HH", 4 + len(value), kind) + value
+        return raw + b"\0" * (-len(raw) % 4)
+
+    head = struct.pack("=BBBBIII", 1, 1, 10, 0, 4242, 0, 0)
+    vfs = struct.pack("=II", 77, (8 << 20) | 3)
+    named = us._message(
+        head
+        + attr(us.UNIX_DIAG_NAME, b"agent.sock")
+        + attr(us.UNIX_DIAG_VFS, vfs)
+        + attr(us.UNIX_DIAG_UID, struct.pack("=I", 1001))
+    )
+    assert named == us.BoundSocket("agent.sock", 4242, (os.makedev(8, 3), 77), 1001)
+    assert us._message(head + attr(us.UNIX_DIAG_NAME, b"\0abstract")) is None
+    assert us._message(head) is None
+    st = os.stat_result((0o140755, 77 + (1 << 32), os.makedev(8, 3), 1, 0, 0, 0, 0, 0, 0))
+    assert us.same_file(named, st)  # the kernel gives 32 bits of the inode
+
+
+def test_without_netlink_a_socket_file_no_path_leads_to_cannot_be_told(
+    scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where netlink is refused (a seccomp filter: mocked, it cannot be made here), only
+    /proc/net/unix's paths are left: a socket file none of them leads to cannot be told, and
+    refuses; one without any socket file inside is cleared."""
+    import socket
+
+    from lanewatch.actions import sockets
+    from lanewatch.linux import unixsockets
+
+    def refused() -> list[unixsockets.BoundSocket]:
+        raise PermissionError(1, "netlink refused")
+
+    monkeypatch.setattr(unixsockets, "_from_netlink", refused)
+    ns = released_namespace(scratch, "nonet")
+    assert sockets.why_listening(ns) is None
+    left = socket.socket(socket.AF_UNIX)
+    old = Path.cwd()
+    os.chdir(ns / "tmp")  # bound by a relative name: the table's path leads nowhere here
+    try:
+        left.bind("left.sock")
+    finally:
+        os.chdir(old)
+    try:
+        why = sockets.why_listening(ns)
+    finally:
+        left.close()
+    assert why is not None and "cannot tell whether a socket inside is live" in why, why
+    assert str(ns / "tmp" / "left.sock") in why
