@@ -24,7 +24,6 @@ from pathlib import Path
 from lanewatch.actions.assess import Assessment
 from lanewatch.actions.mounts import mounts_inside
 from lanewatch.lanes.stamp import Stamp
-from lanewatch.linux.proc import bound_sockets
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import STALE_STATES, LaneMember, NsState
 from lanewatch.processes.holders import HeldPath, Holder, ProcScan, Unreadable, scan
@@ -104,13 +103,6 @@ def why_held(path: Path, own_fds: Collection[int] = ()) -> HeldVerdict:
     if unreadable and not root:
         unreadable, shut_out = split_shut_out(unreadable, path)
         if shut_out:
-            listening = sockets_inside(path)
-            if listening:
-                n = len({u.pid for u in shut_out})
-                return HeldVerdict(
-                    f"cannot tell who uses it: {n} process(es) could not be inspected and "
-                    f"{listening}; end its listener, or clear as root"
-                )
             notes.append(not_counted(shut_out))
     if unreadable:
         return HeldVerdict(cannot_tell(unreadable) + ("" if root else not_private(path)))
@@ -128,8 +120,9 @@ def split_shut_out(
     from us), but clearing is one rename inside one filesystem: a process with its working
     directory or an open file inside keeps working, and restore puts the folder back. Whether
     such a process is the lane's was judged before (a fenced lane's by its mountinfo,
-    `processes/members.py`); a socket bound inside still refuses (`why_held`). Any other
-    process of our own uid that we cannot inspect, or of an unknown uid, always refuses.
+    `processes/members.py`); a live socket bound inside still refuses, for everyone
+    (`actions/sockets.py`, checked before this). Any other process of our own uid that we
+    cannot inspect, or of an unknown uid, always refuses.
     """
     if not_private(path):
         return list(unreadable), []
@@ -140,18 +133,6 @@ def split_shut_out(
         hidden_ours = u.uid == me and not u.non_dumpable
         (refusing if u.uid is None or hidden_ours else shut_out).append(u)
     return refusing, shut_out
-
-
-def sockets_inside(path: Path) -> str:
-    """Why a live unix socket may be bound inside `path` (/proc/net/unix), or "" when none is:
-    a listener there that we cannot inspect may be working in the folder."""
-    bound = bound_sockets()
-    if bound is None:
-        return "the kernel's socket table (/proc/net/unix) cannot be read"
-    inside = [b for b in bound if b == str(path) or b.startswith(f"{path}/")]
-    if not inside:
-        return ""
-    return f"a live socket is bound inside ({', '.join(inside[:MAX_LISTED])})"
 
 
 def not_private(path: Path) -> str:

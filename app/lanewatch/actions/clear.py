@@ -2,8 +2,9 @@
 
 Order (docs/actions.md says why): judge the state (cheap, refuses live and hung at once);
 pin the folder (no symlink, its locks taken without waiting: held means refuse); judge the
-state again from a fresh read of the stamp; no mount point inside; no process with its cwd,
-an fd (folders and deleted files included) or a mapping inside, and every process readable;
+state again from a fresh read of the stamp; no mount point inside; no live unix socket bound
+inside (`actions/sockets.py`); no process with its cwd, an fd (folders and deleted files
+included) or a mapping inside, and every process readable;
 then one rename into `<root>/.lanewatch-root/trash/<id>/namespace`, checked to have moved the
 very folder that was pinned, and checked again for mount points (one mounted after the check
 moved along with the folder: it is put back and the clear refused). The root's trash lock is
@@ -30,6 +31,7 @@ from lanewatch.actions.checks import foreign_host, why_held, why_mounted, why_no
 from lanewatch.actions.fsops import rename_noreplace, tree_size
 from lanewatch.actions.pin import Gone, Pinned, Refused, pin
 from lanewatch.actions.results import checked, sizes_text
+from lanewatch.actions.sockets import why_listening
 from lanewatch.actions.targets import Target, TargetError, ViewLike, namespaces
 from lanewatch.errors import LanewatchError
 from lanewatch.model.views import STALE_STATES
@@ -133,7 +135,7 @@ def _pinned(
         why = why_not_clearable(now)
         if why is None and seen is not None:
             why = seen.changed(now.stamp)
-        why = why or why_mounted(target.path)
+        why = why or why_mounted(target.path) or why_listening(target.path)
         held = why_held(target.path, pinned.own_fds) if why is None else None
         why = why or (held.why if held else None)
         if why is not None:

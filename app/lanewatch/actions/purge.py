@@ -29,6 +29,7 @@ from lanewatch.actions import journal, trashbox
 from lanewatch.actions.checks import MAX_LISTED, describe, settled_scan
 from lanewatch.actions.fsops import remove_tree
 from lanewatch.actions.results import human_size
+from lanewatch.actions.sockets import listening_inside
 from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trashbox import TrashEntry, list_all
 from lanewatch.errors import LanewatchError
@@ -165,6 +166,11 @@ def _held(entries: Sequence[TrashEntry]) -> dict[str, str]:
     scan = settled_scan([e.path for e in entries])
     by_prefix = {os.path.abspath(e.path): e.id for e in entries}
     out: dict[str, str] = {}
+    listening = listening_inside([Path(e.path) for e in entries])  # a live socket: never deleted
+    for e in entries:
+        why = listening.get(str(Path(e.path)))
+        if why is not None:
+            out[e.id] = why
     for h in scan.holders:
         for p in h.paths:
             tid = by_prefix.get(p.prefix)

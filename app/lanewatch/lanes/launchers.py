@@ -11,6 +11,12 @@ fence hides it (it lies in the real /tmp), and tmux inside the lane could neithe
 start a server there (its folder is missing in the lane's /tmp): nothing ran, exit 0. So a
 tmux CMD in a fence that hides `$TMUX`'s socket gets no `$TMUX` (`tmux_in_lane`): tmux then
 starts, or finds, the lane's own server in the lane's /tmp, as it does outside tmux.
+
+GNU screen does the same from inside a screen window, and the fence does not stop it: `$STY`
+names the window's session, whose socket lies in /run/screen (Debian's SCREENDIR), not in
+/tmp, so `screen CMD` hands CMD to that session as a new window (outside the lane, with the
+session's environment) and returns 0 at once. A screen CMD that would start something gets no
+`$STY` (`screen_in_lane`), as `screen -m` would: it starts a session of the lane's own.
 """
 
 from __future__ import annotations
@@ -137,3 +143,44 @@ def handed_outside(cmd: Sequence[str], env: Mapping[str, str], lane: str) -> str
         f"of the lane's own instead: lanewatch run --lane {shlex.quote(lane)} -- {fixed} "
         f"(attach with: tmux -L {shlex.quote(own)} attach). See docs/launchers.md."
     )
+
+
+# screen options that talk to sessions already running (attach, list, send a command, wipe):
+# these are left as typed. Any other screen CMD starts a session or a window.
+_SCREEN_EXISTING = frozenset({"-r", "-R", "-RR", "-x", "-X", "-Q", "-ls", "-list", "-wipe"})
+
+
+def screen_in_lane(
+    cmd: Sequence[str], env: Mapping[str, str], lane: str
+) -> tuple[dict[str, str], str | None]:
+    """CMD's environment for a GNU screen CMD run from inside a screen window, and the line
+    to tell the user (or None): `$STY` dropped, so screen starts a session of the lane's own
+    instead of a window in the outer session (module doc)."""
+    out = dict(env)
+    if not cmd or os.path.basename(cmd[0]) != "screen" or not env.get("STY"):
+        return out, None
+    if any(a in _SCREEN_EXISTING for a in cmd[1:]) or _screen_new_session(cmd[1:]):
+        return out, None
+    outer = out.pop("STY")
+    return out, (
+        f"lanewatch: $STY names a screen session outside lane {lane} ({outer}), which would "
+        "run CMD as a window of its own, outside the lane: screen starts a session of the "
+        "lane's own instead (`screen -ls` lists it; docs/launchers.md)"
+    )
+
+
+def _screen_new_session(args: Sequence[str]) -> bool:
+    """Whether screen's options include -m (`-m`, `-dm`, `-dmS NAME`): a new session whatever
+    `$STY` says. Only the options before the command are read."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        flags = args[i][1:]
+        if flags.isalpha() and "m" in flags and set(flags) <= set("aAdDmOqRrUlifS"):
+            return True
+        if flags[-1:] in _SCREEN_VALUED:
+            i += 1  # its value is the next argument (`-S name`, `-dS name`)
+        i += 1
+    return False
+
+
+_SCREEN_VALUED = frozenset("SceHhpstT")

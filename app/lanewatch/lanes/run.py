@@ -25,7 +25,7 @@ from lanewatch.inert import inert
 from lanewatch.lanes import fence as fences
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
-from lanewatch.lanes.launchers import tmux_in_lane
+from lanewatch.lanes.launchers import screen_in_lane, tmux_in_lane
 from lanewatch.lanes.linger import (
     Before,
     become_subreaper,
@@ -221,6 +221,8 @@ def _start(
             )
             # tmux's line: said once this fence is CMD's (a refusing kernel changes it).
             env, told = tmux_in_lane(cmd, env, lane.name, fence.hides)
+            if told is None:
+                env, told = screen_in_lane(cmd, env, lane.name)
             if mode is fences.Mode.AUTO and not fence.fenced and not said_unfenced:
                 said_unfenced = True  # once, and only where the fence fell, not for --fence none
                 line = fences.unfenced_line(inert(repr(lane.name)), inert(fence.note))

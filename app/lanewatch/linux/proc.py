@@ -390,23 +390,6 @@ def read_locks() -> str | None:
         return None
 
 
-def bound_sockets() -> list[str] | None:
-    """The paths unix sockets are bound to, as the kernel lists the live ones in
-    /proc/net/unix (readable by all; abstract names, "@…", left out); None when it cannot be
-    read. A path is as its process named it when binding, in that process's mount namespace."""
-    try:
-        with open(f"{PROC}/net/unix", "rb") as f:
-            lines = f.read().splitlines()[1:]
-    except OSError:
-        return None
-    paths = []
-    for line in lines:
-        fields = line.split(maxsplit=7)
-        if len(fields) == 8 and fields[7].startswith(b"/"):
-            paths.append(os.fsdecode(fields[7]))
-    return paths
-
-
 def namespace_link(pid: int | str, kind: str = "mnt") -> str | None:
     """The identity of a process's namespace of `kind` ("mnt:[4026531841]"); None when we may
     not read it (another user's process, as a normal user); "" when the process is gone or

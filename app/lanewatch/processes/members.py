@@ -13,7 +13,10 @@ Four ways a process is known to be a lane's, strongest first (`LaneMember.how`):
   (setsid, a double fork or `env -i` keep it). The kernel hands a freed namespace's inode
   number out again, so a stale stamp's `mnt_ns` may name a stranger's new namespace: the
   number only picks candidates, and a candidate counts once its /tmp is the lane's own `tmp/`
-  folder, which the fence bound there (same device and inode, `_shows_lane_tmp`). Where
+  folder, which the fence bound there (same device and inode, `_shows_lane_tmp`). A sandbox
+  the lane starts (`unshare -m`, bubblewrap, Codex's commands) makes a mount namespace below
+  the lane's, with another number, in which /tmp is still the lane's folder: a process there
+  counts too, by the same test (issue 27: `setsid env -i unshare -Urm CMD` left the lane). Where
   /proc/PID/ns/mnt and /proc/PID/root are withheld (another user's process as a normal user, or
   one of our own that made itself non-dumpable: ssh-agent, gpg-agent, sshd's session), its
   /proc/PID/mountinfo is not, and says what is mounted on its /tmp: the lane's folder or not
@@ -235,9 +238,21 @@ def in_lane_ns(stamp: Stamp, st: ProcStat, ns: str | None, folder: Folder | None
     if not stamp.mnt_ns:
         return False
     if ns is not None and ns != stamp.mnt_ns:
-        return False  # a namespace's number is unique while it lives
+        # A namespace's number is unique while it lives: not the lane's own. But a sandbox the
+        # lane started (`unshare -m`, bwrap, a container's runtime) made a namespace below it,
+        # whose /tmp is still the lane's folder: its processes are the lane's (only they can
+        # see that folder at /tmp, short of a bind made on purpose by someone who may).
+        if folder is None or ns == _our_mnt_ns():
+            return False
+        return _facts.shows(st, folder) is True
     # Its number matches (and may be a reused one), or is withheld: what it sees on /tmp tells.
     return None if folder is None else _facts.shows(st, folder)
+
+
+@functools.cache
+def _our_mnt_ns() -> str | None:
+    """Our own mount namespace (a process in it sees the real /tmp, never a lane's)."""
+    return namespace_link("self")
 
 
 @functools.cache
