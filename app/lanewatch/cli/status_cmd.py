@@ -309,8 +309,11 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
         inc = Table(title="open incidents", title_justify="left")
+        # The ID whole, however narrow the terminal (`incidents ID` takes it, or a prefix):
+        # the other columns shrink, the summary wraps.
+        whole = max(len(i.id) for i in open_)
         for col in ("id", "kind", "grade", "count", "last seen", "ack", "summary"):
-            inc.add_column(col, no_wrap=col != "summary")
+            inc.add_column(col, no_wrap=col != "summary", min_width=whole if col == "id" else None)
         for i in sorted(open_, key=lambda i: i.last_seen, reverse=True):
             inc.add_row(
                 cell(i.id),

@@ -412,6 +412,10 @@ class LanewatchApp(App[None]):
     def open_files(self, key: str) -> None:
         self.push_screen(FilesScreen(key, self.root_paths()))
 
+    def open_file(self, key: str, rel: str) -> None:
+        """One file of the namespace `key`, as the files view shows it."""
+        self.push_screen(FileScreen(key, rel))
+
     def copy_path(self, path: str) -> None:
         """Put `path` on the clipboard (OSC 52: the terminal must allow it) and show it."""
         self.copy_to_clipboard(path)
