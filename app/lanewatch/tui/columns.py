@@ -54,7 +54,8 @@ STATE = Column("state", "STATE", min_width=5)
 # What the lane is to the open collisions (`model/roles.py`), as the `!` column of `lanewatch
 # status`: `!` victim, `>` intruder, `~` shared; a glyph each, so it reads without colour. The
 # word is in the detail pane (the lane's first line) and the help; 80 columns have no room.
-ROLE = Column("victim", "!", min_width=1)
+# One cell: a lane both victim and intruder shows the worst (`!`); the pane lists both.
+ROLE = Column("victim", "!", width=1)
 LANE = Column("lane", "LANE", max_width=NAME_WIDTH)
 CHECKOUT = Column("checkout", "CHECKOUT", max_width=11, grow=3)
 # DISK: allocated, as `du` counts (what a clear frees, what alerts use); SIZE: the files'
@@ -165,13 +166,10 @@ ROLE_STYLES = {Role.VICTIM: "bold reverse red", Role.INTRUDER: "bold reverse yel
 
 @functools.cache
 def role_cell(roles: tuple[Role, ...]) -> Cell:
-    """`!` victim, `>` intruder, `~` shared (several: `!>`, the worst first); "" for none."""
+    """`!` victim, `>` intruder, `~` shared (the worst of several); "" for none."""
     if not roles:
         return ""
-    text = Text(end="")
-    for role in roles:
-        text.append(role.glyph, style=ROLE_STYLES.get(role, "bold reverse cyan"))
-    return text
+    return Text(roles[0].glyph, style=ROLE_STYLES.get(roles[0], "bold reverse cyan"), end="")
 
 
 def lanes_row(ns: NamespaceView, now: float, roles: tuple[Role, ...] = ()) -> tuple[Cell, ...]:

@@ -124,6 +124,9 @@ def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType
         for name, value in stamp.stamp.to_json().items():
             if isinstance(value, list):  # argv (strings); stdio ([device, inode] pairs)
                 shown = " ".join(v if isinstance(v, str) else json.dumps(v) for v in value)
+            elif name == "heartbeat_at" and stamp.heartbeat_at is not None:
+                # The heartbeat touches the file; its field keeps the time it was written.
+                shown = f"{fmt.stamp_time(stamp.heartbeat_at)} (last heartbeat)"
             elif name.endswith("_at") and isinstance(value, int | float):
                 shown = fmt.stamp_time(value)
             else:
