@@ -126,7 +126,7 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
         assert md.parent.is_relative_to(state_dir()) and not list(in_tmp_cwd.iterdir())
         text = md.read_text()
         assert "refused-claim" in text and "beta" in text and "## Evidence" in text
-        assert str(md) in " ".join(n.message for n in app._notifications)
+        assert str(md) in " ".join(n.message for n in app.notices.notices)
 
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen))

@@ -88,9 +88,9 @@ COLLISIONS = (
     Column("first", "FIRST", justify="right", sort_key=_ago_key),
     Column("last", "LAST", justify="right", sort_key=_ago_key),
     Column("count", "N", justify="right", sort_key=number_key),
-    Column("grade", "GRADE"),
     # "reopened": acknowledged once, written again since (the detail pane says by what).
     Column("ack", "STATE"),
+    Column("grade", "GRADE"),
 )
 
 STALE = (
@@ -268,8 +268,8 @@ def collisions_row(
         ages["first"],
         ages["last"],
         str(incident.count),
+        Text(incident_state(incident), style="bold", end=""),
         Text(
             inert(incident.grade), style="bold" if incident.grade == "known" else "italic", end=""
         ),
-        Text(incident_state(incident), style="bold", end=""),
     )

@@ -210,6 +210,7 @@ class Picture:
         """Incidents a namespace is part of (as victim, or listed in its incident ids)."""
         ns = self.namespaces.get(key)
         ids: Iterable[str] = ns.incident_ids if ns is not None else ()
+        ids = [*ids, *self._involving.get(key, ())]  # and the open ones it wrote in
         found = {iid: self.incidents[iid] for iid in ids if iid in self.incidents}
         for iid, incident in self.incidents.items():
             if incident.victim == key:
