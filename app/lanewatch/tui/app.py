@@ -179,8 +179,8 @@ class LanewatchApp(App[None]):
         return done
 
     def _release_notices(self) -> None:
-        if isinstance(self.screen, ModalScreen):
-            return  # another dialog: they wait on
+        if not self.screen_stack or isinstance(self.screen_stack[-1], ModalScreen):
+            return  # another dialog: they wait on (or the app is closing)
         for notice in self.notices.release(self.clock()):
             self._toast(notice)
 

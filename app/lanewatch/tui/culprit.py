@@ -36,15 +36,18 @@ def intruder_lane(
 
 
 def kill_reason(incident: Incident, victim: str) -> str:
-    """Why the kill dialog opened on this lane: the incident it intruded in, where, when."""
-    paths = [e.path for e in incident.evidence]
+    """Why the kill dialog opened on this lane: the incident it intruded in, where, when (a
+    path inside the victim's namespace as `./x`: the dialog fits 80×24)."""
+    paths = {e.path for e in incident.evidence}
     newest = max(incident.evidence, key=lambda e: e.time, default=None)
-    what = f" (last: {newest.path} at {fmt.clock(newest.time)})" if newest else ""
-    many = f", {len(set(paths))} paths" if len(set(paths)) > 1 else ""
-    return inert(
-        f"It is the intruder of {incident.kind} {incident.id}: it wrote in lane {victim}'s "
-        f"namespace{many}{what}."
-    )
+    inside = (incident.victim or "").rstrip("/") + "/"
+    what = ""
+    if newest is not None:
+        path = newest.path
+        path = "./" + path[len(inside) :] if inside != "/" and path.startswith(inside) else path
+        many = f" (and {len(paths) - 1} more)" if len(paths) > 1 else ""
+        what = f" {path}{many}, last at {fmt.clock(newest.time)}"
+    return inert(f"Intruder of {incident.id}: it wrote in lane {victim}'s namespace{what}.")
 
 
 def gone(writer: Mapping[str, Any]) -> float | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rich.cells import cell_len, set_cell_size
 
 TOAST_WIDTH = 60  # Textual's toast: 60 cells, at most half the screen
-TOAST_CHROME = 3  # its left border and its padding of one on each side
+TOAST_CHROME = 6  # its border, its padding of one each side, the rack's margins (measured)
 MORE = " · m: log"
 KEEP = 500  # notices the log keeps (the oldest go first)
 

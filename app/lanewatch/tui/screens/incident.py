@@ -80,7 +80,7 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
         text.append("\nbefore   ")
         text.append(who(before, SUMMARY_COMMAND))
     now, past = writers_now_and_gone(incident)
-    if len(now) + len(past) > 1 or past:  # more than the intruder line says
+    if len(now) + len(past) > 1:  # more than the intruder line says (gone since, too)
         for label, group, style in (("writing ", now, "bold"), ("gone     ", past, "dim")):
             for writer in group[:WRITERS_SHOWN]:
                 text.append(f"\n{label.ljust(9)}", style=style)
