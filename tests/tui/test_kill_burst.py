@@ -35,3 +35,25 @@ async def test_kkyy_leaves_the_kill_dialog_open(lanes: Lanes, size: tuple[int, i
         assert sum(isinstance(s, KillConfirm) for s in app.screen_stack) == 1, app.screen_stack
         assert not app.action_log and lane.owner.poll() is None
         print(screen_text(app))
+
+
+async def test_a_burst_in_the_dialog_is_told_as_a_burst(lanes: Lanes) -> None:
+    """`4y` sent at once into a settled kill dialog: neither acts, and the note says they came
+    in a burst (not "typed before this dialog was on screen": it was on screen)."""
+    lane = lanes.start("alpha")
+    app = make_app([lanes.root])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.main.table().cursor_key == lane.key, what="selected")
+        await settle(pilot)
+        await pilot.press("k")
+        await until(pilot, lambda: isinstance(app.screen, KillConfirm), what="the dialog")
+        dialog = app.screen
+        assert isinstance(dialog, KillConfirm)
+        await settle(pilot)
+        await pilot.press("3")  # one deliberate key first: HUP; the burst comes after it
+        await until(pilot, lambda: dialog.signal_name == "HUP", what="HUP chosen")
+        burst(pilot, "4y")
+        await until(pilot, lambda: dialog.ignored == "y", what="y ignored")
+        assert dialog.ignored_burst
+        assert "came in a burst" in screen_text(app) or "burst of keys" in screen_text(app)
+        assert app.screen is dialog and not app.action_log and lane.owner.poll() is None

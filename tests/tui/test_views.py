@@ -224,7 +224,7 @@ async def test_acknowledge_from_the_timeline_updates_it(world: World) -> None:
         await settle(pilot)
         await pilot.press("y")
         await until(pilot, lambda: screen.incident.acknowledged, what="timeline follows the ack")
-        await shows(pilot, "(acknowledged)")
+        await shows(pilot, "state    acknowledged")
         assert screen.check_action("acknowledge", ()) is None
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))

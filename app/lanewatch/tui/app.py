@@ -23,6 +23,7 @@ from lanewatch.errors import LanewatchError
 from lanewatch.hosts.wire import host_fixes
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
+from lanewatch.model.roles import LEGEND
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import clipboard, watch
 from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
@@ -421,6 +422,8 @@ class LanewatchApp(App[None]):
         groups = self.help_groups()
         hint = self.picture.attribution_hint
         note = f"attribution: {self.picture.attribution}: {hint}" if hint else ""
+        legend = f"The ! column of Lanes: {LEGEND} (the detail pane says it in words)."
+        note = f"{legend}\n{note}" if note else legend
         self.push_screen(HelpScreen(groups, note))  # type: ignore[arg-type]
 
     def open_incident(self, incident: Incident) -> None:

@@ -26,7 +26,7 @@ def log_renderable(notices: Sequence[Notice]) -> Group:
     parts = []
     for notice in notices:
         head = Text(fmt.clock(notice.time), style="dim")
-        head.append(f"  {notice.severity:<11}", style=SEVERITY_STYLES.get(notice.severity, ""))
+        head.append(f"  {notice.severity:<13}", style=SEVERITY_STYLES.get(notice.severity, ""))
         head.append(notice.title or "", style="bold")
         parts.append(head)
         parts.append(Text(notice.message, style=""))  # inert already (`LanewatchApp.notify`)
