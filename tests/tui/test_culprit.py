@@ -200,7 +200,11 @@ async def test_a_notice_waits_for_the_dialog_and_the_log_has_it_whole(
         await settle(pilot)
         await pilot.press("n")
         await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
-        await until(pilot, lambda: bool(app._notifications), what="the held notice shown")
+        await until(
+            pilot,
+            lambda: any(n.message.startswith("clear: old-run") for n in app._notifications),
+            what="the held notice shown",
+        )
         toasts = [n.message for n in app._notifications]
         assert any(m.startswith("clear: old-run: could not") and m.endswith(MORE) for m in toasts)
         assert all("\n" not in m and len(m) <= toast_budget(size[0]) for m in toasts), toasts

@@ -184,7 +184,8 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
     def picture_changed(self) -> None:
         """The app applied a batch: follow this incident (a new count, an acknowledgement)."""
         current = self.lw.picture.incidents.get(self.incident.id)
-        if current is not None and current != self.incident:
+        # Not before it is composed (a drain can come between its push and its mount).
+        if current is not None and current != self.incident and self.is_mounted:
             self.action_reload()
 
     def on_screen_resume(self) -> None:
