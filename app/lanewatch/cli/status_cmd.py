@@ -244,10 +244,12 @@ def console() -> Console:
     return Console(highlight=False, width=max(out.width, 160))
 
 
-def role_text(roles: Sequence[Role]) -> Text:
+def role_text(roles: Sequence[Role], *, words: bool = True) -> Text:
     """The `!` column: a glyph and a word per role, as the dashboard's `!` (`model/roles.py`):
-    "! victim", "> intruder", "~ shared"."""
-    return Text(roles_label(roles), style="bold red" if Role.VICTIM in roles else "bold")
+    "! victim", "> intruder", "~ shared"; below 120 columns the glyphs only ("!>"), the
+    words in the legend under the table (the reason keeps its room)."""
+    said = roles_label(roles) if words else "".join(role.glyph for role in roles)
+    return Text(said, style="bold red" if Role.VICTIM in roles else "bold")
 
 
 def fence_cell(how: str | None) -> Text:
@@ -297,7 +299,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             "checkout": cell(checkout_label(v.checkout_id, v.checkout_path, "-")),
             "disk": size(v.allocated),
             "size": size(v.bytes),
-            "!": role_text(roles_of(v, open_)),
+            "!": role_text(roles_of(v, open_), words=not narrow),
             "why": cell(v.reason),
         }
         table.add_row(*(cells[col] for col in shown))
