@@ -45,7 +45,7 @@ async def cancelled(pilot: Pilot[object], label: str) -> None:
     app = pilot.app
     notice = f"{label} cancelled"
     await until(
-        pilot, lambda: any(n.message == notice for n in app._notifications), what=repr(notice)
+        pilot, lambda: any(n.message == notice for n in app.notices.notices), what=repr(notice)
     )
     started = [w for w in app.workers if w.group in ("actions", "export")]
     assert not started, "an action or an export was started"

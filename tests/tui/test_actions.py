@@ -80,7 +80,7 @@ async def test_kill_cancel_then_confirm(lanes: Lanes, scratch: Path) -> None:
             pilot, lambda: app.main.table(View.STALE).has_row(lane.key), what="released row"
         )
         assert app.picture.namespaces[lane.key].state is NsState.RELEASED
-        assert "victim" in " ".join(n.title for n in app._notifications)
+        assert "victim" in " ".join(n.title for n in app.notices.notices)
 
 
 async def test_kill_of_marked_rows(lanes: Lanes, scratch: Path) -> None:
@@ -196,6 +196,6 @@ async def test_kill_that_leaves_the_lane_running_is_shown_as_a_failure(
         assert not result.ok, result.message
         assert "still running" in result.message, result.message
         assert alive(lane)
-        await until(pilot, lambda: bool(app._notifications), what="a notification")
-        shown = [n for n in app._notifications if "stubborn" in n.title]
+        await until(pilot, lambda: bool(app.notices.notices), what="a notification")
+        shown = [n for n in app.notices.notices if "stubborn" in n.title]
         assert shown and shown[-1].severity == "error"

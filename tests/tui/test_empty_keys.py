@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal us
 
 
 def notices(app: object) -> list[str]:
-    return [n.message for n in app._notifications]  # type: ignore[attr-defined]
+    return [n.message for n in app.notices.notices]  # type: ignore[attr-defined]
 
 
 async def test_keys_in_an_emptied_view_say_why_they_do_nothing(lanes: Lanes, scratch: Path) -> None:

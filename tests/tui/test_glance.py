@@ -220,14 +220,14 @@ async def test_keys_that_do_not_apply_say_why() -> None:
         table.move_cursor(key("agent-2"))  # on another host ("host-a"): not killable here
         await settle(pilot)
         await pilot.press("k")
-        await until(pilot, lambda: any("host-a" in n.message for n in app._notifications))
+        await until(pilot, lambda: any("host-a" in n.message for n in app.notices.notices))
         await settle(pilot)
         await pilot.press("c")
-        await until(pilot, lambda: any("Stale view" in n.message for n in app._notifications))
+        await until(pilot, lambda: any("Stale view" in n.message for n in app.notices.notices))
         table.move_cursor(key("agent-3"))  # no incident
         await settle(pilot)
         await pilot.press("enter")
-        await until(pilot, lambda: any("No incident" in n.message for n in app._notifications))
+        await until(pilot, lambda: any("No incident" in n.message for n in app.notices.notices))
         assert app.screen is app.main
 
 

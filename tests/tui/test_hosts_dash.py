@@ -121,7 +121,7 @@ async def test_half_migrated_hosts_are_named_in_the_status_line(
 
 
 def toasts(app: LanewatchApp) -> dict[str, str]:
-    return {n.title: n.message for n in app._notifications if n.title.startswith("host ")}
+    return {n.title: n.message for n in app.notices.notices if n.title.startswith("host ")}
 
 
 async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_there(
@@ -169,10 +169,10 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         await pilot.press("v")
         await until(
             pilot,
-            lambda: any("less -- " in n.message for n in app._notifications),
+            lambda: any("less -- " in n.message for n in app.notices.notices),
             what="the far file's command",
         )
-        [said] = [n.message for n in app._notifications if "less -- " in n.message]
+        [said] = [n.message for n in app.notices.notices if "less -- " in n.message]
         assert said.endswith(f"ssh far 'less -- {far_ns}/made-there.txt'"), said
         assert isinstance(app.screen, FilesScreen)  # no file screen reading this disk
         await pilot.press("escape")

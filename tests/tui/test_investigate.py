@@ -145,7 +145,11 @@ async def test_files_view_never_opens_a_fifo_nor_follows_a_symlink(
         await settle(pilot)
         await pilot.press("y")  # the lane's path, copied (OSC 52) and shown
         await until(pilot, lambda: app.clipboard == str(ns), what="the path copied")
-        assert any(n.message == str(ns) for n in app._notifications)
+        await until(
+            pilot,
+            lambda: any(n.message.startswith(str(ns)) for n in app.notices.notices),
+            what="what was done with the path, said",
+        )
 
         await pilot.press("l")
         await until(pilot, lambda: isinstance(app.screen, FilesScreen), what="the files view")
@@ -162,7 +166,7 @@ async def test_files_view_never_opens_a_fifo_nor_follows_a_symlink(
                 pilot,
                 lambda n=name, k=kind: any(
                     m.message == f"{n} is a {k}: only regular files are shown"
-                    for m in app._notifications
+                    for m in app.notices.notices
                 ),
                 what=f"{name} refused",
             )
@@ -201,7 +205,7 @@ async def test_export_goes_to_the_state_folder_as_the_cli_prints_it(
         assert md.is_relative_to(state_dir()) and not list(checkout.iterdir())
         await until(
             pilot,
-            lambda: any(str(md) == n.message.removeprefix("Wrote ") for n in app._notifications),
+            lambda: any(str(md) == n.message.removeprefix("Wrote ") for n in app.notices.notices),
             what="the toast naming the file",
         )
         assert screen.report is not None

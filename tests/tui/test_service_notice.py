@@ -20,8 +20,8 @@ async def test_the_dashboard_says_a_service_is_watching(isolated_state: Path) ->
     async with app.run_test(size=(120, 30)) as pilot:
         await until(
             pilot,
-            lambda: any(n.title == "service" for n in app._notifications),
+            lambda: any(n.title == "service" for n in app.notices.notices),
             what="the service notice",
         )
-        (notice,) = [n for n in app._notifications if n.title == "service"]
+        (notice,) = [n for n in app.notices.notices if n.title == "service"]
         assert notice.message.startswith(f"service: watching: pid {os.getpid()} alive")

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
 
+from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Evidence, NsState
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.screens.incident import IncidentScreen
+from lanewatch.tui.screens.kill_confirm import KillConfirm
+from lanewatch.tui.screens.message_log import MessageLog
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import screen_text, settle, until
@@ -257,3 +261,41 @@ def test_rows_read_by_severity_without_colour(
     victim still has its `!`, and the state words say the rest."""
     monkeypatch.setenv("NO_COLOR", "1")
     compare(snap_compare, app_for(world()), (80, 24), ["G"])
+
+
+def killable_world() -> FakeEngine:
+    """The world with agent-2 (the takeover's intruder) a lane of this host, so `k` on the
+    timeline opens its kill dialog (nothing is pressed after it: no signal is ever sent)."""
+    engine = world()
+    intruder = engine.views["/roots/r1/agent-2"]
+    engine.views[intruder.key] = replace(intruder, host=hostname(), uid=None)
+    return engine
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_kill_the_intruder_from_the_timeline(snap_compare: Any, size: tuple[int, int]) -> None:
+    """`2`, `enter`, `k`: the dialog names the intruding lane and why, its buttons on screen."""
+    compare(
+        snap_compare,
+        app_for(killable_world()),
+        size,
+        ["2", "enter", "k"],
+        ready=lambda app: isinstance(app.screen, KillConfirm),
+    )
+
+
+def test_message_log(snap_compare: Any) -> None:
+    """`m`: every notice whole (its toast was one line)."""
+    long = "refused: " + " ".join(f"pid {n} (sshd) not inspectable;" for n in range(1, 14))
+
+    async def run(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        assert isinstance(app, LanewatchApp)
+        await until(pilot, lambda: app.picture.loaded)
+        app.notify(long, title="clear: old-run", timeout=60)
+        await settle(pilot)
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, MessageLog))
+        await pilot.pause()
+
+    assert snap_compare(app_for(world()), terminal_size=(80, 24), run_before=run)

@@ -144,7 +144,7 @@ async def test_an_action_key_right_after_a_view_switch_is_not_a_command(
         await quiet(pilot, app)
         assert app.screen is app.main
         world.untouched(app)
-        assert "not taken as a command" in " ".join(n.message for n in app._notifications)
+        assert "not taken as a command" in " ".join(n.message for n in app.notices.notices)
 
 
 async def test_a_confirming_key_typed_with_the_action_key_is_ignored(world: World) -> None:
@@ -299,7 +299,7 @@ async def test_export_asks_first_and_cancel_is_the_default(world: World, where: 
         await until(pilot, lambda: app.last_export is not None, what="the export")
         written = app.last_export
         assert written is not None and exported() == [written] and written.suffix == ".json"
-        assert f"Wrote {written}" in [n.message for n in app._notifications]
+        assert f"Wrote {written}" in [n.message for n in app.notices.notices]
         assert not list(world.cwd.iterdir())
 
 
@@ -350,7 +350,7 @@ async def test_guard_dates_keys_against_the_last_change_and_the_previous_key() -
         assert not main.refuses(key("down", changed + GUARD / 2), long_ago), "not guarded"
         await until(
             pilot,
-            lambda: "not taken as a command" in " ".join(n.message for n in app._notifications),
+            lambda: "not taken as a command" in " ".join(n.message for n in app.notices.notices),
             what="the notice",
         )
 

@@ -189,7 +189,7 @@ async def test_an_engine_that_cannot_start_is_shown_not_fatal() -> None:
     async with app.run_test(size=(120, 30)) as pilot:
         await until(
             pilot,
-            lambda: any("a bug" in n.message for n in app._notifications),
+            lambda: any("a bug" in n.message for n in app.notices.notices),
             what="the failed worker is reported",
         )
         assert app.is_running
@@ -209,7 +209,7 @@ async def test_the_status_line_says_how_writers_are_known_attribution() -> None:
             Changes(at=NOW, attribution="inferred", attribution_hint="fanotify needs root")  # type: ignore[call-arg]
         )
         await shows(pilot, "attribution: inferred")
-        assert any("fanotify needs root" in n.message for n in app._notifications)
+        assert any("fanotify needs root" in n.message for n in app.notices.notices)
         await pilot.press("question_mark")
         await shows(pilot, "attribution: inferred: fanotify needs root")
 

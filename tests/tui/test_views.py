@@ -126,7 +126,7 @@ async def test_timeline_and_export(world: World, in_tmp_cwd: Path) -> None:
         assert md.parent.is_relative_to(state_dir()) and not list(in_tmp_cwd.iterdir())
         text = md.read_text()
         assert "refused-claim" in text and "beta" in text and "## Evidence" in text
-        assert str(md) in " ".join(n.message for n in app._notifications)
+        assert str(md) in " ".join(n.message for n in app.notices.notices)
 
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen))
@@ -224,7 +224,7 @@ async def test_acknowledge_from_the_timeline_updates_it(world: World) -> None:
         await settle(pilot)
         await pilot.press("y")
         await until(pilot, lambda: screen.incident.acknowledged, what="timeline follows the ack")
-        await shows(pilot, "(acknowledged)")
+        await shows(pilot, "state    acknowledged")
         assert screen.check_action("acknowledge", ()) is None
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))

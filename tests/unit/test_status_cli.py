@@ -163,6 +163,9 @@ def test_the_table_reads_at_80_columns_and_wide(
     header = next(line for line in lines if "state" in line and "why" in line)
     wide_only = ("host", "age", "files")
     assert all((w in header.split()) == (columns > 80) for w in wide_only), header
+    listed = json.loads(cli("status", "--root", str(root), "--json", cwd=tmp_path).stdout)
+    ids = [i["id"] for i in listed["incidents"]]
+    assert ids and all(i in out.stdout for i in ids), "the open incident IDs, never cut"
 
 
 @pytest.mark.parametrize("width", ["80", "160"])

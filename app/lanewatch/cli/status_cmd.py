@@ -25,6 +25,7 @@ from lanewatch.hosts.stream import HostState
 from lanewatch.hosts.wire import split_key
 from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
+from lanewatch.model.roles import LEGEND, Role, roles_label, roles_of
 from lanewatch.model.units import checkout_label, size
 from lanewatch.model.views import (
     Changes,
@@ -243,6 +244,14 @@ def console() -> Console:
     return Console(highlight=False, width=max(out.width, 160))
 
 
+def role_text(roles: Sequence[Role], *, words: bool = True) -> Text:
+    """The `!` column: a glyph and a word per role, as the dashboard's `!` (`model/roles.py`):
+    "! victim", "> intruder", "~ shared"; below 120 columns the glyphs only ("!>"), the
+    words in the legend under the table (the reason keeps its room)."""
+    said = roles_label(roles) if words else "".join(role.glyph for role in roles)
+    return Text(said, style="bold red" if Role.VICTIM in roles else "bold")
+
+
 def fence_cell(how: str | None) -> Text:
     """kernel / bwrap / none (yellow: the lane shares the real /tmp), "-" for a stamp from
     before the fence; why it is none is under the table, in `--json` and the detail pane."""
@@ -273,6 +282,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             max_width=16 if col == "lane" and narrow else 14 if col == "checkout" else None,
             min_width=14 if col == "why" and narrow else None,
         )
+    open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
         # `?`: the state was inferred, as the dashboard says it.
         state = v.state.value + ("?" if v.grade == "inferred" else "")
@@ -289,7 +299,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             "checkout": cell(checkout_label(v.checkout_id, v.checkout_path, "-")),
             "disk": size(v.allocated),
             "size": size(v.bytes),
-            "!": Text(str(len(v.incident_ids)) if v.incident_ids else "", style="bold red"),
+            "!": role_text(roles_of(v, open_), words=not narrow),
             "why": cell(v.reason),
         }
         table.add_row(*(cells[col] for col in shown))
@@ -306,11 +316,15 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             more = f" and {len(v.members) - 5} more" if len(v.members) > 5 else ""
             line = f"{v.lane or v.name}: runner gone, still running: {shown}{more}"
             console.print(cell(line, style=_STATE_STYLE[NsState.HEADLESS]))
-    open_ = [i for i in changes.incidents.values() if not i.acknowledged]
+    if any(roles_of(v, open_) for v in changes.upserts.values()):
+        console.print(cell(f"!: what the lane is to an open collision: {LEGEND}"))
     if open_:
         inc = Table(title="open incidents", title_justify="left")
+        # The ID whole, however narrow the terminal (`incidents ID` takes it, or a prefix):
+        # the other columns shrink, the summary wraps.
+        whole = max(len(i.id) for i in open_)
         for col in ("id", "kind", "grade", "count", "last seen", "ack", "summary"):
-            inc.add_column(col, no_wrap=col != "summary")
+            inc.add_column(col, no_wrap=col != "summary", min_width=whole if col == "id" else None)
         for i in sorted(open_, key=lambda i: i.last_seen, reverse=True):
             inc.add_row(
                 cell(i.id),

@@ -272,7 +272,7 @@ def members_of(
     """The running processes of the lane `stamp` names (its runner left out), from `procs`."""
     skip = own_pids() | {stamp.pid}
     found: dict[int, str] = {}
-    if runner_alive:
+    if runner_alive and _may_be_runner(stamp, procs):
         for st in descendants(stamp.pid, procs):
             found.setdefault(st.pid, "descendant")
     for st in _group(stamp, procs):
@@ -293,6 +293,19 @@ def members_of(
         out.append(LaneMember(pid, st.start_ticks, command, when, how, uid, st.pgid))
     _facts.forget_gone(procs)
     return tuple(out)
+
+
+def _may_be_runner(stamp: Stamp, procs: Table) -> bool:
+    """Whether the stamp's pid can be the lane's runner, whose tree is the lane's: never init
+    (a forged stamp naming pid 1 made every process of the machine the lane's), nor a process
+    of another uid than the stamp names (a forged stamp naming someone's daemon)."""
+    if stamp.pid <= 1:
+        return False
+    runner = procs.get(stamp.pid)
+    if runner is None or stamp.uid is None:
+        return True
+    uid = _facts.of(runner)[0]
+    return uid is None or uid == stamp.uid
 
 
 def _group(stamp: Stamp, procs: Table) -> list[ProcStat]:

@@ -23,8 +23,9 @@ from lanewatch.errors import LanewatchError
 from lanewatch.hosts.wire import host_fixes
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
+from lanewatch.model.roles import LEGEND
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.tui import watch
+from lanewatch.tui import clipboard, watch
 from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
 from lanewatch.tui.bridge import ChangeBuffer
 from lanewatch.tui.commands import LanewatchCommands
@@ -32,6 +33,7 @@ from lanewatch.tui.flows import ActionFlows
 from lanewatch.tui.later import call_after
 from lanewatch.tui.leave import HUNG_UP, Leaving
 from lanewatch.tui.messages import ActionsFinished, ChangesPending, EngineFailed, ExportFinished
+from lanewatch.tui.notices import Notice, NoticeLog, one_line, toast_budget
 from lanewatch.tui.picture import Picture
 from lanewatch.tui.screens.confirm import ConfirmScreen
 from lanewatch.tui.screens.files import FileScreen, FilesScreen
@@ -39,6 +41,7 @@ from lanewatch.tui.screens.help import HelpScreen
 from lanewatch.tui.screens.incident import IncidentScreen
 from lanewatch.tui.screens.kill_confirm import KillConfirm
 from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.screens.message_log import MessageLog
 from lanewatch.tui.screens.trash import TrashScreen
 from lanewatch.tui.screens.typeahead import TypeaheadGuard
 from lanewatch.tui.widgets.lane_table import LaneTable
@@ -79,6 +82,7 @@ class LanewatchApp(App[None]):
     COMMANDS = App.COMMANDS | {LanewatchCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q,f10", "quit", "Quit"),
+        Binding("m", "messages", "Messages", show=False),
     ]
 
     def __init__(
@@ -99,6 +103,7 @@ class LanewatchApp(App[None]):
         self.clock = clock
         self.monotonic = monotonic
         self.engine_error: str | None = None
+        self.notices = NoticeLog()  # every notice whole (`m`), and those a dialog holds
         self.action_log: list[ActionOutcome] = []
         self.last_export: Path | None = None
         self._root_paths = list(root_paths)
@@ -135,15 +140,55 @@ class LanewatchApp(App[None]):
         timeout: float | None = None,
         markup: bool = True,
     ) -> None:
-        """Every toast (screens' too: theirs call this): the paths, lane names and errors it
-        quotes are inert."""
-        super().notify(
+        """Every notice (screens' too: theirs call this), its quoted paths, lane names and
+        errors inert: whole in the message log (`m`), one line in a toast, and never over a
+        dialog (`tui/notices.py`). Every caller gives plain text (`markup` is kept for
+        Textual's signature; a notice is never parsed as markup)."""
+        notice = Notice(
+            self.clock(),
+            inert(title),
             inert_lines(message),
-            title=inert(title),
-            severity=severity,
-            timeout=timeout,
-            markup=markup,
+            severity,
+            self.NOTIFICATION_TIMEOUT if timeout is None else timeout,
         )
+        self.notices.add(notice)
+        if self.screen_stack and isinstance(self.screen_stack[-1], ModalScreen):
+            self.notices.hold(notice)  # shown when the dialog closes, if still fresh
+            return
+        self._toast(notice)
+
+    def _toast(self, notice: Notice) -> None:
+        budget = toast_budget(self.size.width or 80)
+        super().notify(
+            one_line(notice.title, notice.message, budget),
+            severity=notice.severity,  # type: ignore[arg-type]
+            timeout=notice.timeout,
+            markup=False,
+        )
+
+    def push_screen(self, screen: Any, *args: Any, **kwargs: Any) -> Any:
+        """A dialog takes the toasts off the screen first (the log keeps them): none covers
+        its buttons."""
+        if isinstance(screen, ModalScreen):
+            self.clear_notifications()
+        return super().push_screen(screen, *args, **kwargs)
+
+    def pop_screen(self) -> Any:
+        """Closing a dialog shows the notices that waited for it."""
+        done = super().pop_screen()
+        self.call_later(self._release_notices)
+        return done
+
+    def _release_notices(self) -> None:
+        if not self.screen_stack or isinstance(self.screen_stack[-1], ModalScreen):
+            return  # another dialog: they wait on (or the app is closing)
+        for notice in self.notices.release(self.clock()):
+            self._toast(notice)
+
+    def action_messages(self) -> None:
+        """The message log: every notice whole (`m`)."""
+        if not isinstance(self.screen, MessageLog | ModalScreen):
+            self.push_screen(MessageLog(self.notices.notices))
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -377,6 +422,8 @@ class LanewatchApp(App[None]):
         groups = self.help_groups()
         hint = self.picture.attribution_hint
         note = f"attribution: {self.picture.attribution}: {hint}" if hint else ""
+        legend = f"The ! column of Lanes: {LEGEND} (the detail pane says it in words)."
+        note = f"{legend}\n{note}" if note else legend
         self.push_screen(HelpScreen(groups, note))  # type: ignore[arg-type]
 
     def open_incident(self, incident: Incident) -> None:
@@ -412,10 +459,24 @@ class LanewatchApp(App[None]):
     def open_files(self, key: str) -> None:
         self.push_screen(FilesScreen(key, self.root_paths()))
 
+    def open_file(self, key: str, rel: str) -> None:
+        """One file of the namespace `key`, as the files view shows it."""
+        self.push_screen(FileScreen(key, rel))
+
     def copy_path(self, path: str) -> None:
-        """Put `path` on the clipboard (OSC 52: the terminal must allow it) and show it."""
+        """Send `path` to the clipboard (OSC 52) and, under tmux, where tmux needs it; say
+        what was done, never "Copied" (`tui/clipboard.py`)."""
         self.copy_to_clipboard(path)
-        self.notify(inert(path), title="Copied to the clipboard (OSC 52)", markup=False)
+        shown = inert(path)
+
+        def tell() -> None:
+            told = clipboard.after_osc52(shown)
+            with contextlib.suppress(RuntimeError):  # the app already stopped
+                self.call_from_thread(self.notify, told.message, title=told.title, markup=False)
+
+        self.run_worker(
+            tell, thread=True, group="clipboard", description="copy a path", exit_on_error=False
+        )
 
     def open_trash(self) -> None:
         self.push_screen(TrashScreen(self.root_paths()), self.flows.confirm_restore)

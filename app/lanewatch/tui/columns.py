@@ -16,9 +16,11 @@ from rich.text import Text
 from lanewatch.inert import inert
 from lanewatch.lanes.names import decode_lane
 from lanewatch.model.kinds import Severity, severity_of
+from lanewatch.model.roles import Role
 from lanewatch.model.states import state_severity, worst
 from lanewatch.model.views import Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
+from lanewatch.tui.incident_state import incident_state
 from lanewatch.tui.picture import View
 from lanewatch.tui.widgets.lane_table import Cell, Column, duration_key, number_key
 from lanewatch.tui.widgets.spark import WIDTH as SPARK_WIDTH
@@ -49,11 +51,13 @@ def _ago_key(cell: Cell) -> Any:
 NAME_WIDTH = 16  # a lane name: `pytest-gw12`, `agent-7-retry` fit
 
 STATE = Column("state", "STATE", min_width=5)
-# The victim of an open collision: `!`, as the `!` column of `lanewatch status` (which counts
-# them; the detail pane lists them).
-VICTIM = Column("victim", "!", width=1)
+# What the lane is to the open collisions (`model/roles.py`), as the `!` column of `lanewatch
+# status`: `!` victim, `>` intruder, `~` shared; a glyph each, so it reads without colour. The
+# word is in the detail pane (the lane's first line) and the help; 80 columns have no room.
+# One cell: a lane both victim and intruder shows the worst (`!`); the pane lists both.
+ROLE = Column("victim", "!", width=1)
 LANE = Column("lane", "LANE", max_width=NAME_WIDTH)
-CHECKOUT = Column("checkout", "CHECKOUT", max_width=11)
+CHECKOUT = Column("checkout", "CHECKOUT", max_width=11, grow=3)
 # DISK: allocated, as `du` counts (what a clear frees, what alerts use); SIZE: the files'
 # lengths (apparent). A lane of 3,587 small files: DISK 29MB, SIZE 449kB.
 DISK = Column("disk", "DISK", justify="right", sort_key=number_key)
@@ -61,7 +65,7 @@ BYTES = Column("bytes", "SIZE", justify="right", sort_key=number_key)
 FILES = Column("files", "FILES", justify="right", sort_key=number_key)
 
 LANES = (
-    VICTIM,
+    ROLE,
     STATE,
     LANE,
     CHECKOUT,
@@ -84,6 +88,8 @@ COLLISIONS = (
     Column("first", "FIRST", justify="right", sort_key=_ago_key),
     Column("last", "LAST", justify="right", sort_key=_ago_key),
     Column("count", "N", justify="right", sort_key=number_key),
+    # "reopened": acknowledged once, written again since (the detail pane says by what).
+    Column("ack", "STATE"),
     Column("grade", "GRADE"),
 )
 
@@ -94,7 +100,7 @@ STALE = (
     DISK,
     # The last of the first 80 columns, so it can take the rest of a wider view (`fill`): the
     # reason whole ("released by its owner (exit code 0)"), the columns after it a scroll away.
-    Column("why", "WHY", max_width=30, fill=True),
+    Column("why", "WHY", max_width=30, fill=True, grow=4),
     # Past 80 columns:
     BYTES,
     FILES,
@@ -154,18 +160,22 @@ def row_tone(row: NamespaceView | Incident, against: Sequence[Incident] = ()) ->
     return found.value if found is not None else None
 
 
-_VICTIM = Text("!", style="bold reverse red", end="")  # reverse: a block, even in greys
+# Reverse: a block, even in greys; the glyph and the word say it without colour.
+ROLE_STYLES = {Role.VICTIM: "bold reverse red", Role.INTRUDER: "bold reverse yellow"}
 
 
-def victim_cell(against: Sequence[Incident]) -> Cell:
-    """`!` on the lane an open collision hurt (a glyph, so it reads without colour too)."""
-    return _VICTIM if against else ""
+@functools.cache
+def role_cell(roles: tuple[Role, ...]) -> Cell:
+    """`!` victim, `>` intruder, `~` shared (the worst of several); "" for none."""
+    if not roles:
+        return ""
+    return Text(roles[0].glyph, style=ROLE_STYLES.get(roles[0], "bold reverse cyan"), end="")
 
 
-def lanes_row(ns: NamespaceView, now: float, against: Sequence[Incident] = ()) -> tuple[Cell, ...]:
+def lanes_row(ns: NamespaceView, now: float, roles: tuple[Role, ...] = ()) -> tuple[Cell, ...]:
     ages = age_cells(View.LANES, ns, now)
     return (
-        victim_cell(against),
+        role_cell(roles),
         state_cell(ns),
         untrusted(lane_label(ns)),
         untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
@@ -258,6 +268,7 @@ def collisions_row(
         ages["first"],
         ages["last"],
         str(incident.count),
+        Text(incident_state(incident), style="bold", end=""),
         Text(
             inert(incident.grade), style="bold" if incident.grade == "known" else "italic", end=""
         ),

@@ -31,6 +31,7 @@ from lanewatch.tui.actions_adapter import (
     whose,
 )
 from lanewatch.tui.columns import intruder_label
+from lanewatch.tui.culprit import kill_reason, still_writing
 from lanewatch.tui.export import (
     IncidentReport,
     build_report,
@@ -94,15 +95,20 @@ class ActionFlows:
         self.post = post
         self.clock = clock
 
-    def confirm_kill(self, targets: Sequence[NamespaceView]) -> None:
-        """The kill dialog, with its signal menu (TERM unless the user picks another)."""
+    def confirm_kill(
+        self, targets: Sequence[NamespaceView], *, reason: str = "", title: str = ""
+    ) -> None:
+        """The kill dialog, with its signal menu (TERM unless the user picks another).
+        `reason`: why this lane (said first: "It is the intruder of …"); `title` replaces
+        "Kill 1 lane?"."""
         if not targets:
             return
         frozen = tuple(targets)
 
         def describe(name: str) -> str:
             if len(frozen) == 1:
-                return describe_kill(frozen[0], name)
+                said = describe_kill(frozen[0], name)
+                return f"{reason} {said}" if reason else said
             return " ".join(
                 [
                     f"Send SIG{name} to the owners of these {len(frozen)} lanes and their "
@@ -114,7 +120,7 @@ class ActionFlows:
         hosts = sorted({ns.host or "?" for ns in frozen if split_key(ns.key) is not None})
         where = f" on host {', '.join(hosts)}" if hosts else ""
         screen = KillConfirm(
-            f"Kill {len(frozen)} lane{'s' if len(frozen) > 1 else ''}{where}?",
+            title or f"Kill {len(frozen)} lane{'s' if len(frozen) > 1 else ''}{where}?",
             [_ns_line(ns) for ns in frozen],
             describe,
         )
@@ -126,6 +132,16 @@ class ActionFlows:
                 self.notify("Kill cancelled", timeout=3)
 
         self.push_screen(screen, answered)
+
+    def confirm_kill_intruder(self, ns: NamespaceView, incident: Incident) -> None:
+        """The kill dialog on the lane that intruded in `incident` (from its timeline or its
+        row in Collisions): it names the lane and why."""
+        victim = self.picture.victim_label(incident.victim)
+        self.confirm_kill(
+            [ns],
+            reason=kill_reason(incident, victim),
+            title=f"Kill the intruding lane {target_label(ns)}?",
+        )
 
     def confirm_clear(self, targets: Sequence[NamespaceView]) -> None:
         if not targets:
@@ -152,11 +168,24 @@ class ActionFlows:
         if not targets:
             return
         lines = [_incident_line(i, self.picture.victim_label(i.victim)) for i in targets]
+        what = (
+            "Mark as seen: they leave the Collisions view; `lanewatch incidents` still lists "
+            "them and their evidence stays on disk."
+        )
+        ongoing = [i for i in targets if still_writing(i, self.clock())]
+        if ongoing:
+            # Acknowledging does not stop a writer: the next write reopens the incident.
+            some = "It is" if len(targets) == 1 else f"{len(ongoing)} of them are"
+            what += (
+                f" {some} still being written (its writer runs, its last write was "
+                f"{fmt.ago(max(i.last_seen for i in ongoing), self.clock())} ago): the next "
+                "write brings it back, marked reopened. To stop the writer, kill the "
+                "intruding lane (k)."
+            )
         self._confirm(
             f"Acknowledge {len(targets)} incident{'s' if len(targets) > 1 else ''}?",
             lines,
-            "Mark as seen: they leave the Collisions view; `lanewatch incidents` still lists "
-            "them and their evidence stays on disk.",
+            what,
             "Acknowledge",
             "acknowledge",
             self.adapter.acknowledge,

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from lanewatch.model.roles import Role, role_in, roles_of
 from lanewatch.model.views import (
     STALE_STATES,
     Changes,
@@ -67,6 +68,8 @@ class Picture:
     attribution_hint: str = ""
     _counts: dict[View, int] = field(default_factory=lambda: dict.fromkeys(View, 0))
     _against: dict[str, set[str]] = field(default_factory=dict)  # victim key -> open incident ids
+    # ns key -> open incident ids it is part of (victim, intruder, shared): its `!` column
+    _involving: dict[str, set[str]] = field(default_factory=dict)
 
     def apply(self, changes: Changes) -> Delta:
         delta = Delta()
@@ -78,6 +81,7 @@ class Picture:
                 self._counts[View.COLLISIONS] -= int(not gone.acknowledged)
                 delta.removals[View.COLLISIONS].add(iid)
                 self._victim_changed(gone, None, delta)
+                self._involved_changed(gone, None, delta)
             self.loaded = True
         for key in changes.removed:
             self._remove_ns(key, delta)
@@ -100,6 +104,7 @@ class Picture:
             self._counts[View.COLLISIONS] += int(not incident.acknowledged) - int(was_open)
             self.incidents[iid] = incident
             self._victim_changed(old_incident, incident, delta)
+            self._involved_changed(old_incident, incident, delta)
             if incident.acknowledged:
                 delta.upserts[View.COLLISIONS].pop(iid, None)
                 delta.removals[View.COLLISIONS].add(iid)
@@ -130,6 +135,48 @@ class Picture:
             ns = self.namespaces.get(key)  # type: ignore[arg-type]
             if ns is not None and key not in delta.removals[view_of(ns)]:
                 delta.upserts[view_of(ns)][ns.key] = ns
+
+    def _keys_of(self, incident: Incident | None) -> set[str]:
+        """The namespaces an open `incident` involves (its victim and every lane that wrote)."""
+        if incident is None or incident.acknowledged:
+            return set()
+        keys = {incident.victim} if incident.victim else set()
+        for entry in (incident.intruder, *incident.writers):
+            named = entry.get("namespace")
+            if isinstance(named, str) and named:
+                keys.add(named)
+            elif entry.get("lane"):  # a writer named by lane (and checkout) only
+                keys.update(k for k, ns in self.namespaces.items() if role_in(ns, incident))
+        return keys
+
+    def _involved_changed(self, old: Incident | None, new: Incident | None, delta: Delta) -> None:
+        """Keep the open incidents per lane involved; a lane whose set changed is redrawn (its
+        `!` column says its role: `model/roles.py`)."""
+        if (
+            old is not None
+            and new is not None
+            and (old.acknowledged, old.writers, old.intruder)
+            == (new.acknowledged, new.writers, new.intruder)
+        ):
+            return
+        was, now = self._keys_of(old), self._keys_of(new)
+        ident = (new or old).id  # type: ignore[union-attr]
+        for key in was - now:
+            self._involving.get(key, set()).discard(ident)
+        for key in now - was:
+            self._involving.setdefault(key, set()).add(ident)
+        for key in was ^ now:
+            ns = self.namespaces.get(key)
+            if ns is not None and key not in delta.removals[view_of(ns)]:
+                delta.upserts[view_of(ns)][ns.key] = ns
+
+    def roles(self, key: str) -> tuple[Role, ...]:
+        """What the lane `key` is to the open collisions: victim, intruder, shared."""
+        ns = self.namespaces.get(key)
+        if ns is None:
+            return ()
+        found = (self.incidents.get(iid) for iid in self._involving.get(key, ()))
+        return roles_of(ns, [i for i in found if i is not None])
 
     def open_against(self, key: str) -> list[Incident]:
         """The open (unacknowledged) incidents whose victim is the namespace `key`."""
@@ -163,6 +210,7 @@ class Picture:
         """Incidents a namespace is part of (as victim, or listed in its incident ids)."""
         ns = self.namespaces.get(key)
         ids: Iterable[str] = ns.incident_ids if ns is not None else ()
+        ids = [*ids, *self._involving.get(key, ())]  # and the open ones it wrote in
         found = {iid: self.incidents[iid] for iid in ids if iid in self.incidents}
         for iid, incident in self.incidents.items():
             if incident.victim == key:

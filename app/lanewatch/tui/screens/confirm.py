@@ -38,6 +38,7 @@ class ConfirmScreen(TypeaheadGuard, ModalScreen[bool]):
         self.what = what
         self.verb = verb
         self.ignored: str | None = None  # the last key typed ahead (shown in the dialog)
+        self.ignored_burst = False  # it came in a burst, once the dialog was on screen
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-body") as body:
@@ -66,8 +67,9 @@ class ConfirmScreen(TypeaheadGuard, ModalScreen[bool]):
     def guards(self, key: str) -> bool:
         return key not in CANCEL_KEYS
 
-    def typed_ahead(self, key: str) -> None:
+    def typed_ahead(self, key: str, burst: bool = False) -> None:
         self.ignored = key
+        self.ignored_burst = burst
         self._show_ignored()
 
     def _show_ignored(self) -> None:
@@ -77,8 +79,13 @@ class ConfirmScreen(TypeaheadGuard, ModalScreen[bool]):
             note = self.query_one("#confirm-note", Static)
         except NoMatches:
             return  # the key came before the dialog was composed: `on_mount` shows it
+        why = (
+            "it came in a burst of keys (a paste, or keys sent by a script)"
+            if self.ignored_burst
+            else "typed before this dialog was on screen"
+        )
         note.update(
-            Text(f"Ignored {self.ignored}: typed before this dialog was on screen. ", style="bold")
+            Text(f"Ignored {self.ignored}: {why}. ", style="bold")
             + Text(f"Press y to {self.verb.lower()}, n to cancel.")
         )
         note.display = True

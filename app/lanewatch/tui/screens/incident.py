@@ -26,7 +26,14 @@ from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.records.report import who
 from lanewatch.tui import fmt
+from lanewatch.tui.actions_adapter import can_kill, why_not_kill
 from lanewatch.tui.columns import untrusted
+from lanewatch.tui.culprit import (
+    WRITERS_SHOWN,
+    intruder_lane,
+    writer_line,
+    writers_now_and_gone,
+)
 from lanewatch.tui.export import (
     IncidentReport,
     build_report,
@@ -34,6 +41,7 @@ from lanewatch.tui.export import (
     default_name,
     far_report,
 )
+from lanewatch.tui.incident_state import state_line
 from lanewatch.tui.messages import ReportLoaded
 from lanewatch.tui.screens.prompt import PathPrompt
 from lanewatch.tui.screens.typeahead import TypeaheadGuard
@@ -47,8 +55,8 @@ if TYPE_CHECKING:
 # timeline); the date is in the summary above, the full sha256 in "What each writer wrote".
 EVIDENCE_COLUMNS = (
     Column("time", "TIME", width=8),
-    Column("writer", "WRITER", max_width=22),
-    Column("note", "NOTE", max_width=28),
+    Column("writer", "WRITER", max_width=22, grow=1),
+    Column("note", "NOTE", max_width=28, grow=2),
     Column("path", "PATH", max_width=40),
     Column("size", "SIZE", justify="right", sort_key=number_key),
     Column("grade", "GRADE"),
@@ -71,11 +79,21 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
     if isinstance(before, dict):
         text.append("\nbefore   ")
         text.append(who(before, SUMMARY_COMMAND))
+    now, past = writers_now_and_gone(incident)
+    if len(now) + len(past) > 1:  # more than the intruder line says (gone since, too)
+        for label, group, style in (("writing ", now, "bold"), ("gone     ", past, "dim")):
+            for writer in group[:WRITERS_SHOWN]:
+                text.append(f"\n{label.ljust(9)}", style=style)
+                text.append(writer_line(writer, SUMMARY_COMMAND), style=style)
+            if len(group) > WRITERS_SHOWN:
+                text.append(f"\n         … and {len(group) - WRITERS_SHOWN} more", style=style)
     text.append(
         f"\nseen     {fmt.stamp_time(incident.first_seen)} → {fmt.stamp_time(incident.last_seen)}"
         f"  ×{incident.count}  grade {inert(incident.grade)}"
-        + ("  (acknowledged)" if incident.acknowledged else "")
     )
+    state = state_line(incident)
+    if state:  # open and never acknowledged: nothing to say
+        text.append(f"\nstate    {state}", style="bold")
     return text
 
 
@@ -106,6 +124,9 @@ def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType
         for name, value in stamp.stamp.to_json().items():
             if isinstance(value, list):  # argv (strings); stdio ([device, inode] pairs)
                 shown = " ".join(v if isinstance(v, str) else json.dumps(v) for v in value)
+            elif name == "heartbeat_at" and stamp.heartbeat_at is not None:
+                # The heartbeat touches the file; its field keeps the time it was written.
+                shown = f"{fmt.stamp_time(stamp.heartbeat_at)} (last heartbeat)"
             elif name.endswith("_at") and isinstance(value, int | float):
                 shown = fmt.stamp_time(value)
             else:
@@ -118,17 +139,23 @@ def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType
 class IncidentScreen(TypeaheadGuard, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "app.pop_screen", "Back"),
+        # What a user came for first (at 80 columns the footer ends after four or five keys).
+        Binding("k,f9", "kill_intruder", "Kill intruder"),
+        Binding("a", "acknowledge", "Acknowledge"),
+        Binding("l", "victim_files", "Victim's files"),
+        Binding("c", "written_file", "Written file", show=False),
+        Binding("v", "jump('victim')", "Victim's lane"),
+        Binding("i", "jump('intruder')", "Intruder's lane"),
         Binding("e", "export('md')", "Export .md"),
         Binding("E", "export('json')", "Export .json"),
         Binding("s", "export_as", "Export as…"),
-        Binding("a", "acknowledge", "Acknowledge"),
         Binding("r", "reload", "Reload"),
-        Binding("v", "jump('victim')", "Victim's lane"),
-        Binding("i", "jump('intruder')", "Intruder's lane"),
         Binding("left_square_bracket", "context_scroll(-1)", "Scroll writes up", show=False),
         Binding("right_square_bracket", "context_scroll(1)", "Scroll writes down", show=False),
     ]
-    GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset(("export", "export_as", "acknowledge"))
+    GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset(
+        ("export", "export_as", "acknowledge", "kill_intruder")
+    )
 
     def __init__(self, incident: Incident, victim: NamespaceView | None) -> None:
         super().__init__()
@@ -157,7 +184,8 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
     def picture_changed(self) -> None:
         """The app applied a batch: follow this incident (a new count, an acknowledgement)."""
         current = self.lw.picture.incidents.get(self.incident.id)
-        if current is not None and current != self.incident:
+        # Not before it is composed (a drain can come between its push and its mount).
+        if current is not None and current != self.incident and self.is_mounted:
             self.action_reload()
 
     def on_screen_resume(self) -> None:
@@ -217,8 +245,53 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         if action == "acknowledge":
             return None if self.incident.acknowledged else True
         if action == "jump":
+            if parameters and parameters[0] == "victim" and self.incident.victim is None:
+                return False  # a shared file: no lane is the victim, nothing to jump to
             return True if self.lw.lane_of_incident(self.incident, str(parameters[0])) else None
+        if action == "kill_intruder":
+            if self.incident.victim is None:
+                return False  # a shared file: no one intruded; the writers are in Lanes
+            ns = intruder_lane(self.lw.picture.namespaces, self.incident)
+            return True if ns is not None and can_kill(ns) else None
+        if action == "victim_files":
+            if self.incident.victim is None:
+                return False
+            return True if self.elsewhere is None else None
+        if action == "written_file":
+            return True if self._written_file() is not None else None
         return True
+
+    def action_kill_intruder(self) -> None:
+        """The kill dialog on the intruding lane (as `k` on its row in Lanes), saying why."""
+        ns = intruder_lane(self.lw.picture.namespaces, self.incident)
+        if ns is None or not can_kill(ns):
+            why = why_not_kill(ns) if ns is not None else "its lane is not watched here"
+            self.notify(f"The intruder cannot be killed from here: {why}.", markup=False)
+            return
+        self.lw.flows.confirm_kill_intruder(ns, self.incident)
+
+    def action_victim_files(self) -> None:
+        """The victim's namespace, file by file (as `l` on its row)."""
+        if self.incident.victim is not None and self.elsewhere is None:
+            self.lw.open_files(self.incident.victim)
+
+    def _written_file(self) -> str | None:
+        """The evidence row under the cursor, as a path inside the victim's namespace."""
+        table = self.query_one("#evidence", LaneTable)
+        key = table.cursor_key
+        if key is None or self.report is None or self.incident.victim is None:
+            return None
+        if self.elsewhere is not None:
+            return None
+        inside = self.incident.victim.rstrip("/") + "/"
+        path = self.report.evidence[int(str(key))].path
+        return path[len(inside) :] if path.startswith(inside) else None
+
+    def action_written_file(self) -> None:
+        """The file the evidence row under the cursor is about, as the victim has it now."""
+        rel = self._written_file()
+        if rel is not None and self.incident.victim is not None:
+            self.lw.open_file(self.incident.victim, rel)
 
     def action_jump(self, whose: str) -> None:
         """Select the victim's or the intruder's lane in the main screen (backspace there

@@ -25,6 +25,7 @@ from lanewatch.hosts import elsewhere
 from lanewatch.hosts import files as far_files
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import columns
+from lanewatch.tui.actions_adapter import can_kill
 from lanewatch.tui.details import Detail, far_detail, load_detail
 from lanewatch.tui.empty import empty_text
 from lanewatch.tui.later import call_after
@@ -53,7 +54,7 @@ GATED_ACTIONS = ("kill", "clear", "acknowledge", "open", "export", "unmark", "so
 GATED_ACTIONS += ("pause", "resume", "follow", "unfollow")
 # A key of these that does not apply says why, instead of doing nothing without a word.
 ELSEWHERE = {
-    "kill": "k kills lanes: in the Lanes view (1).",
+    "kill": "k kills lanes: in the Lanes view (1), or a collision's intruder (2).",
     "clear": "c clears stale namespaces: in the Stale view (3).",
     "acknowledge": "a acknowledges incidents: in the Collisions view (2).",
 }
@@ -86,6 +87,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         self._bindings_signature: tuple[object, ...] = ()
         self._empty_shown: dict[View, Text | None] = {}
         self.came_from: Incident | None = None  # the incident a jump came from (backspace)
+        self._visited: set[View] = {View.LANES}  # views shown once (`switch_to`)
         # Per view and row key: when one of the row's ages next shows another text.
         self._ages_due: dict[View, dict[object, float]] = {view: {} for view in ORDER}
 
@@ -132,7 +134,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
             return columns.collisions_row(row, now, self._victim_label)
         assert isinstance(row, NamespaceView)
         if view is View.LANES:
-            return columns.lanes_row(row, now, self.lw.picture.open_against(row.key))
+            return columns.lanes_row(row, now, self.lw.picture.roles(row.key))
         return columns.stale_row(row, now)
 
     def row_tone(self, row: Row) -> str | None:
@@ -404,6 +406,9 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         """False hides a key that never applies in this view; None greys one that does not
         apply to the selection now (the footer tells the truth)."""
         if action == "kill":
+            if self.view is View.COLLISIONS:  # the row's intruding lane
+                ns = self.selection.intruder()
+                return True if ns is not None and can_kill(ns) else None
             if self.view is not View.LANES:
                 return False
             return True if self.selection.killable() else None
@@ -439,6 +444,13 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         self.view = view
         self.mark_changed()
         self.query_one(ContentSwitcher).current = view.value
+        if view not in self._visited:
+            # The first look at a view starts on its first row (Collisions: the newest), not
+            # on whichever row happened to arrive first and was sorted mid-list since.
+            self._visited.add(view)
+            shown = self.table().visible_keys
+            if shown:
+                self.table().move_cursor(shown[0])
         self.tick()
         self.filtering.show_table_filter()
         self.table().focus()
@@ -511,6 +523,11 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         self.lw.rescan()
 
     def action_kill(self) -> None:
+        if self.view is View.COLLISIONS:
+            incident, ns = self.selection.incident(), self.selection.intruder()
+            if incident is not None and ns is not None and can_kill(ns):
+                self.flows.confirm_kill_intruder(ns, incident)
+            return
         self.flows.confirm_kill(self.selection.killable())
 
     def action_clear(self) -> None:

@@ -21,7 +21,7 @@ KEYS: list[BindingType] = [
     # it: they reach the filter, however fast they come (see `screens/typeahead.py`).
     Binding("slash", "filter", "Filter", priority=True),
     Binding("escape", "escape", "Clear filter / marks", show=False),
-    Binding("k,f9", "kill", "Kill"),
+    Binding("k,f9", "kill", "Kill"),  # in Collisions: the row's intruding lane
     Binding("c,f8", "clear", "Clear"),
     Binding("a", "acknowledge", "Acknowledge"),
     Binding("enter", "open", "Timeline", show=False),

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.actions_adapter import can_clear, can_kill, target_label, why_not_kill
+from lanewatch.tui.culprit import intruder_lane
 from lanewatch.tui.picture import Picture, Row, View
 from lanewatch.tui.widgets.lane_table import LaneTable
 
@@ -54,6 +55,11 @@ class Selection:
     def unacknowledged(self) -> list[Incident]:
         return [i for i in self.incidents() if not i.acknowledged]
 
+    def intruder(self) -> NamespaceView | None:
+        """The lane that intruded in the cursor's incident (Collisions), if watched here."""
+        row = self.row()
+        return intruder_lane(self.picture.namespaces, row) if isinstance(row, Incident) else None
+
     def why_not(self, action: str) -> str:
         """Why `action` does nothing on the selection now, for a short notice."""
         rows = self.targets()
@@ -62,6 +68,13 @@ class Selection:
         row = rows[0]
         if action == "kill" and isinstance(row, NamespaceView):
             return why_not_kill(row) + "."
+        if action == "kill" and isinstance(row, Incident):
+            if row.victim is None:
+                return "A shared file has no intruder: its writers are in Lanes (1), marked ~."
+            ns = self.intruder()
+            if ns is None:
+                return "The intruding lane is not watched here (or two lanes match its name)."
+            return why_not_kill(ns) + "."
         if action == "clear" and isinstance(row, NamespaceView):
             return (
                 f"{target_label(row)} is {row.state.value}: only stale, orphan or released "

@@ -73,14 +73,17 @@ class TypeaheadGuard(_Base):
     def refuses(self, event: events.Key, previous: float) -> bool:
         """`event` reaches the bindings with this screen on top, `previous` (the last key's time)
         before it: is it type-ahead for a guarded action? If so it was ignored: say so."""
-        early = event.time < self._changed_at + GUARD or event.time < previous + BURST
+        in_burst = event.time < previous + BURST
+        early = event.time < self._changed_at + GUARD or in_burst
         if early and self.guards(event.key):
-            self.typed_ahead(event.key)
+            # A burst once the screen had settled (`4y` in the kill dialog) is told as one.
+            self.typed_ahead(event.key, burst=in_burst and event.time >= self._changed_at + GUARD)
             return True
         return False
 
-    def typed_ahead(self, key: str) -> None:
-        """Say that `key` was ignored (screens with a better place for it override this)."""
+    def typed_ahead(self, key: str, burst: bool = False) -> None:
+        """Say that `key` was ignored (screens with a better place for it override this);
+        `burst`: it came in a burst of keys after the screen was on screen."""
         self.notify(
             f"{key} not taken as a command: it came in a burst of keys or right after the "
             "screen changed. Press it again.",

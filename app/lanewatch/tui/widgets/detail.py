@@ -16,10 +16,12 @@ from textual.widgets import Static
 from lanewatch.inert import inert
 from lanewatch.lanes.fence import describe
 from lanewatch.lanes.scheme import SCHEME_VERSION
+from lanewatch.model.roles import role_in, roles_of
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import fmt
-from lanewatch.tui.columns import STATE_STYLES, intruder_label, lane_label
+from lanewatch.tui.columns import ROLE_STYLES, STATE_STYLES, intruder_label, lane_label
 from lanewatch.tui.details import Detail
+from lanewatch.tui.incident_state import incident_state, state_line
 
 
 def _grid() -> Table:
@@ -45,6 +47,10 @@ def namespace_renderable(
     title.append("  ")
     title.append(ns.state.value, style=STATE_STYLES.get(ns.state, ""))
     title.append(f" ({ns.grade})", style="dim")
+    for role in roles_of(ns, incidents):  # the `!` column's glyph, in words
+        title.append("  ")
+        title.append(role.glyph, style=ROLE_STYLES.get(role, "bold reverse cyan"))
+        title.append(f" {role.word}", style="bold")
     owner = _grid()
     owner.add_row("why", _t(ns.reason))
     owner.add_row("checkout", _t(ns.checkout_path))
@@ -77,8 +83,12 @@ def namespace_renderable(
         table = _grid()
         for inc in incidents:
             label = Text(inert(inc.kind), style="red")
-            if inc.acknowledged:
-                label.append(" (ack)", style="dim")
+            role = role_in(ns, inc)
+            if role is not None:
+                label.append(f" {role.glyph} {role.word}", style="bold")
+            state = incident_state(inc)
+            if state:
+                label.append(f" ({state})", style="dim")
             row = Text(inert(f"{inc.id}  ×{inc.count}  last {fmt.stamp_time(inc.last_seen)}  "))
             row.append(intruder_label(dict(inc.intruder)))
             table.add_row(label, row)
@@ -176,6 +186,9 @@ def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]
     grid.add_row("last seen", _t(fmt.stamp_time(inc.last_seen)))
     grid.add_row("count", _t(inc.count))
     grid.add_row("grade", _t(inc.grade))
+    state = state_line(inc)
+    if state:
+        grid.add_row("state", _t(state, "bold"))
     grid.add_row(
         "evidence", _t(f"{fmt.many(len(inc.evidence), 'item')} — enter opens the timeline")
     )

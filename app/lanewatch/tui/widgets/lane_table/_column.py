@@ -34,6 +34,10 @@ class Column:
         fill: With auto width, grow to the view's right edge past the columns before it (up to
             its widest cell; the columns after it move right): a long reason is shown whole on
             a wide terminal.
+        grow: Who gets the view's free width first. When the row is narrower than the view,
+            the columns cut by their `max_width` grow towards their widest cell, lowest
+            `grow` first, then those without one in column order (`free_width.share`): a
+            wide terminal shows whole names instead of empty columns on the right.
     """
 
     key: str
@@ -44,3 +48,4 @@ class Column:
     justify: Justify = "left"
     sort_key: SortKey | None = None
     fill: bool = False
+    grow: int | None = None

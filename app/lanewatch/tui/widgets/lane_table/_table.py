@@ -28,6 +28,7 @@ from textual.strip import Strip
 from lanewatch.tui.widgets.lane_table._cells import cell_memo_key, cell_segments, measure
 from lanewatch.tui.widgets.lane_table._column import Cell, Column, RowKey, plain
 from lanewatch.tui.widgets.lane_table._filter import compile_filter
+from lanewatch.tui.widgets.lane_table._free_width import share
 from lanewatch.tui.widgets.lane_table._sort_keys import text_key
 
 _SORT_MARKS = {False: " ▲", True: " ▼"}
@@ -732,12 +733,20 @@ class LaneTable(ScrollView, can_focus=True):
                 fills.append((i, content))
             widths.append(width)
         pad = 2 * len(self._pad)
+        if self._line_width:
+            free = self._line_width - sum(widths[j] + pad for j in self._shown)
+            share(self.columns, widths, self._content_max, self._shown, free)
         for i, content in fills if self._line_width else ():
             # The view's width past the columns before it, up to its widest cell: the columns
             # after a fill column move right (a scroll away), those before it stay in view.
             before = sum(widths[j] + pad for j in self._shown if j < i)
             widths[i] = max(widths[i], min(content, self._line_width - before - pad))
         return tuple(widths)
+
+    @property
+    def _width_follows_view(self) -> bool:
+        """Some column's width depends on the view's (a `fill`, or one that may grow)."""
+        return any(c.fill or (c.width is None and c.max_width is not None) for c in self.columns)
 
     def _width_of(self, widths: Sequence[int]) -> int:
         return sum(widths[i] + 2 * len(self._pad) for i in self._shown)
@@ -845,7 +854,7 @@ class LaneTable(ScrollView, can_focus=True):
         if width != self._line_width:
             self._line_width = width
             self._strips.clear()
-            if any(c.fill for c in self.columns) and self._update_widths():
+            if self._width_follows_view and self._update_widths():
                 self.virtual_size = Size(self._total_width, len(self._visible) + 1)
         try:
             return super().render_lines(crop)
