@@ -86,6 +86,16 @@ def status_of(repo: Path, lane: str) -> dict[str, Any]:
     return found[0]
 
 
+def agree(cpu: float, got: float) -> bool:
+    """Our figure against the kernel's over an enclosing window: ≥ 80 % of a core where the
+    burner had one; else (a loaded machine, a normal user's priority) what it really got,
+    within a fifth. Never more than one thread can burn (a tick's rounding aside)."""
+    assert cpu <= 130, (cpu, got)
+    if cpu >= 80:
+        return True
+    return got >= 2 and 0.8 * got <= cpu <= 1.25 * got + 2
+
+
 def cpu_ticks(pid: int) -> int:
     st = read_stat(pid)
     assert st is not None
@@ -106,13 +116,13 @@ def test_a_lane_burning_a_core_shows_what_it_burns(
         f = entry["footprint"]
         cpu = f["cpu_percent"] if f else None
         seen.append((cpu, round(got, 1)))
-        if cpu is None or got < 10:
-            return False  # it got next to no CPU meanwhile: nothing to compare
-        assert cpu <= 130, seen  # one thread: never more than a core (and the tick's rounding)
         assert entry["membership"] in ("cgroup", "rules")
-        return cpu >= 80 or cpu >= 0.8 * got
+        return cpu is not None and agree(cpu, got)
 
-    wait_for(burning, DEADLINE, interval=0.1, what=lambda: f"cpu (ours, kernel's): {seen}")
+    try:
+        wait_for(burning, DEADLINE, interval=0.1, what="the CPU figure")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; (ours, the kernel's %): {seen}") from None
     go.touch()
 
 

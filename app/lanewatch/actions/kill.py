@@ -323,6 +323,10 @@ def _kill_cgroup(plan: _Plan) -> None:
     done, what = cgroup_kill(plan.cgroup, uid=plan.uid, allow_other_user=plan.allow_other_user)
     if done:
         plan.cgroup_done = what
+        whom = plan.group or plan.owner
+        plan.sends.append(
+            SignalResult("sent", "sent", what, whom, signal.SIGKILL, group=plan.group is not None)
+        )
 
 
 def _escalate(plan: _Plan) -> None:

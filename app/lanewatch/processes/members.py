@@ -20,8 +20,9 @@ Four ways a process is known to be a lane's, strongest first (`LaneMember.how`):
   (`_mounts_lane_tmp`). Only when that cannot be told either is a process neither a member nor
   a stranger (`unreadable`), and the lane judged unknown rather than stale while one runs;
 - `cgroup`: in the cgroup v2 `lanewatch run` made for the lane (`stamp.cgroup`, checked by
-  `linux/cgroup.lane_cgroup`), which no process can leave without privileges; listed after the
-  tree and the group, so it names the processes that left both;
+  `linux/cgroup.lane_cgroup`), which no process can leave without privileges (and whose
+  `cgroup.procs` any user may read); looked at last, so it names the processes that no other
+  rule found (a member known otherwise keeps that word);
 - `marker`: `$LANEWATCH_NAMESPACE` names the lane's namespace (`lanewatch run` exports it, and
   children inherit it), started no earlier than the runner, running as the stamp's uid. The
   last resort: a program may clear its environment.
@@ -266,15 +267,15 @@ def members_of(
             found.setdefault(st.pid, "descendant")
     for st in _group(stamp, procs):
         found.setdefault(st.pid, "group")
-    for pid in _in_cgroup(stamp):
-        if pid in procs:
-            found.setdefault(pid, "cgroup")
     if not runner_alive:
         for pid, how in _marked(stamp, namespace, procs):
             found.setdefault(pid, how)
         for pid in list(found):
             for st in descendants(pid, procs):
                 found.setdefault(st.pid, "descendant")
+    for pid in _in_cgroup(stamp):
+        if pid in procs:
+            found.setdefault(pid, "cgroup")
     out = []
     for pid, how in sorted(found.items()):
         st = procs.get(pid)
