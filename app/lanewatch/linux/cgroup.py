@@ -33,8 +33,8 @@ import os
 import re
 import stat
 
-from lanewatch.linux.mountinfo import parse_mountinfo
-from lanewatch.linux.proc import SELF_MOUNTINFO, read_file
+from lanewatch.linux.mountinfo import read_mountinfo
+from lanewatch.linux.proc import read_file
 
 TOP = "lanewatch"  # our folder under the cgroup2 mount
 _NAME = re.compile(r"lw-(\d+)-(\d+)\Z")
@@ -45,11 +45,10 @@ ENV_OFF = "LANEWATCH_CGROUP"  # "off": never make one (the rules of today)
 def mount_point() -> str | None:
     """Where the unified (v2) hierarchy is mounted here; None when it is not (read once)."""
     try:
-        with open(SELF_MOUNTINFO, "rb") as f:
-            data = f.read()
+        mounts = read_mountinfo()
     except OSError:
         return None
-    for m in parse_mountinfo(data):
+    for m in mounts:
         if m.fstype == "cgroup2":
             return m.mount_point
     return None
