@@ -71,12 +71,12 @@ LANES = (
     Column("write", "WRITE", justify="right", sort_key=_ago_key),
     Column("activity", "W/S", width=SPARK_WIDTH, sort_key=spark_key),
     # Past 80 columns:
+    DISK,
     # Issue 31: CPU % of the last reading ("idle" for a lane quiet on CPU for long while it
     # holds memory), its history, and the resident memory (`model/footprint.py`).
     Column("cpu", "CPU", justify="right", sort_key=number_key),
     Column("cpu_spark", "CPU~", width=SPARK_WIDTH, sort_key=spark_key),
     Column("mem", "MEM", justify="right", sort_key=number_key),
-    DISK,
     BYTES,
     FILES,
     Column("age", "AGE", justify="right", sort_key=_ago_key),
@@ -179,8 +179,8 @@ def lanes_row(ns: NamespaceView, now: float, against: Sequence[Incident] = ()) -
         ages["beat"],
         ages["write"],
         spark_cell(ns.write_rate),
-        *footprint_cells(ns, now),
         fmt.size(ns.allocated),
+        *footprint_cells(ns, now),
         fmt.size(ns.bytes),
         fmt.count(ns.files),
         ages["age"],
