@@ -26,6 +26,7 @@ from lanewatch.hosts.wire import split_key
 from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
 from lanewatch.model.footprint import idle_holding
+from lanewatch.model.kinds import is_collision
 from lanewatch.model.units import checkout_label, size
 from lanewatch.model.views import (
     Changes,
@@ -78,7 +79,8 @@ _BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
 
 
 def exit_code(changes: Changes) -> int:
-    if any(not i.acknowledged for i in changes.incidents.values()):
+    """A warning (a lane over its budget: `Kind.collision` False) is listed, not a collision."""
+    if any(not i.acknowledged and is_collision(i.kind) for i in changes.incidents.values()):
         return EXIT_COLLISIONS
     if any(h.status in _BAD_HEALTH for h in changes.health):
         return EXIT_INCOMPLETE

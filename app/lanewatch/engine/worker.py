@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lanewatch.engine.budgetintake import BudgetIntake
 from lanewatch.engine.intake import DiskMemo
 from lanewatch.engine.kernelintake import KernelIntake
 from lanewatch.engine.modelkeeper import ModelKeeper
@@ -80,6 +81,7 @@ class Worker:
             self.roots, namespaces=namespaces, history=self.memo.history, host=host
         )
         self.kernel = KernelIntake(history=self.memo.history)
+        self.budgets = BudgetIntake(namespaces)
         self.once_status = HealthStatus.POLLING.value if poll else HealthStatus.OK.value
         self.stats: dict[str, int] = dict.fromkeys(
             (
@@ -157,6 +159,7 @@ class Worker:
         keeper, watches = self.keeper, self.tail.watches
         if op == "probe" and isinstance(item[1], Metering):
             keeper.emit(m.Metered(item[1].footprints))
+            keeper.take(self.budgets.check(item[1].footprints))
         elif op == "probe":
             self.handle_probe(item[1])
         elif op == "ack":
@@ -184,6 +187,8 @@ class Worker:
         self.stats["full_probes"] += report.full
         self.stats["probe_ms"] += round(report.took * 1000)
         self.keeper.take(self.probes.probed(report))
+        if report.footprints:
+            self.keeper.take(self.budgets.check(report.footprints))
 
     def kernel_batch(self, batch: KernelBatch, rescan: set[str]) -> None:
         self.keeper.take(self.kernel.batch(batch))

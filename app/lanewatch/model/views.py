@@ -66,6 +66,7 @@ class IncidentKind(StrEnum):
     # (`model.kinds.LEGACY_NAMES` reads them under the new names).
     CROSS_LANE_WRITE = "cross-lane-write"  # other lanes write in one lane's namespace
     SHARED_FILE = "shared-file"  # lanes write one file in shared temp, outside their lanes
+    OVER_BUDGET = "over-budget"  # issue 31: a lane over its disk or memory budget (a warning)
 
 
 class HealthStatus(StrEnum):
