@@ -313,3 +313,14 @@ def test_the_meter_rates_a_process_between_readings(spawn: Spawn) -> None:
     second = meter.measure({"k": stamp}, {"k": ev}, read_stat)["k"]
     assert second.cpu is not None and second.cpu < 5
     assert meter.measure({"k": stamp}, {}, read_stat) == {}
+
+
+def test_the_detail_pane_says_the_footprint_in_words() -> None:
+    from lanewatch.tui.widgets.detail import footprint_words
+
+    assert footprint_words(view()) is None
+    shown = footprint_words(view(footprint=reading(97.4, 10.0), disk_growth=51_000.0))
+    assert shown == (
+        "cpu 97% (last 2s), memory 105MB (resident, 1 process(es)), disk +51kB/s; "
+        "known by the rules"
+    )
