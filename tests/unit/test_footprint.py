@@ -324,3 +324,28 @@ def test_the_detail_pane_says_the_footprint_in_words() -> None:
         "cpu 97% (last 2s), memory 105MB (resident, 1 process(es)), disk +51kB/s; "
         "known by the rules"
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a cgroup of lanewatch's own is root's")
+def test_the_next_run_sweeps_the_empty_cgroups_of_gone_runners() -> None:
+    """A runner killed by SIGKILL leaves its empty cgroup: `sweep` removes it, and never a
+    live runner's (this test process plays one)."""
+    top = cgroup.mount_point()
+    if top is None or not os.access(top, os.W_OK):
+        pytest.skip("no writable cgroup2 hierarchy here")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    parent = os.path.join(top, cgroup.TOP)
+    os.makedirs(parent, exist_ok=True)
+    me = read_stat(os.getpid())
+    assert me is not None
+    mine = os.path.join(parent, cgroup.name_for(os.getpid(), me.start_ticks))
+    theirs = os.path.join(parent, cgroup.name_for(dead.pid, 1))  # its start ticks: not 1
+    os.mkdir(mine)
+    os.mkdir(theirs)
+    try:
+        assert cgroup.sweep(parent) >= 1
+        assert not os.path.exists(theirs) and os.path.isdir(mine)
+    finally:
+        cgroup.remove(mine)
+        cgroup.remove(theirs)

@@ -15,6 +15,9 @@ or `env -i` keep a process in its lane. What the cgroup gives:
 - kill: `cgroup.kill` (kernel 5.14 and later), SIGKILL to every process in it at once, new
   forks included.
 
+A runner killed by SIGKILL leaves its cgroup behind: the next `run` removes every empty one
+whose runner is gone (`sweep`; the name says whose it was).
+
 Where no cgroup can be made (a normal user: the hierarchy is root's, and no delegated
 systemd scope is asked for here; no cgroup2 mounted; a read-only /sys) the lane's membership
 follows the rules of `processes/members.py`, and the stamp says so (`membership`, `cgroup_note`).
@@ -34,7 +37,7 @@ import re
 import stat
 
 from lanewatch.linux.mountinfo import read_mountinfo
-from lanewatch.linux.proc import read_file
+from lanewatch.linux.proc import read_file, read_stat
 
 TOP = "lanewatch"  # our folder under the cgroup2 mount
 _NAME = re.compile(r"lw-(\d+)-(\d+)\Z")
@@ -111,6 +114,7 @@ def make(pid: int, start_ticks: int) -> tuple[str | None, str]:
     try:
         with contextlib.suppress(FileExistsError):
             os.mkdir(parent, 0o755)
+        sweep(parent)
         path = os.path.join(parent, name_for(pid, start_ticks))
         os.mkdir(path, 0o755)
     except OSError as exc:
@@ -193,6 +197,31 @@ def remove(path: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def sweep(parent: str) -> int:
+    """Remove the empty lane cgroups under `parent` whose runner is gone (a runner killed by
+    SIGKILL cannot remove its own): the name says whose it was, pid and start ticks, so a
+    live runner's is never touched, and one that still holds a process cannot be removed.
+    How many went."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return 0
+    gone = 0
+    for name in names:
+        m = _NAME.match(name)
+        if m is None:
+            continue
+        pid, ticks = int(m.group(1)), int(m.group(2))
+        try:
+            st = read_stat(pid)
+        except OSError:
+            continue  # cannot tell: keep it
+        if st is not None and st.start_ticks == ticks:
+            continue  # its runner lives
+        gone += remove(os.path.join(parent, name))
+    return gone
 
 
 def _write(path: str, name: str, value: str) -> None:
