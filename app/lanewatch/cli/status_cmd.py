@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -355,6 +356,12 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             more = f" and {len(v.members) - 5} more" if len(v.members) > 5 else ""
             line = f"{v.lane or v.name}: runner gone, still running: {shown}{more}"
             console.print(cell(line, style=_STATE_STYLE[NsState.HEADLESS]))
+    running = [v for v in changes.upserts.values() if v.footprint is not None and v.membership]
+    if running:
+        ways = Counter(v.membership for v in running)
+        said = ", ".join(f"{n} by {'their cgroup' if how == 'cgroup' else 'the rules'}"
+                         for how, n in sorted(ways.items()))  # fmt: skip
+        console.print(cell(f"running lanes' processes known: {said}", style="dim"))
     open_ = [i for i in changes.incidents.values() if not i.acknowledged]
     if open_:
         inc = Table(title="open incidents", title_justify="left")
