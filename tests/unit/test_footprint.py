@@ -362,3 +362,34 @@ def test_a_far_hosts_footprint_comes_over_the_wire() -> None:
     assert far.footprint == here.footprint
     assert (far.cpu_history, far.membership, far.disk_growth) == ((1, 42), "cgroup", 3.0)
     assert wire.view("build", {"key": "/r/n", "footprint": "garbage"}).footprint is None
+
+
+def test_prometheus_series_sum_by_root_and_never_name_a_lane() -> None:
+    from types import MappingProxyType
+
+    from lanewatch.engine.footprintmetrics import footprint_metrics
+    from lanewatch.model.views import Changes
+
+    views = {
+        "/r/a": view(key="/r/a", footprint=reading(50.0, 1.0), disk_growth=10.0),
+        "/r/b": view(
+            key="/r/b",
+            lane="b",
+            footprint=Footprint(1.0, 0.0, 2.0, 200 * MIB, 2, "cgroup"),
+            cpu_quiet_since=1.0 - 2 * fp.IDLE_AFTER,
+        ),
+    }
+    picture = Changes(upserts=MappingProxyType(views), full=True, at=1.0)
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in footprint_metrics(picture, ["/r", "/other"])
+        for s in family.samples
+    }
+    assert samples[("lanewatch_lanes_cpu_percent", (("root", "/r"),))] == 50.0
+    assert samples[("lanewatch_lanes_memory_bytes", (("root", "/r"),))] == 300 * MIB
+    assert samples[("lanewatch_lanes_idle_holding", (("root", "/r"),))] == 1
+    assert samples[("lanewatch_lanes_disk_growth_bytes_per_second", (("root", "/r"),))] == 10.0
+    key = ("lanewatch_lanes_membership", (("membership", "cgroup"), ("root", "/r")))
+    assert samples[key] == 1
+    assert samples[("lanewatch_lanes_cpu_percent", (("root", "/other"),))] == 0
+    assert all(set(dict(labels)) <= {"root", "membership"} for _name, labels in samples)
