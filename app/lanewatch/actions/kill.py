@@ -34,6 +34,7 @@ from typing import Literal
 from lanewatch.actions import journal
 from lanewatch.actions.assess import Seen, aim, assess
 from lanewatch.actions.authority import is_other_user, owner_label, why_not_killable_by_us
+from lanewatch.actions.cgroupkill import cgroup_kill
 from lanewatch.actions.results import checked
 from lanewatch.actions.signals import SignalResult, send_checked, signal_name
 from lanewatch.actions.targets import Target, TargetError, ViewLike
@@ -41,7 +42,7 @@ from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity, hostname, liveness
 from lanewatch.model.views import LaneMember, NsState
 from lanewatch.processes.holders import process_table
-from lanewatch.processes.members import members_of
+from lanewatch.processes.members import lane_cgroup, members_of
 
 Outcome = Literal["stopped", "running", "refused", "gone"]
 DEFAULT_WAIT = 5.0  # without a grace period: how long to watch for the lane to end
@@ -99,6 +100,8 @@ class _Plan:
     # The lane's running processes now (`processes/members.py`), listed again at each use.
     members: Callable[[], list[LaneMember]] = list
     boot: str = ""
+    cgroup: str | None = None  # the lane's cgroup (`linux/cgroup.lane_cgroup`), if it has one
+    cgroup_done: str | None = None  # what `cgroup.kill` did, once it did
 
     def send(self, identity: ProcessIdentity, sig: int, group: bool) -> SignalResult:
         result = send_checked(
@@ -156,6 +159,8 @@ def kill_target(
     ) -> KillResult:
         sends = tuple(plan.sends) if plan else ()
         method = next((s.method for s in sends if s.method), None)
+        if plan is not None and plan.cgroup_done:
+            message = f"{message} ({plan.cgroup_done})"
         result = KillResult(
             outcome, str(target.path), target.label, message, name, sends, escalated, method
         )
@@ -193,7 +198,10 @@ def kill_target(
     plan = _Plan(_owner(stamp), _group(stamp), allow_other_user, stamp.uid)
     plan.members = lambda: _members_now(target.path, stamp, plan.owner)
     plan.boot = stamp.boot_id
+    plan.cgroup = lane_cgroup(stamp) if stamp.cgroup else None
     first = _signal(plan, sig)
+    if sig == signal.SIGKILL and first.outcome != "refused":
+        _kill_cgroup(plan)
     if first.outcome == "refused":
         return end("refused", f"refused to kill {target.label}: {first.reason}", plan)
     # Whose lane was hit, named in every message that follows when it is not ours.
@@ -307,7 +315,22 @@ def _continue_stopped(plan: _Plan) -> None:
     _signal_members(plan, signal.SIGCONT, stopped_only=True)
 
 
+def _kill_cgroup(plan: _Plan) -> None:
+    """`cgroup.kill` of the lane's cgroup, when it has one and every process in it passes the
+    checks (`actions/cgroupkill.py`); otherwise the one-by-one signals stand alone."""
+    if plan.cgroup is None or plan.cgroup_done is not None:
+        return
+    done, what = cgroup_kill(plan.cgroup, uid=plan.uid, allow_other_user=plan.allow_other_user)
+    if done:
+        plan.cgroup_done = what
+        whom = plan.group or plan.owner
+        plan.sends.append(
+            SignalResult("sent", "sent", what, whom, signal.SIGKILL, group=plan.group is not None)
+        )
+
+
 def _escalate(plan: _Plan) -> None:
+    _kill_cgroup(plan)
     if plan.group is not None and _members(plan.group.pid, plan.group.boot_id):
         _signal_group(plan, signal.SIGKILL)
     _signal_members(plan, signal.SIGKILL)
@@ -381,6 +404,8 @@ def _note(target: Target, result: KillResult, plan: _Plan | None) -> None:
         escalated=result.escalated,
         owner_pid=plan.owner.pid if plan else None,
         pgid=plan.group.pid if plan and plan.group else None,
+        cgroup=plan.cgroup if plan else None,
+        cgroup_kill=plan.cgroup_done if plan else None,
         sends=[_send_json(s) for s in result.sends],
         message=result.message,
     )

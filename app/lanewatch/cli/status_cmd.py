@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,8 @@ from lanewatch.hosts.stream import HostState
 from lanewatch.hosts.wire import split_key
 from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
+from lanewatch.model.footprint import idle_holding
+from lanewatch.model.kinds import is_collision
 from lanewatch.model.roles import LEGEND, Role, roles_label, roles_of
 from lanewatch.model.units import checkout_label, size
 from lanewatch.model.views import (
@@ -65,6 +68,8 @@ COLUMNS = (
     "write",
     "files",
     "disk",
+    "cpu",
+    "mem",
     "size",
     "!",
     "why",
@@ -76,7 +81,8 @@ _BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
 
 
 def exit_code(changes: Changes) -> int:
-    if any(not i.acknowledged for i in changes.incidents.values()):
+    """A warning (a lane over its budget: `Kind.collision` False) is listed, not a collision."""
+    if any(not i.acknowledged and is_collision(i.kind) for i in changes.incidents.values()):
         return EXIT_COLLISIONS
     if any(h.status in _BAD_HEALTH for h in changes.health):
         return EXIT_INCOMPLETE
@@ -125,7 +131,39 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         # Issue 20, additive: the host (`--host NAME`) whose lane this is; null: this one's.
         "from_host": (split_key(v.key) or (None,))[0],
         "scheme": v.scheme,
+        # Issue 31, additive: what the lane costs, and how its processes are known.
+        **footprint_json(v, now),
     }
+
+
+def footprint_json(v: NamespaceView, now: float) -> dict[str, Any]:
+    """`membership` ("cgroup" | "rules"; null: no local stamp), `footprint` (null: nothing
+    measured, or nothing runs), the CPU history, disk growth and `idle_for` (seconds idle on
+    CPU while holding memory, once that is long: `model/footprint.py`; else null)."""
+    f = v.footprint
+    return {
+        "membership": v.membership,
+        "footprint": None
+        if f is None
+        else {
+            "at": f.at,
+            "cpu_percent": f.cpu,
+            "cpu_window": f.window,
+            "memory_bytes": f.memory,
+            "memory_from": f.memory_from,
+            "processes": f.processes,
+            "membership": f.membership,
+        },
+        "cpu_history": list(v.cpu_history),
+        "cpu_quiet_since": v.cpu_quiet_since,
+        "disk_growth": None if v.disk_growth is None else round(v.disk_growth, 1),
+        "idle_for": idle_for(v, now),
+    }
+
+
+def idle_for(v: NamespaceView, now: float) -> float | None:
+    idle = idle_holding(v, now)
+    return None if idle is None else round(idle, 1)
 
 
 def member_json(m: LaneMember, now: float) -> dict[str, Any]:
@@ -235,6 +273,16 @@ def _ago(t: float | None, now: float) -> str:
     return f"{s / 86400:.0f}d"
 
 
+def cpu_words(v: NamespaceView, now: float) -> Text:
+    """`97%`, or `idle 12m` (yellow) for a lane quiet on CPU for long while holding memory;
+    `-` where nothing was measured."""
+    idle = idle_holding(v, now)
+    if idle is not None:
+        return Text(f"idle {_ago(now - idle, now)}", style="yellow")
+    f = v.footprint
+    return Text("-" if f is None or f.cpu is None else f"{f.cpu:.0f}%")
+
+
 def console() -> Console:
     """A console that never parses markup; wide when writing to a pipe or a file, unless
     $COLUMNS says how wide."""
@@ -298,6 +346,8 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             "files": "…" if v.files is None else str(v.files),
             "checkout": cell(checkout_label(v.checkout_id, v.checkout_path, "-")),
             "disk": size(v.allocated),
+            "cpu": cpu_words(v, now),
+            "mem": size(v.footprint.memory) if v.footprint else "-",
             "size": size(v.bytes),
             "!": role_text(roles_of(v, open_), words=not narrow),
             "why": cell(v.reason),
@@ -318,6 +368,12 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             console.print(cell(line, style=_STATE_STYLE[NsState.HEADLESS]))
     if any(roles_of(v, open_) for v in changes.upserts.values()):
         console.print(cell(f"!: what the lane is to an open collision: {LEGEND}"))
+    running = [v for v in changes.upserts.values() if v.footprint is not None and v.membership]
+    if running:
+        ways = Counter(v.membership for v in running)
+        said = ", ".join(f"{n} by {'their cgroup' if how == 'cgroup' else 'the rules'}"
+                         for how, n in sorted(ways.items()))  # fmt: skip
+        console.print(cell(f"running lanes' processes known: {said}", style="dim"))
     if open_:
         inc = Table(title="open incidents", title_justify="left")
         # The ID whole, however narrow the terminal (`incidents ID` takes it, or a prefix):

@@ -24,6 +24,7 @@ from filelock import Timeout
 from lanewatch.demo import disk
 from lanewatch.demo import writer as writer_program
 from lanewatch.demo.procs import DemoError, DemoProcess, signal_group, spawn, stop_all, wait_until
+from lanewatch.lanes.budgets import FILE as BUDGETS_FILE
 from lanewatch.lanes.checkout import Checkout
 from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.roots import ENV_STATE_DIR
@@ -69,8 +70,9 @@ LANE_PLAN = (
     _LaneSpec("agent-old", "alpha", "stale", "owner SIGKILLed; its stamp still says live",
               ("--every", "0.5")),
     _LaneSpec("build", "alpha", "released", "ran 6 writes and exited 0", ("--burst", "6")),
-    _LaneSpec("tests", "beta", "live", "holds a file open and its cwd in alpha/agent-1",
-              ("--every", "0.5"), (), "in-agent-1"),
+    _LaneSpec("tests", "beta", "live", "holds a file open and its cwd in alpha/agent-1; "
+              "the root's budgets.toml gives it 1 MB of memory", ("--every", "0.5"),
+              ("over-budget",), "in-agent-1"),
     _LaneSpec("fuzz", "beta", "live", "holds a file open in shared temp", ("--every", "1.0",
               "--versions"), ("shared-file",), "shared-temp"),
     _LaneSpec("fuzz-2", "alpha", "live", "rewrites beta/fuzz's file in shared temp",
@@ -275,8 +277,19 @@ class DemoScenario:
         self._await_refused(claimant)
         self._await_takeover(lanes["agent-2"], intruder)
         self._plant_files()
+        self._write_budgets()
         self._save()
         self._built.touch()  # the intruder's delay starts now
+
+    def _write_budgets(self) -> None:
+        """The root's budgets (lanes/budgets.py): `tests` gets 1 MB of memory, which its
+        writer's interpreter alone is over: an `over-budget` warning once the engine meters it."""
+        folder = self.scratch_root / ".lanewatch-root"
+        folder.mkdir(parents=True, exist_ok=True)
+        text = (
+            '# lanewatch demo: budgets per lane (docs/engine.md)\n[lanes."tests"]\nmemory = "1M"\n'
+        )
+        (folder / BUDGETS_FILE).write_text(text, encoding="utf-8")
 
     def _start_lanes(self) -> None:
         victim = self.namespace("alpha", "agent-1") / "tmp"

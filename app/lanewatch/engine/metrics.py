@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lanewatch import __version__
+from lanewatch.engine.footprintmetrics import footprint_metrics
 from lanewatch.engine.metrics_address import parse_address
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.model.views import (
@@ -69,6 +70,7 @@ class EngineCollector(Collector):
         now = time.time()
         roots = sorted(set(engine.roots) | {v.root for v in picture.upserts.values()})
         yield from _lanes(picture, roots)
+        yield from footprint_metrics(picture, roots)
         yield from _incidents(picture)
         yield from _health(picture, roots, engine.alive(), now)
         yield from _identity(engine.attribution)

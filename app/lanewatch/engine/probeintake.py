@@ -68,6 +68,8 @@ class ProbeIntake:
         out = Found()
         known = self._namespaces()
         out.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
+        if report.footprints:
+            out.emit(m.Metered({k: v for k, v in report.footprints.items() if k in known}))
         if report.holdings is None:
             return out
         owners = wr.OwnerIndex(report.owners)

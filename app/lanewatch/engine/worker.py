@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lanewatch.engine.budgetintake import BudgetIntake
 from lanewatch.engine.intake import DiskMemo
 from lanewatch.engine.kernelintake import KernelIntake
 from lanewatch.engine.modelkeeper import ModelKeeper
@@ -34,11 +35,14 @@ from lanewatch.engine.tailintake import Arrived, TailIntake
 from lanewatch.engine.walkintake import SCAN_CHUNK, WalkIntake
 from lanewatch.model import model as m
 from lanewatch.model.views import Changes, HealthStatus, SourceHealth
+from lanewatch.processes.prober import Metering
 
 if TYPE_CHECKING:
     from lanewatch.kernel.attribution import KernelBatch
     from lanewatch.processes.prober import ProbeReport
 
+# `status`: seconds between the two footprint readings a CPU % takes (only when lanes run)
+STATUS_WINDOW = 0.3
 TICK = 1.0  # seconds between time-based re-judgements and watch checks
 MAX_BATCH = 20_000
 
@@ -77,6 +81,7 @@ class Worker:
             self.roots, namespaces=namespaces, history=self.memo.history, host=host
         )
         self.kernel = KernelIntake(history=self.memo.history)
+        self.budgets = BudgetIntake(namespaces)
         self.once_status = HealthStatus.POLLING.value if poll else HealthStatus.OK.value
         self.stats: dict[str, int] = dict.fromkeys(
             (
@@ -152,7 +157,10 @@ class Worker:
     def _control(self, item: tuple[Any, ...], rescan: set[str]) -> None:
         op, root = item[0], item[1]
         keeper, watches = self.keeper, self.tail.watches
-        if op == "probe":
+        if op == "probe" and isinstance(item[1], Metering):
+            keeper.emit(m.Metered(item[1].footprints))
+            keeper.take(self.budgets.check(item[1].footprints))
+        elif op == "probe":
             self.handle_probe(item[1])
         elif op == "ack":
             keeper.emit(m.Acknowledged(item[1], time.time(), item[2]))
@@ -179,6 +187,8 @@ class Worker:
         self.stats["full_probes"] += report.full
         self.stats["probe_ms"] += round(report.took * 1000)
         self.keeper.take(self.probes.probed(report))
+        if report.footprints:
+            self.keeper.take(self.budgets.check(report.footprints))
 
     def kernel_batch(self, batch: KernelBatch, rescan: set[str]) -> None:
         self.keeper.take(self.kernel.batch(batch))
@@ -236,6 +246,7 @@ class Worker:
     # -- one shot ------------------------------------------------------------------------------
     def one_shot(self, *, probe: bool = True) -> Changes:
         """The whole picture once, without threads or watches (for `lanewatch status`)."""
+        from lanewatch.processes.footprint import Meter, fresh_stat
         from lanewatch.processes.prober import probe as run_probe
 
         keeper = self.keeper
@@ -248,7 +259,14 @@ class Worker:
         while self.scan_some(limit=1000):
             pass
         if probe:
-            self.handle_probe(run_probe(self.probes.local_stamps(), self.probes.prefixes()))
+            stamps = self.probes.local_stamps()
+            meter = Meter()
+            report = run_probe(stamps, self.probes.prefixes(), meter=meter)
+            self.handle_probe(report)
+            if report.footprints:  # CPU is a rate: a second reading, a moment later
+                time.sleep(STATUS_WINDOW)
+                again = meter.measure(stamps, report.evidence, fresh_stat)
+                keeper.emit(m.Metered(again))
         keeper.commit()
         keeper.persist(list(keeper.state.incidents))
         return keeper.full_changes()

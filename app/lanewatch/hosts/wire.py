@@ -13,6 +13,7 @@ from typing import Any
 
 from lanewatch.model.views import (
     Evidence,
+    Footprint,
     Incident,
     LaneMember,
     NamespaceView,
@@ -127,6 +128,26 @@ def view(host: str, d: Mapping[str, Any]) -> NamespaceView:
         fence_private=tuple(str(p) for p in d.get("fence_private") or ()),
         members=members,
         allocated=_int(d, "allocated_bytes"),  # None: a lanewatch that does not say
+        footprint=_footprint(d.get("footprint")),  # issue 31; None: not said
+        cpu_history=tuple(x for x in d.get("cpu_history") or () if isinstance(x, int)),
+        cpu_quiet_since=_num(d, "cpu_quiet_since"),
+        disk_growth=_num(d, "disk_growth"),
+        membership=_str(d, "membership"),
+    )
+
+
+def _footprint(f: Any) -> Footprint | None:
+    """A far lane's footprint as its `status --json` says it; None when it says none."""
+    if not isinstance(f, Mapping) or _num(f, "at") is None:
+        return None
+    return Footprint(
+        at=_num(f, "at") or 0.0,
+        cpu=_num(f, "cpu_percent"),
+        window=_num(f, "cpu_window") or 0.0,
+        memory=_int(f, "memory_bytes"),
+        processes=_int(f, "processes") or 0,
+        membership=str(f.get("membership", "rules")),
+        memory_from=str(f.get("memory_from", "rss")),
     )
 
 

@@ -36,6 +36,7 @@ from lanewatch.lanes.linger import (
 )
 from lanewatch.lanes.pick import Interrupted, WaitInterrupted
 from lanewatch.lanes.roots import state_dir
+from lanewatch.lanes.runcgroup import LaneCgroup
 from lanewatch.linux.procid import start_ticks
 
 FORWARDED = (
@@ -137,11 +138,16 @@ def _terminal_to(pgid: int) -> Iterator[None]:
 
 
 def _spawn(
-    cmd: Sequence[str], env: dict[str, str] | None, pass_fds: Sequence[int] = ()
+    cmd: Sequence[str],
+    env: dict[str, str] | None,
+    pass_fds: Sequence[int] = (),
+    cgroup: LaneCgroup | None = None,
 ) -> subprocess.Popen[bytes] | int:
-    """Start CMD as the leader of its own process group, or say why not (126/127)."""
+    """Start CMD as the leader of its own process group, or say why not (126/127); in the
+    lane's cgroup when it has one (`lanes/runcgroup.py`)."""
     try:
-        return subprocess.Popen(list(cmd), env=env, process_group=0, pass_fds=pass_fds)
+        with cgroup.forking() if cgroup is not None else contextlib.nullcontext():
+            return subprocess.Popen(list(cmd), env=env, process_group=0, pass_fds=pass_fds)
     except OSError as exc:
         code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
         what = "not found" if code == EXIT_NOT_FOUND else "not executable"
@@ -172,6 +178,7 @@ def run_in_lane(
     where the fence cannot be built."""
     forwarder = _Forwarder()
     fence = fences.chosen(fence, os.environ)
+    cgroup: LaneCgroup | None = None
     try:
         _decide_fence(lane, fence, shm)
         forwarder.install()
@@ -187,20 +194,23 @@ def run_in_lane(
                 lane.update_stamp(**lane.fence_fields())
         become_subreaper()  # if it cannot, processes that daemonize leave the tree, as before
         before = processes_before()  # an embedding program's own children are not the lane's
-        proc, mnt_ns = _start(lane, cmd, fence)
+        cgroup = LaneCgroup.make(lane)
+        proc, mnt_ns = _start(lane, cmd, fence, cgroup)
         if isinstance(proc, int):
             lane.release(exit_code=proc, event="spawn-failed")
             return proc
         forwarder.target(proc.pid)
-        return _supervise(lane, proc, forwarder, cmd[0], mnt_ns, before)
+        return _supervise(lane, proc, forwarder, cmd[0], mnt_ns, before, cgroup)
     finally:
         forwarder.restore()
+        if cgroup is not None:
+            cgroup.remove()
         if lane.claimed:  # an exception on the way: never leave the stamp saying live
             lane.release(exit_code=1)
 
 
 def _start(
-    lane: Lane, cmd: Sequence[str], mode: fences.Mode
+    lane: Lane, cmd: Sequence[str], mode: fences.Mode, cgroup: LaneCgroup | None = None
 ) -> tuple[subprocess.Popen[bytes] | int, str | None]:
     """Start CMD in its claimed lane, fenced as `lane.fence` says; with the mount namespace
     it runs in when the fence gave it one of its own (`stamp.mnt_ns`).
@@ -229,7 +239,7 @@ def _start(
                 print(line, file=sys.stderr, flush=True)
             if reading < 0:
                 _say(told)
-            proc = _spawn(argv, env, () if report < 0 else (report,))
+            proc = _spawn(argv, env, () if report < 0 else (report,), cgroup)
         finally:
             if report >= 0:
                 os.close(report)  # the stub holds the only write end now: EOF at its exec
@@ -288,6 +298,7 @@ def _supervise(
     name: str,
     mnt_ns: str | None = None,
     before: Before = frozenset(),
+    cgroup: LaneCgroup | None = None,
 ) -> int:
     code = 1
     try:
@@ -297,8 +308,13 @@ def _supervise(
             except OSError:
                 ticks = None
             fenced_in = {"mnt_ns": mnt_ns} if mnt_ns else {}
+            grouped = cgroup.stamp_fields() if cgroup is not None else {}
             lane.update_stamp(
-                child_pid=proc.pid, child_start_ticks=ticks, pgid=proc.pid, **fenced_in
+                child_pid=proc.pid,
+                child_start_ticks=ticks,
+                pgid=proc.pid,
+                **fenced_in,
+                **grouped,
             )
             ledger.append(lane.namespace, "spawned", lane=lane.name, child_pid=proc.pid)
             returncode = wait_for_command(proc)

@@ -93,11 +93,16 @@ class Stamp:
     # (`pytest > /tmp/log`). The lane's processes writing them are not the lane's own writes.
     # None: not recorded (an older lanewatch).
     stdio: list[list[int]] | None = None
+    # Issue 31: the cgroup v2 lanewatch made for the lane (`linux/cgroup.py`), CMD started in
+    # it; None: the lane's processes are found by the membership rules (`cgroup_note`: why).
+    cgroup: str | None = None
+    cgroup_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
-        for name in ("mnt_ns", "family", "stdio"):  # stamps without them keep their shape
+        # Stamps without them keep their shape.
+        for name in ("mnt_ns", "family", "stdio", "cgroup", "cgroup_note"):
             if data[name] is None:
                 del data[name]
         return data
@@ -129,7 +134,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "released_at": (int, float),
     **dict.fromkeys(("fence", "fence_note"), (str,)),
     "fence_private": (list,),
-    **dict.fromkeys(("mnt_ns", "family"), (str,)),
+    **dict.fromkeys(("mnt_ns", "family", "cgroup", "cgroup_note"), (str,)),
     "scheme": (int,),
     "stdio": (list,),
 }

@@ -31,6 +31,7 @@ DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
 DELETED = " (deleted)"  # what the kernel appends to the link of an unlinked object
 O_PATH: int = getattr(os, "O_PATH", 0)
 _PF_KTHREAD = 0x00200000
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 # --- the errno policy ---------------------------------------------------------------------------
@@ -67,6 +68,10 @@ class ProcStat:
     sid: int
     flags: int
     start_ticks: int  # field 22: start time in clock ticks since boot
+    # Issue 31, the footprint: fields 14+15 (utime + stime, clock ticks, every thread of the
+    # process; not its reaped children's) and 24 (resident pages), read in the same pass.
+    cpu_ticks: int = 0
+    rss_pages: int = 0
 
     @property
     def kernel_thread(self) -> bool:
@@ -90,6 +95,8 @@ def parse_stat(pid: int, data: bytes) -> ProcStat | None:
             sid=int(rest[3]),
             flags=int(rest[6]),
             start_ticks=int(rest[19]),
+            cpu_ticks=int(rest[11]) + int(rest[12]),
+            rss_pages=int(rest[21]),
         )
     except (IndexError, ValueError):
         return None

@@ -22,6 +22,7 @@ from typing import Any
 from lanewatch.model.detectors import (
     foreign_receipt,
     foreign_writer,
+    over_budget,
     refused_claim,
     takeover,
     unbound_writer,
@@ -48,6 +49,8 @@ class Kind:
     # One incident per file (the group key is the path): a lane's flood of them folds into one
     # incident with a count (`model/flood.py`).
     per_file: bool = False
+    # A collision between lanes (what `status` exits 4 for); False: a warning about one lane.
+    collision: bool = True
 
 
 _KINDS = (
@@ -89,6 +92,14 @@ _KINDS = (
         "A second claim on a lane was refused by its lock; nothing was overwritten.",
         (refused_claim.refused_claim,),
     ),
+    Kind(
+        IncidentKind.OVER_BUDGET,
+        "lane over its budget",
+        Severity.MEDIUM,
+        "A lane holds more disk or memory than its root's budgets.toml gives it, or soon will.",
+        (over_budget.over_budget,),
+        collision=False,
+    ),
 )
 
 KINDS: Mapping[str, Kind] = MappingProxyType({k.name.value: k for k in _KINDS})
@@ -123,3 +134,9 @@ def severity_of(name: str) -> Severity:
     """A kind's severity; an unknown kind counts as high, so it is never overlooked."""
     entry = kind_of(name)
     return entry.severity if entry is not None else Severity.HIGH
+
+
+def is_collision(name: str) -> bool:
+    """Whether an incident of this kind is a collision (an unknown kind counts as one)."""
+    entry = kind_of(name)
+    return entry.collision if entry is not None else True

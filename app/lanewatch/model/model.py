@@ -16,10 +16,18 @@ from lanewatch.lanes.scheme import stated
 from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead
 from lanewatch.linux.procid import Liveness
 from lanewatch.model import flood, timing
+from lanewatch.model import footprint as fp
 from lanewatch.model import incidents as inc
 from lanewatch.model.classify import LivenessEvidence, classify
 from lanewatch.model.timing import RATE_WINDOW
-from lanewatch.model.views import LaneMember, NamespaceView, SourceHealth
+from lanewatch.model.views import (
+    STALE_STATES,
+    Footprint,
+    LaneMember,
+    NamespaceView,
+    NsState,
+    SourceHealth,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +43,12 @@ class NsRecord:
     allocated: int | None = None  # on disk, as `du` counts (files and folders, links once)
     last_write: float | None = None
     rate: tuple[tuple[int, int], ...] = ()  # (epoch second, writes), oldest first
+    # Issue 31: the newest footprint reading, the CPU history, since when it is quiet, and
+    # the allocated bytes at each reading (`model/footprint.py`).
+    footprint: Footprint | None = None
+    cpu_history: tuple[int, ...] = ()
+    quiet_since: float | None = None
+    disk_marks: fp.Marks = ()
 
     @property
     def owner(self) -> Stamp | None:
@@ -125,6 +139,13 @@ class Probed:
 
 
 @dataclass(frozen=True, slots=True)
+class Metered:
+    """Footprint readings of running lanes, by namespace key (`processes/footprint.py`)."""
+
+    footprints: Mapping[str, Footprint]
+
+
+@dataclass(frozen=True, slots=True)
 class Observed:
     observation: inc.Observation
     root: str = ""
@@ -166,6 +187,7 @@ Event = (
     | Counted
     | Wrote
     | Probed
+    | Metered
     | Observed
     | IncidentsLoaded
     | Acknowledged
@@ -319,6 +341,11 @@ def _apply_one(b: _Builder, ev: Event) -> None:
                 continue  # judged while live, landed after the release: out of date
             if not evidence.same_verdict(rec.liveness):
                 b.put(replace(rec, liveness=evidence))
+    elif isinstance(ev, Metered):
+        for key, reading in ev.footprints.items():
+            rec = b.get(key)
+            if rec is not None and _probed_owner(rec.owner):
+                b.put(_metered(rec, reading))
     elif isinstance(ev, Observed):
         obs = ev.observation
         current = b.incidents().get(obs.id)
@@ -368,6 +395,7 @@ def _seen(b: _Builder, ev: NamespaceSeen) -> None:
     old, new = rec.owner, ev.stamp.stamp
     if old is not None and new is not None and inc.owner_key(old) != inc.owner_key(new):
         previous = old
+        rec = _unmetered(rec)
     b.put(
         replace(rec, stamp=ev.stamp, previous=previous, liveness=_kept(rec, ev.stamp, ev.liveness))
     )
@@ -396,6 +424,7 @@ def _stamp_changed(b: _Builder, ev: StampChanged) -> None:
         )
         if obs is not None:
             b.put_incident(inc.merge(b.incidents().get(obs.id), obs, rec.root))
+        rec = _unmetered(rec)
     b.put(
         replace(rec, stamp=ev.stamp, previous=previous, liveness=_kept(rec, ev.stamp, ev.liveness))
     )
@@ -411,6 +440,23 @@ def _wrote(rec: NsRecord, ev: Wrote) -> NsRecord:
         rate.append((sec, ev.writes))
     last = ev.at if rec.last_write is None else max(rec.last_write, ev.at)
     return replace(rec, last_write=last, rate=tuple(rate))
+
+
+def _unmetered(rec: NsRecord) -> NsRecord:
+    """A new owner: the readings were about the last one."""
+    if rec.footprint is None and not rec.disk_marks:
+        return rec
+    return replace(rec, footprint=None, cpu_history=(), quiet_since=None, disk_marks=())
+
+
+def _metered(rec: NsRecord, reading: Footprint) -> NsRecord:
+    return replace(
+        rec,
+        footprint=reading,
+        cpu_history=fp.history(rec.cpu_history, reading),
+        quiet_since=fp.quiet_since(rec.quiet_since, reading),
+        disk_marks=fp.disk_marks(rec.disk_marks, reading.at, rec.allocated),
+    )
 
 
 # --- views ---------------------------------------------------------------------------------------
@@ -470,7 +516,26 @@ def view_of(
         fence_private=tuple(s.fence_private or ()) if s else (),
         members=_members(rec),
         scheme=stated(s.scheme) if s else None,
+        **_footprint(rec, verdict.state, host),
     )
+
+
+def _footprint(rec: NsRecord, state: NsState, host: str) -> dict[str, Any]:
+    """The footprint fields of the view: while something of the lane may run, and only
+    readings about its current owner (a reading is dropped with the owner it was about)."""
+    s = rec.owner
+    out: dict[str, Any] = {}
+    if s is not None and s.host == host:
+        out["membership"] = "cgroup" if s.cgroup else "rules"
+    if rec.footprint is None or state in STALE_STATES:
+        return out
+    out.update(
+        footprint=rec.footprint,
+        cpu_history=rec.cpu_history,
+        cpu_quiet_since=rec.quiet_since,
+        disk_growth=fp.growth(rec.disk_marks),
+    )
+    return out
 
 
 def _members(rec: NsRecord) -> tuple[LaneMember, ...]:

@@ -40,6 +40,19 @@ class LaneMember:
     pgid: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """What a lane's processes cost now (issue 31; `processes/footprint.py` measures it)."""
+
+    at: float  # epoch seconds of the reading
+    cpu: float | None  # percent of one core (200: two cores busy) over `window`; None: unknown
+    window: float  # seconds the cpu figure covers (a first reading: the processes' lives)
+    memory: int | None  # bytes: the members' resident pages summed, or the cgroup's working set
+    processes: int  # how many processes were counted
+    membership: str  # "cgroup": read from the lane's cgroup; "rules": its members (members.py)
+    memory_from: str = "rss"  # "rss" (resident pages, shared ones counted per process) | "cgroup"
+
+
 class Grade(StrEnum):
     KNOWN = "known"  # the kernel or the library reported it
     INFERRED = "inferred"  # inferred from timing or from open files
@@ -53,6 +66,7 @@ class IncidentKind(StrEnum):
     # (`model.kinds.LEGACY_NAMES` reads them under the new names).
     CROSS_LANE_WRITE = "cross-lane-write"  # other lanes write in one lane's namespace
     SHARED_FILE = "shared-file"  # lanes write one file in shared temp, outside their lanes
+    OVER_BUDGET = "over-budget"  # issue 31: a lane over its disk or memory budget (a warning)
 
 
 class HealthStatus(StrEnum):
@@ -101,6 +115,12 @@ class NamespaceView:
     # On disk, as `du -s` counts it (st_blocks of files and folders, a hard link once): what
     # a clear frees and what alerts use. None: not counted yet (or a host that does not say).
     allocated: int | None = None
+    # Issue 31, the footprint of a local running lane (None: not measured, or nothing runs).
+    footprint: Footprint | None = None
+    cpu_history: tuple[int, ...] = ()  # CPU % per reading, oldest first (sparkline)
+    cpu_quiet_since: float | None = None  # since when every reading was under `BUSY_CPU` %
+    disk_growth: float | None = None  # bytes allocated per second over the last minute
+    membership: str | None = None  # "cgroup" | "rules" for a local stamp; None: no stamp
 
 
 @dataclass(frozen=True, slots=True)

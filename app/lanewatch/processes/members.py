@@ -22,6 +22,10 @@ Four ways a process is known to be a lane's, strongest first (`LaneMember.how`):
   /proc/PID/mountinfo is not, and says what is mounted on its /tmp: the lane's folder or not
   (`_mounts_lane_tmp`). Only when that cannot be told either is a process neither a member nor
   a stranger (`unreadable`), and the lane judged unknown rather than stale while one runs;
+- `cgroup`: in the cgroup v2 `lanewatch run` made for the lane (`stamp.cgroup`, checked by
+  `linux/cgroup.lane_cgroup`), which no process can leave without privileges (and whose
+  `cgroup.procs` any user may read); looked at last, so it names the processes that no other
+  rule found (a member known otherwise keeps that word);
 - `marker`: `$LANEWATCH_NAMESPACE` names the lane's namespace (`lanewatch run` exports it, and
   children inherit it), started no earlier than the runner, running as the stamp's uid. The
   last resort: a program may clear its environment.
@@ -47,6 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from lanewatch.lanes.fence import FOLDERS
 from lanewatch.lanes.lane import ENV_NAMESPACE
 from lanewatch.lanes.stamp import Stamp
+from lanewatch.linux import cgroup
 from lanewatch.linux.mountinfo import mount_of, parse_mountinfo
 from lanewatch.linux.proc import (
     Pinned,
@@ -283,6 +288,9 @@ def members_of(
         for pid in list(found):
             for st in descendants(pid, procs):
                 found.setdefault(st.pid, "descendant")
+    for pid in _in_cgroup(stamp):
+        if pid in procs:
+            found.setdefault(pid, "cgroup")
     out = []
     for pid, how in sorted(found.items()):
         st = procs.get(pid)
@@ -306,6 +314,16 @@ def _may_be_runner(stamp: Stamp, procs: Table) -> bool:
         return True
     uid = _facts.of(runner)[0]
     return uid is None or uid == stamp.uid
+
+
+def lane_cgroup(stamp: Stamp) -> str | None:
+    """The lane's cgroup when its stamp names one lanewatch made for this runner."""
+    return cgroup.lane_cgroup(stamp.cgroup, stamp.pid, stamp.start_ticks)
+
+
+def _in_cgroup(stamp: Stamp) -> list[int]:
+    path = lane_cgroup(stamp) if stamp.cgroup else None
+    return (cgroup.all_procs(path) or []) if path is not None else []
 
 
 def _group(stamp: Stamp, procs: Table) -> list[ProcStat]:

@@ -32,12 +32,13 @@ from lanewatch.linux.proc import ProcStat
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.family import file_ids
-from lanewatch.model.views import LaneMember
+from lanewatch.model.views import Footprint, LaneMember
 from lanewatch.model.writers import Holding, Owner
 from lanewatch.processes import fastprobe, members
 from lanewatch.processes import holders as procscan
 from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.deaths import DeathWatch
+from lanewatch.processes.footprint import Meter, fresh_stat, from_table
 from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
@@ -296,6 +297,16 @@ class ProbeReport:
     partial: str | None = None
     took: float = 0.0  # seconds the probe took (wall clock)
     full: bool = False  # every process was read, not only the live lanes'
+    # Issue 31: each running lane's footprint, read from this probe's process table.
+    footprints: Mapping[str, Footprint] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Metering:
+    """Footprints read between two probes (the last probe's members only: no /proc walk)."""
+
+    at: float
+    footprints: Mapping[str, Footprint]
 
 
 def probe(
@@ -305,6 +316,7 @@ def probe(
     full: bool = True,
     memo: ProbeMemo | None = None,
     markers: MarkerMemo | None = None,
+    meter: Meter | None = None,
 ) -> ProbeReport:
     """Liveness of every local live owner, then (if any) who holds what: every process
     (`full`), or only the processes of live lanes, found from the process tree (fast).
@@ -315,6 +327,7 @@ def probe(
     at = time.time()
     table = members.lazy_table(procscan.process_table)
     evidence = judge_all(stamps, at, table)
+    footprints = meter.measure(stamps, evidence, from_table(table), at) if meter else {}
     owners = owners_of(stamps, evidence)
     held: tuple[Holding, ...] | None = None
     partial = None
@@ -335,7 +348,10 @@ def probe(
     if held and full:
         held = in_our_words(held)
     took = time.monotonic() - t0
-    return ProbeReport(at, evidence, held, owners, partial, took, full=held is not None and full)
+    return ProbeReport(
+        at, evidence, held, owners, partial, took, full=held is not None and full,
+        footprints=footprints,
+    )  # fmt: skip
 
 
 def in_our_words(held: Sequence[Holding], views: MountViews | None = None) -> tuple[Holding, ...]:
@@ -403,7 +419,7 @@ class Prober:
         interval: float,
         stamps: Callable[[], Mapping[str, Stamp]],
         prefixes: Callable[[], Sequence[str]],
-        sink: Callable[[ProbeReport], None],
+        sink: Callable[[ProbeReport | Metering], None],
     ) -> None:
         self.interval = interval
         self._stamps = stamps
@@ -417,6 +433,7 @@ class Prober:
         self._deaths: DeathWatch | None = None
         self._memo = ProbeMemo()  # used by this prober's thread only
         self._markers = MarkerMemo()  # the same
+        self._meter = Meter()  # the same
         self._prompted = float("-inf")  # monotonic time of the last prompt probe asked for
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
@@ -451,6 +468,15 @@ class Prober:
             self._deaths.wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+    def _metering(
+        self, stamps: Mapping[str, Stamp], verdicts: Mapping[str, LivenessEvidence]
+    ) -> None:
+        """Between two probes: the footprint of the lanes running at the last one, from their
+        members' stat alone (a round that found nothing running sends nothing)."""
+        found = self._meter.measure(stamps, verdicts, fresh_stat)
+        if found and not self._stop.is_set():
+            self._sink(Metering(time.time(), found))
 
     def _run(self) -> None:
         """A probe every `interval` while something may change: an owner came, went, was
@@ -488,6 +514,8 @@ class Prober:
                     last_check = now
                     self.checks += 1
                     due = _verdicts_changed(stamps, verdicts)
+                if not due and any(ev.members for ev in verdicts.values()):
+                    self._metering(stamps, verdicts)
                 if due:
                     self._now.clear()
                     self._active = False
@@ -503,6 +531,7 @@ class Prober:
                             full=full,
                             memo=self._memo,
                             markers=self._markers,
+                            meter=self._meter,
                         )
                     except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
                         log.warning("process probe failed: %s", exc)

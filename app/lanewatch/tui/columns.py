@@ -15,6 +15,7 @@ from rich.text import Text
 
 from lanewatch.inert import inert
 from lanewatch.lanes.names import decode_lane
+from lanewatch.model.footprint import idle_holding
 from lanewatch.model.kinds import Severity, severity_of
 from lanewatch.model.roles import Role
 from lanewatch.model.states import state_severity, worst
@@ -24,7 +25,7 @@ from lanewatch.tui.incident_state import incident_state
 from lanewatch.tui.picture import View
 from lanewatch.tui.widgets.lane_table import Cell, Column, duration_key, number_key
 from lanewatch.tui.widgets.spark import WIDTH as SPARK_WIDTH
-from lanewatch.tui.widgets.spark import spark_cell, spark_key
+from lanewatch.tui.widgets.spark import cpu_spark_cell, spark_cell, spark_key
 
 STATE_STYLES = {
     NsState.LIVE: "bold green",
@@ -75,6 +76,11 @@ LANES = (
     Column("activity", "W/S", width=SPARK_WIDTH, sort_key=spark_key),
     # Past 80 columns:
     DISK,
+    # Issue 31: CPU % of the last reading ("idle" for a lane quiet on CPU for long while it
+    # holds memory), its history, and the resident memory (`model/footprint.py`).
+    Column("cpu", "CPU", justify="right", sort_key=number_key),
+    Column("cpu_spark", "CPU~", width=SPARK_WIDTH, sort_key=spark_key),
+    Column("mem", "MEM", justify="right", sort_key=number_key),
     BYTES,
     FILES,
     Column("age", "AGE", justify="right", sort_key=_ago_key),
@@ -184,11 +190,27 @@ def lanes_row(ns: NamespaceView, now: float, roles: tuple[Role, ...] = ()) -> tu
         ages["write"],
         spark_cell(ns.write_rate),
         fmt.size(ns.allocated),
+        *footprint_cells(ns, now),
         fmt.size(ns.bytes),
         fmt.count(ns.files),
         ages["age"],
         untrusted(ns.host),
     )
+
+
+_IDLE = Text("idle", style="bold yellow", end="")
+
+
+def footprint_cells(ns: NamespaceView, now: float) -> tuple[Cell, Cell, Cell]:
+    """CPU, its sparkline and MEM; `idle` marks a lane quiet on CPU for long while holding
+    memory (`model/footprint.idle_holding`, as `status` says it)."""
+    f = ns.footprint
+    if f is None:
+        return fmt.NONE, cpu_spark_cell(()), fmt.NONE
+    cpu: Cell = fmt.NONE if f.cpu is None else f"{f.cpu:.0f}%"
+    if idle_holding(ns, now) is not None:
+        cpu = _IDLE
+    return cpu, cpu_spark_cell(ns.cpu_history), fmt.size(f.memory)
 
 
 def stale_since(ns: NamespaceView) -> float | None:

@@ -75,6 +75,9 @@ def namespace_renderable(
         owner.add_row("scheme", _t(f"{ns.scheme} (this lanewatch keeps {SCHEME_VERSION})"))
     owner.add_row("path", _t(ns.key))
     owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.sizes(ns.allocated, ns.bytes)}"))
+    cost = footprint_words(ns)
+    if cost is not None:
+        owner.add_row("footprint", _t(cost))
     parts: list[RenderableType] = [title, owner]
     parts.extend(_members(ns))
     parts.extend(_writes_and_ledger(detail))
@@ -99,6 +102,22 @@ def namespace_renderable(
 
 
 MAX_MEMBERS_SHOWN = 20
+
+
+def footprint_words(ns: NamespaceView) -> str | None:
+    """`cpu 97% (last 2s), memory 218MB (resident, 1 process), disk +50kB/s; by its cgroup`
+    (issue 31); None where nothing was measured."""
+    f = ns.footprint
+    if f is None:
+        return None
+    cpu = "cpu -" if f.cpu is None else f"cpu {f.cpu:.0f}% (last {f.window:.0f}s)"
+    how = "working set" if f.memory_from == "cgroup" else "resident"
+    words = f"{cpu}, memory {fmt.size(f.memory)} ({how}, {f.processes} process(es))"
+    if ns.disk_growth is not None:
+        words += (
+            f", disk {'+' if ns.disk_growth >= 0 else '-'}{fmt.size(round(abs(ns.disk_growth)))}/s"
+        )
+    return f"{words}; known by {'its cgroup' if f.membership == 'cgroup' else 'the rules'}"
 
 
 def _members(ns: NamespaceView) -> list[RenderableType]:

@@ -24,6 +24,13 @@ def spark_cell(rates: Sequence[int], width: int = WIDTH) -> Text:
     return Text(line, style="cyan", no_wrap=True, end="")
 
 
+def cpu_spark_cell(percents: Sequence[int], width: int = WIDTH) -> Text:
+    """A lane's CPU % per reading (newest right); a full bar is one core (more: the most)."""
+    high = max(100.0, *percents) if percents else 100.0
+    line = sparkline(percents, width, low=0.0, high=high)
+    return Text(line, style="green", no_wrap=True, end="")
+
+
 def spark_key(cell: Cell) -> tuple[int, int]:
     """Sort key: total bar height, then the newest bar (busiest and most recent last)."""
     text = plain(cell)
