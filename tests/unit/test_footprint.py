@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from lanewatch.lanes.lane import locate
@@ -296,6 +297,9 @@ def test_the_meter_rates_a_process_between_readings(spawn: Spawn) -> None:
     life's average, and the reading says over how long (its window)."""
     sleeper = spawn(["sleep", "60"])
     st = wait_for(lambda: read_stat(sleeper.pid), 10)
+    # Its start (exec, the loader) costs a few ms of CPU: read as a whole life's average at
+    # once, under load that can be most of its life. Half a second old, it is a sleeper's.
+    wait_for(lambda: time.time() - psutil.Process(sleeper.pid).create_time() >= 0.5, 10)
     me = read_stat(os.getpid())
     assert me is not None
     stamp = Stamp(

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from lanewatch.model.views import Incident, IncidentKind, NamespaceView
+from lanewatch.model.kinds import is_collision
+from lanewatch.model.views import Incident, NamespaceView
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +59,16 @@ def _names(entry: Mapping[str, Any], ns: NamespaceView) -> bool:
 
 
 def role_in(ns: NamespaceView, incident: Incident) -> Role | None:
-    """What `ns` is to `incident` (open or not), if anything."""
+    """What `ns` is to `incident` (open or not), if anything: nothing for a warning (a lane
+    over its budget names itself, and is no one's victim)."""
+    if not is_collision(incident.kind):
+        return None
     if incident.victim is not None and incident.victim == ns.key:
         return Role.VICTIM
     writers = [incident.intruder, *incident.writers]
     if not any(_names(w, ns) for w in writers):
         return None
-    if incident.kind == IncidentKind.SHARED_FILE or incident.victim is None:
+    if incident.victim is None:  # a shared file: written by lanes, no one's namespace
         return Role.SHARED
     return Role.INTRUDER
 
