@@ -51,6 +51,8 @@ class Scale:
     frame_samples: int = 40
     idle_variants: bool = True  # also the engine alone, and with every lane released
     fence_reps: int = 15  # `lanewatch run -- true`, fenced and not
+    service_seconds: float = 60.0  # `record --service`: CPU over this long, per phase
+    foreign_rate: int = 10_000  # files a second another process writes outside every root
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,6 +79,7 @@ SCALES: dict[str, Scale] = {
         frame_samples=8,
         idle_variants=False,
         fence_reps=5,
+        service_seconds=10.0,
     ),
     # For the test suite: checks the machinery, not the machine.
     "smoke": Scale(
@@ -100,6 +103,8 @@ SCALES: dict[str, Scale] = {
         frame_samples=2,
         idle_variants=False,
         fence_reps=2,
+        service_seconds=0.5,
+        foreign_rate=500,
     ),
 }
 

@@ -28,7 +28,7 @@ from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import procid
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP, is_under
-from lanewatch.linux.proc import ProcStat
+from lanewatch.linux.proc import LAST_PID, ProcStat, read_int
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.family import file_ids
@@ -388,6 +388,34 @@ def _verdicts_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEv
     return any(not ev.same_verdict(last[key]) for key, ev in fresh.items())
 
 
+def _stops_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEvidence]) -> bool:
+    """`_verdicts_changed` when no process was started since `last` was judged and every
+    member's exit is watched: membership cannot have changed, so only an owner's stop (or
+    resume) is looked for, one /proc/PID/stat per owner identity; no process table."""
+    seen: dict[tuple[object, ...], tuple[Liveness, Liveness | None]] = {}
+    for key, ev in last.items():
+        s = stamps.get(key)
+        if s is None:
+            return True
+        who = (s.pid, s.start_ticks, s.boot_id, s.child_pid, s.child_start_ticks)
+        now = seen.get(who)
+        if now is None:
+            alive, _ = procid.liveness(ProcessIdentity(s.pid, s.start_ticks, s.boot_id))
+            child = None
+            if alive is Liveness.ALIVE and s.child_pid and s.child_start_ticks:
+                command = ProcessIdentity(s.child_pid, s.child_start_ticks, s.boot_id)
+                child = procid.liveness(command)[0]
+            now = seen[who] = (alive, child)
+        if now != (ev.liveness, ev.child):
+            return True
+    return False
+
+
+def _member_pids(report: ProbeReport) -> set[int]:
+    """Every running member of every lane judged: their exits wake the quiet wait."""
+    return {m.pid for ev in report.evidence.values() for m in ev.members}
+
+
 def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
     return frozenset(
         (k, s.state, s.host, s.pid, s.start_ticks, s.child_pid, s.child_start_ticks)
@@ -413,6 +441,7 @@ class Prober:
         self._now = threading.Event()
         self.runs = 0  # probes
         self.checks = 0  # quiet rounds' stop checks
+        self.light_checks = 0  # of which no process had started: owners' stops only
         self._active = True  # a write was applied since the last probe: keep the pace
         self._deaths: DeathWatch | None = None
         self._memo = ProbeMemo()  # used by this prober's thread only
@@ -469,6 +498,10 @@ class Prober:
         verdicts: Mapping[str, LivenessEvidence] = {}
         watched = False
         last_check = next_full = float("-inf")
+        # ns_last_pid when the verdicts were last read in full, and whether every member's
+        # exit was watched then: both unchanged, no membership can have changed since.
+        judged_pid: int | None = None
+        members_watched = False
         seen: Mapping[str, Stamp] | None = None
         ids: frozenset[tuple[object, ...]] = frozenset()
         try:
@@ -487,7 +520,13 @@ class Prober:
                 if not due and now - last_check >= self.interval * QUIET_EVERY - 0.05:
                     last_check = now
                     self.checks += 1
-                    due = _verdicts_changed(stamps, verdicts)
+                    started = read_int(LAST_PID)
+                    if members_watched and started is not None and started == judged_pid:
+                        self.light_checks += 1
+                        due = _stops_changed(stamps, verdicts)
+                    else:
+                        judged_pid = started
+                        due = _verdicts_changed(stamps, verdicts)
                 if due:
                     self._now.clear()
                     self._active = False
@@ -496,6 +535,7 @@ class Prober:
                         next_full = now + FULL_SCAN_EVERY
                     self.runs += 1
                     last_check, last = now, ids
+                    judged_pid = read_int(LAST_PID)  # before the probe: a start during it counts
                     try:
                         report = probe(
                             stamps,
@@ -511,7 +551,11 @@ class Prober:
                         verdicts = report.evidence
                         if deaths is not None:
                             pids, complete = _watchable(report, stamps)
-                            watched = deaths.watch(pids) and complete
+                            members = _member_pids(report) - pids
+                            room = max(0, deaths.budget - len(pids))  # owners come first
+                            deaths.watch(pids | set(sorted(members)[:room]))
+                            watched = deaths.covers(pids) and complete
+                            members_watched = deaths.covers(members)
                         if not self._stop.is_set():
                             self._sink(report)
                 # The one-shot timer, re-armed only now that this run is done.
