@@ -79,7 +79,7 @@ SCALES: dict[str, Scale] = {
         frame_samples=8,
         idle_variants=False,
         fence_reps=5,
-        service_seconds=10.0,
+        service_seconds=20.0,
     ),
     # For the test suite: checks the machinery, not the machine.
     "smoke": Scale(

@@ -1,6 +1,6 @@
 """The always-on recorder's CPU: quiet, and while another process writes elsewhere.
 
-    python -m tests.bench.fig_service ROOT SECONDS RATE PHASE [PHASE ...]
+    python -m tests.bench.fig_service ROOT SECONDS RATE WHERE PHASE [PHASE ...]
 
 Starts `lanewatch record --service --root ROOT` (its own state folder: the bench's), waits
 until it has settled (a second of it under 5 % of a core, after its first lines), then for
@@ -10,7 +10,8 @@ of one core:
 - `quiet`: nothing written anywhere by us (the service figure: 1,000 quiet lanes);
 - `foreign`: a writer process rewrites RATE files a second in 20 folders outside every root
   and outside shared temp, on the root's filesystem (a build in a home folder): what kernel
-  attribution pays for the writes of others (`foreign_writes`);
+  attribution pays for the writes of others (`foreign_writes`). WHERE is the folder to make
+  them in, or `auto`: the home folder, else the checkout's parent, where on that filesystem;
 - `foreign_tmp`: the same writer in a folder of shared temp outside every root (another
   user's test suite in /tmp): every such write may be a lane's, so each one reaches us.
 
@@ -124,9 +125,10 @@ def measure(pid: int, seconds: float, writer: list[str] | None) -> dict[str, Any
     return out
 
 
-def run(root: Path, seconds: float, rate: float, phases: list[str]) -> dict[str, Any]:
+def run(root: Path, seconds: float, rate: float, where: str, phases: list[str]) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="lanewatch-bench-service-"))
-    foreign = Path(tempfile.mkdtemp(prefix=".lanewatch-bench-foreign-", dir=foreign_parent(root)))
+    parent = foreign_parent(root) if where == "auto" else Path(where)
+    foreign = Path(tempfile.mkdtemp(prefix=".lanewatch-bench-foreign-", dir=parent))
     out_path = work / "record.out"
     cmd = [sys.executable, "-m", "lanewatch", "record", "--service", "--json", "--root", str(root)]
     result: dict[str, Any] = {"foreign_folder": str(foreign)}
@@ -160,7 +162,7 @@ def run(root: Path, seconds: float, rate: float, phases: list[str]) -> dict[str,
 
 
 def main(argv: list[str]) -> None:
-    emit(run(Path(argv[0]), float(argv[1]), float(argv[2]), argv[3:]))
+    emit(run(Path(argv[0]), float(argv[1]), float(argv[2]), argv[3], argv[4:]))
 
 
 if __name__ == "__main__":
