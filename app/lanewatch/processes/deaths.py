@@ -49,10 +49,6 @@ class DeathWatch:
             self._poll.register(fd, select.POLLIN)
         return complete
 
-    def covers(self, pids: set[int]) -> bool:
-        """Every one of `pids` is watched."""
-        return pids <= self._fds.keys()
-
     def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` s; True if a watched process exited or `wake` was called."""
         try:

@@ -389,10 +389,12 @@ def _verdicts_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEv
 
 
 def _stops_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEvidence]) -> bool:
-    """`_verdicts_changed` when no process was started since `last` was judged and every
-    member's exit is watched: membership cannot have changed, so only an owner's stop (or
-    resume) is looked for, one /proc/PID/stat per owner identity; no process table."""
+    """`_verdicts_changed` when no process was started since `last` was judged: nobody can
+    have joined a lane, and no pid can have been reused, so an owner's stop (or resume) and a
+    member's exit are all there is to look for: one /proc/PID/stat per owner identity and per
+    member; no process table."""
     seen: dict[tuple[object, ...], tuple[Liveness, Liveness | None]] = {}
+    gone: dict[int, bool] = {}
     for key, ev in last.items():
         s = stamps.get(key)
         if s is None:
@@ -408,12 +410,21 @@ def _stops_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEvide
             now = seen[who] = (alive, child)
         if now != (ev.liveness, ev.child):
             return True
+        for m in ev.members:
+            if m.pid not in gone:
+                gone[m.pid] = _ended(m.pid, m.start_ticks)
+            if gone[m.pid]:
+                return True
     return False
 
 
-def _member_pids(report: ProbeReport) -> set[int]:
-    """Every running member of every lane judged: their exits wake the quiet wait."""
-    return {m.pid for ev in report.evidence.values() for m in ev.members}
+def _ended(pid: int, start_ticks: int) -> bool:
+    """The member `pid` (started at `start_ticks`) is no longer running (gone or a zombie)."""
+    try:
+        st = procscan.read_stat(pid)
+    except OSError:
+        return True
+    return st is None or st.start_ticks != start_ticks or st.state in ("Z", "X")
 
 
 def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
@@ -498,10 +509,9 @@ class Prober:
         verdicts: Mapping[str, LivenessEvidence] = {}
         watched = False
         last_check = next_full = float("-inf")
-        # ns_last_pid when the verdicts were last read in full, and whether every member's
-        # exit was watched then: both unchanged, no membership can have changed since.
+        # ns_last_pid when the verdicts were last read in full: unchanged, no process started
+        # since (so none joined a lane, and no pid was reused).
         judged_pid: int | None = None
-        members_watched = False
         seen: Mapping[str, Stamp] | None = None
         ids: frozenset[tuple[object, ...]] = frozenset()
         try:
@@ -521,7 +531,7 @@ class Prober:
                     last_check = now
                     self.checks += 1
                     started = read_int(LAST_PID)
-                    if members_watched and started is not None and started == judged_pid:
+                    if started is not None and started == judged_pid:
                         self.light_checks += 1
                         due = _stops_changed(stamps, verdicts)
                     else:
@@ -551,11 +561,7 @@ class Prober:
                         verdicts = report.evidence
                         if deaths is not None:
                             pids, complete = _watchable(report, stamps)
-                            members = _member_pids(report) - pids
-                            room = max(0, deaths.budget - len(pids))  # owners come first
-                            deaths.watch(pids | set(sorted(members)[:room]))
-                            watched = deaths.covers(pids) and complete
-                            members_watched = deaths.covers(members)
+                            watched = deaths.watch(pids) and complete
                         if not self._stop.is_set():
                             self._sink(report)
                 # The one-shot timer, re-armed only now that this run is done.
