@@ -69,6 +69,7 @@ class ProcLives:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.stats = {"forks": 0, "exits": 0, "losses": 0}
+        self._buf = bytearray(65536)  # the listener's receive buffer (under `_lock`)
 
     # -- life ------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -121,16 +122,17 @@ class ProcLives:
         self.available = False
 
     # -- reading -----------------------------------------------------------------------------
-    def _drain(self, wait: float = 0.0) -> list[bytes]:
+    def _drain(self, wait: float = 0.0) -> list[bytearray]:
         sock = self._sock
         if sock is None:
             return []
         if wait and not select.select([sock], [], [], wait)[0]:
             return []
         out = []
+        buf = self._buf  # one buffer: a fresh 64 KiB for each small message cost more
         while True:
             try:
-                out.append(sock.recv(65536))
+                out.append(buf[: sock.recv_into(buf)])
             except BlockingIOError:
                 return out
             except OSError as exc:
@@ -164,20 +166,21 @@ class ProcLives:
                 self.available, self.reason = False, f"the process connector failed: {exc}"
                 return
 
-    def _take(self, batch: list[bytes]) -> None:
+    def _take(self, batch: list[bytearray]) -> None:
+        table, order, stats = self._lives, self._order, self.stats
         for data in batch:
-            for ev in proc_events.parse(data):
-                t = ev.ns / 1e9
-                if ev.kind == "fork":
-                    life = Life(ev.tgid, ev.parent, t)
-                    self._lives.setdefault(ev.tgid, []).append(life)
-                    self._order.append(life)
-                    self.stats["forks"] += 1
+            for fork, tgid, parent, ns in proc_events.lives(data):
+                t = ns / 1e9
+                if fork:
+                    life = Life(tgid, parent, t)
+                    table.setdefault(tgid, []).append(life)
+                    order.append(life)
+                    stats["forks"] += 1
                 else:
-                    lives = self._lives.get(ev.tgid)
+                    lives = table.get(tgid)
                     if lives and lives[-1].ended is None:
                         lives[-1].ended = t
-                    self.stats["exits"] += 1
+                    stats["exits"] += 1
         self._last_ok = time.monotonic()
         self._expire(self._last_ok)
 
