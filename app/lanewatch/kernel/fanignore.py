@@ -280,16 +280,18 @@ class ForeignDirs:
             return False
         if dev not in self._watchable:
             return False
-        return not any(is_under(a, p) for a in self._aliases(dev, folder) for p in prefixes)
+        aliases = self._aliases(dev, folder)
+        if aliases is None:
+            return False
+        return not any(is_under(a, p) for a in aliases for p in prefixes)
 
-    def _aliases(self, dev: int, folder: str) -> list[str]:
-        """Every path our mounts of filesystem `dev` give `folder` (one of them); just "/"
-        (at or above every prefix: never marked) when the mount it is seen through cannot be
-        told."""
+    def _aliases(self, dev: int, folder: str) -> list[str] | None:
+        """Every path our mounts of filesystem `dev` give `folder` (one of them); None when
+        the mount it is seen through cannot be told (then it is never marked)."""
         mine = [(shown, point) for d, shown, point in self._mounts if d == dev]
         through = [(shown, point) for shown, point in mine if is_under(folder, point)]
         if not through:
-            return ["/"]  # cannot tell which mount shows it: as if under everything
+            return None
         shown, point = max(through, key=lambda sp: len(sp[1]))
         inside = _join(shown, folder[len(point.rstrip("/")) :])  # its path in the filesystem
         return [

@@ -452,7 +452,7 @@ class Prober:
         self._now = threading.Event()
         self.runs = 0  # probes
         self.checks = 0  # quiet rounds' stop checks
-        self.light_checks = 0  # of which no process had started: owners' stops only
+        self.light_checks = 0  # of which no process had started: stat of owners and members only
         self._active = True  # a write was applied since the last probe: keep the pace
         self._deaths: DeathWatch | None = None
         self._memo = ProbeMemo()  # used by this prober's thread only
