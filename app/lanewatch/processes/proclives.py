@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 KEEP = 120.0  # seconds of lives kept
 MAX_LIVES = 200_000  # lives kept at most (a storm of 1,600 forks a second for KEEP seconds)
 SELF_TEST = 2.0  # seconds to see our own thread's fork come back with the same pid
+GATHER = 0.02  # seconds the listener lets messages gather once one is there
 
 
 @dataclass(slots=True)
@@ -156,7 +157,10 @@ class ProcLives:
             if sock is None:
                 return
             try:
-                select.select([sock], [], [], 0.5)
+                if select.select([sock], [], [], 0.5)[0]:
+                    # Let messages gather: one wake for many forks, not one each (the socket
+                    # holds about 80,000; `sync` takes in whatever waits when it is needed).
+                    self._stop.wait(GATHER)
                 # Received and taken under one lock: `sync` never finds the socket drained
                 # while a message it must count waits here.
                 with self._lock:
