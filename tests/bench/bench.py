@@ -55,6 +55,8 @@ FIGURES = (
     "frame_one_cell",
     "burst",
     "idle_cpu",
+    "service_cpu",
+    "foreign_writes",
     "rss",
     "heartbeats",
     "process_probe",
@@ -211,6 +213,9 @@ class Bench:
         step(("frame_one_cell",), "ms", 20, "value", self.frame_one_cell)
         step(("process_probe",), "ms", 2.0, "ratio", self.process_probe)
         step(("idle_cpu", "rss"), "%", 1.0, "value", self.idle_and_rss)
+        step(("service_cpu", "foreign_writes"), "%", 3.0, "value", self.service)
+        if self.figures.get("service_cpu", {}).get("value", 0) is None:  # one child, 2 targets
+            self.figures["service_cpu"]["target"] = 0.2
         step(("write_to_model",), "ms", 20, "value", self.write_to_model)
         step(("heartbeats",), "ms", 20, "value", self.heartbeats)
         step(("write_to_screen",), "ms", 150, "value", self.write_to_screen)
@@ -421,6 +426,50 @@ class Bench:
                 "bare_textual_peak_mb": bare["peak_rss_mb"],
             },
         )
+
+    def service(self) -> None:
+        """`record --service` on the 1,000 quiet lanes: alone, then while another process
+        writes 10,000 files a second outside every root (tests/bench/fig_service.py)."""
+        s = self.scale
+        wanted = [
+            n for n in ("service_cpu", "foreign_writes") if self.only is None or n in self.only
+        ]
+        phases = []
+        if "service_cpu" in wanted:
+            phases.append("quiet")
+        if "foreign_writes" in wanted:
+            phases += ["foreign", "foreign_tmp"]
+        # At --smoke (the suite) every write stays in the bench's own folder.
+        where = self.work if s.mode == "smoke" else "auto"
+        r = self.child(
+            "fig_service", self.root, s.service_seconds, s.foreign_rate, where, *phases,
+            timeout=900,
+        )  # fmt: skip
+        common = {"foreign_folder": r["foreign_folder"], "settled_s": r["settled_s"]}
+        if not r.get("attribution_kernel"):
+            common["attribution"] = "not kernel (not root?): foreign writes never reach it"
+        if "quiet" in r:
+            q = r["quiet"]
+            self.figures["service_cpu"] = figure(
+                q["cpu_share"] * 100, "% of one core", 0.0, 0.2, "value",
+                note="`lanewatch record --service` with every lane live and quiet",
+                detail={**q, **common},
+            )  # fmt: skip
+        if "foreign" in r:
+            f, t = r["foreign"], r["foreign_tmp"]
+            if "quiet" in r:  # the same recorder a moment before, nobody of ours writing
+                f = {
+                    **f,
+                    "above_quiet_pct": round((f["cpu_share"] - r["quiet"]["cpu_share"]) * 100, 2),
+                }
+            self.figures["foreign_writes"] = figure(
+                f["cpu_share"] * 100, "% of one core", 0.0, 3.0, "value",
+                note=(
+                    f"the recorder while another process writes {f['writes_per_s']} files/s"
+                    " outside every root and shared temp, same filesystem"
+                ),
+                detail={**f, **common, "in_shared_temp": t},
+            )  # fmt: skip
 
     def idle_released(self) -> None:
         """Idle CPU once every lane is released: no live owner, no /proc scan."""

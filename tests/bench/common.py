@@ -52,6 +52,8 @@ class Scale:
     idle_variants: bool = True  # also the engine alone, and with every lane released
     fence_reps: int = 15  # `lanewatch run -- true`, fenced and not
     guard_calls: int = 1000  # `lanewatch guard` fed a PreToolUse payload (issue 32)
+    service_seconds: float = 60.0  # `record --service`: CPU over this long, per phase
+    foreign_rate: int = 10_000  # files a second another process writes outside every root
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +81,7 @@ SCALES: dict[str, Scale] = {
         idle_variants=False,
         fence_reps=5,
         guard_calls=200,
+        service_seconds=20.0,
     ),
     # For the test suite: checks the machinery, not the machine.
     "smoke": Scale(
@@ -103,6 +106,8 @@ SCALES: dict[str, Scale] = {
         idle_variants=False,
         fence_reps=2,
         guard_calls=12,
+        service_seconds=0.5,
+        foreign_rate=500,
     ),
 }
 

@@ -26,6 +26,8 @@ FIGURES = {
     "frame_one_cell",
     "burst",
     "idle_cpu",
+    "service_cpu",
+    "foreign_writes",
     "rss",
     "heartbeats",
     "process_probe",

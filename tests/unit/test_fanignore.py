@@ -204,12 +204,53 @@ def test_an_ignored_folder_mounted_under_a_root_is_a_loss_then_watched(
         pid = sh_write(alias / "through-the-mount", "x")
         collector.wait(lambda: bool(collector.for_path(alias / "through-the-mount")))
         assert {e.pid for e in collector.for_path(alias / "through-the-mount")} == {pid}
-        # Mounted twice: no new mark on that filesystem while it is (a path is not one folder).
+        # Mounted twice: a folder the bind mount shows under the root is never marked again,
+        # by either of its paths; another folder of that filesystem, shown by no mount under a
+        # root, still is.
+        assert w.foreign is not None
         other = foreign.parent / "other"
         other.mkdir()
-        sh_write(other / "busy", "x")
+        for _ in range(3):
+            sh_write(foreign / "busy", "x")
+            sh_write(other / "busy", "x")
         sh_write(root / "ns" / "after", "x")
         collector.wait(lambda: bool(collector.for_path(root / "ns" / "after")))
-        assert w.foreign is not None and not w.foreign.is_ignored(str(other))
+        wait_for(lambda: w.foreign.is_ignored(str(other)), 15.0, what=f"{other} ignored")
+        assert not w.foreign.is_ignored(str(foreign))
+        pid = sh_write(alias / "still-seen", "x")
+        collector.wait(lambda: bool(collector.for_path(alias / "still-seen")))
+        assert {e.pid for e in collector.for_path(alias / "still-seen")} == {pid}
     finally:
         umount(alias)
+
+
+def test_a_folder_of_a_root_bind_mounted_outside_the_roots_is_never_ignored(
+    layout: tuple[Path, Path], watcher: tuple[FanotifyWatcher, Collector]
+) -> None:
+    """The same folder by another path: writes through the outside path are dropped, but its
+    folder is a namespace's, so no ignore mark may ever hide the writes through the root."""
+    root, foreign = layout
+    w, collector = watcher
+    mount = shutil.which("mount")
+    if mount is None:
+        pytest.skip("no mount command")
+    outside = foreign.parent / "outside"
+    outside.mkdir()
+    made = subprocess.run(
+        [mount, "--bind", str(root / "ns"), str(outside)], capture_output=True, text=True
+    )
+    if made.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {made.stderr.strip()}")
+    try:
+        assert w.foreign is not None
+        ignore(w, foreign)  # marks are placed on this filesystem, mounted twice as it is
+        for _ in range(5):
+            sh_write(outside / "busy", "x")
+        sh_write(foreign / "probe", "x")
+        wait_for(lambda: w.foreign is not None and w.foreign.is_ignored(str(foreign)), 15.0)
+        assert not w.foreign.is_ignored(str(outside))
+        pid = sh_write(root / "ns" / "seen", "x")
+        collector.wait(lambda: bool(collector.for_path(root / "ns" / "seen")))
+        assert {e.pid for e in collector.for_path(root / "ns" / "seen")} == {pid}
+    finally:
+        umount(outside)

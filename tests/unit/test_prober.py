@@ -10,10 +10,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from lanewatch.engine.worker import Worker
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity, process_state
 from lanewatch.model.writers import Holding
+from lanewatch.processes import prober as prober_module
 from lanewatch.processes.prober import (
     QUIET_EVERY,
     ProbeMemo,
@@ -214,3 +217,68 @@ def test_a_stamp_whose_claims_cannot_be_so_makes_no_lane_members(root: Path) -> 
     assert set(owners_of({"ours": ours, "theirs": other_uid})) == {"ours", "theirs"}, (
         "without evidence of the uid the stamp is taken as it claims"
     )
+
+
+def _no_process_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quiet machine: no pid handed out. Cannot exist on a shared test machine, so the
+    prober's read of ns_last_pid is the one thing replaced."""
+    monkeypatch.setattr(prober_module, "read_int", lambda path: 4242)
+
+
+def test_with_no_process_started_the_quiet_check_reads_no_process_table(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_process_starts(monkeypatch)
+    proc = subprocess.Popen(["sleep", "60"])
+    prober, reports = _prober(root, proc.pid, interval=0.2)
+
+    def latest() -> Liveness | None:
+        return next(iter(reports[-1].evidence.values())).liveness if reports else None
+
+    tables: list[int] = []
+    real_table = prober_module.procscan.process_table
+    try:
+        wait_for(lambda: latest() is Liveness.ALIVE)
+        monkeypatch.setattr(
+            prober_module.procscan,
+            "process_table",
+            lambda *a, **k: tables.append(1) or real_table(*a, **k),
+        )
+        wait_for(lambda: prober.light_checks >= 2)
+        assert tables == []  # owners asked one stat each, no /proc scan
+        os.kill(proc.pid, signal.SIGSTOP)  # still seen by the light check
+        wait_for(lambda: latest() is Liveness.STOPPED, timeout=0.2 * QUIET_EVERY * 3 + 5)
+        os.kill(proc.pid, signal.SIGCONT)
+    finally:
+        prober.stop()
+        proc.kill()
+        proc.wait()
+
+
+def test_with_no_process_started_a_member_that_exits_is_seen_by_the_light_check(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Membership is read in full only when a process started; with none started, the quiet
+    check still reads each member's stat: an exit is seen within a quiet round."""
+    _no_process_starts(monkeypatch)
+    proc = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 61 & wait"])
+    prober, reports = _prober(root, proc.pid, interval=0.2)
+
+    def members() -> set[str]:
+        if not reports:
+            return set()
+        return {m.command for ev in reports[-1].evidence.values() for m in ev.members}
+
+    try:
+        wait_for(lambda: any("61" in c for c in members()) and any("60" in c for c in members()))
+        ev = next(iter(reports[-1].evidence.values()))
+        sleeper = next(m.pid for m in ev.members if "61" in m.command)
+        wait_for(lambda: prober.light_checks >= 1)
+        light = prober.light_checks
+        os.kill(sleeper, signal.SIGKILL)
+        wait_for(lambda: not any("61" in c for c in members()), timeout=0.2 * QUIET_EVERY * 3 + 5)
+        assert prober.light_checks > light  # seen by a light check, not by a probe due anyway
+    finally:
+        prober.stop()
+        proc.kill()
+        proc.wait()

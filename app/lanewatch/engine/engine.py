@@ -26,6 +26,7 @@ from lanewatch.engine.heldversions import HeldVersions
 from lanewatch.engine.worker import MAX_BATCH, TICK, Worker
 from lanewatch.kernel.handle import KernelAttribution
 from lanewatch.lanes.roots import Registry, canonical_root
+from lanewatch.linux.paths import is_under
 from lanewatch.model.views import (
     Changes,
     HealthStatus,
@@ -362,7 +363,7 @@ class Engine:
             try:
                 if batch:
                     w.process(batch)
-                    if self._prober is not None and _writes(batch):
+                    if self._prober is not None and _writes(batch, w.roots):
                         if self.kernel.mode == "kernel":  # writers are known: keep the pace
                             self._prober.active()
                         else:  # inferred: look at once, while the writer may hold it
@@ -394,15 +395,31 @@ class Engine:
                 self._stop.wait(0.5)
 
 
-def _writes(batch: Sequence[object]) -> bool:
-    """Whether a batch holds a write to a data file (not a heartbeat, not `.lanewatch/`)."""
+def _writes(batch: Sequence[object], roots: Sequence[str] = ()) -> bool:
+    """Whether a batch holds a write to a data file (not a heartbeat, not `.lanewatch/`): for
+    kernel attribution, one in `roots` or by a lane of theirs (not another root's lane in
+    shared temp: the prober reads only our lanes' processes)."""
     for item in batch:
         if not isinstance(item, tuple):
             continue
         op = item[0]
-        if op == "kernel" or (op in ("c", "m", "w", "d") and "/.lanewatch/" not in item[3]):
+        if op == "kernel" and _concerns(item[1], roots):
+            return True
+        if op in ("c", "m", "w", "d") and "/.lanewatch/" not in item[3]:
             return True
     return False
+
+
+def _concerns(batch: object, roots: Sequence[str]) -> bool:
+    """A kernel batch wrote in one of `roots`, or saw a lane of theirs write elsewhere."""
+    writes = getattr(batch, "writes", ())
+    observations = getattr(batch, "observations", ())
+    if not roots or not (writes or observations):
+        return bool(writes or observations)
+    real = [os.path.realpath(r) for r in roots]
+    return any(root in real for _obs, root in observations) or any(
+        is_under(path, r) for path, _rec in writes for r in real
+    )
 
 
 def acknowledge(roots: Sequence[str], incident_id: str, by: str | None = None) -> bool:

@@ -398,7 +398,8 @@ class Attribution:
         if not ready:
             return
         writes, observations, keeps = self.attributor.attribute(ready)
-        self._sink(KernelBatch(tuple(writes), tuple(observations), at=time.time()))
+        if writes or observations:  # an empty batch would still wake the engine and its prober
+            self._sink(KernelBatch(tuple(writes), tuple(observations), at=time.time()))
         if self._on_attributed is not None:
             self._on_attributed(time.time(), [f.path for f in ready])
         self.keeper.put(keeps)  # disk last, on the keeper's thread

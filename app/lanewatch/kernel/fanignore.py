@@ -11,8 +11,8 @@ A mark sits on an inode, not a path, so it must never come to cover a file under
 
 - never on a folder under (or equal to) a prefix; on an ancestor it is harmless (its own files
   are outside every prefix);
-- only on a filesystem mounted once in our mount namespace (no bind mount of part of it: a
-  folder reached outside the prefixes by one path could be under them by another);
+- never on a folder some mount in our mount namespace shows at or under a prefix (with a bind
+  mount, one folder has a path per mount that shows it: `_aliases`);
 - a second, file-handle group reports every folder rename on the marked filesystems
   (`FAN_RENAME | FAN_ONDIR`; renames of files are ignored in the kernel). A folder moved from
   outside the prefixes to under (or above) one may carry ignore marks: we drop every ignore
@@ -108,11 +108,9 @@ def read_mounts() -> list[Mount]:
     return out
 
 
-def _counts(mounts: Iterable[Mount]) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for dev, _, _ in mounts:
-        counts[dev] = counts.get(dev, 0) + 1
-    return counts
+def _join(base: str, rest: str) -> str:
+    """`base` + `rest` (empty, or starting with "/") as one path."""
+    return (base.rstrip("/") + rest) or "/"
 
 
 class ForeignDirs:
@@ -132,10 +130,9 @@ class ForeignDirs:
         self._mountinfo = -1
         self._mount_fds: dict[int, int] = {}  # fsid -> a descriptor on it, for open_by_handle
         # Filesystems watched for folder renames, each with the mount its watched path is seen
-        # through (the folder of the filesystem it shows, its mount point); `_devices`: those
-        # of them mounted once right now, the only ones we put ignore marks on.
+        # through (the folder of the filesystem it shows, its mount point): the only ones we
+        # put ignore marks on, and on a folder only when no mount shows it at or under a prefix.
         self._watchable: dict[int, tuple[str, str]] = {}
-        self._devices: set[int] = set()
         self._mounts: list[Mount] = []
         # folder -> when marked (0: never to be marked; negative: when marking it failed)
         self._folders: dict[str, float] = {}
@@ -179,7 +176,6 @@ class ForeignDirs:
         self._mountinfo = os.open(SELF_MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
         self._mount_watch.register(self._mountinfo, select.POLLPRI | select.POLLERR)
         self._mounts = read_mounts()
-        counts = _counts(self._mounts)
         why = "no watched filesystem"
         probe = b""
         for p in paths:
@@ -205,8 +201,6 @@ class ForeignDirs:
             real = os.path.realpath(p)
             ours = [(r, m) for d, r, m in self._mounts if d == dev and is_under(real, m)]
             self._watchable[dev] = max(ours, key=lambda rm: len(rm[1]), default=("/", "/"))
-            if counts.get(dev, 0) == 1:  # mounted twice: no marks until it is once again
-                self._devices.add(dev)
             probe = probe or raw
         if not self._watchable:
             raise FanotifyError(errno.EXDEV, why)
@@ -252,7 +246,7 @@ class ForeignDirs:
         # event may have come through it); a loss found is reported at the next `handle`.
         if self._mount_watch.poll(0):
             self._pending += self._mounts_changed()
-        if any(is_under(folder, p) for p in self._prefixes()) or not self._on_ours(folder):
+        if not self._safe(folder, self._prefixes()):
             self._folders[folder] = 0.0
             return
         libc = _libc()
@@ -274,11 +268,37 @@ class ForeignDirs:
         evicted it since)."""
         return self._folders.get(folder, 0.0) > 0
 
-    def _on_ours(self, folder: str) -> bool:
+    def _safe(self, folder: str, prefixes: Iterable[str]) -> bool:
+        """`folder` may carry an ignore mark: it is on a filesystem we watch for folder
+        renames, and no mount of that filesystem in our namespace shows it at or under a
+        prefix (with a bind mount, one folder has a path per mount that shows it)."""
+        if any(is_under(folder, p) for p in prefixes):
+            return False
         try:
-            return os.stat(folder, follow_symlinks=False).st_dev in self._devices
+            dev = os.stat(folder, follow_symlinks=False).st_dev
         except OSError:
             return False
+        if dev not in self._watchable:
+            return False
+        aliases = self._aliases(dev, folder)
+        if aliases is None:
+            return False
+        return not any(is_under(a, p) for a in aliases for p in prefixes)
+
+    def _aliases(self, dev: int, folder: str) -> list[str] | None:
+        """Every path our mounts of filesystem `dev` give `folder` (one of them); None when
+        the mount it is seen through cannot be told (then it is never marked)."""
+        mine = [(shown, point) for d, shown, point in self._mounts if d == dev]
+        through = [(shown, point) for shown, point in mine if is_under(folder, point)]
+        if not through:
+            return None
+        shown, point = max(through, key=lambda sp: len(sp[1]))
+        inside = _join(shown, folder[len(point.rstrip("/")) :])  # its path in the filesystem
+        return [
+            _join(point, inside[len(shown.rstrip("/")) :])
+            for shown, point in mine
+            if is_under(inside, shown)
+        ]
 
     def forget(self) -> None:
         """Drop every ignore mark (the group's only inode marks) and what we remember."""
@@ -399,11 +419,8 @@ class ForeignDirs:
             return ["the mount table could not be read"]
         added = set(mounts).difference(self._mounts)
         self._mounts = mounts
-        counts = _counts(mounts)
-        devices = {d for d in self._watchable if counts.get(d, 0) == 1}
-        if devices - self._devices:  # a filesystem mounted once again: may be marked again
-            self._folders = {k: v for k, v in self._folders.items() if v != 0.0}
-        self._devices = devices
+        # Which folders a mount shows may have changed: judge the refused ones again.
+        self._folders = {k: v for k, v in self._folders.items() if v != 0.0}
         prefixes = self._prefixes()
         for dev, shown, point in added:
             if dev not in self._watchable or not _related(point, prefixes):

@@ -81,6 +81,34 @@ def fork_of(data: bytes) -> tuple[int, int, int] | None:
     return ptgid, pid, tgid
 
 
+# A whole fork or exit message in one unpack: nlmsghdr's len, the rest of it and cn_msg skipped,
+# proc_event's what, cpu and timestamp, then four words (fork: parent pid, parent tgid, child pid,
+# child tgid; exit: pid, tgid, then its exit code and signal).
+_WHOLE = struct.Struct("=I32xIIQIIII")
+
+
+def lives(data: bytes | bytearray) -> list[tuple[bool, int, int, int]]:
+    """`parse` for the listener, which runs for every fork and exit on the machine: (is a fork,
+    tgid, parent tgid (0 for an exit), ns) as plain tuples, one unpack per message."""
+    out: list[tuple[bool, int, int, int]] = []
+    offset, end = 0, len(data)
+    while offset + _NLMSGHDR.size <= end:
+        if offset + _WHOLE.size > end:
+            out += [(e.kind == "fork", e.tgid, e.parent, e.ns) for e in parse(data[offset:])]
+            break
+        length, what, _cpu, ns, a, b, c, d = _WHOLE.unpack_from(data, offset)
+        if length < _WHOLE.size or offset + length > end:
+            out += [(e.kind == "fork", e.tgid, e.parent, e.ns) for e in parse(data[offset:])]
+            break
+        if what == PROC_EVENT_FORK:
+            if c == d:  # threads are skipped, as in `parse`
+                out.append((True, d, b, ns))
+        elif what == PROC_EVENT_EXIT and a == b:
+            out.append((False, b, 0, ns))
+        offset += (length + 3) & ~3
+    return out
+
+
 def parse(data: bytes) -> list[ProcEvent]:
     """The forks and exits of thread group leaders in one datagram (threads are skipped: a
     fanotify event names a process by its thread group id)."""

@@ -28,7 +28,7 @@ from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import procid
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP, is_under
-from lanewatch.linux.proc import ProcStat
+from lanewatch.linux.proc import LAST_PID, ProcStat, read_int
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.family import file_ids
@@ -404,6 +404,45 @@ def _verdicts_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEv
     return any(not ev.same_verdict(last[key]) for key, ev in fresh.items())
 
 
+def _stops_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEvidence]) -> bool:
+    """`_verdicts_changed` when no process was started since `last` was judged: nobody can
+    have joined a lane, and no pid can have been reused, so an owner's stop (or resume) and a
+    member's exit are all there is to look for: one /proc/PID/stat per owner identity and per
+    member; no process table."""
+    seen: dict[tuple[object, ...], tuple[Liveness, Liveness | None]] = {}
+    gone: dict[int, bool] = {}
+    for key, ev in last.items():
+        s = stamps.get(key)
+        if s is None:
+            return True
+        who = (s.pid, s.start_ticks, s.boot_id, s.child_pid, s.child_start_ticks)
+        now = seen.get(who)
+        if now is None:
+            alive, _ = procid.liveness(ProcessIdentity(s.pid, s.start_ticks, s.boot_id))
+            child = None
+            if alive is Liveness.ALIVE and s.child_pid and s.child_start_ticks:
+                command = ProcessIdentity(s.child_pid, s.child_start_ticks, s.boot_id)
+                child = procid.liveness(command)[0]
+            now = seen[who] = (alive, child)
+        if now != (ev.liveness, ev.child):
+            return True
+        for m in ev.members:
+            if m.pid not in gone:
+                gone[m.pid] = _ended(m.pid, m.start_ticks)
+            if gone[m.pid]:
+                return True
+    return False
+
+
+def _ended(pid: int, start_ticks: int) -> bool:
+    """The member `pid` (started at `start_ticks`) is no longer running (gone or a zombie)."""
+    try:
+        st = procscan.read_stat(pid)
+    except OSError:
+        return True
+    return st is None or st.start_ticks != start_ticks or st.state in ("Z", "X")
+
+
 def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
     return frozenset(
         (k, s.state, s.host, s.pid, s.start_ticks, s.child_pid, s.child_start_ticks)
@@ -429,6 +468,7 @@ class Prober:
         self._now = threading.Event()
         self.runs = 0  # probes
         self.checks = 0  # quiet rounds' stop checks
+        self.light_checks = 0  # of which no process had started: stat of owners and members only
         self._active = True  # a write was applied since the last probe: keep the pace
         self._deaths: DeathWatch | None = None
         self._memo = ProbeMemo()  # used by this prober's thread only
@@ -495,6 +535,9 @@ class Prober:
         verdicts: Mapping[str, LivenessEvidence] = {}
         watched = False
         last_check = next_full = float("-inf")
+        # ns_last_pid when the verdicts were last read in full: unchanged, no process started
+        # since (so none joined a lane, and no pid was reused).
+        judged_pid: int | None = None
         seen: Mapping[str, Stamp] | None = None
         ids: frozenset[tuple[object, ...]] = frozenset()
         try:
@@ -513,7 +556,13 @@ class Prober:
                 if not due and now - last_check >= self.interval * QUIET_EVERY - 0.05:
                     last_check = now
                     self.checks += 1
-                    due = _verdicts_changed(stamps, verdicts)
+                    started = read_int(LAST_PID)
+                    if started is not None and started == judged_pid:
+                        self.light_checks += 1
+                        due = _stops_changed(stamps, verdicts)
+                    else:
+                        judged_pid = started
+                        due = _verdicts_changed(stamps, verdicts)
                 if not due and any(ev.members for ev in verdicts.values()):
                     self._metering(stamps, verdicts)
                 if due:
@@ -524,6 +573,7 @@ class Prober:
                         next_full = now + FULL_SCAN_EVERY
                     self.runs += 1
                     last_check, last = now, ids
+                    judged_pid = read_int(LAST_PID)  # before the probe: a start during it counts
                     try:
                         report = probe(
                             stamps,
