@@ -39,7 +39,9 @@ def _prober(root: Path, pid: int, interval: float) -> tuple[Prober, list[ProbeRe
     reports: list[ProbeReport] = []
     lock = threading.Lock()
 
-    def sink(r: ProbeReport) -> None:
+    def sink(r: object) -> None:
+        if not isinstance(r, ProbeReport):  # a lane's footprint between probes (Metering)
+            return
         with lock:
             reports.append(r)
 
