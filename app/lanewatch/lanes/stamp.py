@@ -93,11 +93,13 @@ class Stamp:
     # (`pytest > /tmp/log`). The lane's processes writing them are not the lane's own writes.
     # None: not recorded (an older lanewatch).
     stdio: list[list[int]] | None = None
+    # The lane's port lease (`lanes/leases.py`): [first port, count]; None: it holds none.
+    ports: list[int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
-        for name in ("mnt_ns", "family", "stdio"):  # stamps without them keep their shape
+        for name in ("mnt_ns", "family", "stdio", "ports"):  # stamps without them keep their shape
             if data[name] is None:
                 del data[name]
         return data
@@ -132,6 +134,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("mnt_ns", "family"), (str,)),
     "scheme": (int,),
     "stdio": (list,),
+    "ports": (list,),
 }
 _WRONG_TYPE = "field {name!r} has the wrong type"
 
@@ -214,6 +217,8 @@ def parse_stamp(data: bytes) -> StampRead:
         return _garbage("field 'fence_private' is not a list of strings")
     if values.get("stdio") is not None and not _file_ids(values["stdio"]):
         return _garbage("field 'stdio' is not a list of [device, inode] pairs")
+    if values.get("ports") is not None and not _lease_pair(values["ports"]):
+        return _garbage("field 'ports' is not [first port, count]")
     family = values.get("family")
     if family is not None and (not family or "/" in family or family in (".", "..")):
         return _garbage("field 'family' is not a folder name")
@@ -238,6 +243,13 @@ def _file_ids(value: list[Any]) -> bool:
         type(item) is list and len(item) == 2 and all(type(n) is int and n >= 0 for n in item)
         for item in value
     )
+
+
+def _lease_pair(value: list[Any]) -> bool:
+    if len(value) != 2 or not all(type(n) is int for n in value):
+        return False
+    first, count = value
+    return first > 0 and count > 0 and first + count - 1 <= 65535
 
 
 def _garbage(detail: str) -> StampRead:

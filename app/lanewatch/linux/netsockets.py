@@ -1,0 +1,108 @@
+"""Listening sockets from `/proc/net/{tcp,tcp6,udp,udp6}`: the one parser of those tables.
+
+A TCP socket listens in state `0A` (LISTEN). A UDP socket has no such state: one bound to a
+local port with no peer (state `07`, remote port 0) is counted as listening (a DNS server, a
+test's UDP echo). Each row names the socket's inode; a process's fd on it reads
+`socket:[INODE]` (`link`), which is how the prober maps a socket to the processes holding it.
+
+Blind spots: the tables are those of *our* network namespace: a process in another one (a
+container, `--fence net`) lists its sockets in `/proc/PID/net/*`, not here. A socket that
+listens and closes between two reads is never seen.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+PROC_NET = "/proc/net"
+TABLES = (("tcp", 4), ("tcp6", 6), ("udp", 4), ("udp6", 6))
+_TCP_LISTEN = "0A"
+_UDP_UNCONNECTED = "07"
+LOCAL_PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+_DEFAULT_EPHEMERAL = (32768, 60999)  # the kernel's own default
+
+
+@dataclass(frozen=True, slots=True)
+class Listening:
+    """One listening socket: `proto` "tcp" or "udp", the local address and port, its inode
+    and the uid the kernel says created it."""
+
+    proto: str
+    address: str
+    port: int
+    inode: int
+    uid: int
+
+    @property
+    def link(self) -> str:
+        """What a process's fd on this socket reads as (`readlink /proc/PID/fd/N`)."""
+        return f"socket:[{self.inode}]"
+
+    @property
+    def loopback(self) -> bool:
+        return ipaddress.ip_address(self.address).is_loopback
+
+
+def _address(hexed: str) -> str:
+    """`0100007F` -> 127.0.0.1; 32 hex digits -> an IPv6 address. Each 32-bit word is in the
+    host's byte order (little-endian on every machine lanewatch runs on)."""
+    raw = bytes.fromhex(hexed)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words))
+
+
+def parse(text: str, proto: str) -> list[Listening]:
+    """The listening sockets of one table's text (`proto`: "tcp" or "udp"). Lines that are not
+    rows (the header, a truncated last line) are skipped, never raised on."""
+    out: list[Listening] = []
+    want = _TCP_LISTEN if proto == "tcp" else _UDP_UNCONNECTED
+    for line in text.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) < 10 or parts[3] != want:
+            continue
+        try:
+            local, port_hex = parts[1].rsplit(":", 1)
+            remote_port = int(parts[2].rsplit(":", 1)[1], 16)
+            port, uid, inode = int(port_hex, 16), int(parts[7]), int(parts[9])
+            address = _address(local)
+        except (ValueError, IndexError):
+            continue
+        if port == 0 or inode == 0 or (proto == "udp" and remote_port != 0):
+            continue  # not bound yet; a socket being torn down; a connected UDP socket
+        out.append(Listening(proto, address, port, inode, uid))
+    return out
+
+
+def listening(proc_net: str = PROC_NET) -> list[Listening]:
+    """Every listening TCP and UDP socket (IPv4 and IPv6) of our network namespace. A table
+    that cannot be read (no IPv6 here) is left out: the others are still true."""
+    out: list[Listening] = []
+    for name, _family in TABLES:
+        try:
+            with open(f"{proc_net}/{name}", encoding="ascii", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        out.extend(parse(text, name.rstrip("6")))
+    return out
+
+
+def by_link(sockets: Iterable[Listening]) -> Mapping[str, Listening]:
+    """The sockets keyed by what an fd on each reads (`socket:[INODE]`)."""
+    return {s.link: s for s in sockets}
+
+
+def ports_in_use(sockets: Iterable[Listening]) -> frozenset[int]:
+    return frozenset(s.port for s in sockets)
+
+
+def ephemeral_range(path: str = LOCAL_PORT_RANGE) -> tuple[int, int]:
+    """The ports the kernel picks from for a bind to port 0 or an outgoing connection."""
+    try:
+        with open(path, encoding="ascii") as f:
+            low, high = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        return _DEFAULT_EPHEMERAL
+    return (low, high) if 0 < low <= high <= 65535 else _DEFAULT_EPHEMERAL
