@@ -32,6 +32,7 @@ NAMES = (
     "record",  # lanewatch record --json: every line
     "hello",  # lanewatch hello --json: the many-host handshake
     "files",  # lanewatch files TARGET --json: one namespace's files (a far files view)
+    "ports",  # lanewatch ports [PORT] --json: leases and listeners
 )
 
 

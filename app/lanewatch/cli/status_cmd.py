@@ -19,6 +19,7 @@ from rich.text import Text
 
 from lanewatch.cli.common import cell, echo_json, friendly_errors
 from lanewatch.cli.exits import Exit
+from lanewatch.cli.portsview import ports_json, ports_text
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import status_roots
 from lanewatch.hosts.stream import HostState
@@ -57,6 +58,7 @@ COLUMNS = (
     "lane",
     "checkout",
     "pid",
+    "ports",
     "fence",
     "host",
     "age",
@@ -68,7 +70,7 @@ COLUMNS = (
     "!",
     "why",
 )
-# Narrow: no fence column; a live unfenced lane gets its line under the table.
+# Narrow: no fence or ports column; a live unfenced lane gets its line under the table.
 NARROW_COLUMNS = ("state", "lane", "checkout", "pid", "beat", "write", "disk", "!", "why")
 WIDE = 120  # narrower consoles get NARROW_COLUMNS
 _BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
@@ -124,6 +126,8 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         # Issue 20, additive: the host (`--host NAME`) whose lane this is; null: this one's.
         "from_host": (split_key(v.key) or (None,))[0],
         "scheme": v.scheme,
+        # Issue 30, additive: the lane's port lease and what its processes listen on.
+        **ports_json(v),
     }
 
 
@@ -280,6 +284,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             "state": Text(state, style=_STATE_STYLE.get(v.state, "")),
             "lane": cell(v.lane if v.lane is not None else v.name),
             "pid": Text(str(v.pid) if v.pid else "-"),
+            "ports": ports_text(v),
             "fence": fence_cell(v.fence),
             "host": cell(v.host or "-"),
             "age": _ago(v.started_at, now),

@@ -7,6 +7,7 @@ itself runs on its own thread (`processes/prober.py`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -16,6 +17,7 @@ from lanewatch.lanes.roots import state_dir
 from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
+from lanewatch.model import ports
 from lanewatch.model import writers as wr
 from lanewatch.model.family import Stamped
 from lanewatch.model.filehistory import FileHistory
@@ -67,10 +69,17 @@ class ProbeIntake:
         """What `report` means for the model (the worker counts it)."""
         out = Found()
         known = self._namespaces()
-        out.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
+        owners = wr.OwnerIndex(report.owners)
+        heard = ports.listeners(report.holdings or (), owners, report.listening)
+        by_lane = ports.ports_by_lane(heard)
+        evidence = {
+            k: replace(v, ports=by_lane.get(k, ())) if v.ports != by_lane.get(k, ()) else v
+            for k, v in report.evidence.items()
+            if k in known
+        }
+        out.emit(m.Probed(evidence))
         if report.holdings is None:
             return out
-        owners = wr.OwnerIndex(report.owners)
         for h in report.holdings:
             if h.kind == "fd" and h.access in ("write", "readwrite"):
                 found = wr.lane_of(h, owners)

@@ -19,7 +19,7 @@ from lanewatch.model import flood, timing
 from lanewatch.model import incidents as inc
 from lanewatch.model.classify import LivenessEvidence, classify
 from lanewatch.model.timing import RATE_WINDOW
-from lanewatch.model.views import LaneMember, NamespaceView, SourceHealth
+from lanewatch.model.views import LaneMember, LanePort, NamespaceView, SourceHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,7 +470,15 @@ def view_of(
         fence_private=tuple(s.fence_private or ()) if s else (),
         members=_members(rec),
         scheme=stated(s.scheme) if s else None,
+        lease=(s.ports[0], s.ports[1]) if s and s.ports and s.state is OwnerState.LIVE else None,
+        ports=_ports(rec),
     )
+
+
+def _ports(rec: NsRecord) -> tuple[LanePort, ...]:
+    """What the lane's processes listen on, from the newest evidence about its owner."""
+    ev, s = rec.liveness, rec.owner
+    return ev.ports if ev is not None and s is not None and ev.about(s) else ()
 
 
 def _members(rec: NsRecord) -> tuple[LaneMember, ...]:

@@ -40,6 +40,22 @@ class LaneMember:
     pgid: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LanePort:
+    """A socket a lane's process listens on (`linux/netsockets.py`), as the prober saw it."""
+
+    proto: str  # tcp | udp
+    address: str  # the local address: 127.0.0.1, ::, 0.0.0.0 ...
+    port: int
+    pid: int  # the eldest of the lane's processes holding it
+    command: str = ""  # its command line; untrusted text
+
+    @property
+    def label(self) -> str:
+        """`3000`, or `3000/udp`: how a PORTS cell and `lanewatch ports` name it."""
+        return str(self.port) if self.proto == "tcp" else f"{self.port}/{self.proto}"
+
+
 class Grade(StrEnum):
     KNOWN = "known"  # the kernel or the library reported it
     INFERRED = "inferred"  # inferred from timing or from open files
@@ -101,6 +117,10 @@ class NamespaceView:
     # On disk, as `du -s` counts it (st_blocks of files and folders, a hard link once): what
     # a clear frees and what alerts use. None: not counted yet (or a host that does not say).
     allocated: int | None = None
+    # Port leases (lanes/leases.py, docs/ports.md): the block its stamp names, (first, count),
+    # and the sockets its processes listen on (a PORTS column, `status --json`).
+    lease: tuple[int, int] | None = None
+    ports: tuple[LanePort, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

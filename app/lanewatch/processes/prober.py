@@ -19,13 +19,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lanewatch.lanes import lock
 from lanewatch.lanes.stamp import OwnerState, Stamp
-from lanewatch.linux import procid
+from lanewatch.linux import netsockets, procid
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP, is_under
 from lanewatch.linux.proc import ProcStat
@@ -225,13 +225,15 @@ class ProbeMemo:
 
 
 def holdings(
-    prefixes: Sequence[str], memo: ProbeMemo | None = None
+    prefixes: Sequence[str], memo: ProbeMemo | None = None, sockets: Collection[str] = ()
 ) -> tuple[list[Holding], str | None]:
     """Every path under `prefixes` some other process holds; and why the list may be partial.
-    `memo`: the caller's, kept between calls; the answer is the same with or without."""
+    `memo`: the caller's, kept between calls; the answer is the same with or without.
+    `sockets`: listening sockets' fd links; their holders too (kind "socket")."""
     # Not `with_tree`: only the holders' ancestors are needed, not every process's stat.
     real = [p for p in prefixes if os.path.isdir(p)]
-    scan = procscan.scan(real, with_env=True, memo=memo.procs if memo is not None else None)
+    procs_memo = memo.procs if memo is not None else None
+    scan = procscan.scan(real, with_env=True, memo=procs_memo, sockets=sockets)
     procs: dict[int, procscan.ProcStat | None] = dict(scan.procs)
     own = own_pids()
     before = memo.made if memo is not None else {}
@@ -296,6 +298,9 @@ class ProbeReport:
     partial: str | None = None
     took: float = 0.0  # seconds the probe took (wall clock)
     full: bool = False  # every process was read, not only the live lanes'
+    # The listening sockets by fd link (`socket:[INODE]`, `linux/netsockets.py`), read before
+    # the processes: holdings of kind "socket" name them. Empty when nothing was probed.
+    listening: Mapping[str, netsockets.Listening] = field(default_factory=dict)
 
 
 def probe(
@@ -318,8 +323,9 @@ def probe(
     owners = owners_of(stamps, evidence)
     held: tuple[Holding, ...] | None = None
     partial = None
+    listening = netsockets.by_link(netsockets.listening()) if owners else {}
     if owners and full:
-        found, partial = holdings(prefixes, memo)
+        found, partial = holdings(prefixes, memo, listening.keys())
         held = tuple(found)
     elif owners:
         procs = table()
@@ -329,13 +335,16 @@ def probe(
             pids |= markers.marked(procs, skip=frozenset(pids))
         views = MountViews()
         try:  # in our words while each process is pinned (not after: it may be gone by then)
-            held = tuple(fastprobe.holdings_of(pids, procs, real, views))
+            held = tuple(fastprobe.holdings_of(pids, procs, real, views, listening.keys()))
         finally:
             views.close()
     if held and full:
         held = in_our_words(held)
     took = time.monotonic() - t0
-    return ProbeReport(at, evidence, held, owners, partial, took, full=held is not None and full)
+    return ProbeReport(
+        at, evidence, held, owners, partial, took, full=held is not None and full,
+        listening=listening,
+    )  # fmt: skip
 
 
 def in_our_words(held: Sequence[Holding], views: MountViews | None = None) -> tuple[Holding, ...]:
@@ -386,6 +395,12 @@ def _verdicts_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEv
     if fresh.keys() != last.keys():
         return True
     return any(not ev.same_verdict(last[key]) for key, ev in fresh.items())
+
+
+def _listening_now() -> frozenset[int]:
+    """The inodes of every listening socket: a lane that starts or stops listening is probed
+    at the next round, not at the next full scan (a few small reads of /proc/net)."""
+    return frozenset(s.inode for s in netsockets.listening())
 
 
 def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
@@ -471,18 +486,21 @@ class Prober:
         last_check = next_full = float("-inf")
         seen: Mapping[str, Stamp] | None = None
         ids: frozenset[tuple[object, ...]] = frozenset()
+        listened: frozenset[int] = frozenset()  # the listening sockets at the last probe
         try:
             while not self._stop.is_set():
                 stamps = self._stamps()
                 if stamps is not seen:  # the worker hands the same mapping while none changed
                     seen, ids = stamps, _identities(stamps)
                 now = time.monotonic()
+                sockets = _listening_now() if stamps else frozenset()
                 due = (
                     not watched
                     or self._now.is_set()
                     or self._active
                     or ids != last
                     or now >= next_full
+                    or sockets != listened
                 )
                 if not due and now - last_check >= self.interval * QUIET_EVERY - 0.05:
                     last_check = now
@@ -495,7 +513,7 @@ class Prober:
                     if full:
                         next_full = now + FULL_SCAN_EVERY
                     self.runs += 1
-                    last_check, last = now, ids
+                    last_check, last, listened = now, ids, sockets
                     try:
                         report = probe(
                             stamps,

@@ -16,6 +16,7 @@ from rich.text import Text
 from lanewatch.inert import inert
 from lanewatch.lanes.names import decode_lane
 from lanewatch.model.kinds import Severity, severity_of
+from lanewatch.model.ports import ports_cell
 from lanewatch.model.states import state_severity, worst
 from lanewatch.model.views import Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
@@ -75,6 +76,8 @@ LANES = (
     FILES,
     Column("age", "AGE", justify="right", sort_key=_ago_key),
     Column("host", "HOST", max_width=14),
+    # What the lane's processes listen on (docs/ports.md): "20000 +1", the rest in the detail.
+    Column("ports", "PORTS", max_width=12),
 )
 
 COLLISIONS = (
@@ -178,6 +181,7 @@ def lanes_row(ns: NamespaceView, now: float, against: Sequence[Incident] = ()) -
         fmt.count(ns.files),
         ages["age"],
         untrusted(ns.host),
+        untrusted(ports_cell(ns.ports)) if ns.ports else fmt.NONE,
     )
 
 
