@@ -69,6 +69,8 @@ class IncidentKind(StrEnum):
     # (`model.kinds.LEGACY_NAMES` reads them under the new names).
     CROSS_LANE_WRITE = "cross-lane-write"  # other lanes write in one lane's namespace
     SHARED_FILE = "shared-file"  # lanes write one file in shared temp, outside their lanes
+    LEASED_PORT = "leased-port"  # a lane listens on a port of another lane's lease (issue 30)
+    SHARED_PORT = "shared-port"  # lanes listen on one port outside their leases
 
 
 class HealthStatus(StrEnum):

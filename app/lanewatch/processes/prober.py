@@ -49,6 +49,9 @@ QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s
 # A data write in a namespace asks for a probe at once (who wrote may still hold it), but at
 # most one such prompt probe this often: a flood of writes costs 4 fast probes a second.
 PROMPT_GAP = 0.25
+# While lanes live, the listening sockets are read this often between probes (a few small reads
+# of /proc/net): a port a lane opens is probed within about this (issue 30: within 2 s).
+SOCKETS_EVERY = 0.5
 
 
 def judge(
@@ -467,6 +470,25 @@ class Prober:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
+    def _wait(self, deaths: DeathWatch | None, listened: frozenset[int] | None) -> bool:
+        """Wait one interval; True when woken early (a death, a poke, or, with `listened`,
+        a change of the listening sockets: looked at every SOCKETS_EVERY seconds, so a lane
+        that binds another's port is probed within about that, whatever the interval)."""
+        end = time.monotonic() + self.interval
+        while not self._stop.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            step = left if listened is None else min(left, SOCKETS_EVERY)
+            if deaths is None:
+                if self._now.wait(step):
+                    return True
+            elif deaths.wait(step):
+                return True
+            if listened is not None and _listening_now() != listened:
+                return True
+        return True
+
     def _run(self) -> None:
         """A probe every `interval` while something may change: an owner came, went, was
         rewritten, or cannot be watched (stopped, unreadable, no pidfd), a data file was
@@ -533,10 +555,8 @@ class Prober:
                         if not self._stop.is_set():
                             self._sink(report)
                 # The one-shot timer, re-armed only now that this run is done.
-                if deaths is None:
-                    self._now.wait(self.interval)
-                elif deaths.wait(self.interval):
-                    self._now.set()  # an owner exited (or a poke): judge now
+                if self._wait(deaths, listened if stamps else None):
+                    self._now.set()  # an owner exited, a poke, or a lane's port opened
         finally:
             self._deaths = None
             if deaths is not None:
