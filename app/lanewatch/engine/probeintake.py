@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from lanewatch.engine.heldversions import HeldVersions, Holder
 from lanewatch.engine.intake import Found, Namespaces
-from lanewatch.lanes.leases import read_leases
+from lanewatch.lanes.leases import lease_dir, read_leases
 from lanewatch.lanes.roots import state_dir
 from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.linux import netsockets
@@ -39,7 +39,7 @@ class ProbeIntake:
         self._namespaces = namespaces
         self.history = history
         self.host = host
-        self.ignore = [str(state_dir())]
+        self.ignore = [str(state_dir()), str(lease_dir())]  # lanewatch's own: state, leases
         # The last answer of `local_stamps`, with the namespaces mapping it was read from.
         self._local: tuple[object, Mapping[str, Stamp]] | None = None
         self._stamped_from: tuple[object, Mapping[str, Stamped]] | None = None
