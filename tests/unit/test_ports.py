@@ -110,3 +110,39 @@ def test_two_worktrees_serve_on_their_own_ports_and_ports_names_the_lane(
     missing = lanewatch("ports", str(free), cwd=main)
     assert missing.returncode == 8
     assert "no lane of the known roots listens" in missing.stderr
+
+
+def test_a_far_hosts_lease_and_ports_come_back_from_its_json() -> None:
+    from lanewatch.cli.portsview import ports_json
+    from lanewatch.hosts.wire import view
+    from lanewatch.model.ports import lease_from_json, ports_from_json
+    from lanewatch.model.views import NamespaceView, NsState
+
+    ports = (LanePort("tcp", "127.0.0.1", 20000, 42, "srv"), LanePort("udp", "::1", 53, 43))
+    near = NamespaceView(
+        "/r/ns", "/r", "ns", "web", None, None, None, 1, None, (), NsState.LIVE, "", "known",
+        None, None, None, None, None, None, None, None, (), "ok", (),
+        lease=(20000, 10), ports=ports,
+    )  # fmt: skip
+    data = {"key": "/r/ns", "root": "/r", "name": "ns", "state": "live", **ports_json(near)}
+    far = view("far", data)
+    assert (far.lease, far.ports) == ((20000, 10), ports)
+    assert lease_from_json({"first": "1", "count": 2}) is None
+    assert ports_from_json([{"proto": "sctp", "address": "x", "port": 1, "pid": 1}, 7]) == ()
+
+
+def test_the_lane_table_has_a_narrow_ports_column() -> None:
+    from lanewatch.tui.columns import LANES, lanes_row
+    from lanewatch.tui.widgets.lane_table import Column
+
+    names = [c.key for c in LANES if isinstance(c, Column)]
+    assert "ports" in names
+    from lanewatch.model.views import NamespaceView, NsState
+
+    ns = NamespaceView(
+        "/r/ns", "/r", "ns", "[red]web", None, None, None, 1, None, (), NsState.LIVE, "", "known",
+        None, None, None, None, None, None, None, None, (), "ok", (),
+        ports=tuple(LanePort("tcp", "127.0.0.1", p, 1) for p in (20000, 20001, 20002)),
+    )  # fmt: skip
+    row = lanes_row(ns, 0.0)
+    assert str(row[names.index("ports")]) == "20000 +2"

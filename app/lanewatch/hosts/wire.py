@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lanewatch.model.ports import lease_from_json, ports_from_json
 from lanewatch.model.views import (
     Evidence,
     Incident,
@@ -127,6 +128,8 @@ def view(host: str, d: Mapping[str, Any]) -> NamespaceView:
         fence_private=tuple(str(p) for p in d.get("fence_private") or ()),
         members=members,
         allocated=_int(d, "allocated_bytes"),  # None: a lanewatch that does not say
+        lease=lease_from_json(d.get("lease")),  # issue 30; absent: a lanewatch without leases
+        ports=ports_from_json(d.get("ports")),
     )
 
 

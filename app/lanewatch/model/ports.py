@@ -87,3 +87,30 @@ def ports_line(lease: tuple[int, int] | None, ports: Iterable[LanePort]) -> str:
     if heard:
         parts.append("listens on " + ", ".join(heard))
     return "; ".join(parts)
+
+
+def lease_from_json(value: object) -> tuple[int, int] | None:
+    """A `status --json` namespace's `lease` ({first, count}) back into (first, count); None
+    for anything else (a far lanewatch's garbage is no lease)."""
+    if not isinstance(value, Mapping):
+        return None
+    first, count = value.get("first"), value.get("count")
+    if type(first) is not int or type(count) is not int or first <= 0 or count <= 0:
+        return None
+    return first, count
+
+
+def ports_from_json(value: object) -> tuple[LanePort, ...]:
+    """A `status --json` namespace's `ports` back into LanePorts; entries that are not one
+    are left out."""
+    out: list[LanePort] = []
+    for p in value if isinstance(value, list) else ():
+        if not isinstance(p, Mapping):
+            continue
+        proto, address, port, pid = p.get("proto"), p.get("address"), p.get("port"), p.get("pid")
+        if proto not in ("tcp", "udp") or not isinstance(address, str):
+            continue
+        if type(port) is not int or type(pid) is not int:
+            continue
+        out.append(LanePort(proto, address, port, pid, str(p.get("command", ""))))
+    return tuple(out)
