@@ -6,6 +6,7 @@ Only loopback is ever bound or addressed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -146,3 +147,16 @@ def test_the_lane_table_has_a_narrow_ports_column() -> None:
     )  # fmt: skip
     row = lanes_row(ns, 0.0)
     assert str(row[names.index("ports")]) == "20000 +2"
+
+
+def test_the_cheap_change_check_agrees_with_the_tables() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        inode = os.fstat(s.fileno()).st_ino
+        assert inode in netsockets.listening_inodes()
+        assert inode in {x.inode for x in netsockets.listening()}
+    assert inode not in netsockets.listening_inodes()  # closed: gone from both
+    assert inode not in {x.inode for x in netsockets.listening()}
