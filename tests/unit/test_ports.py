@@ -158,5 +158,6 @@ def test_the_cheap_change_check_agrees_with_the_tables() -> None:
         inode = os.fstat(s.fileno()).st_ino
         assert inode in netsockets.listening_inodes()
         assert inode in {x.inode for x in netsockets.listening()}
+        assert s.getsockname()[1] in netsockets.ports_listening()
     assert inode not in netsockets.listening_inodes()  # closed: gone from both
     assert inode not in {x.inode for x in netsockets.listening()}

@@ -285,7 +285,7 @@ def take(
             elif lease.uid == os.getuid() or os.getuid() == 0:
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=fd)  # a dead owner's: reclaimed
-        used = set(netsockets.ports_in_use(netsockets.listening()) if busy is None else busy)
+        used = set(netsockets.ports_listening() if busy is None else busy)
         for first in range(low, high - size + 2, size):
             if any(lease.overlaps(first, size) for lease in taken):
                 continue

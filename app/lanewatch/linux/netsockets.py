@@ -106,21 +106,34 @@ def listening_inodes() -> frozenset[int]:
     namespace, from the kernel's socket diagnostics; from /proc/net where netlink is refused.
     A cheap "did anything start or stop listening" (a connected UDP socket is left out)."""
     try:
-        found: set[int] = set()
-        for family in (socket.AF_INET, socket.AF_INET6):
-            for proto, states in _LISTEN_STATES:
-                found.update(_diag(family, proto, states))
-        return frozenset(found)
+        return frozenset(inode for _port, inode in _diag_all())
     except OSError:
         return frozenset(s.inode for s in listening())
 
 
-def _diag(family: int, proto: int, states: int) -> list[int]:
+def ports_listening() -> frozenset[int]:
+    """The local ports of those sockets (what a lease must not hand out), the same cheap way."""
+    try:
+        return frozenset(port for port, _inode in _diag_all())
+    except OSError:
+        return ports_in_use(listening())
+
+
+def _diag_all() -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        for proto, states in _LISTEN_STATES:
+            found.extend(_diag(family, proto, states))
+    return found
+
+
+def _diag(family: int, proto: int, states: int) -> list[tuple[int, int]]:
+    """(local port, inode) of each socket of `family` and `proto` in one of `states`."""
     req = struct.pack("=BBBBI", family, proto, 0, 0, states) + bytes(48)
     hdr = struct.pack("=IHHII", 16 + len(req), _BY_FAMILY, _DUMP, 1, 0)
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _SOCK_DIAG) as s:
         s.sendto(hdr + req, (0, 0))
-        out: list[int] = []
+        out: list[tuple[int, int]] = []
         while True:
             data = s.recv(65536)
             if not data:
@@ -134,7 +147,8 @@ def _diag(family: int, proto: int, states: int) -> list[int]:
                     raise OSError(-struct.unpack_from("=i", data, off + 16)[0], "sock_diag")
                 if length < _INODE_AT + 4:
                     raise OSError(0, "sock_diag: a short message")
-                out.append(struct.unpack_from("=I", data, off + _INODE_AT)[0])
+                port = struct.unpack_from(">H", data, off + 16 + 4)[0]  # id.sport, big-endian
+                out.append((port, struct.unpack_from("=I", data, off + _INODE_AT)[0]))
                 off += (length + 3) & ~3
 
 
