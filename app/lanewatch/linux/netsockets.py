@@ -5,6 +5,9 @@ local port with no peer (state `07`, remote port 0) is counted as listening (a D
 test's UDP echo). Each row names the socket's inode; a process's fd on it reads
 `socket:[INODE]` (`link`), which is how the prober maps a socket to the processes holding it.
 
+`listening_inodes` and `ports_listening` ask the kernel's socket diagnostics instead (netlink,
+filtered in the kernel): the cheap question the prober asks twice a second.
+
 Blind spots: the tables are those of *our* network namespace: a process in another one (a
 container, `--fence net`) lists its sockets in `/proc/PID/net/*`, not here. A socket that
 listens and closes between two reads is never seen.
