@@ -161,3 +161,19 @@ def test_the_cheap_change_check_agrees_with_the_tables() -> None:
         assert s.getsockname()[1] in netsockets.ports_listening()
     assert inode not in netsockets.listening_inodes()  # closed: gone from both
     assert inode not in {x.inode for x in netsockets.listening()}
+
+
+def test_the_tables_are_parsed_again_only_when_a_listener_came_or_went() -> None:
+    import socket
+
+    tables = netsockets.Tables()
+    before = {s.inode for s in tables.listening()}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        inode = os.fstat(s.fileno()).st_ino
+        assert inode not in before
+        seen = tables.listening()
+        assert inode in {x.inode for x in seen}
+        assert inode in {x.inode for x in tables.listening()}  # asked again: still there
+    assert inode not in {x.inode for x in tables.listening()}  # closed: parsed again, gone

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import struct
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -153,6 +154,26 @@ def _diag(family: int, proto: int, states: int) -> list[tuple[int, int]]:
                 port = struct.unpack_from(">H", data, off + 16 + 4)[0]  # id.sport, big-endian
                 out.append((port, struct.unpack_from("=I", data, off + _INODE_AT)[0]))
                 off += (length + 3) & ~3
+
+
+class Tables:
+    """`listening()` for a caller that asks again and again (the prober): the /proc/net tables
+    are parsed again only when the cheap inode set (`listening_inodes`) changed since."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inodes: frozenset[int] | None = None
+        self._found: list[Listening] = []
+
+    def listening(self) -> list[Listening]:
+        inodes = listening_inodes()
+        with self._lock:
+            if inodes == self._inodes:
+                return list(self._found)
+        found = listening()
+        with self._lock:
+            self._inodes, self._found = frozenset(s.inode for s in found), found
+        return list(found)
 
 
 def by_link(sockets: Iterable[Listening]) -> Mapping[str, Listening]:

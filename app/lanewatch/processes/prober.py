@@ -326,7 +326,7 @@ def probe(
     owners = owners_of(stamps, evidence)
     held: tuple[Holding, ...] | None = None
     partial = None
-    listening = netsockets.by_link(netsockets.listening()) if owners else {}
+    listening = netsockets.by_link(_TABLES.listening()) if owners else {}
     if owners and full:
         found, partial = holdings(prefixes, memo, listening.keys())
         held = tuple(found)
@@ -398,6 +398,9 @@ def _verdicts_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEv
     if fresh.keys() != last.keys():
         return True
     return any(not ev.same_verdict(last[key]) for key, ev in fresh.items())
+
+
+_TABLES = netsockets.Tables()  # /proc/net parsed again only when a listener came or went
 
 
 def _listening_now() -> frozenset[int]:
