@@ -403,10 +403,17 @@ def _verdicts_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEv
 _TABLES = netsockets.Tables()  # /proc/net parsed again only when a listener came or went
 
 
+_EPHEMERAL = netsockets.ephemeral_range()
+
+
 def _listening_now() -> frozenset[int]:
-    """The inodes of every listening socket: a lane that starts or stops listening is probed
-    at the next round, not at the next full scan (`netsockets.listening_inodes`: cheap)."""
-    return netsockets.listening_inodes()
+    """The inodes of the listening sockets on a port someone chose (outside the kernel's
+    ephemeral range, where every `bind` to port 0 lands): a lane that starts or stops listening
+    on one is probed at the next round, not at the next full scan. Sockets of port 0 binds
+    (test servers, by the hundred on a busy machine) never wake the prober: they are no port
+    incident, and the PORTS column learns of them at the probe's own pace."""
+    low, high = _EPHEMERAL
+    return frozenset(i for port, i in netsockets.listening_pairs() if not low <= port <= high)
 
 
 def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
