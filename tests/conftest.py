@@ -202,6 +202,8 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("LANEWATCH_STATE_DIR", str(state))
     # The system service's folder too: a service of the machine must not show in a test.
     monkeypatch.setenv("LANEWATCH_SYSTEM_STATE_DIR", str(tmp_path / "system-state"))
+    # Port leases (lanes/leases.py) too: the machine-wide folder is not a test's to write.
+    monkeypatch.setenv("LANEWATCH_PORTS_DIR", str(tmp_path / "ports"))
     monkeypatch.delenv("LANEWATCH_ROOT", raising=False)
     for var in (
         "LANEWATCH_LANE",

@@ -64,7 +64,7 @@ def test_scenario_has_every_kind_and_leaves_nothing(tmp_path: Path) -> None:
         assert scenario.base == state_dir().resolve() / "demo"
         lanes = scenario.lanes
         assert dict(scenario.counts()) == {
-            "live": 6,
+            "live": 8,
             "hung": 1,
             "stale": 1,
             "released": 1,

@@ -26,6 +26,7 @@ from typing import IO
 from lanewatch.audit import capture, stopper
 from lanewatch.audit.classify import (
     TEMPS,
+    UNBOUND,
     area_of,
     display,
     fix_for,
@@ -33,15 +34,20 @@ from lanewatch.audit.classify import (
     scope_of,
 )
 from lanewatch.audit.kernelwatch import KernelWatch
+from lanewatch.audit.portwatch import FIX as PORT_FIX
+from lanewatch.audit.portwatch import PortWatch
 from lanewatch.audit.report import AuditReport, Finding, Read, Run, Write
 from lanewatch.audit.shim import CLOCK, CLOCK_ENV, CLOCK_MODULE, SHIM
 from lanewatch.errors import LanewatchError
 from lanewatch.lanes.checkout import find_checkout, resolve_checkout
 from lanewatch.lanes.fence import ENV_FENCE_WITH, FOLDERS
 from lanewatch.lanes.lane import SCRATCH_DIR, TEMP_VARS, locate
+from lanewatch.lanes.leases import ENV_DIR as ENV_PORTS_DIR
+from lanewatch.lanes.leases import lease_dir
 from lanewatch.lanes.stamp import read_stamp
 
 EXIT_FENCE_REFUSED = 3  # `lanewatch run --fence tmp` where the fence cannot be built
+PORTS, LISTENED = "ports", "listened"  # a port finding's owner and its writes' place and kind
 
 
 def pytest_position(argv: Sequence[str]) -> int | None:
@@ -105,17 +111,18 @@ def run_audit(
             say(f"making {count} worktrees of {repo} at HEAD")
             worktrees = _add_worktrees(repo, work, count)
         places = worktrees or [given[i % len(given)] for i in range(count)]
-        kernel = KernelWatch([str(work), *places])
+        kernel = KernelWatch([str(work), *places, str(lease_dir())])  # leases: lanewatch's own
         why = kernel.start()
         if why is not None:
             say(f"kernel attribution off: {why}")
+        ports = PortWatch()
         try:
             runs, timed_out = _run_all(
-                cmd, places, work, say, kernel if why is None else None, timeout
+                cmd, places, work, say, kernel if why is None else None, timeout, ports
             )
         finally:
             kernel.stop()
-        report = _collect(cmd, runs, work, kernel if why is None else None)
+        report = _collect(cmd, runs, work, kernel if why is None else None, ports)
         report.kernel = "on" if why is None else why
         report.timeout, report.timed_out = timeout, timed_out
         report.work_dir = str(work)
@@ -136,10 +143,12 @@ def _run_all(
     say: Callable[[str], None],
     kernel: KernelWatch | None,
     timeout: float | None,
+    ports: PortWatch | None = None,
 ) -> tuple[list[Run], list[int]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANEWATCH_")}
-    if ENV_FENCE_WITH in os.environ:  # the one knob that passes: which way to fence
-        env[ENV_FENCE_WITH] = os.environ[ENV_FENCE_WITH]
+    for knob in (ENV_FENCE_WITH, ENV_PORTS_DIR):  # which way to fence; where leases are
+        if knob in os.environ:
+            env[knob] = os.environ[knob]
     env["LANEWATCH_STATE_DIR"] = str(work / "state")
     root = work / "root"
     at = pytest_position(cmd)
@@ -172,6 +181,8 @@ def _run_all(
             run.before = capture.checkout_state(place)
             if kernel is not None:
                 kernel.add_lane(i, str(ns))
+            if ports is not None:
+                ports.add_lane(i, str(ns))
             full = [sys.executable, "-m", "lanewatch", "run", "--lane", lane, "--root", str(root)]
             full += ["--checkout", place, "--fence", "tmp", "--", sys.executable, "-I", "-S"]
             full += ["-c", SHIM, json.dumps(spec), *argv]
@@ -189,10 +200,16 @@ def _run_all(
                 kernel.add_run(i, proc.pid)
             started.append((run, proc, log))
         say(f"running {len(started)} lanes: {' '.join(cmd)}")
-        timed_out = stopper.wait_all([(run, proc) for run, proc, _ in started], timeout, say)
-        for run, proc, log in started:
-            run.exit_code = proc.wait()
-            log.close()
+        if ports is not None:
+            ports.start()
+        try:
+            timed_out = stopper.wait_all([(run, proc) for run, proc, _ in started], timeout, say)
+            for run, proc, log in started:
+                run.exit_code = proc.wait()
+                log.close()
+        finally:
+            if ports is not None:
+                ports.stop()
     finally:
         for _run, proc, log in started:
             if proc.returncode is None:  # interrupted: the runs end with us (`run` forwards)
@@ -204,7 +221,11 @@ def _run_all(
 
 
 def _collect(
-    cmd: Sequence[str], runs: list[Run], work: Path, kernel: KernelWatch | None
+    cmd: Sequence[str],
+    runs: list[Run],
+    work: Path,
+    kernel: KernelWatch | None,
+    ports: PortWatch | None = None,
 ) -> AuditReport:
     is_pytest = pytest_position(cmd) is not None
     clocks = {r.index: capture.read_clock(work / f"clock-{r.index}.jsonl") for r in runs}
@@ -258,10 +279,24 @@ def _collect(
         unseen.add("reads: which run read a written path needs kernel attribution (root)")
     else:
         unseen |= _kernel(kernel, runs, found, clocks, is_pytest, bytecode)
+    if ports is not None:
+        _ports(ports, found, clocks)
     findings = sorted(found.values(), key=lambda f: (not f.shared, not f.crossed, f.scope, f.path))
     report = AuditReport(list(cmd), is_pytest, runs, findings, sorted(unseen))
     report.bytecode_caches = len(bytecode)
     return report
+
+
+def _ports(
+    ports: PortWatch, found: dict[tuple[str, str], Finding], clocks: dict[int, list[capture.Tick]]
+) -> None:
+    """A port a run listened on outside its lease: one finding per port (shared when two runs
+    listened on it), with the tests running then."""
+    for (run, proto, port), t in sorted(ports.seen.items()):
+        label = f":{port}" + ("" if proto == "tcp" else f"/{proto}")
+        finding = found.setdefault(("port", label), Finding(label, UNBOUND, PORTS, PORT_FIX))
+        tests = capture.tests_running_at(clocks.get(run, []), t)
+        finding.writes.append(Write(run, PORTS, LISTENED, t, tests))
 
 
 def _kernel(

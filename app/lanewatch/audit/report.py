@@ -226,7 +226,8 @@ def markdown(report: AuditReport) -> str:
         out.append(f"## `{inert(f.path)}`")
         out.append("")
         out.append(f"- scope: {f.scope} ({inert(f.owner)}); {mark}")
-        out.append(f"- written {len(f.writes)} times: {_writers(f, report.pytest)}")
+        done = "listened on" if f.owner == "ports" else "written"  # a port: audit/portwatch.py
+        out.append(f"- {done} {len(f.writes)} times: {_writers(f, report.pytest)}")
         out.append(f"- reads: {f.read_note}")
         out.append(f"- fix: {f.fix}")
         out.append("")

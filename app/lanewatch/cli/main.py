@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "drill": "drill_cmd:drill_command",
     "audit": "audit_cmd:audit_command",
     "status": "status_cmd:status_command",
+    "ports": "ports_cmd:ports_command",
     "incidents": "incidents_cmd:incidents_command",
     "kill": "kill_cmd:kill_command",
     "clear": "clear_cmd:clear_command",

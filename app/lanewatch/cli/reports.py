@@ -33,6 +33,7 @@ NAMES = (
     "hello",  # lanewatch hello --json: the many-host handshake
     "files",  # lanewatch files TARGET --json: one namespace's files (a far files view)
     "events",  # lanewatch events [--follow]: every line
+    "ports",  # lanewatch ports [PORT] --json: leases and listeners
 )
 
 

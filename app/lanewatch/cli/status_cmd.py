@@ -20,6 +20,7 @@ from rich.text import Text
 
 from lanewatch.cli.common import cell, echo_json, friendly_errors
 from lanewatch.cli.exits import Exit
+from lanewatch.cli.portsview import ports_json, ports_text
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import status_roots
 from lanewatch.hosts.stream import HostState
@@ -61,6 +62,7 @@ COLUMNS = (
     "lane",
     "checkout",
     "pid",
+    "ports",
     "fence",
     "host",
     "age",
@@ -74,7 +76,7 @@ COLUMNS = (
     "!",
     "why",
 )
-# Narrow: no fence column; a live unfenced lane gets its line under the table.
+# Narrow: no fence or ports column; a live unfenced lane gets its line under the table.
 NARROW_COLUMNS = ("state", "lane", "checkout", "pid", "beat", "write", "disk", "!", "why")
 WIDE = 120  # narrower consoles get NARROW_COLUMNS
 _BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
@@ -133,6 +135,8 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "scheme": v.scheme,
         # Issue 31, additive: what the lane costs, and how its processes are known.
         **footprint_json(v, now),
+        # Issue 30, additive: the lane's port lease and what its processes listen on.
+        **ports_json(v),
     }
 
 
@@ -338,6 +342,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             "state": Text(state, style=_STATE_STYLE.get(v.state, "")),
             "lane": cell(v.lane if v.lane is not None else v.name),
             "pid": Text(str(v.pid) if v.pid else "-"),
+            "ports": ports_text(v),
             "fence": fence_cell(v.fence),
             "host": cell(v.host or "-"),
             "age": _ago(v.started_at, now),

@@ -23,9 +23,11 @@ from filelock import Timeout
 
 from lanewatch.demo import disk
 from lanewatch.demo import writer as writer_program
+from lanewatch.demo.ports import free_port, ipv6_loopback
 from lanewatch.demo.procs import DemoError, DemoProcess, signal_group, spawn, stop_all, wait_until
 from lanewatch.lanes.budgets import FILE as BUDGETS_FILE
 from lanewatch.lanes.checkout import Checkout
+from lanewatch.lanes.leases import ENV_DIR as ENV_PORTS_DIR
 from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.roots import ENV_STATE_DIR
 from lanewatch.lanes.stamp import OwnerState, read_stamp
@@ -77,6 +79,10 @@ LANE_PLAN = (
               "--versions"), ("shared-file",), "shared-temp"),
     _LaneSpec("fuzz-2", "alpha", "live", "rewrites beta/fuzz's file in shared temp",
               ("--every", "2.0", "--versions"), ("shared-file",), "shared-temp"),
+    _LaneSpec("web", "alpha", "live", "serves on its $PORT, and on a fixed port beta/api uses",
+              ("--every", "1.5"), ("shared-port",), "serve"),
+    _LaneSpec("api", "beta", "live", "listens on a port of alpha/web's lease, and on web's "
+              "fixed port (IPv6)", ("--every", "1.5"), ("leased-port", "shared-port"), "on-web"),
 )  # fmt: skip
 
 
@@ -148,6 +154,7 @@ class DemoScenario:
         self._prepared = False
         self._started = False
         self._stopping = False
+        self._fixed_port: int | None = None  # the port web and api both listen on
 
     # -- public -----------------------------------------------------------------------------
     @property
@@ -304,6 +311,8 @@ class DemoScenario:
             elif spec.place == "shared-temp":
                 hold = self.shared_tmp / "fuzz-corpus.txt"  # both fuzz lanes write it
                 args += ["--hold", str(hold)]
+            elif spec.place in ("serve", "on-web"):
+                args += self._listen_args(spec.place)
             # The fence would give the shared-temp writer a /tmp of its own: it opts out, as
             # a tool run with `--fence none` does, to show what lanewatch sees then.
             fence = "none" if spec.place == "shared-temp" else "auto"
@@ -316,6 +325,26 @@ class DemoScenario:
                 Expectation(spec.state, spec.checkout, spec.lane, ns, story, spec.incidents)
             )
 
+    def _listen_args(self, place: str) -> list[str]:
+        """web listens on its $PORT and on a fixed port on 127.0.0.1; api (once web's lease is
+        in its stamp) on a port of web's lease and on the fixed port on ::1 (else 127.0.0.2):
+        both at once, as `localhost:PORT` reaches one or the other."""
+        if self._fixed_port is None:
+            self._fixed_port = free_port()
+        fixed = self._fixed_port
+        if place == "serve":
+            return ["--listen", "env", "--listen", f"127.0.0.1:{fixed}"]
+        web = self.lanes["web"]
+        deadline = time.monotonic() + 20
+        stamp = read_stamp(web.namespace).stamp
+        while (stamp is None or stamp.ports is None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            stamp = read_stamp(web.namespace).stamp
+        args = ["--listen", f"{ipv6_loopback() or '127.0.0.2'}:{fixed}"]
+        if stamp is not None and stamp.ports:
+            args += ["--listen", f"127.0.0.1:{stamp.ports[0] + 1}"]
+        return args
+
     def _takeover_story(self) -> str:
         when = f"{self.takeover_delay:g} s after start" if self.takeover_delay else "at start"
         if self.takeover_after is not None:
@@ -326,6 +355,8 @@ class DemoScenario:
         assert self._me is not None
         env = {k: v for k, v in os.environ.items() if not k.startswith("LANEWATCH_")}
         env[ENV_STATE_DIR] = str(self.layout.state)  # the user's roots registry stays untouched
+        if ENV_PORTS_DIR in os.environ:  # the leases' folder, where it is not the machine's
+            env[ENV_PORTS_DIR] = os.environ[ENV_PORTS_DIR]
         env[writer_program.ENV_DEMO_OWNER] = f"{self._me.pid}:{self._me.start_ticks}"
         return env
 

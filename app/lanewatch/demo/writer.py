@@ -8,7 +8,8 @@ a few lines of text naming its lane, and closes it, as most tools write a file. 
 kernel attribution reads a small file's content, so each version is recorded with its writer.
 `--cwd` and `--hold` point it elsewhere, which is how the demo stages a foreign write (into
 another lane's namespace) and an unbound write (into shared temp). `--burst N` writes N chunks
-and exits (the released lane).
+and exits (the released lane). `--listen ADDR:PORT` (or `env`: 127.0.0.1:$PORT) keeps a TCP
+socket listening there while it runs: the demo's port incidents (loopback only).
 
 Standard library only, and run as a script, so each of the demo's writers starts in a blink.
 It dies with its parent (`PR_SET_PDEATHSIG`, SIGKILL: that reaches a stopped process too), and
@@ -24,6 +25,7 @@ import importlib.util
 import os
 import random
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -111,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.cwd:
         os.chdir(args.cwd)
+    _sockets = [listen(spec) for spec in args.listen]  # held open while it runs
     with open(hold, "ab", buffering=0) as held:
         tick = 0
         while args.burst == 0 or tick < args.burst:
@@ -129,6 +132,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def listen(spec: str) -> socket.socket | None:
+    """A listening TCP socket at `spec` ("127.0.0.1:20001", "[::1]:18000", or "env": the
+    lane's $PORT on 127.0.0.1); None where it cannot be made (the demo goes on without it)."""
+    if spec == "env":
+        spec = f"127.0.0.1:{os.environ.get('PORT', '')}"
+    host, _, port = spec.rpartition(":")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.bind((host, int(port)))
+        s.listen()
+    except (OSError, ValueError) as exc:
+        print(f"demo writer: cannot listen on {spec}: {exc}", file=sys.stderr)
+        return None
+    return s
+
+
 def version(tick: int, size: int) -> bytes:
     """One version of a `--versions` file: small text, different from one tick to the next
     and from one lane to another (what a diff between two writers shows)."""
@@ -145,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cwd", help="working directory to sit in")
     parser.add_argument("--files", type=int, default=12, help="chunk files, rewritten in turn")
     parser.add_argument("--burst", type=int, default=0, help="write this many chunks, then exit")
+    parser.add_argument(
+        "--listen", action="append", default=[], help="ADDR:PORT (or env) to listen on"
+    )
     parser.add_argument(
         "--versions", action="store_true", help="rewrite the held file whole each tick, and close"
     )

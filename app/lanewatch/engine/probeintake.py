@@ -7,16 +7,22 @@ itself runs on its own thread (`processes/prober.py`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
 from lanewatch.engine.heldversions import HeldVersions, Holder
 from lanewatch.engine.intake import Found, Namespaces
+from lanewatch.lanes.leases import lease_dir, read_leases
 from lanewatch.lanes.roots import state_dir
 from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
+from lanewatch.linux import netsockets
+from lanewatch.linux.paths import is_under
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
+from lanewatch.model import ports
 from lanewatch.model import writers as wr
+from lanewatch.model.detectors import port_clash
 from lanewatch.model.family import Stamped
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kinds import ESCAPED_THE_LANES
@@ -33,7 +39,7 @@ class ProbeIntake:
         self._namespaces = namespaces
         self.history = history
         self.host = host
-        self.ignore = [str(state_dir())]
+        self.ignore = [str(state_dir()), str(lease_dir())]  # lanewatch's own: state, leases
         # The last answer of `local_stamps`, with the namespaces mapping it was read from.
         self._local: tuple[object, Mapping[str, Stamp]] | None = None
         self._stamped_from: tuple[object, Mapping[str, Stamped]] | None = None
@@ -41,6 +47,8 @@ class ProbeIntake:
         # shared files read while lanes hold them, kept as versions for the incident's report.
         self.held: HeldVersions | None = None
         self.holding_shared = False  # the last report saw lanes hold a shared-file incident's file
+        self.port_memory = port_clash.PortMemory()  # who listened on which port, outside leases
+        self.ephemeral = netsockets.ephemeral_range()
 
     def local_stamps(self) -> Mapping[str, Stamp]:
         """Owners the prober should judge: live stamps of this host. Safe from any thread.
@@ -67,12 +75,22 @@ class ProbeIntake:
         """What `report` means for the model (the worker counts it)."""
         out = Found()
         known = self._namespaces()
-        out.emit(m.Probed({k: v for k, v in report.evidence.items() if k in known}))
+        owners = wr.OwnerIndex(report.owners)
+        heard = ports.listeners(report.holdings or (), owners, report.listening)
+        by_lane = ports.ports_by_lane(heard)
+        evidence = {
+            k: replace(v, ports=by_lane.get(k, ())) if v.ports != by_lane.get(k, ()) else v
+            for k, v in report.evidence.items()
+            if k in known
+        }
+        out.emit(m.Probed(evidence))
         if report.footprints:
             out.emit(m.Metered({k: v for k, v in report.footprints.items() if k in known}))
         if report.holdings is None:
             return out
-        owners = wr.OwnerIndex(report.owners)
+        for obs in self._port_clashes(heard, report.at, known):
+            root = self._root_of(obs, known) or self._root_of(replace(obs, victim=None), known)
+            out.emit(m.Observed(obs, root))
         for h in report.holdings:
             if h.kind == "fd" and h.access in ("write", "readwrite"):
                 found = wr.lane_of(h, owners)
@@ -107,6 +125,27 @@ class ProbeIntake:
         if held and self.held is not None:
             self.held.seen(held, root_of)
         return out
+
+    def _port_clashes(
+        self, heard: Sequence[ports.Listener], at: float, known: Mapping[str, m.NsRecord]
+    ) -> list[inc.Observation]:
+        """Port incidents (`model/detectors/port_clash.py`) among the listeners of lanes of the
+        watched roots (a lane of another root: its own engine reports it)."""
+        mine = [h for h in heard if any(is_under(h.owner.key, r) for r in self.roots)]
+        if not mine:
+            return []
+        leases = read_leases()
+        stamped = self._stamped(known)
+        found: list[inc.Observation] = []
+        for one in mine:
+            obs = port_clash.leased(one, leases, at, stamped)
+            if obs is not None:
+                found.append(obs)
+            elif not port_clash.in_own_lease(one, leases, stamped):
+                found.extend(
+                    port_clash.shared(one, leases, self.port_memory, self.ephemeral, at, stamped)
+                )
+        return found
 
     def _stamped(self, known: Mapping[str, m.NsRecord]) -> Mapping[str, Stamped]:
         """What each namespace's stamp on this host says, live or released (`model/family.py`):

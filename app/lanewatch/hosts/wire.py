@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lanewatch.model.ports import lease_from_json, ports_from_json
 from lanewatch.model.views import (
     Evidence,
     Footprint,
@@ -133,6 +134,8 @@ def view(host: str, d: Mapping[str, Any]) -> NamespaceView:
         cpu_quiet_since=_num(d, "cpu_quiet_since"),
         disk_growth=_num(d, "disk_growth"),
         membership=_str(d, "membership"),
+        lease=lease_from_json(d.get("lease")),  # absent: a lanewatch without leases
+        ports=ports_from_json(d.get("ports")),
     )
 
 

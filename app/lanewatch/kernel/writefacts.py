@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from lanewatch.kernel.fanotify import ContentSample, FanEvent
 from lanewatch.kernel.keeper import Keep
+from lanewatch.lanes.leases import lease_dir
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
+from lanewatch.linux.paths import is_under
 from lanewatch.linux.proc import readlink
 from lanewatch.model.detectors.foreign_writer import foreign_write
 from lanewatch.model.detectors.unbound_writer import unbound_write
@@ -150,6 +152,7 @@ class Attributor:
         self.roots = list(roots)
         self.stats = stats
         self.victim_lane = victim_lane  # a namespace's lane (incident titles) and family
+        self.leases = str(lease_dir())
         self._hashes: OrderedDict[str, str | None] = OrderedDict()
         self._budget: dict[str, tuple[int, int]] = {}
         self._stdio: dict[int, tuple[float, frozenset[str]]] = {}
@@ -202,6 +205,9 @@ class Attributor:
                     kw, f.victim, victim_owner=owns, victim_lane=lane, victim_family=family
                 )
                 root = f.root
+            elif is_under(f.path, self.leases):
+                obs = None  # a lane's port lease (lanes/leases.py): lanewatch's own file
+                root = ""
             else:
                 obs = unbound_write(kw, self.roots)
                 root = w.root or ""

@@ -25,6 +25,7 @@ from lanewatch.lanes.checkout import Checkout, resolve_checkout
 from lanewatch.lanes.fence import Fence
 from lanewatch.lanes.fsutil import ensure_real_dir
 from lanewatch.lanes.handed import stdio_now
+from lanewatch.lanes.leasing import LaneLease
 from lanewatch.lanes.lock import NamespaceLock
 from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.roots import Registry, default_root, ensure_root
@@ -115,10 +116,12 @@ class Lane:
         command: list[str] | None = None,
         family: str | None = None,
         stdio: list[list[int]] | None = None,
+        ports: int | None = None,
     ) -> None:
         """`family`: the folder name of the lane (same root) that starts this one for its own
         workers (`lanes/family.py`); `stdio`: the files whoever started the lane handed it
-        (`lanes/handed.py`), default this process's at the claim."""
+        (`lanes/handed.py`), default this process's at the claim; `ports`: how many ports it
+        leases (`lanes/leases.py`; None: `$LANEWATCH_PORT_BLOCK`, else 10; 0: none)."""
         self.target = locate(lane, root=root, checkout=checkout)
         if heartbeat is None or heartbeat <= 0:  # None (and, as before, 0 or less): the default
             self.heartbeat_interval = default_heartbeat()
@@ -134,6 +137,7 @@ class Lane:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self.fence: Fence | None = None  # how `run` fences CMD: written into the stamp
+        self.ports = LaneLease(ports)  # its block of ports, taken with the claim
 
     # -- paths -----------------------------------------------------------------------------
     @property
@@ -176,6 +180,7 @@ class Lane:
             ENV_NAMESPACE: str(self.namespace),
             "LANEWATCH_CHECKOUT": self.target.checkout.root,
             "LANEWATCH_ROOT": str(self.target.root),
+            **self.ports.env(),
         }
 
     # -- claim / release --------------------------------------------------------------------
@@ -195,6 +200,7 @@ class Lane:
             for sub in (TMP_DIR, SCRATCH_DIR, RECEIPTS_DIR):
                 ensure_real_dir(t.namespace / sub)
             me = ProcessIdentity.current()
+            leased = self.ports.take(me, _user(), self.name, t)
             now = time.time()
             self._stamp = Stamp(
                 lane=self.name,
@@ -215,10 +221,12 @@ class Lane:
                 **self.fence_fields(),
                 family=self.family,
                 stdio=self.stdio if self.stdio is not None else stdio_now(),
+                ports=leased,
             )
             write_stamp(t.namespace, self._stamp)
             ledger.append(t.namespace, "started", lane=self.name, command=self.command)
         except BaseException:
+            self.ports.free()
             self._lock.release()
             raise
         self._stop = threading.Event()  # a fresh one per claim: a Lane can claim again
@@ -299,6 +307,7 @@ class Lane:
         except OSError:
             pass  # the namespace was removed under us; the lock still has to go
         finally:
+            self.ports.free()
             self._lock.release()
 
     def __enter__(self) -> Lane:

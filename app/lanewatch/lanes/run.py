@@ -192,6 +192,9 @@ def run_in_lane(
             if lane.fence is None:  # the next free lane, made by the pick: its own folders
                 _decide_fence(lane, fence, shm)
                 lane.update_stamp(**lane.fence_fields())
+        if lane.ports.note is not None:
+            line = f"lanewatch: lane {inert(repr(lane.name))} runs without a port lease: "
+            print(line + inert(lane.ports.note), file=sys.stderr, flush=True)
         become_subreaper()  # if it cannot, processes that daemonize leave the tree, as before
         before = processes_before()  # an embedding program's own children are not the lane's
         cgroup = LaneCgroup.make(lane)

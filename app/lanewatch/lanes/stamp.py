@@ -97,12 +97,14 @@ class Stamp:
     # it; None: the lane's processes are found by the membership rules (`cgroup_note`: why).
     cgroup: str | None = None
     cgroup_note: str | None = None
+    # The lane's port lease (`lanes/leases.py`): [first port, count]; None: it holds none.
+    ports: list[int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
         # Stamps without them keep their shape.
-        for name in ("mnt_ns", "family", "stdio", "cgroup", "cgroup_note"):
+        for name in ("mnt_ns", "family", "stdio", "cgroup", "cgroup_note", "ports"):
             if data[name] is None:
                 del data[name]
         return data
@@ -137,6 +139,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("mnt_ns", "family", "cgroup", "cgroup_note"), (str,)),
     "scheme": (int,),
     "stdio": (list,),
+    "ports": (list,),
 }
 _WRONG_TYPE = "field {name!r} has the wrong type"
 
@@ -219,6 +222,8 @@ def parse_stamp(data: bytes) -> StampRead:
         return _garbage("field 'fence_private' is not a list of strings")
     if values.get("stdio") is not None and not _file_ids(values["stdio"]):
         return _garbage("field 'stdio' is not a list of [device, inode] pairs")
+    if values.get("ports") is not None and not _lease_pair(values["ports"]):
+        return _garbage("field 'ports' is not [first port, count]")
     family = values.get("family")
     if family is not None and (not family or "/" in family or family in (".", "..")):
         return _garbage("field 'family' is not a folder name")
@@ -243,6 +248,13 @@ def _file_ids(value: list[Any]) -> bool:
         type(item) is list and len(item) == 2 and all(type(n) is int and n >= 0 for n in item)
         for item in value
     )
+
+
+def _lease_pair(value: list[Any]) -> bool:
+    if len(value) != 2 or not all(type(n) is int for n in value):
+        return False
+    first, count = value
+    return first > 0 and count > 0 and first + count - 1 <= 65535
 
 
 def _garbage(detail: str) -> StampRead:

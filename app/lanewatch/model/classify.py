@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, StampStatus
 from lanewatch.linux.procid import Liveness
 from lanewatch.model.timing import is_overdue, overdue_after
-from lanewatch.model.views import Grade, LaneMember, NsState
+from lanewatch.model.views import Grade, LaneMember, LanePort, NsState
 
 _DEAD = {
     Liveness.DEAD: "dead",
@@ -60,6 +60,7 @@ class LivenessEvidence:
     # Processes started since the runner whose mount namespace cannot be read here (another
     # user's, as a normal user) while the lane has one of its own: maybe members, maybe not.
     unreadable: int = 0
+    ports: tuple[LanePort, ...] = ()  # what the lane's processes listen on (the probe's intake)
 
     def same_verdict(self, other: LivenessEvidence | None) -> bool:
         """The same judgement as `other`, whenever each was made."""
@@ -67,10 +68,10 @@ class LivenessEvidence:
             return False
         return (self.pid, self.start_ticks, self.liveness, self.reason, self.child,
                 self.child_reason, self.lock_held, self.uid, self.child_uid, self.members,
-                self.unreadable) == (
+                self.unreadable, self.ports) == (
             other.pid, other.start_ticks, other.liveness, other.reason, other.child,
             other.child_reason, other.lock_held, other.uid, other.child_uid,
-            other.members, other.unreadable)  # fmt: skip
+            other.members, other.unreadable, other.ports)  # fmt: skip
 
     def about(self, stamp: Stamp) -> bool:
         """Whether this evidence is about the owner this stamp names."""

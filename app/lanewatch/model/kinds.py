@@ -23,6 +23,7 @@ from lanewatch.model.detectors import (
     foreign_receipt,
     foreign_writer,
     over_budget,
+    port_clash,
     refused_claim,
     takeover,
     unbound_writer,
@@ -84,6 +85,23 @@ _KINDS = (
         (unbound_writer.held, unbound_writer.unbound_write),
         unbound_writer.title,
         per_file=True,
+    ),
+    Kind(
+        IncidentKind.LEASED_PORT,
+        "port of another lane",
+        Severity.HIGH,
+        "A lane listens on a port leased to another lane: its $PORT reaches the wrong work.",
+        (port_clash.leased,),
+        port_clash.title,
+    ),
+    Kind(
+        IncidentKind.SHARED_PORT,
+        "port shared by lanes",
+        Severity.MEDIUM,
+        "Lanes listen on one fixed port outside their leases, where they clash or answer "
+        "for each other.",
+        (port_clash.shared,),
+        port_clash.title,
     ),
     Kind(
         IncidentKind.REFUSED_CLAIM,

@@ -24,6 +24,7 @@ from lanewatch.model.views import (
     STALE_STATES,
     Footprint,
     LaneMember,
+    LanePort,
     NamespaceView,
     NsState,
     SourceHealth,
@@ -516,6 +517,8 @@ def view_of(
         fence_private=tuple(s.fence_private or ()) if s else (),
         members=_members(rec),
         scheme=stated(s.scheme) if s else None,
+        lease=(s.ports[0], s.ports[1]) if s and s.ports and s.state is OwnerState.LIVE else None,
+        ports=_ports(rec),
         **_footprint(rec, verdict.state, host),
     )
 
@@ -536,6 +539,12 @@ def _footprint(rec: NsRecord, state: NsState, host: str) -> dict[str, Any]:
         disk_growth=fp.growth(rec.disk_marks),
     )
     return out
+
+
+def _ports(rec: NsRecord) -> tuple[LanePort, ...]:
+    """What the lane's processes listen on, from the newest evidence about its owner."""
+    ev, s = rec.liveness, rec.owner
+    return ev.ports if ev is not None and s is not None and ev.about(s) else ()
 
 
 def _members(rec: NsRecord) -> tuple[LaneMember, ...]:

@@ -53,6 +53,22 @@ class Footprint:
     memory_from: str = "rss"  # "rss" (resident pages, shared ones counted per process) | "cgroup"
 
 
+@dataclass(frozen=True, slots=True)
+class LanePort:
+    """A socket a lane's process listens on (`linux/netsockets.py`), as the prober saw it."""
+
+    proto: str  # tcp | udp
+    address: str  # the local address: 127.0.0.1, ::, 0.0.0.0 ...
+    port: int
+    pid: int  # the eldest of the lane's processes holding it
+    command: str = ""  # its command line; untrusted text
+
+    @property
+    def label(self) -> str:
+        """`3000`, or `3000/udp`: how a PORTS cell and `lanewatch ports` name it."""
+        return str(self.port) if self.proto == "tcp" else f"{self.port}/{self.proto}"
+
+
 class Grade(StrEnum):
     KNOWN = "known"  # the kernel or the library reported it
     INFERRED = "inferred"  # inferred from timing or from open files
@@ -67,6 +83,8 @@ class IncidentKind(StrEnum):
     CROSS_LANE_WRITE = "cross-lane-write"  # other lanes write in one lane's namespace
     SHARED_FILE = "shared-file"  # lanes write one file in shared temp, outside their lanes
     OVER_BUDGET = "over-budget"  # issue 31: a lane over its disk or memory budget (a warning)
+    LEASED_PORT = "leased-port"  # a lane listens on a port of another lane's lease (issue 30)
+    SHARED_PORT = "shared-port"  # lanes listen on one port outside their leases
 
 
 class HealthStatus(StrEnum):
@@ -121,6 +139,10 @@ class NamespaceView:
     cpu_quiet_since: float | None = None  # since when every reading was under `BUSY_CPU` %
     disk_growth: float | None = None  # bytes allocated per second over the last minute
     membership: str | None = None  # "cgroup" | "rules" for a local stamp; None: no stamp
+    # Port leases (lanes/leases.py, docs/ports.md): the block its stamp names, (first, count),
+    # and the sockets its processes listen on (a PORTS column, `status --json`).
+    lease: tuple[int, int] | None = None
+    ports: tuple[LanePort, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

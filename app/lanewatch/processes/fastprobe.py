@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP, under_any
@@ -52,11 +52,13 @@ def holdings_of(
     procs: Mapping[int, ProcStat],
     prefixes: Sequence[str],
     views: MountViews | None = None,
+    sockets: Collection[str] = (),
 ) -> list[Holding]:
     """What `pids` hold (cwd and fds) under `prefixes` (given as real, absolute paths). With
     `views`, a path in shared temp is put in our words while the process is pinned (a fenced
     lane's /tmp/x is a file of its namespace): renamed after the probe, a process that had
-    exited since kept its /tmp/x, which passed for a write in shared temp."""
+    exited since kept its /tmp/x, which passed for a write in shared temp. `sockets`: the fd
+    links of listening sockets (`socket:[INODE]`): an fd on one is held too (kind "socket")."""
     prefixes = [p.rstrip("/") for p in prefixes]
     own = own_pids()
     out: list[Holding] = []
@@ -69,7 +71,7 @@ def holdings_of(
         except OSError:
             continue
         with pinned:
-            out.extend(_one(pinned, st, procs, prefixes, views))
+            out.extend(_one(pinned, st, procs, prefixes, views, sockets))
     return out
 
 
@@ -79,6 +81,7 @@ def _one(
     procs: Mapping[int, ProcStat],
     prefixes: Sequence[str],
     views: MountViews | None = None,
+    sockets: Collection[str] = (),
 ) -> list[Holding]:
     pid = pinned.pid
     found: list[tuple[str, str, str | None, bool, int | None, bool, tuple[int, int] | None]] = []
@@ -96,6 +99,9 @@ def _one(
         try:
             target = pinned.readlink(f"fd/{name}")
         except OSError:
+            continue
+        if target in sockets:
+            found.append((target, "socket", None, False, int(name), False, None))
             continue
         deleted = target.endswith(DELETED)
         if deleted:

@@ -50,7 +50,9 @@ from lanewatch.linux.proc import why as _why
 from lanewatch.linux.procid import ProcessIdentity, boot_id
 from lanewatch.processes.memo import FdFacts, ProcMemo, Reading, Seen, quiet_mark
 
-HoldKind = Literal["cwd", "root", "fd", "map"]
+# "socket": an fd on a listening socket the caller named (`scan(sockets=...)`): its path is the
+# fd's link, `socket:[INODE]` (`linux/netsockets.py`).
+HoldKind = Literal["cwd", "root", "fd", "map", "socket"]
 # How an fd was opened; "path" is an O_PATH fd (neither reads nor writes). A mapping is
 # "write" only when it is shared and writable (a private writable mapping never reaches the file).
 Access = Literal["read", "write", "readwrite", "path"]
@@ -196,6 +198,7 @@ def scan(
     with_tree: bool = False,
     own_fds: Collection[int] = (),
     memo: ProcMemo | None = None,
+    sockets: Collection[str] = (),
 ) -> ProcScan:
     """Every process holding a path under any of `prefixes`.
 
@@ -205,9 +208,12 @@ def scan(
     `own_fds` are fds of *this* process to ignore (a lock the caller holds inside the path); our
     cwd and our other fds still count. `memo` (one per caller, kept between scans) lets a scan
     reuse what a holder's fds and environment were while it provably did not run since
-    (`sources.procmemo`); the result is the same.
+    (`sources.procmemo`); the result is the same. `sockets`: fd links (`socket:[INODE]`) of
+    listening sockets: a process with an fd on one holds it too (kind "socket"), read from the
+    same readlinks.
     """
     matcher = _Matcher(prefixes)
+    matcher.sockets = frozenset(sockets)
     me = os.getpid()
     ignored = frozenset((me, fd) for fd in own_fds)
     bid = boot_id()
@@ -342,6 +348,7 @@ class _Matcher:
         self.slashed = tuple(p[1] for p in pairs)
         self.exact = frozenset(p[0] for p in pairs)
         self.exact_or_deleted = self.exact | {p[0] + _DELETED for p in pairs}
+        self.sockets: frozenset[str] = frozenset()  # listening sockets' fd links (`scan`)
 
     def maybe(self, raw: str) -> bool:
         """False when neither `raw` nor `raw` without " (deleted)" can lie under a prefix."""
@@ -587,7 +594,7 @@ def _held_fds(
                 return None
             problems.append(Unreadable(pid, "fd", _why(exc)))
             return []
-        slashed, exact = matcher.slashed, matcher.exact_or_deleted
+        slashed, exact, sockets = matcher.slashed, matcher.exact_or_deleted, matcher.sockets
         facts = reading.fds if reading is not None else None
         table = reading.links if reading is not None else None
         for name in names:
@@ -608,6 +615,8 @@ def _held_fds(
             # (`matcher.maybe`, inlined: this line runs for every fd on the machine).
             if not raw.startswith(slashed) and raw not in exact:
                 watcher = watcher or raw == _FANOTIFY
+                if sockets and raw in sockets:
+                    held.append(HeldPath(raw, "socket", "", int(name)))
                 continue
             prefix = match(raw)
             suffixed = raw.endswith(_DELETED)

@@ -19,13 +19,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lanewatch.lanes import lock
 from lanewatch.lanes.stamp import OwnerState, Stamp
-from lanewatch.linux import procid
+from lanewatch.linux import netsockets, procid
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP, is_under
 from lanewatch.linux.proc import LAST_PID, ProcStat, read_int
@@ -50,6 +50,9 @@ QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s
 # A data write in a namespace asks for a probe at once (who wrote may still hold it), but at
 # most one such prompt probe this often: a flood of writes costs 4 fast probes a second.
 PROMPT_GAP = 0.25
+# While lanes live, the listening sockets are read this often between probes (the kernel's socket
+# diagnostics, ~0.2 ms): a port a lane opens is probed within about this (issue 30: within 2 s).
+SOCKETS_EVERY = 0.5
 
 
 def judge(
@@ -226,13 +229,15 @@ class ProbeMemo:
 
 
 def holdings(
-    prefixes: Sequence[str], memo: ProbeMemo | None = None
+    prefixes: Sequence[str], memo: ProbeMemo | None = None, sockets: Collection[str] = ()
 ) -> tuple[list[Holding], str | None]:
     """Every path under `prefixes` some other process holds; and why the list may be partial.
-    `memo`: the caller's, kept between calls; the answer is the same with or without."""
+    `memo`: the caller's, kept between calls; the answer is the same with or without.
+    `sockets`: listening sockets' fd links; their holders too (kind "socket")."""
     # Not `with_tree`: only the holders' ancestors are needed, not every process's stat.
     real = [p for p in prefixes if os.path.isdir(p)]
-    scan = procscan.scan(real, with_env=True, memo=memo.procs if memo is not None else None)
+    procs_memo = memo.procs if memo is not None else None
+    scan = procscan.scan(real, with_env=True, memo=procs_memo, sockets=sockets)
     procs: dict[int, procscan.ProcStat | None] = dict(scan.procs)
     own = own_pids()
     before = memo.made if memo is not None else {}
@@ -299,6 +304,9 @@ class ProbeReport:
     full: bool = False  # every process was read, not only the live lanes'
     # Issue 31: each running lane's footprint, read from this probe's process table.
     footprints: Mapping[str, Footprint] = field(default_factory=dict)
+    # The listening sockets by fd link (`socket:[INODE]`, `linux/netsockets.py`), read before
+    # the processes: holdings of kind "socket" name them. Empty when nothing was probed.
+    listening: Mapping[str, netsockets.Listening] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,8 +339,9 @@ def probe(
     owners = owners_of(stamps, evidence)
     held: tuple[Holding, ...] | None = None
     partial = None
+    listening = netsockets.by_link(_TABLES.listening()) if owners else {}
     if owners and full:
-        found, partial = holdings(prefixes, memo)
+        found, partial = holdings(prefixes, memo, listening.keys())
         held = tuple(found)
     elif owners:
         procs = table()
@@ -342,7 +351,7 @@ def probe(
             pids |= markers.marked(procs, skip=frozenset(pids))
         views = MountViews()
         try:  # in our words while each process is pinned (not after: it may be gone by then)
-            held = tuple(fastprobe.holdings_of(pids, procs, real, views))
+            held = tuple(fastprobe.holdings_of(pids, procs, real, views, listening.keys()))
         finally:
             views.close()
     if held and full:
@@ -351,6 +360,7 @@ def probe(
     return ProbeReport(
         at, evidence, held, owners, partial, took, full=held is not None and full,
         footprints=footprints,
+        listening=listening,
     )  # fmt: skip
 
 
@@ -443,6 +453,22 @@ def _ended(pid: int, start_ticks: int) -> bool:
     return st is None or st.start_ticks != start_ticks or st.state in ("Z", "X")
 
 
+_TABLES = netsockets.Tables()  # /proc/net parsed again only when a listener came or went
+
+
+_EPHEMERAL = netsockets.ephemeral_range()
+
+
+def _listening_now() -> frozenset[int]:
+    """The inodes of the listening sockets on a port someone chose (outside the kernel's
+    ephemeral range, where every `bind` to port 0 lands): a lane that starts or stops listening
+    on one is probed at the next round, not at the next full scan. Sockets of port 0 binds
+    (test servers, by the hundred on a busy machine) never wake the prober: they are no port
+    incident, and the PORTS column learns of them at the probe's own pace."""
+    low, high = _EPHEMERAL
+    return frozenset(i for port, i in netsockets.listening_pairs() if not low <= port <= high)
+
+
 def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
     return frozenset(
         (k, s.state, s.host, s.pid, s.start_ticks, s.child_pid, s.child_start_ticks)
@@ -518,6 +544,25 @@ class Prober:
         if found and not self._stop.is_set():
             self._sink(Metering(time.time(), found))
 
+    def _wait(self, deaths: DeathWatch | None, listened: frozenset[int] | None) -> bool:
+        """Wait one interval; True when woken early (a death, a poke, or, with `listened`,
+        a change of the listening sockets: looked at every SOCKETS_EVERY seconds, so a lane
+        that binds another's port is probed within about that, whatever the interval)."""
+        end = time.monotonic() + self.interval
+        while not self._stop.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            step = left if listened is None else min(left, SOCKETS_EVERY)
+            if deaths is None:
+                if self._now.wait(step):
+                    return True
+            elif deaths.wait(step):
+                return True
+            if listened is not None and _listening_now() != listened:
+                return True
+        return True
+
     def _run(self) -> None:
         """A probe every `interval` while something may change: an owner came, went, was
         rewritten, or cannot be watched (stopped, unreadable, no pidfd), a data file was
@@ -540,18 +585,21 @@ class Prober:
         judged_pid: int | None = None
         seen: Mapping[str, Stamp] | None = None
         ids: frozenset[tuple[object, ...]] = frozenset()
+        listened: frozenset[int] = frozenset()  # the listening sockets at the last probe
         try:
             while not self._stop.is_set():
                 stamps = self._stamps()
                 if stamps is not seen:  # the worker hands the same mapping while none changed
                     seen, ids = stamps, _identities(stamps)
                 now = time.monotonic()
+                sockets = _listening_now() if stamps else frozenset()
                 due = (
                     not watched
                     or self._now.is_set()
                     or self._active
                     or ids != last
                     or now >= next_full
+                    or sockets != listened
                 )
                 if not due and now - last_check >= self.interval * QUIET_EVERY - 0.05:
                     last_check = now
@@ -572,7 +620,7 @@ class Prober:
                     if full:
                         next_full = now + FULL_SCAN_EVERY
                     self.runs += 1
-                    last_check, last = now, ids
+                    last_check, last, listened = now, ids, sockets
                     judged_pid = read_int(LAST_PID)  # before the probe: a start during it counts
                     try:
                         report = probe(
@@ -594,10 +642,8 @@ class Prober:
                         if not self._stop.is_set():
                             self._sink(report)
                 # The one-shot timer, re-armed only now that this run is done.
-                if deaths is None:
-                    self._now.wait(self.interval)
-                elif deaths.wait(self.interval):
-                    self._now.set()  # an owner exited (or a poke): judge now
+                if self._wait(deaths, listened if stamps else None):
+                    self._now.set()  # an owner exited, a poke, or a lane's port opened
         finally:
             self._deaths = None
             if deaths is not None:

@@ -17,6 +17,7 @@ from lanewatch.inert import inert
 from lanewatch.lanes.names import decode_lane
 from lanewatch.model.footprint import idle_holding
 from lanewatch.model.kinds import Severity, severity_of
+from lanewatch.model.ports import ports_cell
 from lanewatch.model.roles import Role
 from lanewatch.model.states import state_severity, worst
 from lanewatch.model.views import Incident, NamespaceView, NsState
@@ -85,6 +86,8 @@ LANES = (
     FILES,
     Column("age", "AGE", justify="right", sort_key=_ago_key),
     Column("host", "HOST", max_width=14),
+    # What the lane's processes listen on (docs/ports.md): "20000 +1", the rest in the detail.
+    Column("ports", "PORTS", max_width=12),
 )
 
 COLLISIONS = (
@@ -195,6 +198,7 @@ def lanes_row(ns: NamespaceView, now: float, roles: tuple[Role, ...] = ()) -> tu
         fmt.count(ns.files),
         ages["age"],
         untrusted(ns.host),
+        untrusted(ports_cell(ns.ports)) if ns.ports else fmt.NONE,
     )
 
 

@@ -16,6 +16,7 @@ from textual.widgets import Static
 from lanewatch.inert import inert
 from lanewatch.lanes.fence import describe
 from lanewatch.lanes.scheme import SCHEME_VERSION
+from lanewatch.model.ports import ports_line
 from lanewatch.model.roles import role_in, roles_of
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import fmt
@@ -69,6 +70,8 @@ def namespace_renderable(
     fence = describe(ns.fence, ns.fence_note, ns.fence_private)
     if fence is not None:
         owner.add_row("fence", _t(fence))
+    if ns.lease is not None or ns.ports:
+        owner.add_row("ports", _t(ports_line(ns.lease, ns.ports)))
     owner.add_row("stamp", _t(ns.stamp_status))
     # another host's scheme, or an older one (None: no stamp)
     if ns.scheme not in (None, SCHEME_VERSION) and ns.stamp_status == "ok":

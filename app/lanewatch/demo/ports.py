@@ -1,0 +1,34 @@
+"""Loopback ports for the demo's port incidents: a fixed port nobody uses, and ::1 where the
+machine has IPv6. Only loopback is ever bound."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+
+from lanewatch.linux.netsockets import ephemeral_range, listening
+
+FIXED_RANGE = (18000, 19999)  # below the leases' default range and the kernel's ephemeral one
+
+
+def ipv6_loopback() -> str | None:
+    """ "::1" when a socket can be bound there, else None."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return None
+    return "::1"
+
+
+def free_port() -> int:
+    """A port of FIXED_RANGE no socket listens on and that binds on 127.0.0.1 now."""
+    low, high = ephemeral_range()
+    taken = {s.port for s in listening()}
+    for port in range(*FIXED_RANGE):
+        if port in taken or low <= port <= high:
+            continue
+        with contextlib.suppress(OSError), socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+            return port
+    return FIXED_RANGE[0]

@@ -1,0 +1,162 @@
+"""Ports two lanes fight over (issue 30). Pure.
+
+`leased-port`: a lane's process listens on a port of another lane's lease (`lanes/leases.py`);
+the victim is the leaseholder, whose `$PORT` now answers with someone else's build.
+`shared-port`: a lane's process listens outside its lease on a port that another lane listened
+on too (now or earlier while this engine watched): the port twin of a fixed `/tmp` name. One
+incident per port, naming every lane.
+
+Not a collision: a process of no lane; a lane and its family (`model/family.py`: a pytest
+worker listening on its head's `$PORT`); a lane on its own lease; a port the kernel picked
+(one in its ephemeral range, `bind(("", 0))`: two lanes drawing the same number at different
+times chose nothing); a lease whose owner is gone (`leases.read_leases` keeps live ones only).
+Both are graded inferred: the prober saw the process hold the listening socket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from lanewatch.lanes.leases import Lease, lease_of
+from lanewatch.model.family import Stamped, one_family
+from lanewatch.model.holdings import owner_json
+from lanewatch.model.observation import Observation
+from lanewatch.model.ports import Listener
+from lanewatch.model.views import Evidence, Grade, IncidentKind
+from lanewatch.model.writerlist import Writer, names
+
+MAX_REMEMBERED = 4096  # ports whose listeners a `PortMemory` keeps
+
+
+def _where(one: Listener) -> str:
+    s = one.socket
+    host = f"[{s.address}]" if ":" in s.address else s.address
+    return f"{host}:{s.port}" + ("" if s.proto == "tcp" else f"/{s.proto}")
+
+
+def _evidence(one: Listener, at: float) -> Evidence:
+    h, s = one.holding, one.socket
+    return Evidence(
+        path=_where(one),
+        time=at,
+        size=None,
+        sha256=None,
+        grade=Grade.INFERRED.value,
+        writer=f"pid {h.pid} (lane {one.owner.lane}): {' '.join(h.command)[:120]}",
+        note=f"listens on {_where(one)}; lane known by {one.how}",
+        key=f"listen:{h.pid}:{h.start_ticks}:{s.inode}",
+    )
+
+
+def _family_of(key: str, stamped: Mapping[str, Stamped] | None) -> str | None:
+    said = stamped.get(key) if stamped is not None else None
+    return said.family if said is not None else None
+
+
+def in_own_lease(
+    one: Listener, leases: Sequence[Lease], stamped: Mapping[str, Stamped] | None
+) -> bool:
+    """The port is in a lease of the listener's lane or of its family."""
+    lease = lease_of(one.socket.port, leases)
+    if lease is None:
+        return False
+    family = _family_of(lease.namespace, stamped)
+    return one_family(one.owner.key, one.owner.family, lease.namespace, family)
+
+
+def leased(
+    one: Listener,
+    leases: Sequence[Lease],
+    at: float,
+    stamped: Mapping[str, Stamped] | None = None,
+) -> Observation | None:
+    """`one` listens on a port leased to another lane (not of its family)."""
+    lease = lease_of(one.socket.port, leases)
+    if lease is None or in_own_lease(one, leases, stamped):
+        return None
+    summary = (
+        f"pid {one.holding.pid} of lane {one.owner.lane} listens on {_where(one)}, leased to "
+        f"lane {lease.lane} ({lease.first}-{lease.last})"
+    )
+    return Observation(
+        kind=IncidentKind.LEASED_PORT,
+        victim=lease.namespace,
+        intruder_key=f"{one.socket.proto}/{one.socket.port}",
+        intruder=owner_json(one.owner, one.holding),
+        evidence=_evidence(one, at),
+        summary=summary,
+        victim_lane=lease.lane,
+    )
+
+
+@dataclass
+class PortMemory:
+    """Who listened on each port outside any lease while this engine watched: the first
+    listener of each lane, by (proto, port). Bounded (oldest ports forgotten first)."""
+
+    seen: dict[tuple[str, int], dict[str, Listener]] = field(default_factory=dict)
+
+    def note(self, one: Listener) -> list[Listener]:
+        """Remember `one`; the other lanes (of other families) that used its port."""
+        where = (one.socket.proto, one.socket.port)
+        lanes = self.seen.setdefault(where, {})
+        lanes.setdefault(one.owner.key, one)
+        if len(self.seen) > MAX_REMEMBERED:
+            del self.seen[next(iter(self.seen))]
+        return [
+            other
+            for key, other in lanes.items()
+            if key != one.owner.key
+            and not one_family(key, other.owner.family, one.owner.key, one.owner.family)
+        ]
+
+
+def shared(
+    one: Listener,
+    leases: Sequence[Lease],
+    memory: PortMemory,
+    ephemeral: tuple[int, int],
+    at: float,
+    stamped: Mapping[str, Stamped] | None = None,
+) -> list[Observation]:
+    """`one` listens outside every lease on a port another lane used: an observation for each
+    lane of the port (so the incident names them all), or none."""
+    port = one.socket.port
+    if lease_of(port, leases) is not None or ephemeral[0] <= port <= ephemeral[1]:
+        return []
+    others = memory.note(one)
+    if not others:
+        return []
+    group = f"{one.socket.proto}/{port}"
+    label = f":{port}" + ("" if one.socket.proto == "tcp" else f"/{one.socket.proto}")
+    out = []
+    for each in (*others, one):
+        summary = f"pid {each.holding.pid} of lane {each.owner.lane} listens on {_where(each)}"
+        out.append(
+            Observation(
+                kind=IncidentKind.SHARED_PORT,
+                victim=None,
+                intruder_key=group,
+                intruder=owner_json(each.owner, each.holding),
+                evidence=_evidence(each, at),
+                summary=summary,
+                path=label,
+            )
+        )
+    return out
+
+
+def title(
+    writers: Sequence[Writer], *, path: str | None, victim_lane: str | None = None, **_: object
+) -> str | None:
+    """ "agent-2 listens on agent-1's port"; "agent-1 and agent-2 both listen on :8000"."""
+    if not writers:
+        return None
+    if path is None:  # leased-port
+        if victim_lane is None:
+            return None
+        return f"{names(writers)} listens on a port leased to {victim_lane}"
+    if len(writers) == 1:
+        return None
+    return f"{names(writers)} {'both' if len(writers) == 2 else 'all'} listen on {path}"
