@@ -238,11 +238,19 @@ def test_kill_ends_a_double_forked_daemon_through_the_cgroup(spawn: Spawn, repo:
     done = lanewatch("kill", "--yes", "--grace", "1", "daemon", cwd=repo, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cgroup.kill" in done.stdout + done.stderr
-    assert not os.path.exists(f"/proc/{pid}")
+    # Ended: the kernel takes an exited process out of its cgroup at once, but its entry in
+    # /proc stays until its parent (the runner, a subreaper) reaps it: a moment under load.
+    wait_for(lambda: _ended(pid), 10, what=f"pid {pid} ended")
     assert not os.path.exists(path) or cgroup.procs(path) == []
     ledger = (namespace / ".lanewatch" / "ledger.jsonl").read_text().splitlines()
     killed = [json.loads(line) for line in ledger if '"killed"' in line]
     assert killed and killed[-1]["cgroup_kill"], killed
+
+
+def _ended(pid: int) -> bool:
+    """`pid` is gone, or a zombie (it runs no more; only its parent's reaping is left)."""
+    st = read_stat(pid)
+    return st is None or st.state in ("Z", "X")
 
 
 # --- the pure rules ---------------------------------------------------------------------------
