@@ -1,4 +1,4 @@
-"""The fence: every lane's /tmp is its own (lanes/fence.py), as root and as a normal user.
+"""The fence: every lane's /tmp is its own (runner/fence.py), as root and as a normal user.
 
 Real `lanewatch run` processes in real git worktrees. The script writes a *fixed* name in /tmp,
 as careless tools do: inside the fence that is the lane's own folder, so the test writes
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.lanes import fence as fences
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import OwnerState, parse_stamp, read_stamp
 from lanewatch.linux.mountinfo import parse_mountinfo
 from lanewatch.linux.mountview import translate
+from lanewatch.runner import fence as fences
 from tests.conftest import LANEWATCH, Spawn, git, lanewatch, wait_for
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user

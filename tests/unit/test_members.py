@@ -161,7 +161,7 @@ SETSID_DAEMON = (
 
 
 def fenced_here() -> bool:
-    from lanewatch.lanes import fence
+    from lanewatch.runner import fence
 
     return fence.kernel_refusal() is None
 
@@ -564,7 +564,7 @@ def test_the_attach_line_names_only_a_socket_a_server_answers_on(tmp_path: Path)
     one for a socket nobody answered on)."""
     import socket
 
-    from lanewatch.lanes.linger import live_sockets
+    from lanewatch.runner.linger import live_sockets
 
     folder = tmp_path / "tmux"
     folder.mkdir()
@@ -582,8 +582,8 @@ def test_the_attach_line_names_only_a_socket_a_server_answers_on(tmp_path: Path)
 
 
 def test_a_fence_hides_the_real_tmp_but_not_what_it_binds_back(tmp_path: Path) -> None:
-    from lanewatch.lanes import fence as fences
-    from lanewatch.lanes.launchers import tmux_in_lane
+    from lanewatch.runner import fence as fences
+    from lanewatch.runner.launchers import tmux_in_lane
 
     kept = "/tmp/kept-entry"
     fence = fences.Fence("kernel", binds=((str(tmp_path), "/tmp"),), kept=(kept,))

@@ -23,7 +23,6 @@ from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import status_roots
 from lanewatch.hosts.stream import HostState
 from lanewatch.hosts.wire import split_key
-from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
 from lanewatch.model.units import checkout_label, size
 from lanewatch.model.views import (
@@ -34,6 +33,7 @@ from lanewatch.model.views import (
     NamespaceView,
     NsState,
 )
+from lanewatch.runner.fence import describe as fence_words
 
 SCHEMA = schema_id("status")  # was the number 1 before 0.2
 EXIT_OK = Exit.OK

@@ -17,12 +17,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lanewatch.errors import BadValue, ClaimRefused, LanewatchError
 from lanewatch.lanes import ledger
 from lanewatch.lanes.checkout import Checkout, resolve_checkout
-from lanewatch.lanes.fence import Fence
 from lanewatch.lanes.fsutil import ensure_real_dir
 from lanewatch.lanes.handed import stdio_now
 from lanewatch.lanes.lock import NamespaceLock
@@ -40,6 +39,9 @@ from lanewatch.lanes.stamp import (
     write_stamp,
 )
 from lanewatch.linux.procid import Liveness, ProcessIdentity, hostname, liveness
+
+if TYPE_CHECKING:  # the runner (above) sets it; the Lane only writes it down
+    from lanewatch.runner.fence import Fence
 
 DEFAULT_LANE = "default"
 ENV_LANE = "LANEWATCH_LANE"

@@ -73,7 +73,7 @@ class Stamp:
     pgid: int | None = None
     released_at: float | None = None
     exit_code: int | None = None
-    # The fence (lanes/fence.py): "kernel", "bwrap" or "none"; None: written before fences.
+    # The fence (runner/fence.py): "kernel", "bwrap" or "none"; None: written before fences.
     fence: str | None = None
     fence_note: str | None = None  # why a lane runs unfenced ("--fence none", the kernel's no)
     fence_private: list[str] | None = None  # the mount points that are the lane's own

@@ -1,6 +1,6 @@
 """Paths as a process in another mount namespace names them, turned into ours.
 
-A fenced lane (lanes/fence.py) sees a folder of its namespace at /tmp. The kernel names its
+A fenced lane (runner/fence.py) sees a folder of its namespace at /tmp. The kernel names its
 files by *its* mount table: /proc/PID/fd/N and fanotify both say `/tmp/fixed.json`, which in
 ours is shared temp. `MountViews.ours(pid, path)` finds the process's mount that holds the
 path (its /proc/PID/mountinfo), and the mount of ours that shows the same folder of the same

@@ -93,7 +93,7 @@ class NamespaceView:
     incident_ids: tuple[str, ...]
     uid: int | None = None  # the uid the stamp names (a claim: see `mismatch`)
     mismatch: str | None = None  # what the stamp claims that is not so; the state is unknown
-    fence: str | None = None  # how CMD is fenced: "kernel", "bwrap", "none" (lanes/fence.py)
+    fence: str | None = None  # how CMD is fenced: "kernel", "bwrap", "none" (runner/fence.py)
     fence_note: str | None = None  # why it runs unfenced
     fence_private: tuple[str, ...] = ()  # the mount points that are the lane's own
     members: tuple[LaneMember, ...] = ()  # the lane's running processes (not its runner)

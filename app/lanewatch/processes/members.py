@@ -44,7 +44,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from lanewatch.lanes.fence import FOLDERS
 from lanewatch.lanes.lane import ENV_NAMESPACE
 from lanewatch.lanes.stamp import Stamp
 from lanewatch.linux.mountinfo import mount_of, parse_mountinfo
@@ -60,6 +59,7 @@ from lanewatch.linux.reaper import descendants
 from lanewatch.model.views import LaneMember
 from lanewatch.processes.ownpids import own_pids
 from lanewatch.processes.pidclock import CLK_TCK, boottime
+from lanewatch.runner.fence import FOLDERS
 
 _MARKER = f"{ENV_NAMESPACE}=".encode()
 MAX_COMMAND = 200  # characters of a member's command line kept

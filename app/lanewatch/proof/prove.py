@@ -25,10 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, Lane, LaneTarget, locate
 from lanewatch.lanes.nested import outer_owner
-from lanewatch.lanes.run import run_in_lane, run_unclaimed
 from lanewatch.lanes.stamp import OwnerState
 from lanewatch.proof.gitstate import GitState
 from lanewatch.proof.receipts import (
@@ -40,6 +38,8 @@ from lanewatch.proof.receipts import (
     write_run,
 )
 from lanewatch.proof.seal import SealKey, ensure_key
+from lanewatch.runner.fence import Mode
+from lanewatch.runner.run import run_in_lane, run_unclaimed
 
 
 @dataclass(frozen=True, slots=True)

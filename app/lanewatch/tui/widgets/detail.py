@@ -14,9 +14,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from lanewatch.inert import inert
-from lanewatch.lanes.fence import describe
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.runner.fence import describe
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import STATE_STYLES, intruder_label, lane_label
 from lanewatch.tui.details import Detail
