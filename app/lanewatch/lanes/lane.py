@@ -329,7 +329,7 @@ def scratch_dir_for(
 
     The first call claims the lane for the life of the process (released at exit); later calls
     in the same process return the same folder. Inside the `lanewatch run` that owns this very
-    lane (a live ancestor, see `scheme.nested`), nothing is claimed: the run is the owner.
+    lane (a live ancestor, see `lanes.nested`), nothing is claimed: the run is the owner.
     Raises Unbound outside a checkout and ClaimRefused when another live process owns the lane.
     """
     from lanewatch.lanes.nested import outer_owner  # nested imports this module

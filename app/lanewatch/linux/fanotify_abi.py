@@ -4,8 +4,8 @@ What `<linux/fanotify.h>` defines and we use (event bits, `fanotify_init` and `f
 flags, the layout of an event record and of its info records), `mask_names()`, the libc binding
 (`fanotify_init`, `fanotify_mark`, typed once), `FanotifyError` with a reason fit for people,
 and `_init_group()`, which opens a notification group with the newest reporting flags the
-kernel has. No thread, no event: `sources.fanevents` parses what a read returns and
-`sources.fanotify` reads it. Importing this module never raises, on any platform.
+kernel has. No thread, no event: `kernel.fanevents` parses what a read returns and
+`kernel.fanotify` reads it. Importing this module never raises, on any platform.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The detail pane: everything about the selected row. Untrusted strings are `Text`, always,
-and inert (`scheme.inert`): a stamp's `\x1b]0;` is shown, never sent to the terminal."""
+and inert (`lanewatch.inert`): a stamp's `\x1b]0;` is shown, never sent to the terminal."""
 
 from __future__ import annotations
 
