@@ -18,6 +18,8 @@ import os
 import struct
 import sys
 
+from lanewatch.linux.libc import libc as c_library
+
 log = logging.getLogger(__name__)
 
 # --- <linux/fanotify.h> -------------------------------------------------------------------
@@ -138,10 +140,10 @@ def _reason(err: int, what: str) -> str:
 @functools.cache
 def _libc() -> ctypes.CDLL | None:
     """The process's libc with fanotify_init/fanotify_mark typed, or None if it has none."""
+    libc = c_library()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        init, mark = libc.fanotify_init, libc.fanotify_mark
-    except (OSError, AttributeError, TypeError):
+        init, mark = libc.fanotify_init, libc.fanotify_mark  # type: ignore[union-attr]
+    except (AttributeError, TypeError):
         return None
     init.argtypes = [ctypes.c_uint, ctypes.c_uint]
     init.restype = ctypes.c_int

@@ -28,7 +28,6 @@ import struct
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from lanewatch.linux.mountinfo import MountEntry, OurMounts, mount_id, parse_mountinfo
 from lanewatch.linux.mountns import NsId, mount_ns
@@ -201,7 +200,6 @@ class Rehome:
         self._version = -1
         self._ids: set[int] = set()
         self._mount_fds: dict[int, int] = {}
-        self._libc: Any = None
 
     def close(self) -> None:
         self._drop_mount_fds()
@@ -238,6 +236,8 @@ class Rehome:
     def _by_handle(self, fd: int, ours: list[MountEntry]) -> str | None:
         import ctypes  # only for events on a mount of another namespace
 
+        from lanewatch.linux.libc import libc as c_library
+
         try:
             dev = os.fstat(fd).st_dev
         except OSError:
@@ -245,9 +245,9 @@ class Rehome:
         mount_fd = self._mount_fd(dev, ours)
         if mount_fd is None:
             return None
-        if self._libc is None:
-            self._libc = ctypes.CDLL(None, use_errno=True)
-        libc = self._libc
+        libc = c_library()
+        if libc is None:
+            return None
         buf = ctypes.create_string_buffer(8 + MAX_HANDLE_SZ)
         struct.pack_into("=Ii", buf, 0, MAX_HANDLE_SZ, 0)
         mnt = ctypes.c_int()

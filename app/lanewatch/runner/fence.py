@@ -285,7 +285,11 @@ def _unshare_works(root: bool) -> bool:
 def _probe(root: bool) -> int:
     import ctypes  # here: `run` pays for it only when it asks the kernel
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    from lanewatch.linux.libc import libc as c_library
+
+    libc = c_library()
+    if libc is None:
+        return errno.ENOSYS  # no C library to call unshare and mount through
     unshare, mount = libc.unshare, libc.mount
     uid, gid = os.getuid(), os.getgid()
     pid = os.fork()
