@@ -32,6 +32,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from lanewatch.errors import FenceRefused
+from lanewatch.linux.proc import namespace_link, sysctl
 
 ENV_FENCE = "LANEWATCH_FENCE"  # exported to CMD: "kernel", "bwrap" or "none"
 ENV_FENCE_WITH = "LANEWATCH_FENCE_WITH"  # force one way: "kernel" or "bwrap" (tests, debugging)
@@ -223,27 +224,19 @@ except OSError as exc:
 """
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
 def why_refused(err: int, root: bool) -> str:
     """The kernel's refusal in words, naming the setting that made it where one did."""
     what = os.strerror(err)
     if root:
         return f"no private mount namespace ({what}: a container without CAP_SYS_ADMIN?)"
-    limit = _read("/proc/sys/user/max_user_namespaces")
+    limit = sysctl("user.max_user_namespaces")
     if err in (errno.ENOSPC, errno.EUSERS):
         return f"user namespaces disabled by user.max_user_namespaces (0 or reached; here {limit})"
     for setting, off in (
         ("kernel.unprivileged_userns_clone", "0"),
         ("kernel.apparmor_restrict_unprivileged_userns", "1"),
     ):
-        if _read("/proc/sys/" + setting.replace(".", "/")) == off:
+        if sysctl(setting) == off:
             return f"user namespaces disabled by {setting}={off}"
     return f"user namespaces refused by the kernel ({what}: a seccomp filter or a container?)"
 
@@ -454,13 +447,9 @@ def own_mount_ns(pid: int, reported: str | None) -> str | None:
     """The mount namespace of the fenced `pid` as seen from here (the stub's `reported` one
     when `pid` is already gone), or None when it is this process's own: a process in our own
     namespace is not thereby the lane's."""
-    try:
-        ns: str | None = os.readlink(f"/proc/{pid}/ns/mnt")
-    except OSError:
-        ns = reported
-    try:
-        ours = os.readlink("/proc/self/ns/mnt")
-    except OSError:
+    ns = namespace_link(pid) or reported  # denied or gone: what the stub said
+    ours = namespace_link("self")
+    if not ours:
         return None  # cannot tell it from ours: record nothing rather than a wrong namespace
     return ns if ns and ns != ours else None
 
