@@ -51,7 +51,7 @@ class Scale:
     frame_samples: int = 40
     idle_variants: bool = True  # also the engine alone, and with every lane released
     fence_reps: int = 15  # `lanewatch run -- true`, fenced and not
-    guard_calls: int = 1000  # `lanewatch guard` fed a PreToolUse payload (issue 32)
+    guard_calls: int = 1000  # `lanewatch guard` fed a PreToolUse payload
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

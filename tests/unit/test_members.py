@@ -517,7 +517,7 @@ def pane_tmux() -> Iterator[Path]:
 def test_tmux_new_from_inside_a_tmux_pane_runs_in_a_server_of_the_lanes_own(
     spawn: Spawn, repo: Path, tmp_path: Path, pane_tmux: Path, how: str
 ) -> None:
-    """Issue 27: `lanewatch run --lane t -- tmux new -d …` from a tmux pane (`$TMUX` set). The
+    """`lanewatch run --lane t -- tmux new -d …` from a tmux pane (`$TMUX` set). The
     fence hides the pane's server; tmux once failed to make its socket there, ran nothing and
     exited 0. Now the session runs in the lane's own server: CMD ran, the lane is live with
     it as a member, one attach line names the socket that exists, `kill` ends it."""
@@ -560,7 +560,7 @@ def test_tmux_new_from_inside_a_tmux_pane_runs_in_a_server_of_the_lanes_own(
 
 
 def test_the_attach_line_names_only_a_socket_a_server_answers_on(tmp_path: Path) -> None:
-    """A socket left by an earlier run's server is named no more (issue 27: two attach lines,
+    """A socket left by an earlier run's server is named no more (two attach lines,
     one for a socket nobody answered on)."""
     import socket
 

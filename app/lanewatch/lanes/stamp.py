@@ -165,7 +165,7 @@ class StampRead:
     file_uid: int | None = None
     folder_uid: int | None = None
     # The bytes as read, where the reader keeps them (the engine's: `files.walk.read_stamp_at`),
-    # so a replaced owner's stamp can be shown beside its successor's (issue 16).
+    # so a replaced owner's stamp can be shown beside its successor's.
     data: bytes | None = field(default=None, repr=False, compare=False)
 
     @property

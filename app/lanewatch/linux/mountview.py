@@ -11,7 +11,7 @@ never turned into a guess.
 Tables are remembered, and a remembered table must never describe a namespace other than the
 one asked about. The kernel gives a dead namespace's number (`mnt:[4026532174]`) to the next
 one made: a table kept by that number renamed a new lane's writes through the mounts of a lane
-long gone (issue 26). So a table is kept by the namespace's unique id where the kernel has one
+long gone. So a table is kept by the namespace's unique id where the kernel has one
 (`linux/mountns.py`), else by its number together with the process it was read from, and used
 again only while that process still lives in that namespace (then the namespace never died and
 its number was never handed on); otherwise it is read again. Our own table is read again

@@ -49,7 +49,7 @@ class IncidentKind(StrEnum):
     TAKEOVER = "takeover"
     REFUSED_CLAIM = "refused-claim"
     FOREIGN_RECEIPT = "foreign-receipt"
-    # Until issue 17 "foreign-writer" and "unbound-writer": records on disk may still say so
+    # Formerly "foreign-writer" and "unbound-writer": records on disk may still say so
     # (`model.kinds.LEGACY_NAMES` reads them under the new names).
     CROSS_LANE_WRITE = "cross-lane-write"  # other lanes write in one lane's namespace
     SHARED_FILE = "shared-file"  # lanes write one file in shared temp, outside their lanes
@@ -130,7 +130,7 @@ class Incident:
     evidence: tuple[Evidence, ...]  # oldest first, bounded
     acknowledged: bool  # every evidence so far was acknowledged (by a person, or resolved)
     summary: str = ""  # one line for people; built from untrusted strings: never markup
-    # Issue 17, additive. Every lane that wrote, oldest first: lane, namespace, checkout_id,
+    # Additive. Every lane that wrote, oldest first: lane, namespace, checkout_id,
     # pid, start_ticks, command, first_seen, last_seen, count (`model/writerlist.py`).
     writers: tuple[Mapping[str, Any], ...] = ()
     path: str | None = None  # the one file of a shared-file incident

@@ -16,7 +16,7 @@ Four ways a process is known to be a lane's, strongest first (`LaneMember.how`):
   folder, which the fence bound there (same device and inode, `_shows_lane_tmp`). A sandbox
   the lane starts (`unshare -m`, bubblewrap, Codex's commands) makes a mount namespace below
   the lane's, with another number, in which /tmp is still the lane's folder: a process there
-  counts too, by the same test (issue 27: `setsid env -i unshare -Urm CMD` left the lane). Where
+  counts too, by the same test (`setsid env -i unshare -Urm CMD` left the lane). Where
   /proc/PID/ns/mnt and /proc/PID/root are withheld (another user's process as a normal user, or
   one of our own that made itself non-dumpable: ssh-agent, gpg-agent, sshd's session), its
   /proc/PID/mountinfo is not, and says what is mounted on its /tmp: the lane's folder or not
