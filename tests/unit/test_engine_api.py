@@ -58,7 +58,7 @@ def test_each_implementation_has_the_protocols_methods(protocol: type, cls: type
 
 def test_a_far_result_has_ok_and_message() -> None:
     fields = set(RemoteResult.__dataclass_fields__)
-    assert set(_members(engine_api.FarResult)) <= fields
+    assert set(_members(engine_api.Result)) <= fields
 
 
 def test_many_hosts_route_far_keys_to_their_host_and_refuse_unknown_hosts() -> None:

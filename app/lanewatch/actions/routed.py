@@ -17,10 +17,9 @@ from typing import TypeVar
 from lanewatch.actions import clear as clear_mod
 from lanewatch.actions import kill as kill_mod
 from lanewatch.actions import trash as trash_mod
-from lanewatch.actions.results import Result
 from lanewatch.actions.trashbox import TrashEntry
 from lanewatch.errors import LanewatchError
-from lanewatch.model.engine_api import FarResult, Routes
+from lanewatch.model.engine_api import FarHost, Result, Routes
 from lanewatch.model.views import NamespaceView
 
 
@@ -45,18 +44,14 @@ def kill(
 ) -> ActionOutcome:
     """`sig` to the lane's owner group, as the row showed it (a changed owner is refused; the
     identity is re-checked at the signal). Success means the lane ended."""
-    try:
-        far = routes.far(ns.key) if routes is not None else None
-    except LanewatchError as exc:
-        return ActionOutcome("kill", label, False, str(exc))
-    if far is not None:
-        host, key = far
-        seen = (ns.pid, ns.started_at)  # the far kill refuses an owner other than the row's
-        name = signal.Signals(sig).name.removeprefix("SIG")
-        return _far("kill", label, lambda: host.kill(key, name, seen))
-    return _here(
+    seen = (ns.pid, ns.started_at)  # the far kill refuses an owner other than the row's
+    name = signal.Signals(sig).name.removeprefix("SIG")
+    return _routed(
         "kill",
         label,
+        ns.key,
+        routes,
+        lambda host, key: host.kill(key, name, seen),
         lambda: kill_mod.kill(
             ns, sig=sig, roots=[Path(ns.root)], allow_other_user=allow_other_user, check=False
         ),
@@ -65,47 +60,39 @@ def kill(
 
 
 def clear(ns: NamespaceView, label: str, routes: Routes | None) -> ActionOutcome:
-    try:
-        far = routes.far(ns.key) if routes is not None else None
-    except LanewatchError as exc:
-        return ActionOutcome("clear", label, False, str(exc))
-    if far is not None:
-        host, key = far
-        return _far("clear", label, lambda: host.clear(key))
-    return _here("clear", label, lambda: clear_mod.clear(ns, roots=[Path(ns.root)], check=False))
+    here = lambda: clear_mod.clear(ns, roots=[Path(ns.root)], check=False)  # noqa: E731
+    return _routed("clear", label, ns.key, routes, lambda host, key: host.clear(key), here)
 
 
 def restore(item: TrashEntry, routes: Routes | None) -> ActionOutcome:
+    """Another host's entry: its lanewatch restores it, with its checks."""
+    here = lambda: trash_mod.restore(item, roots=[Path(item.root)], check=False)  # noqa: E731
     label = item.lane or item.name
-    try:
-        far = routes.far(item.id) if routes is not None else None
-    except LanewatchError as exc:
-        return ActionOutcome("restore", label, False, str(exc))
-    if far is not None:  # another host's entry: its lanewatch restores it, with its checks
-        host, trash_id = far
-        return _far("restore", label, lambda: host.restore(trash_id))
-    return _here(
-        "restore", label, lambda: trash_mod.restore(item, roots=[Path(item.root)], check=False)
-    )
-
-
-def _far(verb: str, label: str, act: Callable[[], FarResult]) -> ActionOutcome:
-    try:
-        result = act()
-    except (LanewatchError, OSError) as exc:
-        return ActionOutcome(verb, label, False, str(exc))
-    return ActionOutcome(verb, label, result.ok, result.message)
+    return _routed("restore", label, item.id, routes, lambda host, i: host.restore(i), here)
 
 
 def _ok(result: Result) -> bool:
     return result.ok
 
 
-def _here(
-    verb: str, label: str, act: Callable[[], R], succeeded: Callable[[R], bool] = _ok
+def _routed(
+    verb: str,
+    label: str,
+    key: str,
+    routes: Routes | None,
+    there: Callable[[FarHost, str], Result],
+    here: Callable[[], R],
+    succeeded: Callable[[R], bool] = _ok,
 ) -> ActionOutcome:
+    """`there` on the host `key` belongs to, or `here`; either way an outcome, never a raise
+    for what an action can meet (a refusal, a host gone, a file system error)."""
     try:
-        result = act()
+        far = routes.far(key) if routes is not None else None
+        if far is not None:
+            host, far_key = far
+            answer: Result = there(host, far_key)
+            return ActionOutcome(verb, label, answer.ok, answer.message)
+        result = here()
     except (LanewatchError, OSError) as exc:
         return ActionOutcome(verb, label, False, str(exc))
     return ActionOutcome(verb, label, succeeded(result), result.message)

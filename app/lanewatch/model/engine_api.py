@@ -38,7 +38,10 @@ class EngineApi(Protocol):
         ...
 
 
-class FarResult(Protocol):
+class Result(Protocol):
+    """What every action gives back, here or on another host: whether it did what was asked,
+    and one line for people (`actions.results` re-exports it for the actions here)."""
+
     @property
     def ok(self) -> bool: ...
 
@@ -54,11 +57,11 @@ class FarHost(Protocol):
 
     def kill(
         self, key: str, signal_name: str, seen: tuple[int | None, float | None] | None
-    ) -> FarResult: ...
+    ) -> Result: ...
 
-    def clear(self, key: str) -> FarResult: ...
+    def clear(self, key: str) -> Result: ...
 
-    def restore(self, trash_id: str) -> FarResult: ...
+    def restore(self, trash_id: str) -> Result: ...
 
 
 class Routes(Protocol):
