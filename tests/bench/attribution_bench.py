@@ -1,4 +1,4 @@
-"""Two benchmark figures for kernel attribution (issue 8); needs root or CAP_SYS_ADMIN.
+"""Two benchmark figures for kernel attribution; needs root or CAP_SYS_ADMIN.
 
     python -m tests.bench.attribution_bench [smoke|quick|full] [WORKDIR]   # prints one JSON line
     python -m tests.bench.attribution_bench write PLAN.json                # the writer (internal)

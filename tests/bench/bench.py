@@ -1,4 +1,4 @@
-"""lanewatch's benchmark: every figure of issue 7 against its floor, measured in the same run.
+"""lanewatch's benchmark: every speed figure against its floor, measured in the same run.
 
     python tests/bench/bench.py [--quick | --smoke] [--json] [--only NAME ...]
 
@@ -45,7 +45,7 @@ from tests.bench.common import (
 )
 from tests.bench.workload import Owners, Tree, build_tree, every_nth
 
-# The figures in the order of issue 7's table; the value each is judged on.
+# The figures in the order of docs/performance.md's table; the value each is judged on.
 FIGURES = (
     "first_picture",
     "first_picture_cold",
@@ -338,7 +338,7 @@ class Bench:
         )
 
     def guard(self) -> None:
-        """`lanewatch guard` (issue 32): p99 of a hook call, start to exit; the floor is the
+        """`lanewatch guard`: p99 of a hook call, start to exit; the floor is the
         interpreter alone (`python -c pass`) measured beside it. The CPU each used is in the
         detail: on a loaded machine the wall clock is mostly waiting for a core."""
         r = self.child("fig_guard", self.work, self.scale.guard_calls, timeout=1800)
@@ -685,7 +685,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="lanewatch's benchmark (issue 7)")
+    parser = argparse.ArgumentParser(description="lanewatch's benchmark")
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="smaller workloads: under a minute")
     size.add_argument("--smoke", action="store_true", help="tiny workloads, for the test suite")

@@ -51,7 +51,7 @@ class Scale:
     frame_samples: int = 40
     idle_variants: bool = True  # also the engine alone, and with every lane released
     fence_reps: int = 15  # `lanewatch run -- true`, fenced and not
-    guard_calls: int = 1000  # `lanewatch guard` fed a PreToolUse payload (issue 32)
+    guard_calls: int = 1000  # `lanewatch guard` fed a PreToolUse payload
     service_seconds: float = 60.0  # `record --service`: CPU over this long, per phase
     foreign_rate: int = 10_000  # files a second another process writes outside every root
 

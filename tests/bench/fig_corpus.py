@@ -1,4 +1,4 @@
-"""Figure `corpus`: invented incidents on the real-workload corpus (issue 26), with its
+"""Figure `corpus`: invented incidents on the real-workload corpus, with its
 precision and recall.
 
     python -m tests.bench.fig_corpus WORK

@@ -1,4 +1,4 @@
-"""Figure: what the many-host stream adds to write → screen for a remote lane (issue 20).
+"""Figure: what the many-host stream adds to write → screen for a remote lane.
 
     python -m tests.bench.fig_hosts [SAMPLES] [INTERVAL_SECONDS]
 

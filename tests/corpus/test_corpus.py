@@ -1,4 +1,4 @@
-"""The corpus (issue 26): real third-party work in lanes of two checkouts under a recorder
+"""The corpus: real third-party work in lanes of two checkouts under a recorder
 that runs the whole time, plus three planted collisions. Nothing may be invented, and every
 planted collision must be found: as root the recorder attributes writes by the kernel; in the
 unprivileged tier (.ci/unprivileged) it runs as a normal user and infers them.

@@ -11,7 +11,7 @@ What runs, all in folders of its own under /tmp (removed at the end unless --kee
   made and gone, their numbers handed on by the kernel again and again. Lanes take turns
   between two checkouts at two first-level entries of /tmp (each fence binds back only its
   own), the case where a stale view of a namespace renamed writes into paths that never
-  existed (issue 26).
+  existed.
 - real work, beside it: pytest with xdist (`-n 2`) over a suite that uses tmp_path, git
   commits in a linked worktree, pip installing a wheel into a venv in the lane's /tmp.
 - one planted collision: two unfenced lanes writing one fixed name in /tmp.

@@ -122,3 +122,6 @@ class FakeEngine:
 
     def acknowledge(self, incident_id: str) -> None:
         self.acknowledged.append(incident_id)
+
+    def quiet_for(self) -> float | None:
+        return None

@@ -1,4 +1,4 @@
-"""Under churn the picture stays current (issue 21, item 5): 100+ real `lanewatch run` lanes
+"""Under churn the picture stays current: 100+ real `lanewatch run` lanes
 start, stop and are killed under the real dashboard (real engine process), and every quarter of
 a second (or as often as the busy UI loop lets the check run) the picture is checked to be at
 most `BUDGET` seconds behind what the test did.

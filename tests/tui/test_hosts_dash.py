@@ -1,4 +1,4 @@
-"""One dashboard, two hosts (issue 20): a local lane and a lane of the "far" host, a real sshd on
+"""One dashboard, two hosts: a local lane and a lane of the "far" host, a real sshd on
 loopback (tests/sshkit.py) streaming the far side's real `lanewatch record`. The far lane shows
 with its host in the HOST column, is killed from the dashboard through the far lanewatch (the
 dialog names the host), and the host goes degraded when sshd dies and ok when it is back."""

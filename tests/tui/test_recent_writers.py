@@ -1,4 +1,4 @@
-"""The detail pane's "Recent writes" names who wrote each file (issue 16): the root's write
+"""The detail pane's "Recent writes" names who wrote each file: the root's write
 history (what kernel attribution records) first, else an open incident's evidence about that
 path; a file nobody recorded says so. Real files in tmp_path, a real write history written by
 the real `WriteLog`; the engine is the stand-in of fakes.py (the rows are fixed). Writers'

@@ -260,7 +260,7 @@ def test_a_headless_lane_shows_its_processes_in_the_lanes_view() -> None:
 
 
 def test_the_detail_pane_says_a_lane_is_unfenced_and_why() -> None:
-    """Issue 27: the dashboard's fence is a key away, in the detail pane: kernel / bwrap with
+    """The dashboard's fence is a key away, in the detail pane: kernel / bwrap with
     the private mounts, or unfenced with the kernel's reason."""
     from io import StringIO
 

@@ -1,4 +1,4 @@
-"""The dashboard cannot go quiet without saying so (issue 21, item 5).
+"""The dashboard cannot go quiet without saying so.
 
 A drain scheduled for "now" is never lost; when changes do wait too long anyway (a wake-up lost
 some other way) the watchdog drains them and says so; a stopped engine process (SIGSTOP, a real

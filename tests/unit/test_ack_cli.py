@@ -1,4 +1,4 @@
-"""Acknowledging as a person does, with the real CLI (issue 17): `incidents ID --ack` covers the
+"""Acknowledging as a person does, with the real CLI: `incidents ID --ack` covers the
 evidence seen up to then, so `status` exits 0; evidence after it (what an engine appends to the
 root's incident log) opens the incident again: `status` exits 4, `incidents` says "reopened".
 No lane and no kernel attribution needed: also a normal user's journey."""

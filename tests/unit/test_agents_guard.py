@@ -1,4 +1,4 @@
-"""`lanewatch guard` (issue 32): fed a real Claude Code `PreToolUse` payload inside a real lane,
+"""`lanewatch guard`: fed a real Claude Code `PreToolUse` payload inside a real lane,
 it refuses (exit 2, one line naming the lane) a Write, an Edit or a shell redirection into
 another lane's namespace, and lets its own lane's writes pass silently. The shell's write
 targets, shared temp seen from unfenced and fenced lanes, and `hook install --agent claude`

@@ -1,4 +1,4 @@
-"""`lanewatch mcp` driven by the MCP SDK's own client over stdio (issue 32): inside a real lane
+"""`lanewatch mcp` driven by the MCP SDK's own client over stdio: inside a real lane
 `whoami` names it (found in the client's environment, which the SDK does not pass to the
 server), `is_path_mine` names the other lane for a path in its namespace, and `who_wrote`
 gives the writer and the content of a file two lanes wrote (a real engine keeps the versions,

@@ -1,4 +1,4 @@
-"""docs/agents.md's recipes, run as written (issue 32): each block marked `<!-- recipe: NAME
+"""docs/agents.md's recipes, run as written: each block marked `<!-- recipe: NAME
 -->` is read from the page and used as the agent would use it, with `lanewatch` on PATH (a
 shim for this interpreter's lanewatch) and inside a real lane. Claude Code's `.mcp.json` and
 Codex's `config.toml` start the server the SDK's way; the plain client's Python runs as is;

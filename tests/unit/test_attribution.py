@@ -145,7 +145,7 @@ def test_two_lanes_overwriting_one_shared_file_show_both_contents(
         )
         b_inc, _ = wait_known(rec, "shared-file", shared, second.encode())
         wait_for(lambda: len(history([str(root)], str(shared))) >= 2, 10)
-    assert a_inc.id == b_inc.id  # one incident per shared file, naming both lanes (issue 17)
+    assert a_inc.id == b_inc.id  # one incident per shared file, naming both lanes
     assert {w["lane"] for w in b_inc.writers} == {"A", "B"}
     writes = history([str(root)], str(shared))
     assert [w.sha256 for w in writes] == [sha(first.encode()), sha(second.encode())]

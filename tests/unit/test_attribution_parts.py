@@ -182,7 +182,7 @@ def test_unbound_write_rules() -> None:
     assert unbound_write(kw("/r/ns.B/tmp/x"), ["/r"]) is None  # its own namespace
     assert unbound_write(kw("/tmp/x", lane=None, namespace=None), ["/r"]) is None
     # A lane known by its environment before its stamp: its checkout is not known, so a write
-    # outside its namespace (maybe in its checkout) is not judged (issue 26: a soak's lane).
+    # outside its namespace (maybe in its checkout) is not judged (a soak's lane).
     assert unbound_write(kw("/tmp/co/x", checkout_id=None, checkout_path=None), ["/r"]) is None
     # Its checkout's repository: a linked worktree's git writing the main checkout's .git.
     in_repo = kw("/tmp/repo/.git/objects/ab/cd", checkout_path="/tmp/wt")

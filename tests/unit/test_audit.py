@@ -232,7 +232,7 @@ def pytest_configure(config):
 def test_a_venv_in_home_fills_with_bytecode_and_that_is_no_finding(
     sample: tuple[Path, str, str, Path],
 ) -> None:
-    """Issue 26: as a normal user with a venv in $HOME, pytest's assertion-rewritten `.pyc` of
+    """As a normal user with a venv in $HOME, pytest's assertion-rewritten `.pyc` of
     the plugins in its site-packages (and Python's own) were SHARED product-scoped findings
     and the audit exited 4. They are derived from their source and written atomically: left
     out, and counted. The checkout's `.pytest_cache` fix says what to type."""

@@ -1,4 +1,4 @@
-"""Authority comes from ownership (issue 21): a stamp is a file anyone can write in a folder of
+"""Authority comes from ownership: a stamp is a file anyone can write in a folder of
 their own, naming any pid with its start ticks (world-readable in /proc). Kill and clear act
 only when the stamp file and the namespace folder belong to the uid the stamp names and that
 uid runs the processes it names; a stamp whose claims are false is flagged, never live.

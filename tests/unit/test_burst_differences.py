@@ -1,5 +1,5 @@
 """The benchmark's burst figure keeps its differences when the picture never matched the disk
-(issue 17: one miss in 27 runs left nothing to explain it). Pure: no benchmark is run."""
+(one miss in 27 runs left nothing to explain it). Pure: no benchmark is run."""
 
 from __future__ import annotations
 

@@ -279,7 +279,7 @@ def test_permission_error_reading_proc_is_never_stale(
         shutil.rmtree(shared, ignore_errors=True)
 
 
-# --- claims that do not match (issue 21): never live, whatever the owner's liveness ------------
+# --- claims that do not match: never live, whatever the owner's liveness ------------
 
 
 def owned(s: Stamp, file_uid: int | None = 0, folder_uid: int | None = 0) -> StampRead:

@@ -489,7 +489,7 @@ def test_cli_stale_clears_every_namespace_nobody_runs_in(
     lw: Procs, repo: Path, scratch: Path
 ) -> None:
     """`--stale` is the dashboard's Stale view: stale, orphan and released (docs/clearing.md).
-    Before issue 26 it left released ones, while lanewatch_stale_bytes counted them."""
+    Formerly it left released ones, while lanewatch_stale_bytes counted them."""
     dead = lw.start(["true"])
     dead.wait()
     stale = [make_stamp(scratch, f"s{i}", pid=dead.pid, start_ticks=1) for i in range(2)]

@@ -1,4 +1,4 @@
-"""A live unix socket is never moved (issue 27, item 5): clear refuses a namespace with a live
+"""A live unix socket is never moved: clear refuses a namespace with a live
 socket bound inside, for root as for a normal user, naming the socket and its process; purge
 keeps a trash entry with one. Real servers: OpenSSH's ssh-agent, and a Python listener bound
 from a mount namespace of its own (as a fenced lane names its /tmp). In the unprivileged tier

@@ -1,5 +1,5 @@
 """One collision per shared file (or per victim lane), naming every writer; acknowledgement
-covering the evidence seen up to then; automatic resolution; old kind names read (issue 17).
+covering the evidence seen up to then; automatic resolution; old kind names read.
 Pure: records and observations only (the end-to-end tests are in test_collisions.py)."""
 
 from __future__ import annotations

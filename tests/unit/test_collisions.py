@@ -1,4 +1,4 @@
-"""Issue 17 end to end, with real `lanewatch run` lanes, real fanotify and a real engine: two
+"""Collisions end to end, with real `lanewatch run` lanes, real fanotify and a real engine: two
 lanes writing one file in shared temp are one collision naming both; acknowledging it covers
 what was seen, a new write opens it again and `lanewatch status` exits 4 again.
 

@@ -1,4 +1,4 @@
-"""Answering no at a real terminal (issue 28): `kill`, `clear` and `purge` do nothing and exit 7,
+"""Answering no at a real terminal: `kill`, `clear` and `purge` do nothing and exit 7,
 "not confirmed" (docs/exit-codes.md), never the 1 of an action that tried and failed. The
 question is asked on a real pseudo-terminal; the lanes and namespaces are real."""
 

@@ -1,4 +1,4 @@
-"""Sizes as `du` counts them (issue 26): a lane of many small files takes far more disk than
+"""Sizes as `du` counts them: a lane of many small files takes far more disk than
 the sum of its files' lengths, and what alerts and clears speak of is the disk. Real files,
 the real CLI, `du` itself as the judge."""
 
@@ -47,7 +47,7 @@ def close(found: int, expected: int, within: float = 0.10) -> bool:
 
 def test_status_json_allocated_is_what_du_says(repo: Path, root: Path) -> None:
     """3,000 files of 100 bytes: about 300 kB by their lengths, about 12 MB on disk (a block
-    each, folders too). Before issue 26, status said only the 300 kB."""
+    each, folders too). Formerly, status said only the 300 kB."""
     # Released, as a finished lane's files are kept: a live owner here would be this pytest
     # worker, whose other tests may hold files in shared temp (an incident, exit 4).
     ns = make_stamp(root, "many", state=OwnerState.RELEASED, released_at=time.time(), exit_code=0)

@@ -1,4 +1,4 @@
-"""`lanewatch events [--follow]` (issue 32): JSON lines an orchestrator reacts to. A real
+"""`lanewatch events [--follow]`: JSON lines an orchestrator reacts to. A real
 stream beside real lanes: a lane's start and an incident (a refused claim: a second runner for
 a lane that runs) each come out within a second of happening (deadlines on the condition);
 then its kill and its clear. Without --follow: the picture as it is, and the end. Every line

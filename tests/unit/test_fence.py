@@ -1,4 +1,4 @@
-"""The fence: every lane's /tmp is its own (lanes/fence.py), as root and as a normal user.
+"""The fence: every lane's /tmp is its own (runner/fence.py), as root and as a normal user.
 
 Real `lanewatch run` processes in real git worktrees. The script writes a *fixed* name in /tmp,
 as careless tools do: inside the fence that is the lane's own folder, so the test writes
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.lanes import fence as fences
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import OwnerState, parse_stamp, read_stamp
 from lanewatch.linux.mountinfo import parse_mountinfo
 from lanewatch.linux.mountview import translate
+from lanewatch.runner import fence as fences
 from tests.conftest import LANEWATCH, Spawn, git, lanewatch, wait_for
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -271,7 +271,7 @@ def no_bwrap_path(tmp_path: Path) -> dict[str, str]:
 
 
 def test_an_unfenced_run_says_so_and_require_fails_closed(repo: Path, tmp_path: Path) -> None:
-    """Issue 27: where the kernel refuses user namespaces and bwrap is absent, `auto` prints
+    """Where the kernel refuses user namespaces and bwrap is absent, `auto` prints
     one line saying the lane runs unfenced and why; `--fence require` and
     `$LANEWATCH_FENCE_REQUIRE=1` exit 3 without running CMD; `--fence none` stays silent."""
     prefix = no_user_namespaces(tmp_path)
@@ -340,7 +340,7 @@ def test_status_says_a_lane_runs_unfenced_and_why(spawn: Spawn, repo: Path, tmp_
         human = lanewatch("status", cwd=repo, env={**os.environ, "COLUMNS": "200"}).stdout
         assert "lane u: unfenced: --fence none" in human
         header = next(line for line in human.splitlines() if "state" in line and "lane" in line)
-        assert "fence" in header.split()  # issue 27: a FENCE column (wide tables)
+        assert "fence" in header.split()  # a FENCE column (wide tables)
         at = [h.strip() for h in header.split("┃")].index("fence")
         cells = {
             ln.split("│")[2].strip(): ln.split("│")[at].strip()

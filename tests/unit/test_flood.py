@@ -1,4 +1,4 @@
-"""A flood of one kind from one lane is one incident with a count, never thousands (issue 26):
+"""A flood of one kind from one lane is one incident with a count, never thousands:
 the model folds a lane's per-file incidents past `flood.FLOOD_AFTER` into one, and the root's
 incident log stays small. Pure model tests, then real lanes: kernel writes (root) and files held
 open under the prober (also as a normal user)."""

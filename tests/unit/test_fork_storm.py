@@ -1,5 +1,5 @@
-"""Short-lived writers under a fork storm get their own lane or "unknown", never another's
-(issue 17): 100 writes into lane A's namespace by processes that live a millisecond, while a
+"""Short-lived writers under a fork storm get their own lane or "unknown", never another's:
+100 writes into lane A's namespace by processes that live a millisecond, while a
 process next to them forks as fast as it can, so the pid allocator moves far past the pid
 clock's window between two of its samples. Each write names its writer's lane in its content;
 the write history must agree: the right lane, or none ("unknown"), at least 99 of 100 right.

@@ -1,5 +1,5 @@
 """An incident names the lane's process that holds the file, never a passing child, and shows
-a writer that is gone as gone, since when (issue 26: after the intruding lane was killed, the
+a writer that is gone as gone, since when (after the intruding lane was killed, the
 row named its `sleep 2` child, long exited, for minutes). Real lanes and a real engine; as root
 (kernel attribution beside the prober) and as a normal user."""
 

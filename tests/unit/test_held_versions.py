@@ -1,4 +1,4 @@
-"""A shared-file incident's contents without the kernel (issue 16): while lanes' processes hold
+"""A shared-file incident's contents without the kernel: while lanes' processes hold
 a file in shared temp open for writing, the engine reads it (a small regular text file, the very
 file a holder has open) and keeps each new content in the holder's root, graded inferred; with
 two lanes holding it, both are named and neither is taken as the writer. A FIFO is never opened

@@ -1,4 +1,4 @@
-"""Many hosts (issue 20): a real OpenSSH server on loopback (tests/sshkit.py) is the second
+"""Many hosts: a real OpenSSH server on loopback (tests/sshkit.py) is the second
 host, with its own state folder and root; the far side runs the real `lanewatch` (hello,
 status, record, kill) that ssh starts there. Nothing about the link is mocked."""
 

@@ -1,4 +1,4 @@
-"""A far lane's files (issue 20's dashboard gap): `lanewatch files KEY --json` lists one namespace
+"""A far lane's files: `lanewatch files KEY --json` lists one namespace
 there, confined to it and following nothing; `hosts/files.listing` fetches it through a real
 sshd on loopback (tests/sshkit.py) and says plainly, with the command to run there, when the
 host is unreachable, has no lanewatch, or has one too old to answer."""

@@ -27,7 +27,13 @@ PROBE = textwrap.dedent(
 )
 
 
-CORE = ("lanewatch.lanes", "lanewatch.proof", "lanewatch.model", "lanewatch.linux")
+CORE = (
+    "lanewatch.lanes",
+    "lanewatch.runner",
+    "lanewatch.proof",
+    "lanewatch.model",
+    "lanewatch.linux",
+)
 
 
 def core_modules() -> list[str]:
@@ -104,11 +110,11 @@ RUN_PROBE = textwrap.dedent(
 # What `lanewatch run` may load of lanewatch: the entry point and its path without click
 # (cli/run_fast.py), the core it runs.
 RUN_CLI = {"entry", "run_fast", "common", "exits"}
-RUN_PACKAGES = ("lanewatch.lanes.", "lanewatch.linux.")
+RUN_PACKAGES = ("lanewatch.lanes.", "lanewatch.runner.", "lanewatch.linux.")
 RUN_MODULES = {"lanewatch", "lanewatch.__main__", "lanewatch.cli", "lanewatch.errors"}
-RUN_MODULES |= {"lanewatch.inert", "lanewatch.lanes", "lanewatch.linux"}
+RUN_MODULES |= {"lanewatch.inert", "lanewatch.lanes", "lanewatch.runner", "lanewatch.linux"}
 # The standard library's parts that `run` does without: shlex only for the tmux advice
-# (lanes/launchers.py), logging only for a warning (lanes/logs.py); no tempfile, no asyncio.
+# (runner/launchers.py), logging only for a warning (lanes/logs.py); no tempfile, no asyncio.
 RUN_NEVER_STDLIB = {"shlex", "logging", "tempfile", "asyncio"}
 
 
@@ -136,7 +142,7 @@ def test_run_loads_no_other_command_no_ui_and_no_watcher(
     )
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(out.read_text()))
-    assert "lanewatch.lanes.run" in loaded  # it really ran
+    assert "lanewatch.runner.run" in loaded  # it really ran
     tops = {m.split(".")[0] for m in loaded}
     assert not tops & {*UI_AND_WATCHERS, "psutil", "filelock", "platformdirs"}, sorted(tops)
     assert "click" not in tops  # its usual forms start without click (cli/run_fast.py)

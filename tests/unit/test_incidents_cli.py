@@ -1,4 +1,4 @@
-"""`lanewatch incidents` as a person reads it (issue 28): the list fits 80 to 160 columns with
+"""`lanewatch incidents` as a person reads it: the list fits 80 to 160 columns with
 every ID whole, and any unambiguous prefix of an ID (or of its hash) leads to the incident, its
 `--markdown` report and its `--ack`; an ambiguous one lists the candidates (exit 2). Real
 incident logs, written as an engine writes them; a user journey, also run as a normal user."""

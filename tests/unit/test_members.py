@@ -161,7 +161,7 @@ SETSID_DAEMON = (
 
 
 def fenced_here() -> bool:
-    from lanewatch.lanes import fence
+    from lanewatch.runner import fence
 
     return fence.kernel_refusal() is None
 
@@ -519,7 +519,7 @@ def pane_tmux() -> Iterator[Path]:
 def test_tmux_new_from_inside_a_tmux_pane_runs_in_a_server_of_the_lanes_own(
     spawn: Spawn, repo: Path, tmp_path: Path, pane_tmux: Path, how: str
 ) -> None:
-    """Issue 27: `lanewatch run --lane t -- tmux new -d …` from a tmux pane (`$TMUX` set). The
+    """`lanewatch run --lane t -- tmux new -d …` from a tmux pane (`$TMUX` set). The
     fence hides the pane's server; tmux once failed to make its socket there, ran nothing and
     exited 0. Now the session runs in the lane's own server: CMD ran, the lane is live with
     it as a member, one attach line names the socket that exists, `kill` ends it."""
@@ -562,11 +562,11 @@ def test_tmux_new_from_inside_a_tmux_pane_runs_in_a_server_of_the_lanes_own(
 
 
 def test_the_attach_line_names_only_a_socket_a_server_answers_on(tmp_path: Path) -> None:
-    """A socket left by an earlier run's server is named no more (issue 27: two attach lines,
+    """A socket left by an earlier run's server is named no more (two attach lines,
     one for a socket nobody answered on)."""
     import socket
 
-    from lanewatch.lanes.linger import live_sockets
+    from lanewatch.runner.linger import live_sockets
 
     folder = tmp_path / "tmux"
     folder.mkdir()
@@ -584,8 +584,8 @@ def test_the_attach_line_names_only_a_socket_a_server_answers_on(tmp_path: Path)
 
 
 def test_a_fence_hides_the_real_tmp_but_not_what_it_binds_back(tmp_path: Path) -> None:
-    from lanewatch.lanes import fence as fences
-    from lanewatch.lanes.launchers import tmux_in_lane
+    from lanewatch.runner import fence as fences
+    from lanewatch.runner.launchers import tmux_in_lane
 
     kept = "/tmp/kept-entry"
     fence = fences.Fence("kernel", binds=((str(tmp_path), "/tmp"),), kept=(kept,))

@@ -102,7 +102,7 @@ def test_stale_metrics_are_what_clear_stale_dry_run_lists(
     repo: Path, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     """lanewatch_stale_bytes says "what `clear --stale` would free": the dry run lists the
-    same namespaces, the same bytes (apparent and on disk). Before issue 26 the dry run said
+    same namespaces, the same bytes (apparent and on disk). Formerly the dry run said
     "nothing to clear" beside released and orphan namespaces the metric counted."""
     root = register_root(tmp_path / "root")
     live = start_lane(procs, repo, root, "agent-1")  # live: neither counts it
@@ -371,7 +371,7 @@ def test_the_sample_alerts_use_metrics_that_exist_and_disk_bytes(
     lane_root: Path, tmp_path: Path
 ) -> None:
     """docs/metrics.md's alert rules: every lanewatch metric they name is exposed, the stale
-    alert fires on bytes on disk (issue 26: on apparent size it fired ~50x late), and promtool
+    alert fires on bytes on disk (on apparent size it fired ~50x late), and promtool
     accepts the file (where Debian's prometheus is installed)."""
     doc = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
     rules = doc.split("# lanewatch-alerts.yml\n", 1)[1].split("```", 1)[0]

@@ -1,4 +1,4 @@
-"""The recorder's view of other mount namespaces never goes stale (issue 26).
+"""The recorder's view of other mount namespaces never goes stale.
 
 The kernel gives a dead mount namespace's number (`mnt:[4026532174]`) to the next one made, at
 once. A table of mounts remembered by that number described a lane long gone: a new lane's

@@ -1,4 +1,4 @@
-"""Sandboxes inside a fenced lane (issue 27, item 3): a lane's command starts bubblewrap (as
+"""Sandboxes inside a fenced lane: a lane's command starts bubblewrap (as
 Codex runs its commands) or `unshare`, and what they write in /tmp is still the lane's; a
 sandboxed process that leaves the lane's mount namespace, its session and its environment is
 still a member. Real `lanewatch run`, real bwrap and util-linux `unshare`; as root and, in

@@ -6,7 +6,7 @@ Both absences are simulated, since the test machine has both:
   tmpfs mounted over /proc, so every /proc read fails as it would where there is none;
 - no inotify: a `sitecustomize` on PYTHONPATH makes `ctypes.CDLL(None)` lack the inotify_*
   functions, which is what macOS's libc looks like to watchdog's inotify module (it raises
-  UnsupportedLibcError at import, the traceback issue 18 saw from `status`).
+  UnsupportedLibcError at import, the traceback once seen from `status`).
 """
 
 from __future__ import annotations

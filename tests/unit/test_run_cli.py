@@ -19,9 +19,9 @@ import pytest
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane, locate
 from lanewatch.lanes.lock import is_lock_held, lock_path
-from lanewatch.lanes.run import FORWARDED, run_in_lane
 from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, read_stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness, start_ticks
+from lanewatch.runner.run import FORWARDED, run_in_lane
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -227,7 +227,7 @@ def test_tmpdir_is_really_used_by_tempfile(repo: Path, root: Path, fence: str) -
     how = seen["env"].pop("LANEWATCH_FENCE")
     if fence == "auto" and how != "none":  # fenced: /tmp is the lane's tmp folder
         tempdir = "/tmp"
-    else:  # the folder itself, or a short link to it (lanes/fence.py short_tmp)
+    else:  # the folder itself, or a short link to it (runner/fence.py short_tmp)
         tempdir = seen["gettempdir"]
         assert os.path.realpath(tempdir) == str(tmp)
     assert how == "none" if fence == "none" else how in ("kernel", "bwrap")

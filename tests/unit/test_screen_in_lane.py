@@ -1,4 +1,4 @@
-"""`run`'s screen rule (lanes/launchers.py `screen_in_lane`): inside a screen window `$STY`
+"""`run`'s screen rule (runner/launchers.py `screen_in_lane`): inside a screen window `$STY`
 would hand a screen CMD to the outer session, outside the lane; it is dropped for a CMD that
 starts something and kept for one that talks to sessions already running. Pure: the real
 screen runs in tests/unit/test_launchers.py."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanewatch.lanes.launchers import screen_in_lane
+from lanewatch.runner.launchers import screen_in_lane
 
 ENV = {"STY": "4242.work", "HOME": "/home/a"}
 

@@ -1,6 +1,6 @@
 """Receipt seals, end to end: real `lanewatch prove` and `gate` processes in real checkouts.
 
-Each forgery of issue 21 (outcome and exit code edited together, checkout fields rewritten, an
+Each forgery a review tried (outcome and exit code edited together, checkout fields rewritten, an
 old receipt's HEAD set to the new one, a receipt from another checkout or user with its fields
 adjusted) passed the gate before receipts were sealed; each is refused as `bad-seal` now. So is a
 receipt dated in the future, with or without `--max-age`, and a key file that cannot be trusted.

@@ -1,4 +1,4 @@
-"""docs/engine.md lists every `stamp_status` that `status --json` can emit (issue 28: `fifo`,
+"""docs/engine.md lists every `stamp_status` that `status --json` can emit (`fifo`,
 `directory`, `socket` and `device` were missing): the doc line is the enum."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A takeover's evidence without the kernel (issue 16): the engine keeps the stamp it read
+"""A takeover's evidence without the kernel: the engine keeps the stamp it read
 before a live owner was replaced and the new one, in the root's evidence store and write
 history, each named by the owner its stamp names; the report shows the one before whole and
 the new one as a diff, and prefers the kernel's record of the same content when there is one.

@@ -174,7 +174,7 @@ def test_the_table_reads_at_80_columns_and_wide(
 def test_one_lane_name_in_two_worktrees_reads_as_two_checkouts(
     repo: Path, tmp_path: Path, root: Path, procs: list[subprocess.Popen[bytes]], width: str
 ) -> None:
-    """`pytest-gw0` of two worktrees named alike (`app`): before issue 26 the table showed two
+    """`pytest-gw0` of two worktrees named alike (`app`): formerly the table showed two
     identical rows; now its checkout column tells them apart, at 80 columns too."""
     twin = tmp_path / "elsewhere" / "repo"
     twin.parent.mkdir()

@@ -97,7 +97,7 @@ def test_cli_trash_json_and_restore(scratch: Path) -> None:
     [entry] = data["entries"]
     assert entry["id"] == result.trash_id and entry["lane"] == "listed"
     assert entry["cleared_by_detail"]["pid"] == os.getpid()
-    # issue 26: what it took on disk (du -sB1) beside the files' lengths
+    # what it took on disk (du -sB1) beside the files' lengths
     assert entry["allocated_bytes"] == result.allocated and result.allocated > entry["bytes"]
     table = cli("trash").stdout
     assert result.trash_id in table and "DISK" in table

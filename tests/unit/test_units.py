@@ -1,5 +1,5 @@
 """One unit convention for sizes: the CLI's messages (clear, purge, trash) and the dashboard
-both say decimal kB/MB, never KiB (issue 16)."""
+both say decimal kB/MB, never KiB."""
 
 from __future__ import annotations
 

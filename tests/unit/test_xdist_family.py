@@ -1,4 +1,4 @@
-"""`pytest -p lanewatch -n 2` beside a running recorder invents no incident (issue 26).
+"""`pytest -p lanewatch -n 2` beside a running recorder invents no incident.
 
 A real recorder (`lanewatch record --json`: kernel attribution as root, the prober's inferred
 attribution as a normal user) watches a real inner pytest with two real xdist workers, with

@@ -1,6 +1,6 @@
 """A target's state right now, judged exactly as the dashboard judges it.
 
-The stamp is read, the kernel is asked about its owner (`sources.prober.judge`), and
+The stamp is read, the kernel is asked about its owner (`processes.prober.judge`), and
 `model.classify` gives the state: CLI, dashboard and engine can never disagree on what is live.
 `Seen` is what a person was shown (the owner's pid and start time); an action refuses when the
 namespace's owner changed since, so it acts on what the user saw.

@@ -32,21 +32,15 @@ from typing import Any
 from lanewatch.actions.mounts import mount_id, mounts_inside
 from lanewatch.files.usage import Usage
 from lanewatch.lanes.fsutil import walk_files
+from lanewatch.linux.libc import libc
 from lanewatch.linux.proc import chmod_fd
 
 RENAME_NOREPLACE = 1
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_libc: Any = None
 
 
 def _renameat2() -> Any | None:
-    global _libc
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        except OSError:
-            _libc = False
-    return getattr(_libc, "renameat2", None) if _libc else None
+    return getattr(libc(), "renameat2", None)
 
 
 def rename_noreplace(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> None:

@@ -4,7 +4,7 @@
 non-folder is refused, never followed), then takes, without waiting:
 - an exclusive flock on the folder itself (owners hold it shared; systemd-tmpfiles honours it),
 - an exclusive flock on `.lanewatch/owner.lock`, the lock every owner holds for its whole life
-  (flock, like `filelock.UnixFileLock` that `scheme.lock` uses: the same lock). It is created
+  (flock, like `filelock.UnixFileLock` that `lanes.lock` uses: the same lock). It is created
   when `.lanewatch/` exists but the file does not, so a claimant racing us is refused instead
   of slipping in between our check and our move.
 Held by anyone: refused. While pinned, no claimant can take the lane, and the folder's

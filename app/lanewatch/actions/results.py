@@ -7,18 +7,13 @@ failed outcome) pass `check=True`, and a refusal raises `ActionRefused` carrying
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from lanewatch.errors import LanewatchError
+from lanewatch.model.engine_api import Result
 from lanewatch.model.units import size
 
-
-class Result(Protocol):
-    @property
-    def ok(self) -> bool: ...
-
-    @property
-    def message(self) -> str: ...
+__all__ = ["ActionRefused", "Result", "checked", "human_size", "sizes_text"]
 
 
 class ActionRefused(LanewatchError):

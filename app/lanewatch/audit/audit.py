@@ -40,11 +40,11 @@ from lanewatch.audit.report import AuditReport, Finding, Read, Run, Write
 from lanewatch.audit.shim import CLOCK, CLOCK_ENV, CLOCK_MODULE, SHIM
 from lanewatch.errors import LanewatchError
 from lanewatch.lanes.checkout import find_checkout, resolve_checkout
-from lanewatch.lanes.fence import ENV_FENCE_WITH, FOLDERS
 from lanewatch.lanes.lane import SCRATCH_DIR, TEMP_VARS, locate
 from lanewatch.lanes.leases import ENV_DIR as ENV_PORTS_DIR
 from lanewatch.lanes.leases import lease_dir
 from lanewatch.lanes.stamp import read_stamp
+from lanewatch.runner.fence import ENV_FENCE_WITH, FOLDERS
 
 EXIT_FENCE_REFUSED = 3  # `lanewatch run --fence tmp` where the fence cannot be built
 PORTS, LISTENED = "ports", "listened"  # a port finding's owner and its writes' place and kind

@@ -16,7 +16,12 @@ nanoseconds its setup started and its teardown ended, to $LANEWATCH_AUDIT_CLOCK.
 
 from __future__ import annotations
 
-SHIM = r"""
+from lanewatch.linux import userns
+
+# linux/userns.py's text (the private mounts, written once), then the shim's own.
+SHIM = (
+    userns.source()
+    + r"""
 import ctypes, json, os, sys
 spec, cmd = json.loads(sys.argv[1]), sys.argv[2:]
 status = {"home": "not asked"}
@@ -36,16 +41,15 @@ def overlay():
     if bad:
         return "a path overlayfs cannot take (a comma, colon or backslash): %s" % bad[0]
     libc = ctypes.CDLL(None, use_errno=True)
-    uid, gid, cwd = os.getuid(), os.getgid(), os.getcwd()
-    if libc.unshare(0x00020000 | (0 if uid == 0 else 0x10000000)) != 0:
-        return "no namespace for the home overlay: %s" % os.strerror(ctypes.get_errno())
-    if uid != 0:
-        for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)),
-                           ("gid_map", "%d %d 1" % (gid, gid))):
-            with open("/proc/self/" + name, "w") as f:
-                f.write(text)
-    if libc.mount(None, b"/", None, 16384 | (1 << 19), None) != 0:
-        return "cannot make the mounts private: %s" % os.strerror(ctypes.get_errno())
+    cwd = os.getcwd()
+    failed = enter_private_mounts(libc, os.getuid() == 0)  # linux/userns.py, run ahead of this
+    if failed is not None:
+        what, err = failed
+        if what == "unshare":
+            return "no namespace for the home overlay: %s" % os.strerror(err)
+        if what == "mount /":
+            return "cannot make the mounts private: %s" % os.strerror(err)
+        return "home overlay failed: %s: %s" % (what, os.strerror(err))
     under = [k for k in spec.get("keep", []) if k == home or k.startswith(home.rstrip("/") + "/")]
     opened = [(os.open(k, os.O_PATH), k) for k in under if os.path.exists(k)]
     opts = "lowerdir=%s,upperdir=%s,workdir=%s" % (home, spec["upper"], spec["work"])
@@ -76,6 +80,7 @@ except OSError as exc:
     sys.stderr.write("lanewatch audit: command cannot run: %s (%s)\n" % (cmd[0], exc.strerror))
     os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
 """
+)
 
 CLOCK_MODULE = "lanewatch_audit_clock"
 CLOCK_ENV = "LANEWATCH_AUDIT_CLOCK"

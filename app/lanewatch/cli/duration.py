@@ -6,7 +6,7 @@ import click
 
 
 class Duration(click.ParamType):
-    """`90`, `90s`, `10m`, `1h30m`, `7d`, `2w` as seconds (scheme.gate.parse_duration)."""
+    """`90`, `90s`, `10m`, `1h30m`, `7d`, `2w` as seconds (proof.gate.parse_duration)."""
 
     name = "DURATION"
 

@@ -41,7 +41,7 @@ def hello_json() -> dict[str, Any]:
         "roots": roots,
         "default_root": str(default_root()),
         "state_dir": str(state_dir()),
-        # What this `record` accepts beyond 0.1's (issue 20): the far side of a many-host
+        # What this `record` accepts beyond 0.1's: the far side of a many-host
         # dashboard asks for no option its host's lanewatch does not list here.
         "record": ["views", "until-eof", "beats"],
     }

@@ -9,9 +9,9 @@ import click
 
 from lanewatch.cli import completers
 from lanewatch.cli.rootopts import lane_root
-from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE
 from lanewatch.lanes.stamp import MAX_HEARTBEAT
+from lanewatch.runner.fence import Mode
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,7 +45,7 @@ def lane_options(func: F) -> F:
 
 
 def fence_options(func: F) -> F:
-    """--fence, --fence-shm (lanes/fence.py, docs/fence.md)."""
+    """--fence, --fence-shm (runner/fence.py, docs/fence.md)."""
     func = click.option(
         "--fence-shm",
         "fence_shm",

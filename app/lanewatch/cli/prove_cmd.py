@@ -9,8 +9,8 @@ import click
 from lanewatch.cli.common import fail, friendly_errors_around_cmd, say
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.laneopts import command_after_dashes, fence_options, lane_options
-from lanewatch.lanes.fence import Mode
 from lanewatch.proof.prove import prove
+from lanewatch.runner.fence import Mode
 
 
 @click.command("prove", context_settings={"ignore_unknown_options": True})

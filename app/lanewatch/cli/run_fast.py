@@ -18,12 +18,12 @@ from typing import Any, NoReturn
 
 from lanewatch.cli.common import friendly_errors_around_cmd, say
 from lanewatch.errors import ClaimRefused
-from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, Lane
-from lanewatch.lanes.pick import Interrupted, claim_next_free, claim_waiting
-from lanewatch.lanes.run import run_in_lane
 from lanewatch.lanes.stamp import MAX_HEARTBEAT
 from lanewatch.linux.support import PROC, missing
+from lanewatch.runner.fence import Mode
+from lanewatch.runner.pick import Interrupted, claim_next_free, claim_waiting
+from lanewatch.runner.run import run_in_lane
 
 _VALUED = {"--lane", "--root", "--checkout", "--heartbeat", "--fence", "--wait"}
 _FLAGS = {"--fence-shm", "--lane-auto"}

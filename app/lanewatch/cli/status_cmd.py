@@ -25,7 +25,6 @@ from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import status_roots
 from lanewatch.hosts.stream import HostState
 from lanewatch.hosts.wire import split_key
-from lanewatch.lanes.fence import describe as fence_words
 from lanewatch.linux.procid import hostname
 from lanewatch.model.footprint import idle_holding
 from lanewatch.model.kinds import is_collision
@@ -39,6 +38,7 @@ from lanewatch.model.views import (
     NamespaceView,
     NsState,
 )
+from lanewatch.runner.fence import describe as fence_words
 
 SCHEMA = schema_id("status")  # was the number 1 before 0.2
 EXIT_OK = Exit.OK
@@ -123,14 +123,14 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         "last_write": v.last_write,
         "files": v.files,
         "bytes": v.bytes,  # apparent: the sum of the files' lengths
-        # Additive (issue 26): on disk, as `du -sB1` counts it; what a clear frees.
+        # Additive: on disk, as `du -sB1` counts it; what a clear frees.
         "allocated_bytes": v.allocated,
         "incident_ids": list(v.incident_ids),
         "fence": v.fence,
         "fence_note": v.fence_note,
         "fence_private": list(v.fence_private),
         "members": [member_json(m, now) for m in v.members],
-        # Issue 20, additive: the host (`--host NAME`) whose lane this is; null: this one's.
+        # Additive: the host (`--host NAME`) whose lane this is; null: this one's.
         "from_host": (split_key(v.key) or (None,))[0],
         "scheme": v.scheme,
         # Issue 31, additive: what the lane costs, and how its processes are known.
@@ -214,7 +214,7 @@ def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:
         "ack_at": i.ack_at,
         "ack_by": i.ack_by,
         "summary": i.summary,
-        # Issue 17, additive: every lane that wrote, the shared file, and the acknowledgement.
+        # Additive: every lane that wrote, the shared file, and the acknowledgement.
         "writers": [writer_json(w) for w in i.writers],
         "path": i.path,
         "resolved": i.resolved,
@@ -457,7 +457,7 @@ def status_command(
     states = [p.state for p in pictures]
     if as_json:
         data = status_json(changes)
-        if hosts:  # additive (issue 20): each host's link, version, scheme and flags
+        if hosts:  # additive: each host's link, version, scheme and flags
             data["hosts"] = [s.to_json() for s in states]
         echo_json(data)
     else:

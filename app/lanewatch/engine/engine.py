@@ -277,6 +277,9 @@ class Engine:
     def rescan(self) -> None:
         self._worker.queue.put(("rescan", None))
 
+    def quiet_for(self) -> float | None:
+        return None  # it runs in this process: it cannot fall silent apart from us
+
     def acknowledge(self, incident_id: str) -> None:
         if self._thread is not None and self._thread.is_alive():
             self._worker.queue.put(("ack", incident_id, _user()))

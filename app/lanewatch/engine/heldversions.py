@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lanewatch.kernel.writefacts import worth_keeping
 from lanewatch.lanes.fsutil import read_nofollow_in
+from lanewatch.linux.proc import fd_stat
 from lanewatch.model.holdings import Holding
 from lanewatch.records.evidence import SMALL_FILE, EvidenceStore
 from lanewatch.records.writes import HELD_READ, WriteEntry, WriteLog
@@ -64,7 +65,7 @@ def read_held(path: str, holders: Sequence[Holding], *, settle: float = SETTLE) 
         if h.fd is None:
             continue
         try:  # the open file's inode, through /proc: a stat, not an open
-            held = os.stat(f"/proc/{h.pid}/fd/{h.fd}")
+            held = fd_stat(h.pid, h.fd)
         except OSError:
             continue  # closed since, or not ours to look at
         same = same or (held.st_dev, held.st_ino) == (st.st_dev, st.st_ino)

@@ -70,3 +70,28 @@ def restore(host: Host, trash_id: str) -> RemoteResult:
     """`lanewatch restore ID --json` there: refused there when the name is taken again."""
     answer = link.call(host, "restore", trash_id, "--json", timeout=KILL_TIMEOUT)
     return _result(host, "restore", answer, lambda d, code: code == 0)
+
+
+@dataclass(frozen=True, slots=True)
+class FarActions:
+    """One host's actions, as `actions.routed` asks for them (`model.engine_api.FarHost`)."""
+
+    host: Host
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    def kill(
+        self,
+        key: str,
+        signal_name: str = "TERM",
+        seen: tuple[int | None, float | None] | None = None,
+    ) -> RemoteResult:
+        return kill(self.host, key, signal_name, seen)
+
+    def clear(self, key: str) -> RemoteResult:
+        return clear(self.host, key)
+
+    def restore(self, trash_id: str) -> RemoteResult:
+        return restore(self.host, trash_id)

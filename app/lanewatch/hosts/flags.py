@@ -1,4 +1,4 @@
-"""A half-migrated host, named with the one command that fixes it (issue 20, item 2).
+"""A half-migrated host, named with the one command that fixes it.
 
 The failure lanewatch exists for moves to the machine that was forgotten: one host keeps the
 scheme, another has no lanewatch or an older scheme, or its jobs write shared temp outside any

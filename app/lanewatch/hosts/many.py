@@ -3,7 +3,9 @@
 Each batch reaches the UI with the whole health (the local roots', then each host's), since a
 batch's health replaces what the picture had; a full local picture (a rescan, a restarted
 engine process) carries every host's namespaces and incidents too, so it never erases them.
-Anything else (rescan, stats, quiet_for, …) is the local engine's.
+A rescan and the engine's silence are the local engine's. It satisfies
+`model.engine_api.EngineApi` (an engine to the dashboard) and `Routes` (where an action on a
+`NAME:…` key runs).
 """
 
 from __future__ import annotations
@@ -12,25 +14,23 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
 
 from lanewatch.errors import LanewatchError
 from lanewatch.hosts import link
+from lanewatch.hosts.actions import FarActions
 from lanewatch.hosts.stream import HostStream
-from lanewatch.hosts.wire import SEP
+from lanewatch.hosts.wire import SEP, split_key
+from lanewatch.model.engine_api import EngineApi
 from lanewatch.model.views import Changes, SourceHealth
 
 
 class ManyHosts:
-    def __init__(self, local: Any, streams: Sequence[HostStream]) -> None:
+    def __init__(self, local: EngineApi, streams: Sequence[HostStream]) -> None:
         self.local = local
         self.streams = list(streams)
         self._lock = threading.Lock()
         self._local_health: tuple[SourceHealth, ...] = ()
         self._out: Callable[[Changes], None] = lambda c: None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.local, name)  # rescan, stats, quiet_for, acknowledge, pid, …
 
     def start(self, on_changes: Callable[[Changes], None]) -> None:
         self._out = on_changes
@@ -56,6 +56,24 @@ class ManyHosts:
         answer = link.call(stream.host, "incidents", far, "--ack")
         if answer.code != 0:
             raise LanewatchError(f"host {name}: {answer.why()}")
+
+    def rescan(self) -> None:
+        self.local.rescan()  # each host's stream sends its full picture on every reconnect
+
+    def quiet_for(self) -> float | None:
+        return self.local.quiet_for()
+
+    def far(self, key: str) -> tuple[FarActions, str] | None:
+        """(host, its own key) of a `NAME:…` key of one of these hosts; None for a local one;
+        an error for a far namespace's key of a host this dashboard does not have."""
+        name, sep, far = key.partition(SEP)
+        stream = self.stream(name) if sep and far else None
+        if stream is not None:
+            return FarActions(stream.host), far
+        found = split_key(key)
+        if found is not None:
+            raise LanewatchError(f"no host {found[0]} in this dashboard")
+        return None
 
     def stream(self, name: str) -> HostStream | None:
         return next((s for s in self.streams if s.host.name == name), None)

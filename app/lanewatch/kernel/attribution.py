@@ -5,17 +5,17 @@ threads of its own:
 
 - the reader (`lanewatch-fanotify`), in the watcher's callback while the event descriptors are
   open: sorts each event's path (a namespace's file, shared temp, or ours: dropped), maps the
-  pid to a lane (`sources.pidlane`, with the event's pidfd), and at a close-after-write reads
+  pid to a lane (`processes.pidlane`, with the event's pidfd), and at a close-after-write reads
   the file through the event's descriptor (size, sha256, and the bytes of a small file). It
   hands plain facts to a queue and returns: no disk writes, no waiting.
 - the attribution thread (`lanewatch-attribution`): turns facts into `KernelWrite`s and
-  incidents (`sources.writefacts`, `model.kernelwrites`) and hands them to the engine
+  incidents (`kernel.writefacts`, `model.kernelwrites`) and hands them to the engine
   (`sink`). A writer reaped before we read its event is known by the process connector
   (`processes.proclives`, its own thread `lanewatch-proclives`) or the pid clock; one not
   provable yet is retried for
   `PENDING_FOR` seconds (its stamp may be on its way), then recorded as "unknown pid".
-- the keeper (`lanewatch-keeper`, `sources.keeper`): keeps small files in the root's evidence
-  store (`sources.evidence`) and each write in the root's history (`sources.writelog`).
+- the keeper (`lanewatch-keeper`, `kernel.keeper`): keeps small files in the root's evidence
+  store (`records.evidence`) and each write in the root's history (`records.writes`).
 
 Overflow (`FAN_Q_OVERFLOW`, or an event whose file the kernel could not open for us) is handed
 on as `KernelBatch.lost`: the engine says so and rescans; nothing is attributed for the gap.

@@ -7,15 +7,15 @@ by lanewatch and nobody waits if lanewatch dies.
 
 Layers, lowest first, each in a module of its own (all their public names are here too):
 
-- `sources.fanabi`: the kernel interface (constants, record layouts, the libc calls,
+- `linux.fanotify_abi`: the kernel interface (constants, record layouts, the libc calls,
   `FanotifyError`).
-- `sources.fanevents`: what a read returns: `events_from_buffer()` parses it into `FanEvent`s
+- `kernel.fanevents`: what a read returns: `events_from_buffer()` parses it into `FanEvent`s
   (pure but for readlink), an `EventBatch` owns their descriptors; `read_content()`.
 - here: `fanotify_available()` (can this process use fanotify, with a reason line);
   `FanotifyGroup`, one group fd: `mark()` a path's filesystem, `read()` an `EventBatch`;
   `FanotifyWatcher`, a reader thread that hands batches to a callback and closes every event
   descriptor as soon as the callback returns; with `ignore_foreign`, busy folders outside its
-  prefixes stop waking it (`sources.fanignore`, Linux 6.0+).
+  prefixes stop waking it (`kernel.fanignore`, Linux 6.0+).
 
 See docs/fanotify.md for what it can and cannot see. Importing this module never raises,
 on any platform; only calling into it on a system without fanotify does.
@@ -374,7 +374,7 @@ class FanotifyWatcher:
         # MODIFY and CLOSE_WRITE (and repeated writes of one file) while they are queued, so
         # a short wait means fewer events to read, at that much more latency.
         self._read_delay = read_delay
-        # Kernel ignore marks on busy folders outside the prefixes (sources.fanignore).
+        # Kernel ignore marks on busy folders outside the prefixes (kernel.fanignore).
         self._ignore_foreign = ignore_foreign
         self.foreign: ForeignDirs | None = None
         self.marks: dict[str, MarkKind] = {}

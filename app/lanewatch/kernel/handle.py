@@ -1,6 +1,6 @@
 """The engine's handle on kernel attribution: start it where fanotify works, say which it is.
 
-`KernelAttribution` is owned by the `Engine`. It starts `sources.attribution.Attribution` when
+`KernelAttribution` is owned by the `Engine`. It starts `kernel.attribution.Attribution` when
 fanotify is available (never raising: without the privilege the engine simply stays on
 inferred attribution) and feeds its batches to the worker's queue as `("kernel", batch)`.
 `mode` is "kernel" or "inferred" and `hint` one line for people; `stamp` puts both on every

@@ -17,12 +17,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lanewatch.errors import BadValue, ClaimRefused, LanewatchError
 from lanewatch.lanes import ledger
 from lanewatch.lanes.checkout import Checkout, resolve_checkout
-from lanewatch.lanes.fence import Fence
 from lanewatch.lanes.fsutil import ensure_real_dir
 from lanewatch.lanes.handed import stdio_now
 from lanewatch.lanes.leasing import LaneLease
@@ -41,6 +40,9 @@ from lanewatch.lanes.stamp import (
     write_stamp,
 )
 from lanewatch.linux.procid import Liveness, ProcessIdentity, hostname, liveness
+
+if TYPE_CHECKING:  # the runner (above) sets it; the Lane only writes it down
+    from lanewatch.runner.fence import Fence
 
 DEFAULT_LANE = "default"
 ENV_LANE = "LANEWATCH_LANE"
@@ -336,7 +338,7 @@ def scratch_dir_for(
 
     The first call claims the lane for the life of the process (released at exit); later calls
     in the same process return the same folder. Inside the `lanewatch run` that owns this very
-    lane (a live ancestor, see `scheme.nested`), nothing is claimed: the run is the owner.
+    lane (a live ancestor, see `lanes.nested`), nothing is claimed: the run is the owner.
     Raises Unbound outside a checkout and ClaimRefused when another live process owns the lane.
     """
     from lanewatch.lanes.nested import outer_owner  # nested imports this module

@@ -73,7 +73,7 @@ class Stamp:
     pgid: int | None = None
     released_at: float | None = None
     exit_code: int | None = None
-    # The fence (lanes/fence.py): "kernel", "bwrap" or "none"; None: written before fences.
+    # The fence (runner/fence.py): "kernel", "bwrap" or "none"; None: written before fences.
     fence: str | None = None
     fence_note: str | None = None  # why a lane runs unfenced ("--fence none", the kernel's no)
     fence_private: list[str] | None = None  # the mount points that are the lane's own
@@ -173,7 +173,7 @@ class StampRead:
     file_uid: int | None = None
     folder_uid: int | None = None
     # The bytes as read, where the reader keeps them (the engine's: `files.walk.read_stamp_at`),
-    # so a replaced owner's stamp can be shown beside its successor's (issue 16).
+    # so a replaced owner's stamp can be shown beside its successor's.
     data: bytes | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -4,8 +4,8 @@ What `<linux/fanotify.h>` defines and we use (event bits, `fanotify_init` and `f
 flags, the layout of an event record and of its info records), `mask_names()`, the libc binding
 (`fanotify_init`, `fanotify_mark`, typed once), `FanotifyError` with a reason fit for people,
 and `_init_group()`, which opens a notification group with the newest reporting flags the
-kernel has. No thread, no event: `sources.fanevents` parses what a read returns and
-`sources.fanotify` reads it. Importing this module never raises, on any platform.
+kernel has. No thread, no event: `kernel.fanevents` parses what a read returns and
+`kernel.fanotify` reads it. Importing this module never raises, on any platform.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import logging
 import os
 import struct
 import sys
+
+from lanewatch.linux.libc import libc as c_library
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +140,10 @@ def _reason(err: int, what: str) -> str:
 @functools.cache
 def _libc() -> ctypes.CDLL | None:
     """The process's libc with fanotify_init/fanotify_mark typed, or None if it has none."""
+    libc = c_library()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        init, mark = libc.fanotify_init, libc.fanotify_mark
-    except (OSError, AttributeError, TypeError):
+        init, mark = libc.fanotify_init, libc.fanotify_mark  # type: ignore[union-attr]
+    except (AttributeError, TypeError):
         return None
     init.argtypes = [ctypes.c_uint, ctypes.c_uint]
     init.restype = ctypes.c_int

@@ -1,6 +1,6 @@
 """Paths as a process in another mount namespace names them, turned into ours.
 
-A fenced lane (lanes/fence.py) sees a folder of its namespace at /tmp. The kernel names its
+A fenced lane (runner/fence.py) sees a folder of its namespace at /tmp. The kernel names its
 files by *its* mount table: /proc/PID/fd/N and fanotify both say `/tmp/fixed.json`, which in
 ours is shared temp. `MountViews.ours(pid, path)` finds the process's mount that holds the
 path (its /proc/PID/mountinfo), and the mount of ours that shows the same folder of the same
@@ -11,7 +11,7 @@ never turned into a guess.
 Tables are remembered, and a remembered table must never describe a namespace other than the
 one asked about. The kernel gives a dead namespace's number (`mnt:[4026532174]`) to the next
 one made: a table kept by that number renamed a new lane's writes through the mounts of a lane
-long gone (issue 26). So a table is kept by the namespace's unique id where the kernel has one
+long gone. So a table is kept by the namespace's unique id where the kernel has one
 (`linux/mountns.py`), else by its number together with the process it was read from, and used
 again only while that process still lives in that namespace (then the namespace never died and
 its number was never handed on); otherwise it is read again. Our own table is read again
@@ -28,7 +28,6 @@ import struct
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from lanewatch.linux.mountinfo import MountEntry, OurMounts, mount_id, parse_mountinfo
 from lanewatch.linux.mountns import NsId, mount_ns
@@ -201,7 +200,6 @@ class Rehome:
         self._version = -1
         self._ids: set[int] = set()
         self._mount_fds: dict[int, int] = {}
-        self._libc: Any = None
 
     def close(self) -> None:
         self._drop_mount_fds()
@@ -238,6 +236,8 @@ class Rehome:
     def _by_handle(self, fd: int, ours: list[MountEntry]) -> str | None:
         import ctypes  # only for events on a mount of another namespace
 
+        from lanewatch.linux.libc import libc as c_library
+
         try:
             dev = os.fstat(fd).st_dev
         except OSError:
@@ -245,9 +245,9 @@ class Rehome:
         mount_fd = self._mount_fd(dev, ours)
         if mount_fd is None:
             return None
-        if self._libc is None:
-            self._libc = ctypes.CDLL(None, use_errno=True)
-        libc = self._libc
+        libc = c_library()
+        if libc is None:
+            return None
         buf = ctypes.create_string_buffer(8 + MAX_HANDLE_SZ)
         struct.pack_into("=Ii", buf, 0, MAX_HANDLE_SZ, 0)
         mnt = ctypes.c_int()

@@ -368,6 +368,24 @@ def fd_path(fd: int) -> str | None:
         return None
 
 
+def fd_stat(pid: int, fd: int) -> os.stat_result:
+    """What process `pid`'s fd `fd` is open on, stat'ed through its /proc link: a stat, not an
+    open. Raises OSError (closed since, or not ours to look at)."""
+    return os.stat(f"{PROC}/{pid}/fd/{fd}")
+
+
+def reopen_own(fd: int, flags: int) -> int:
+    """A new open file description of what our own fd `fd` names, with `flags` of its own
+    (O_NONBLOCK on it leaves `fd`'s description as it was). Raises OSError."""
+    return os.open(f"{PROC}/self/fd/{fd}", flags)
+
+
+def through_fd(fd: int, name: str) -> str:
+    """`name` inside the folder our fd `fd` is open on, as a short path (/proc/self/fd/N/NAME):
+    for a socket whose full path is too long for `connect`."""
+    return f"{PROC}/self/fd/{fd}/{name}"
+
+
 def chmod_fd(fd: int, mode: int) -> None:
     """chmod the object our fd `fd` names, even an O_PATH fd (fchmod refuses those): through
     its /proc/self/fd link, which names that very object. Raises OSError."""
@@ -385,6 +403,16 @@ def read_int(path: str) -> int | None:
         with open(path, "rb") as f:
             return int(f.read().strip())
     except (OSError, ValueError):
+        return None
+
+
+def sysctl(name: str) -> str | None:
+    """A kernel setting by its sysctl name (`user.max_user_namespaces`), stripped; None when
+    this kernel has no such setting or it cannot be read."""
+    try:
+        with open(f"{PROC}/sys/" + name.replace(".", "/")) as f:
+            return f.read().strip()
+    except OSError:
         return None
 
 

@@ -9,11 +9,11 @@ runner can wait for it (`waitpid(-1)` fails with ECHILD exactly when no descenda
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import signal
 from collections.abc import Mapping
 
+from lanewatch.linux.libc import libc
 from lanewatch.linux.proc import ProcStat, read_stat, stat_table
 from lanewatch.linux.procid import ProcessIdentity, boot_id
 
@@ -21,22 +21,9 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
 
-@functools.cache
 def _libc() -> ctypes.CDLL | None:
-    # The running program's own symbols include libc's: no search (find_library runs a
-    # subprocess, too slow for `run`'s start).
-    for name in (None, "libc.so.6", "find"):
-        if name == "find":
-            from ctypes.util import find_library  # only here: it runs a subprocess to search
-
-            name = find_library("c")
-        try:
-            lib = ctypes.CDLL(name, use_errno=True)
-            if hasattr(lib, "prctl"):
-                return lib
-        except OSError:
-            continue
-    return None
+    lib = libc()
+    return lib if lib is not None and hasattr(lib, "prctl") else None
 
 
 def set_child_subreaper() -> str | None:

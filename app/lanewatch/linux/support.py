@@ -21,13 +21,10 @@ def has_proc() -> bool:
 
 def has_inotify() -> bool:
     """libc offers inotify: the same test watchdog's inotify module makes on import."""
-    import ctypes  # here: `run` and `gate` never ask, and never pay for it
+    from lanewatch.linux.libc import libc  # here: `run` and `gate` never ask, nor pay for it
 
-    try:
-        libc = ctypes.CDLL(None)
-    except OSError:
-        return False
-    return all(hasattr(libc, name) for name in _INOTIFY_CALLS)
+    lib = libc()
+    return lib is not None and all(hasattr(lib, name) for name in _INOTIFY_CALLS)
 
 
 def missing(needs: tuple[str, ...]) -> list[str]:

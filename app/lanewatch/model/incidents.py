@@ -186,7 +186,7 @@ def record_from_json(obj: object, root: str = "") -> IncidentRecord | None:
     last_t = float(last if last is not None else first)
     return IncidentRecord(
         id=rid,
-        kind=current_name(kind),  # an old name (before issue 17) reads as today's
+        kind=current_name(kind),  # an old name (before the kinds were renamed) reads as today's
         victim=_opt(obj, "victim", str),
         intruder=MappingProxyType(intruder),
         first_seen=float(first),
@@ -334,7 +334,7 @@ def writers_gone(
 ) -> IncidentRecord:
     """The record with the intruder and each writer whose every process is in `gone` (found
     exited at `at`) marked `gone_at`: a writer that is gone is shown as gone, and since when
-    (issue 26: a row kept naming a child long exited)."""
+    (a row kept naming a child long exited)."""
     dead = set(gone)
     intruder = dict(record.intruder)
     pid, ticks = intruder.get("pid"), intruder.get("start_ticks")

@@ -127,7 +127,7 @@ KINDS: Mapping[str, Kind] = MappingProxyType({k.name.value: k for k in _KINDS})
 # versions for their timelines (engine/heldversions.py).
 ESCAPED_THE_LANES: frozenset[IncidentKind] = frozenset({IncidentKind.SHARED_FILE})
 
-# Names a kind had before (issue 17: jargon out): records on disk may still carry them; they
+# Names a kind had before (jargon out): records on disk may still carry them; they
 # are read under the new name (`model.incidents.record_from_json`), and looked up here.
 LEGACY_NAMES: Mapping[str, str] = MappingProxyType(
     {

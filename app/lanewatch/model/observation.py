@@ -26,7 +26,7 @@ def incident_id(kind: str, victim: str | None, intruder_key: str) -> str:
 class Observation:
     kind: IncidentKind
     victim: str | None
-    intruder_key: str  # the group key (see above); the name predates issue 17
+    intruder_key: str  # the group key (see above); the name predates the kinds' renaming
     intruder: Mapping[str, Any]
     evidence: Evidence
     summary: str

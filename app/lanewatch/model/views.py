@@ -78,7 +78,7 @@ class IncidentKind(StrEnum):
     TAKEOVER = "takeover"
     REFUSED_CLAIM = "refused-claim"
     FOREIGN_RECEIPT = "foreign-receipt"
-    # Until issue 17 "foreign-writer" and "unbound-writer": records on disk may still say so
+    # Formerly "foreign-writer" and "unbound-writer": records on disk may still say so
     # (`model.kinds.LEGACY_NAMES` reads them under the new names).
     CROSS_LANE_WRITE = "cross-lane-write"  # other lanes write in one lane's namespace
     SHARED_FILE = "shared-file"  # lanes write one file in shared temp, outside their lanes
@@ -125,7 +125,7 @@ class NamespaceView:
     incident_ids: tuple[str, ...]
     uid: int | None = None  # the uid the stamp names (a claim: see `mismatch`)
     mismatch: str | None = None  # what the stamp claims that is not so; the state is unknown
-    fence: str | None = None  # how CMD is fenced: "kernel", "bwrap", "none" (lanes/fence.py)
+    fence: str | None = None  # how CMD is fenced: "kernel", "bwrap", "none" (runner/fence.py)
     fence_note: str | None = None  # why it runs unfenced
     fence_private: tuple[str, ...] = ()  # the mount points that are the lane's own
     members: tuple[LaneMember, ...] = ()  # the lane's running processes (not its runner)
@@ -172,7 +172,7 @@ class Incident:
     evidence: tuple[Evidence, ...]  # oldest first, bounded
     acknowledged: bool  # every evidence so far was acknowledged (by a person, or resolved)
     summary: str = ""  # one line for people; built from untrusted strings: never markup
-    # Issue 17, additive. Every lane that wrote, oldest first: lane, namespace, checkout_id,
+    # Additive. Every lane that wrote, oldest first: lane, namespace, checkout_id,
     # pid, start_ticks, command, first_seen, last_seen, count (`model/writerlist.py`).
     writers: tuple[Mapping[str, Any], ...] = ()
     path: str | None = None  # the one file of a shared-file incident

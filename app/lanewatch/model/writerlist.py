@@ -130,7 +130,7 @@ def merge_writers(a: Sequence[Writer], b: Sequence[Writer]) -> tuple[Writer, ...
 def writers_from_json(
     items: object, intruder: Mapping[str, Any], first: float, last: float
 ) -> tuple[Writer, ...]:
-    """The stored list; a record written before issue 17 has none: its one intruder."""
+    """The stored list; a record of an older lanewatch has none: its one intruder."""
     if isinstance(items, list):
         out = [dict(w) for w in items if isinstance(w, dict) and isinstance(w.get("key"), str)]
         if out:

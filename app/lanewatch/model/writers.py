@@ -12,7 +12,7 @@ also counts (relative paths and `openat` write there); in shared temp it does no
 
 A file held by a process and by its children (a shell's `exec 3>f` and every `sleep` it starts
 inherit the descriptor) is the holding of the eldest that holds it: the process that opened it,
-or the one that handed it down. A passing child is never the one named (issue 26: a row kept
+or the one that handed it down. A passing child is never the one named (a row kept
 naming a `sleep 2` long exited while the shell that held the file was the lane's writer).
 """
 

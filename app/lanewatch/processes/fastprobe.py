@@ -1,6 +1,6 @@
 """The fast probe: what the processes of live lanes hold, found from the process tree alone.
 
-A full /proc scan (`sources.procscan.scan`) reads the cwd, every fd, the command line and the
+A full /proc scan (`processes.holders.scan`) reads the cwd, every fd, the command line and the
 environment of every process holding anything under the prefixes; on a busy host with hundreds
 of processes sitting in /tmp that costs hundreds of milliseconds. Most of those processes belong
 to no lane. Here we read only `stat` of every process (pid, ppid, pgid), pick the descendants

@@ -208,7 +208,7 @@ def scan(
     `own_fds` are fds of *this* process to ignore (a lock the caller holds inside the path); our
     cwd and our other fds still count. `memo` (one per caller, kept between scans) lets a scan
     reuse what a holder's fds and environment were while it provably did not run since
-    (`sources.procmemo`); the result is the same. `sockets`: fd links (`socket:[INODE]`) of
+    (`processes.memo`); the result is the same. `sockets`: fd links (`socket:[INODE]`) of
     listening sockets: a process with an fd on one holds it too (kind "socket"), read from the
     same readlinks.
     """
@@ -731,7 +731,7 @@ def _describe(
     st: ProcStat, dfd: int, held: list[HeldPath], with_env: bool, bid: str, seen: Seen | None
 ) -> Holder | None:
     """Add uid, cmdline and the lane variables; None if the process exited meanwhile. `seen`:
-    the same process, which did not run since it was last described (`sources.procmemo`)."""
+    the same process, which did not run since it was last described (`processes.memo`)."""
     if seen is not None and seen.env_readable == with_env:
         return Holder(
             stat=st,

@@ -16,7 +16,7 @@ Four ways a process is known to be a lane's, strongest first (`LaneMember.how`):
   folder, which the fence bound there (same device and inode, `_shows_lane_tmp`). A sandbox
   the lane starts (`unshare -m`, bubblewrap, Codex's commands) makes a mount namespace below
   the lane's, with another number, in which /tmp is still the lane's folder: a process there
-  counts too, by the same test (issue 27: `setsid env -i unshare -Urm CMD` left the lane). Where
+  counts too, by the same test (`setsid env -i unshare -Urm CMD` left the lane). Where
   /proc/PID/ns/mnt and /proc/PID/root are withheld (another user's process as a normal user, or
   one of our own that made itself non-dumpable: ssh-agent, gpg-agent, sshd's session), its
   /proc/PID/mountinfo is not, and says what is mounted on its /tmp: the lane's folder or not
@@ -48,7 +48,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from lanewatch.lanes.fence import FOLDERS
 from lanewatch.lanes.lane import ENV_NAMESPACE
 from lanewatch.lanes.stamp import Stamp
 from lanewatch.linux import cgroup
@@ -65,6 +64,7 @@ from lanewatch.linux.reaper import descendants
 from lanewatch.model.views import LaneMember
 from lanewatch.processes.ownpids import own_pids
 from lanewatch.processes.pidclock import CLK_TCK, boottime
+from lanewatch.runner.fence import FOLDERS
 
 _MARKER = f"{ENV_NAMESPACE}=".encode()
 MAX_COMMAND = 200  # characters of a member's command line kept

@@ -1,15 +1,15 @@
 """The process prober: liveness of local owners, and who holds which path.
 
-`judge` asks the kernel about one owner (pid + start ticks + boot id, via `scheme.procid`);
+`judge` asks the kernel about one owner (pid + start ticks + boot id, via `linux.procid`);
 `judge_all` asks once per owner identity (one process may own many lanes).
-`holdings` reads /proc once (`sources.procscan`) for every process with its cwd or an open file
+`holdings` reads /proc once (`processes.holders`) for every process with its cwd or an open file
 under the roots or shared temp, and tags it with its lane evidence: $LANEWATCH_NAMESPACE,
 $LANEWATCH_LANE and its ancestry; between two such full scans (every 60 s) the fast probe
-(`sources.lanescan`) reads only the processes of live lanes. `Prober` runs on its own thread,
+(`processes.fastprobe`) reads only the processes of live lanes. `Prober` runs on its own thread,
 as a one-shot timer re-armed after each run (runs never overlap), and hands a `ProbeReport` to
 the worker. It keeps a `ProbeMemo` so that a full scan reads again only what can have changed
-(`sources.procmemo`), and sleeps on the owners' pidfds while nothing changes
-(`sources.procdeath`).
+(`processes.memo`), and sleeps on the owners' pidfds while nothing changes
+(`processes.deaths`).
 With no live local owner there is nothing to attribute: the /proc scan is skipped.
 """
 
@@ -219,7 +219,7 @@ _Who = tuple[int, str | None, str | None, tuple[int, ...], int, tuple[str, ...]]
 @dataclass(slots=True)
 class ProbeMemo:
     """What a caller that probes again and again keeps between full probes: the scan's memo
-    (`sources.procmemo`), and each holder's `Holding`s with what they were made of, reused
+    (`processes.memo`), and each holder's `Holding`s with what they were made of, reused
     when both are unchanged (at hundreds of held paths a probe, making them is a cost)."""
 
     procs: ProcMemo = field(default_factory=ProcMemo)

@@ -15,7 +15,7 @@ Checks, in order (the first that fails is the reason):
 | unreadable    | 16   | the receipt is empty, garbage, contradictory, oversized, a symlink, |
 |               |      | of a newer schema, or cannot be read                                |
 | bad-seal      | 19   | the receipt's seal is missing or does not match this user's key, or |
-|               |      | the key cannot be trusted (see scheme.seal)                         |
+|               |      | the key cannot be trusted (see proof.seal)                         |
 | foreign       | 11   | the receipt names another checkout, lane or step                    |
 | failed        | 14   | the step's last run failed (non-zero exit)                          |
 | head-unknown  | 18   | the receipt, or this checkout, has no readable HEAD                 |

@@ -2,7 +2,7 @@
 
 The git state is read before the command starts (what the step ran against) and again when it
 ends; a difference is written into the receipt, and the gate refuses such a receipt. The
-receipt is sealed with this user's key (`scheme.seal`), read (or made) before the command starts:
+receipt is sealed with this user's key (`proof.seal`), read (or made) before the command starts:
 a key that cannot be trusted fails the prove before anything runs.
 
 Two cases:
@@ -11,7 +11,7 @@ Two cases:
   heartbeat and ledger lines as `run`), and the receipt is written while the lock is still held,
   just before the release.
 - The lane is already held by the `lanewatch run` this process runs inside (same namespace in
-  `$LANEWATCH_NAMESPACE`, the stamp's live owner is an ancestor; see `scheme.nested`): nothing is
+  `$LANEWATCH_NAMESPACE`, the stamp's live owner is an ancestor; see `lanes.nested`): nothing is
   claimed; the command runs in its own process group with signals forwarded and the terminal
   handed over, as `run` does, and the receipt goes into the outer run's namespace. Any other
   holder makes the prove fail closed (exit 3).
@@ -25,10 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lanewatch.lanes.fence import Mode
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, Lane, LaneTarget, locate
 from lanewatch.lanes.nested import outer_owner
-from lanewatch.lanes.run import run_in_lane, run_unclaimed
 from lanewatch.lanes.stamp import OwnerState
 from lanewatch.proof.gitstate import GitState
 from lanewatch.proof.receipts import (
@@ -40,6 +38,8 @@ from lanewatch.proof.receipts import (
     write_run,
 )
 from lanewatch.proof.seal import SealKey, ensure_key
+from lanewatch.runner.fence import Mode
+from lanewatch.runner.run import run_in_lane, run_unclaimed
 
 
 @dataclass(frozen=True, slots=True)

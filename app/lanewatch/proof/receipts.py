@@ -3,7 +3,7 @@
 A receipt lives at `<namespace>/receipts/<encoded step>.json` and names everything a gate needs
 to tell it apart from a leftover: checkout id and canonical path, lane, git HEAD, dirty flag and
 a digest of the dirt, outcome and exit code. It is sealed with this user's key (see
-`scheme.seal`), so a gate can tell a hand-edited or copied receipt, and written atomically
+`proof.seal`), so a gate can tell a hand-edited or copied receipt, and written atomically
 (temp file, fsync, rename); every receipt is also kept under `receipts/history/<encoded
 step>/`, newest `HISTORY_KEEP` only, so an earlier one is never overwritten away. Gates never
 read history.

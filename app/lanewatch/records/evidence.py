@@ -116,7 +116,7 @@ class EvidenceStore:
                 known.add(digest)
             kept[i] = digest
         # `lines`, not `body`: an empty content has an index line and no bytes; it was counted
-        # kept without being written before (issue 17's race test found it).
+        # kept without being written before.
         if lines and not self._append(bytes(body), lines):
             for line in lines:
                 known.discard(json.loads(line)["sha256"])

@@ -1,6 +1,7 @@
 """The one place the dashboard calls the actions module (kill, clear, trash, restore) and the
 engine's acknowledge. Every check lives in `lanewatch.actions`; this file only hands it the row
-the user saw (a changed owner is refused there) and turns the result into an `ActionOutcome`.
+the user saw (a changed owner is refused there); `actions.routed` decides whether it runs here
+or on another host, and turns the result into an `ActionOutcome`.
 
 Methods here block (a kill waits for its grace period): call them from a thread worker.
 """
@@ -9,36 +10,29 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from lanewatch.actions import clear as clear_mod
-from lanewatch.actions import kill as kill_mod
+from lanewatch.actions import routed
 from lanewatch.actions import trash as trash_mod
 from lanewatch.actions.authority import owner_label
-from lanewatch.actions.results import Result
+from lanewatch.actions.kill import KILLABLE
+from lanewatch.actions.routed import ActionOutcome
 from lanewatch.actions.trashbox import TrashEntry as TrashItem
 from lanewatch.errors import LanewatchError
 from lanewatch.hosts import actions as remote
 from lanewatch.hosts import elsewhere
 from lanewatch.hosts.config import Host
+from lanewatch.hosts.many import ManyHosts
 from lanewatch.hosts.wire import SEP, remote_key, split_key
 from lanewatch.linux.procid import hostname
+from lanewatch.model.engine_api import EngineApi
 from lanewatch.model.views import STALE_STATES, Incident, NamespaceView, NsState
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import lane_label as target_label
 
-KILLABLE = frozenset({NsState.LIVE, NsState.HUNG, NsState.HEADLESS})
-
-
-@dataclass(frozen=True, slots=True)
-class ActionOutcome:
-    verb: str
-    target: str
-    ok: bool
-    message: str
+__all__ = ["KILLABLE", "ActionOutcome", "ActionsAdapter"]
 
 
 def can_kill(ns: NamespaceView) -> bool:
@@ -131,8 +125,10 @@ def describe_clear(ns: NamespaceView) -> str:
 class ActionsAdapter:
     """Thin adapter between the dashboard and `lanewatch.actions` (plus the engine)."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: EngineApi) -> None:
         self._engine = engine
+        # The one place local and far are told apart: only a dashboard of many hosts has them.
+        self._hosts = engine if isinstance(engine, ManyHosts) else None
 
     # -- kill / clear / restore -------------------------------------------------------------
 
@@ -147,40 +143,18 @@ class ActionsAdapter:
         Success means the lane ended: a command that outlived the wait is a failure, shown
         with kill's reason ("still running after 5s"), as the CLI exits 1 for it.
         """
-        far = self._far(ns)
-        if far is not None:
-            host, key = far
-            seen = (ns.pid, ns.started_at)  # the far kill refuses an owner other than the row's
-            return _remote(
-                "kill", target_label(ns), lambda: remote.kill(host, key, _name(sig), seen)
-            )
         other = _other_user(ns)
-        return _run(
-            "kill",
-            target_label(ns),
-            lambda: kill_mod.kill(
-                ns, sig=sig, roots=[Path(ns.root)], allow_other_user=other, check=False
-            ),
-            succeeded=lambda result: result.ended,
-        )
+        return routed.kill(ns, target_label(ns), self._hosts, sig=sig, allow_other_user=other)
 
     def clear(self, ns: NamespaceView) -> ActionOutcome:
-        far = self._far(ns)
-        if far is not None:
-            host, key = far
-            return _remote("clear", target_label(ns), lambda: remote.clear(host, key))
-        return _run(
-            "clear",
-            target_label(ns),
-            lambda: clear_mod.clear(ns, roots=[Path(ns.root)], check=False),
-        )
+        return routed.clear(ns, target_label(ns), self._hosts)
 
     def trash(self, roots: Sequence[str]) -> list[TrashItem]:
         return trash_mod.list_all([Path(root) for root in roots])
 
     def hosts(self) -> list[Host]:
         """The other hosts of this dashboard (`dash --host`), in order; [] when there is none."""
-        return [s.host for s in getattr(self._engine, "streams", ())]
+        return [s.host for s in self._hosts.streams] if self._hosts is not None else []
 
     def far_trash(self) -> tuple[list[TrashItem], list[str]]:
         """Every other host's trash (`lanewatch trash --json` there), its entries' id, root,
@@ -195,36 +169,17 @@ class ActionsAdapter:
         return items, errors
 
     def restore(self, item: TrashItem) -> ActionOutcome:
-        label = item.lane or item.name
-        far = self.host_of(item.id)
-        if far is not None:  # another host's entry: its lanewatch restores it, with its checks
-            host, trash_id = far
-            return _remote("restore", label, lambda: remote.restore(host, trash_id))
-        return _run(
-            "restore", label, lambda: trash_mod.restore(item, roots=[Path(item.root)], check=False)
-        )
+        return routed.restore(item, self._hosts)
 
     def host_of(self, key: str) -> tuple[Host, str] | None:
         """(host, its own key or id) of another host's namespace, incident or trash entry
         (`NAME:…` with NAME one of this dashboard's hosts); None for this host's."""
         name, sep, far = key.partition(SEP)
-        stream = getattr(self._engine, "stream", None)
-        host_stream = stream(name) if sep and far and callable(stream) else None
+        host_stream = self._hosts.stream(name) if self._hosts and sep and far else None
         if host_stream is not None:
             return host_stream.host, far
         found = split_key(key)  # a far namespace's key without its stream: still not ours
         return (Host(found[0], found[0]), found[1]) if found else None
-
-    def _far(self, ns: NamespaceView) -> tuple[Host, str] | None:
-        """The host and its own key, for another host's lane (the engine is `ManyHosts`)."""
-        found = split_key(ns.key)
-        stream = getattr(self._engine, "stream", None)
-        if found is None or not callable(stream):
-            return None
-        host_stream = stream(found[0])
-        if host_stream is None:
-            raise LanewatchError(f"no host {found[0]} in this dashboard")
-        return host_stream.host, found[1]
 
     # -- incidents ----------------------------------------------------------------------------
 
@@ -234,38 +189,6 @@ class ActionsAdapter:
         except (LanewatchError, OSError) as exc:
             return ActionOutcome("acknowledge", incident.id, False, str(exc))
         return ActionOutcome("acknowledge", incident.id, True, f"acknowledged {incident.id}")
-
-
-R = TypeVar("R", bound=Result)
-
-
-def _name(sig: int) -> str:
-    return signal.Signals(sig).name.removeprefix("SIG")
-
-
-def _remote(verb: str, label: str, act: Callable[[], remote.RemoteResult]) -> ActionOutcome:
-    try:
-        result = act()
-    except (LanewatchError, OSError) as exc:
-        return ActionOutcome(verb, label, False, str(exc))
-    return ActionOutcome(verb, label, result.ok, result.message)
-
-
-def _ok(result: Result) -> bool:
-    return result.ok
-
-
-def _run(
-    verb: str,
-    label: str,
-    act: Callable[[], R],
-    succeeded: Callable[[R], bool] = _ok,
-) -> ActionOutcome:
-    try:
-        result = act()
-    except (LanewatchError, OSError) as exc:
-        return ActionOutcome(verb, label, False, str(exc))
-    return ActionOutcome(verb, label, succeeded(result), result.message)
 
 
 def _far_entry(host: str, e: dict[str, Any]) -> TrashItem:

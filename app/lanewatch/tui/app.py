@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import events
 from textual.app import App
@@ -23,6 +23,7 @@ from lanewatch.errors import LanewatchError
 from lanewatch.hosts.wire import host_fixes
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
+from lanewatch.model.engine_api import EngineApi
 from lanewatch.model.roles import LEGEND
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import clipboard, watch
@@ -45,11 +46,6 @@ from lanewatch.tui.screens.message_log import MessageLog
 from lanewatch.tui.screens.trash import TrashScreen
 from lanewatch.tui.screens.typeahead import TypeaheadGuard
 from lanewatch.tui.widgets.lane_table import LaneTable
-
-if TYPE_CHECKING:
-    from lanewatch.engine.engine import Engine
-    from lanewatch.engine.process import EngineProcess
-    from lanewatch.hosts.many import ManyHosts
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +83,7 @@ class LanewatchApp(App[None]):
 
     def __init__(
         self,
-        engine: Any,
+        engine: EngineApi,
         *,
         root_paths: Sequence[str] = (),
         demo_note: str | None = None,
@@ -370,8 +366,7 @@ class LanewatchApp(App[None]):
             self._terminal = None
             self.leaving.leave(HUNG_UP, "the terminal hung up")  # as if SIGHUP had reached us
             return
-        quiet_for = getattr(self.engine, "quiet_for", None)  # only the engine process has it
-        quiet = quiet_for() if callable(quiet_for) else None
+        quiet = self.engine.quiet_for()  # None but for an engine in a child process
         self._show_problem(watch.judge(stalled_for=stalled, quiet_for=quiet))
 
     def _show_problem(self, problem: watch.Problem | None) -> None:
@@ -501,7 +496,7 @@ def make_app(
     roots: Sequence[Path] | None = None,
     *,
     poll: bool = False,
-    engine: Engine | EngineProcess | ManyHosts | None = None,
+    engine: EngineApi | None = None,
     demo_note: str | None = None,
     clock: Callable[[], float] | None = None,
     on_leave: Callable[[], object] | None = None,

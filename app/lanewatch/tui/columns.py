@@ -2,7 +2,7 @@
 
 Every string that came from disk or from another process (lane names, paths, commands, hosts)
 goes into a `rich.text.Text`, so it is never parsed as markup, and is made inert
-(`scheme.inert`): a terminal escape in it is shown as `\x1b`, never sent.
+(`lanewatch.inert`): a terminal escape in it is shown as `\x1b`, never sent.
 """
 
 from __future__ import annotations

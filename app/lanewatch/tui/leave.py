@@ -2,7 +2,7 @@
 away), or a terminal found hung up. It ends as `q` ends it, from its own loop, with 128+N (129
 for a hang-up, 143 for SIGTERM); and it ends for certain.
 
-Textual handles neither signal (Textual issue #5140): SIGTERM's default would kill the process
+Textual handles neither signal (Textualize/textual#5140): SIGTERM's default would kill the process
 with the terminal left in application mode. A hang-up has a trap of its own: the kernel sends
 the session leader SIGHUP *and* SIGCONT, and Textual's SIGCONT handler (there for Ctrl-Z, `fg`)
 starts application mode again on the dead terminal. Its new writer thread dies on its first write
@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from lanewatch.linux.proc import reopen_own
 from lanewatch.tui import watch
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def restore_terminal(app: Any) -> None:
     with contextlib.suppress(OSError):
         if not os.isatty(2):
             return
-        out = os.open("/proc/self/fd/2", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        out = reopen_own(2, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
         try:
             os.write(out, RESTORE.encode())
         finally:

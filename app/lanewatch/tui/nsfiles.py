@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lanewatch.lanes.fsutil import open_regular
 from lanewatch.linux.paths import is_under
+from lanewatch.linux.proc import readlink
 from lanewatch.model import units
 from lanewatch.model.nsfiles import NsFile, NsListing
 from lanewatch.records import report, writes
@@ -111,7 +112,7 @@ def read_file(namespace: Path, rel: str, limit: int = MAX_VIEW) -> FileContent:
     except OSError as exc:  # NotAFile too: "x is a FIFO, not a file"
         return FileContent(str(path), None, None, None, str(exc))
     try:
-        where = os.readlink(f"/proc/self/fd/{fd}")
+        where = readlink("self", f"fd/{fd}")
         if not is_under(where, os.path.realpath(namespace)):
             return FileContent(str(path), None, None, None, f"{where} is outside the namespace")
         size = os.fstat(fd).st_size

@@ -1,4 +1,4 @@
-"""`cross-lane-write` (until issue 17 `foreign-writer`): lane B's process writing inside lane A's
+"""`cross-lane-write` (formerly `foreign-writer`): lane B's process writing inside lane A's
 namespace. One incident per victim namespace, naming every lane that wrote in it. Pure.
 
 Two sightings of one incident: the prober's (`held`: B's process holds a path in A's namespace

@@ -1,4 +1,4 @@
-"""`shared-file` (until issue 17 `unbound-writer`): lanes' processes writing one file in shared
+"""`shared-file` (formerly `unbound-writer`): lanes' processes writing one file in shared
 temp, outside every namespace. One incident per file, naming every lane that wrote it. Pure.
 
 Two sightings of one incident: the prober's (`held`: the process holds a file there open for

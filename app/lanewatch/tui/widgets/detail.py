@@ -1,5 +1,5 @@
 """The detail pane: everything about the selected row. Untrusted strings are `Text`, always,
-and inert (`scheme.inert`): a stamp's `\x1b]0;` is shown, never sent to the terminal."""
+and inert (`lanewatch.inert`): a stamp's `\x1b]0;` is shown, never sent to the terminal."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from lanewatch.inert import inert
-from lanewatch.lanes.fence import describe
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.model.ports import ports_line
 from lanewatch.model.roles import role_in, roles_of
 from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.runner.fence import describe
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import ROLE_STYLES, STATE_STYLES, intruder_label, lane_label
 from lanewatch.tui.details import Detail

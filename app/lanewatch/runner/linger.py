@@ -22,10 +22,10 @@ from pathlib import Path
 from lanewatch.inert import inert
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
-from lanewatch.lanes.launchers import listening
 from lanewatch.linux import reaper
 from lanewatch.linux.proc import ProcStat, stat_table
 from lanewatch.linux.procid import ProcessIdentity, boot_id
+from lanewatch.runner.launchers import listening
 
 MAX_NAMED = 5
 

@@ -32,6 +32,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from lanewatch.errors import FenceRefused
+from lanewatch.linux import userns
+from lanewatch.linux.proc import namespace_link, sysctl
 
 ENV_FENCE = "LANEWATCH_FENCE"  # exported to CMD: "kernel", "bwrap" or "none"
 ENV_FENCE_WITH = "LANEWATCH_FENCE_WITH"  # force one way: "kernel" or "bwrap" (tests, debugging)
@@ -45,11 +47,7 @@ SOCKET_LIMIT = 108 if sys.platform.startswith("linux") else 104  # sun_path, wit
 SOCKET_TAIL = 33  # what multiprocessing adds: "/pymp-xxxxxxxx/listener-xxxxxxxx" and the NUL
 EXIT_FENCE_FAILED = 125  # the stub could not build the fence (CMD has not run)
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUSER = 0x10000000
 MS_BIND = 4096
-MS_REC = 16384
-MS_SLAVE = 1 << 19
 
 
 class Mode(StrEnum):
@@ -155,8 +153,10 @@ def _under(real: str, top: str) -> bool:
 
 
 # The kernel way, run as `python -I -S -c STUB FD N SRC DST... M KEPT... CMD...` (`Fence.wrap`):
-# stdlib only, no site, no lanewatch.
-STUB = r"""
+# stdlib only, no site, no lanewatch: linux/userns.py's text, then this.
+STUB = (
+    userns.source()
+    + r"""
 import ctypes, os, sys
 args = sys.argv[1:]
 report = int(args[0]) if args[0] != "-1" else None
@@ -177,18 +177,10 @@ def fail(what, err=None):
 def mount(src, dst, flags):
     if libc.mount(src and os.fsencode(src), os.fsencode(dst), None, flags, None) != 0:
         fail("mount %s" % dst)
-uid, gid, cwd = os.getuid(), os.getgid(), os.getcwd()
-if libc.unshare(0x00020000 | (0 if uid == 0 else 0x10000000)) != 0:
-    fail("unshare")
-if uid != 0:
-    for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)),
-                       ("gid_map", "%d %d 1" % (gid, gid))):
-        try:
-            with open("/proc/self/" + name, "w") as f:
-                f.write(text)
-        except OSError as exc:
-            fail("write " + name, exc.errno)
-mount(None, "/", 16384 | (1 << 19))
+cwd = os.getcwd()
+failed = enter_private_mounts(libc, os.getuid() == 0)  # linux/userns.py, run ahead of this
+if failed is not None:
+    fail(*failed)
 # Open every source before the first mount hides it (the lane's folders may lie under /tmp).
 try:
     opened = [(os.open(s, os.O_PATH | os.O_DIRECTORY), d) for s, d in binds]
@@ -221,14 +213,7 @@ except OSError as exc:
     sys.stderr.write("lanewatch: command cannot run: %s (%s)\n" % (cmd[0], exc.strerror))
     os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
 """
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
+)
 
 
 def why_refused(err: int, root: bool) -> str:
@@ -236,14 +221,14 @@ def why_refused(err: int, root: bool) -> str:
     what = os.strerror(err)
     if root:
         return f"no private mount namespace ({what}: a container without CAP_SYS_ADMIN?)"
-    limit = _read("/proc/sys/user/max_user_namespaces")
+    limit = sysctl("user.max_user_namespaces")
     if err in (errno.ENOSPC, errno.EUSERS):
         return f"user namespaces disabled by user.max_user_namespaces (0 or reached; here {limit})"
     for setting, off in (
         ("kernel.unprivileged_userns_clone", "0"),
         ("kernel.apparmor_restrict_unprivileged_userns", "1"),
     ):
-        if _read("/proc/sys/" + setting.replace(".", "/")) == off:
+        if sysctl(setting) == off:
             return f"user namespaces disabled by {setting}={off}"
     return f"user namespaces refused by the kernel ({what}: a seccomp filter or a container?)"
 
@@ -283,28 +268,18 @@ def _unshare_works(root: bool) -> bool:
 
 
 def _probe(root: bool) -> int:
-    import ctypes  # here: `run` pays for it only when it asks the kernel
+    from lanewatch.linux.libc import libc as c_library
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    unshare, mount = libc.unshare, libc.mount
-    uid, gid = os.getuid(), os.getgid()
+    libc = c_library()
+    if libc is None:
+        return errno.ENOSYS  # no C library to call unshare and mount through
+    libc.unshare, libc.mount  # noqa: B018 (looked up before the fork, as the stub's are)
     pid = os.fork()
-    if pid == 0:  # the child calls only what was looked up before the fork, then _exits
+    if pid == 0:  # the child makes the stub's very calls, then _exits
         code = 0
         try:
-            if unshare(CLONE_NEWNS | (0 if root else CLONE_NEWUSER)) != 0:
-                code = ctypes.get_errno() or errno.EPERM
-            else:
-                if not root:
-                    for name, text in (
-                        ("setgroups", "deny"),
-                        ("uid_map", f"{uid} {uid} 1"),
-                        ("gid_map", f"{gid} {gid} 1"),
-                    ):
-                        with open(f"/proc/self/{name}", "w") as f:
-                            f.write(text)
-                if mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
-                    code = ctypes.get_errno() or errno.EPERM
+            failed = userns.enter_private_mounts(libc, root)
+            code = failed[1] if failed is not None else 0
         except OSError as exc:
             code = exc.errno or errno.EPERM
         os._exit(min(code, 255))
@@ -450,13 +425,9 @@ def own_mount_ns(pid: int, reported: str | None) -> str | None:
     """The mount namespace of the fenced `pid` as seen from here (the stub's `reported` one
     when `pid` is already gone), or None when it is this process's own: a process in our own
     namespace is not thereby the lane's."""
-    try:
-        ns: str | None = os.readlink(f"/proc/{pid}/ns/mnt")
-    except OSError:
-        ns = reported
-    try:
-        ours = os.readlink("/proc/self/ns/mnt")
-    except OSError:
+    ns = namespace_link(pid) or reported  # denied or gone: what the stub said
+    ours = namespace_link("self")
+    if not ours:
         return None  # cannot tell it from ours: record nothing rather than a wrong namespace
     return ns if ns and ns != ours else None
 

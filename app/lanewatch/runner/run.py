@@ -6,7 +6,7 @@ been reused); the handlers are in place before the lane is claimed, so none is l
 own the terminal, it is handed to the child's group as a shell would, so Ctrl-C and
 interactive programs behave as without us.
 
-The runner is its lane's child subreaper (`lanes/linger.py`): whatever CMD starts stays below
+The runner is its lane's child subreaper (`runner/linger.py`): whatever CMD starts stays below
 it however it daemonizes, and the lane stays live until the last of those processes ends.
 """
 
@@ -22,11 +22,14 @@ from types import FrameType
 from typing import Any
 
 from lanewatch.inert import inert
-from lanewatch.lanes import fence as fences
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
-from lanewatch.lanes.launchers import screen_in_lane, tmux_in_lane
-from lanewatch.lanes.linger import (
+from lanewatch.lanes.roots import state_dir
+from lanewatch.lanes.runcgroup import LaneCgroup
+from lanewatch.linux.procid import start_ticks
+from lanewatch.runner import fence as fences
+from lanewatch.runner.launchers import screen_in_lane, tmux_in_lane
+from lanewatch.runner.linger import (
     Before,
     become_subreaper,
     linger,
@@ -34,10 +37,7 @@ from lanewatch.lanes.linger import (
     signal_descendants,
     wait_for_command,
 )
-from lanewatch.lanes.pick import Interrupted, WaitInterrupted
-from lanewatch.lanes.roots import state_dir
-from lanewatch.lanes.runcgroup import LaneCgroup
-from lanewatch.linux.procid import start_ticks
+from lanewatch.runner.pick import Interrupted, WaitInterrupted
 
 FORWARDED = (
     signal.SIGINT,
@@ -172,8 +172,8 @@ def run_in_lane(
     """Run `cmd` in the (not yet claimed) `lane`; return its exit code. Claims and releases.
 
     `claim`, if given, claims instead of `lane.claim()` and returns the lane it claimed (a wait,
-    or the next free lane: lanes.pick); a signal that arrives while it waits ends the wait, and
-    we exit 128+N as if it had killed CMD. `fence`: lanes/fence.py; FenceRefused (raised
+    or the next free lane: runner.pick); a signal that arrives while it waits ends the wait, and
+    we exit 128+N as if it had killed CMD. `fence`: runner/fence.py; FenceRefused (raised
     before anything is claimed or run) for `tmp`/`require` (also by `$LANEWATCH_FENCE_REQUIRE`)
     where the fence cannot be built."""
     forwarder = _Forwarder()

@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 
+from lanewatch.linux.proc import through_fd
+
 _TMUX_FLAGS_WITH_VALUE = "cfLST"  # tmux [-2CDlNuVv] [-c cmd] [-f file] [-L name] [-S path] [-T f]
 # Commands that only ask about or stop a server: nothing is handed over.
 _TMUX_HARMLESS = frozenset(
@@ -85,7 +87,7 @@ def listening(path: str) -> bool:
     try:
         if len(os.fsencode(path)) >= 100:
             fd = os.open(folder or ".", os.O_PATH | os.O_DIRECTORY)
-            path = f"/proc/self/fd/{fd}/{name}"
+            path = through_fd(fd, name)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(0.5)
             s.connect(path)
