@@ -1,4 +1,4 @@
-"""From a collision to the culprit (issue 28), on the stand-in engine of tests/tui/fakes.py
+"""From a collision to the culprit, on the stand-in engine of tests/tui/fakes.py
 (rows fixed, clock frozen) at 80×24 and 160×48: the `!` roles, free width by priority, the
 incident states, the Collisions view on its newest row, notices that never cover a dialog and
 a message log, what is not offered for a shared file. What the keys do to real lanes (kill the

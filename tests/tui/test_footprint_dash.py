@@ -1,4 +1,4 @@
-"""The dashboard's CPU and MEM columns (issue 31) on a real lane burning a core: the figure
+"""The dashboard's CPU and MEM columns on a real lane burning a core: the figure
 shown agrees with the kernel's own count for that process (a whole core only where the
 machine has one to spare: see tests/unit/test_footprint.py)."""
 

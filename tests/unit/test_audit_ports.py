@@ -1,4 +1,4 @@
-"""`lanewatch audit` lists the ports its runs listen on outside their leases (issue 30): the
+"""`lanewatch audit` lists the ports its runs listen on outside their leases: the
 migration queue's "tests bind :8000". Real runs of a sample command in 2 fenced lanes of 2
 worktrees; only loopback is bound."""
 

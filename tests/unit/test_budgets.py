@@ -1,4 +1,4 @@
-"""Budgets (issue 31, item 4): a root's budgets.toml, and a real lane over its memory or disk
+"""Budgets: a root's budgets.toml, and a real lane over its memory or disk
 budget raising an `over-budget` warning in `status --json` (a warning: exit 0, not 4)."""
 
 from __future__ import annotations

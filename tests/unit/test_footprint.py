@@ -1,4 +1,4 @@
-"""A lane's footprint (issue 31): CPU, memory and disk of real lanes in `status --json`, the
+"""A lane's footprint: CPU, memory and disk of real lanes in `status --json`, the
 cgroup `run` makes as root (and its `cgroup.kill`), and the pure rules that fold readings.
 
 The CPU figure is checked against the kernel's own count for the same process: a burner gets

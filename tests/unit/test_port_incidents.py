@@ -1,4 +1,4 @@
-"""Port incidents (issue 30): a lane on another lane's leased port (`leased-port`, the victim the
+"""Port incidents: a lane on another lane's leased port (`leased-port`, the victim the
 leaseholder) and lanes on one port outside their leases (`shared-port`).
 
 The detector is pure (synthetic listeners); the journey runs real lanes of two worktrees and a

@@ -1,4 +1,4 @@
-"""Sockets seen (issue 30): /proc/net parsed in the Linux layer, listening sockets mapped to
+"""Sockets seen: /proc/net parsed in the Linux layer, listening sockets mapped to
 lanes through the prober's fd readlinks, shown by `status` and `lanewatch ports`.
 
 Only loopback is ever bound or addressed."""

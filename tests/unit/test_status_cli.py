@@ -25,7 +25,7 @@ NAMESPACE_KEYS = {
     "heartbeat_age", "heartbeat_interval", "released_at", "exit_code", "last_write", "files",
     "bytes", "incident_ids", "uid", "mismatch", "fence", "fence_note", "fence_private",
     "members", "from_host", "scheme", "allocated_bytes", "lease", "ports",
-    # issue 31: the footprint
+    # the footprint
     "membership", "footprint", "cpu_history", "cpu_quiet_since", "disk_growth", "idle_for",
 }  # fmt: skip
 

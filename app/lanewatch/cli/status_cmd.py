@@ -133,9 +133,9 @@ def namespace_json(v: NamespaceView, now: float) -> dict[str, Any]:
         # Additive: the host (`--host NAME`) whose lane this is; null: this one's.
         "from_host": (split_key(v.key) or (None,))[0],
         "scheme": v.scheme,
-        # Issue 31, additive: what the lane costs, and how its processes are known.
+        # Additive: what the lane costs, and how its processes are known.
         **footprint_json(v, now),
-        # Issue 30, additive: the lane's port lease and what its processes listen on.
+        # Additive: the lane's port lease and what its processes listen on.
         **ports_json(v),
     }
 

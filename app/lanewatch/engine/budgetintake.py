@@ -1,4 +1,4 @@
-"""The engine's side of budgets (issue 31): each footprint reading checked against the lane's
+"""The engine's side of budgets: each footprint reading checked against the lane's
 root's `budgets.toml` (`lanes/budgets.py`), an `over-budget` observation where it is over (or
 its disk soon will be), handed to the model keeper like every intake's findings."""
 

@@ -1,4 +1,4 @@
-"""The footprint's Prometheus series (issue 31), by root only: a lane name is not a label
+"""The footprint's Prometheus series, by root only: a lane name is not a label
 (lanes come and go by the thousand; a label per lane would grow the scraper's series without
 bound). Read from the engine's picture when scraped, like every series of `metrics.py`."""
 

@@ -129,7 +129,7 @@ def view(host: str, d: Mapping[str, Any]) -> NamespaceView:
         fence_private=tuple(str(p) for p in d.get("fence_private") or ()),
         members=members,
         allocated=_int(d, "allocated_bytes"),  # None: a lanewatch that does not say
-        footprint=_footprint(d.get("footprint")),  # issue 31; None: not said
+        footprint=_footprint(d.get("footprint")),  # None: not said
         cpu_history=tuple(x for x in d.get("cpu_history") or () if isinstance(x, int)),
         cpu_quiet_since=_num(d, "cpu_quiet_since"),
         disk_growth=_num(d, "disk_growth"),

@@ -1,4 +1,4 @@
-"""Per-lane budgets of disk and memory (issue 31): `<root>/.lanewatch-root/budgets.toml`.
+"""Per-lane budgets of disk and memory: `<root>/.lanewatch-root/budgets.toml`.
 
 ```toml
 disk = "20G"            # every lane of this root: bytes allocated (as `du` counts)

@@ -93,7 +93,7 @@ class Stamp:
     # (`pytest > /tmp/log`). The lane's processes writing them are not the lane's own writes.
     # None: not recorded (an older lanewatch).
     stdio: list[list[int]] | None = None
-    # Issue 31: the cgroup v2 lanewatch made for the lane (`linux/cgroup.py`), CMD started in
+    # The cgroup v2 lanewatch made for the lane (`linux/cgroup.py`), CMD started in
     # it; None: the lane's processes are found by the membership rules (`cgroup_note`: why).
     cgroup: str | None = None
     cgroup_note: str | None = None

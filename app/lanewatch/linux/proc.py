@@ -68,7 +68,7 @@ class ProcStat:
     sid: int
     flags: int
     start_ticks: int  # field 22: start time in clock ticks since boot
-    # Issue 31, the footprint: fields 14+15 (utime + stime, clock ticks, every thread of the
+    # The footprint: fields 14+15 (utime + stime, clock ticks, every thread of the
     # process; not its reaped children's) and 24 (resident pages), read in the same pass.
     cpu_ticks: int = 0
     rss_pages: int = 0

@@ -1,4 +1,4 @@
-"""A lane's footprint over time (issue 31), pure: its CPU history, since when it has been
+"""A lane's footprint over time, pure: its CPU history, since when it has been
 quiet, how fast its disk grows, and the one judgement the dashboard and `status` share: a
 lane idle on CPU for long while it holds memory (`idle_holding`).
 

@@ -44,7 +44,7 @@ class NsRecord:
     allocated: int | None = None  # on disk, as `du` counts (files and folders, links once)
     last_write: float | None = None
     rate: tuple[tuple[int, int], ...] = ()  # (epoch second, writes), oldest first
-    # Issue 31: the newest footprint reading, the CPU history, since when it is quiet, and
+    # The newest footprint reading, the CPU history, since when it is quiet, and
     # the allocated bytes at each reading (`model/footprint.py`).
     footprint: Footprint | None = None
     cpu_history: tuple[int, ...] = ()

@@ -42,7 +42,7 @@ class LaneMember:
 
 @dataclass(frozen=True, slots=True)
 class Footprint:
-    """What a lane's processes cost now (issue 31; `processes/footprint.py` measures it)."""
+    """What a lane's processes cost now (`processes/footprint.py` measures it)."""
 
     at: float  # epoch seconds of the reading
     cpu: float | None  # percent of one core (200: two cores busy) over `window`; None: unknown
@@ -82,8 +82,8 @@ class IncidentKind(StrEnum):
     # (`model.kinds.LEGACY_NAMES` reads them under the new names).
     CROSS_LANE_WRITE = "cross-lane-write"  # other lanes write in one lane's namespace
     SHARED_FILE = "shared-file"  # lanes write one file in shared temp, outside their lanes
-    OVER_BUDGET = "over-budget"  # issue 31: a lane over its disk or memory budget (a warning)
-    LEASED_PORT = "leased-port"  # a lane listens on a port of another lane's lease (issue 30)
+    OVER_BUDGET = "over-budget"  # a lane over its disk or memory budget (a warning)
+    LEASED_PORT = "leased-port"  # a lane listens on a port of another lane's lease
     SHARED_PORT = "shared-port"  # lanes listen on one port outside their leases
 
 
@@ -133,7 +133,7 @@ class NamespaceView:
     # On disk, as `du -s` counts it (st_blocks of files and folders, a hard link once): what
     # a clear frees and what alerts use. None: not counted yet (or a host that does not say).
     allocated: int | None = None
-    # Issue 31, the footprint of a local running lane (None: not measured, or nothing runs).
+    # The footprint of a local running lane (None: not measured, or nothing runs).
     footprint: Footprint | None = None
     cpu_history: tuple[int, ...] = ()  # CPU % per reading, oldest first (sparkline)
     cpu_quiet_since: float | None = None  # since when every reading was under `BUSY_CPU` %

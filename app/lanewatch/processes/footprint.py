@@ -1,4 +1,4 @@
-"""A lane's footprint now: CPU and memory of its processes (issue 31).
+"""A lane's footprint now: CPU and memory of its processes.
 
 Read in the prober's pass: a probe's process table already holds each member's CPU ticks and
 resident pages (`linux/proc.ProcStat`), so a probe adds no read; between two probes the

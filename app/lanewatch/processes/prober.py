@@ -51,7 +51,7 @@ QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s
 # most one such prompt probe this often: a flood of writes costs 4 fast probes a second.
 PROMPT_GAP = 0.25
 # While lanes live, the listening sockets are read this often between probes (the kernel's socket
-# diagnostics, ~0.2 ms): a port a lane opens is probed within about this (issue 30: within 2 s).
+# diagnostics, ~0.2 ms): a port a lane opens is probed within about this (within 2 s).
 SOCKETS_EVERY = 0.5
 
 
@@ -302,7 +302,7 @@ class ProbeReport:
     partial: str | None = None
     took: float = 0.0  # seconds the probe took (wall clock)
     full: bool = False  # every process was read, not only the live lanes'
-    # Issue 31: each running lane's footprint, read from this probe's process table.
+    # Each running lane's footprint, read from this probe's process table.
     footprints: Mapping[str, Footprint] = field(default_factory=dict)
     # The listening sockets by fd link (`socket:[INODE]`, `linux/netsockets.py`), read before
     # the processes: holdings of kind "socket" name them. Empty when nothing was probed.

@@ -77,7 +77,7 @@ LANES = (
     Column("activity", "W/S", width=SPARK_WIDTH, sort_key=spark_key),
     # Past 80 columns:
     DISK,
-    # Issue 31: CPU % of the last reading ("idle" for a lane quiet on CPU for long while it
+    # CPU % of the last reading ("idle" for a lane quiet on CPU for long while it
     # holds memory), its history, and the resident memory (`model/footprint.py`).
     Column("cpu", "CPU", justify="right", sort_key=number_key),
     Column("cpu_spark", "CPU~", width=SPARK_WIDTH, sort_key=spark_key),

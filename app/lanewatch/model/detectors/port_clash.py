@@ -1,4 +1,4 @@
-"""Ports two lanes fight over (issue 30). Pure.
+"""Ports two lanes fight over. Pure.
 
 `leased-port`: a lane's process listens on a port of another lane's lease (`lanes/leases.py`);
 the victim is the leaseholder, whose `$PORT` now answers with someone else's build.

@@ -109,7 +109,7 @@ MAX_MEMBERS_SHOWN = 20
 
 def footprint_words(ns: NamespaceView) -> str | None:
     """`cpu 97% (last 2s), memory 218MB (resident, 1 process), disk +50kB/s; by its cgroup`
-    (issue 31); None where nothing was measured."""
+    ; None where nothing was measured."""
     f = ns.footprint
     if f is None:
         return None
