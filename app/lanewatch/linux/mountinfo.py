@@ -152,11 +152,13 @@ class _Statx(threading.local):
         if self.view is None:
             if self.missing:
                 return None
-            try:
-                import ctypes
+            import ctypes
 
-                self.fn = ctypes.CDLL(None, use_errno=True).statx
-            except (AttributeError, OSError):
+            from lanewatch.linux.libc import libc
+
+            lib = libc()
+            self.fn = getattr(lib, "statx", None) if lib is not None else None
+            if self.fn is None:  # no libc, or a glibc before 2.28
                 self.missing = True
                 return None
             self.buf = (ctypes.c_char * 256)()
