@@ -19,6 +19,7 @@ from lanewatch.tui.columns import row_tone
 from lanewatch.tui.picture import View
 from lanewatch.tui.screens.column_pick import ColumnPick
 from lanewatch.tui.screens.help import HelpScreen
+from lanewatch.tui.widgets.lane_table._table import MARK_GLYPH
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import screen_text, settle, shows, until
@@ -271,3 +272,29 @@ async def test_the_ack_dialog_names_a_missing_victim_as_the_table_does() -> None
         await pilot.press("n")
         await until(pilot, lambda: app.screen is app.main, what="the dialog closed")
         assert engine.acknowledged == []
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_a_marked_row_shows_a_glyph_not_colour_alone(size: tuple[int, int]) -> None:
+    """`space` marks the cursor row: a glyph at its left edge says so (bold and colour alone
+    are lost without colour); unmarked, it goes."""
+    app = lanes()
+    async with app.run_test(size=size) as pilot:
+        await loaded(pilot, app, 4)
+        table = app.main.table()
+        lane = table.cursor_key
+        assert lane is not None
+        name = str(lane).rsplit("/", 1)[-1]
+        assert MARK_GLYPH not in screen_text(app)
+
+        def marked_lines() -> list[str]:
+            return [line for line in screen_text(app).splitlines() if MARK_GLYPH in line]
+
+        await pilot.press("space")
+        await until(pilot, lambda: lane in table.marked, what="marked")
+        await until(pilot, lambda: len(marked_lines()) == 1, what="one row with the glyph")
+        line = marked_lines()[0]
+        assert name in line and line.index(MARK_GLYPH) < line.index(name), line
+        await pilot.press("space")
+        await until(pilot, lambda: lane not in table.marked, what="unmarked")
+        await until(pilot, lambda: not marked_lines(), what="the glyph gone")

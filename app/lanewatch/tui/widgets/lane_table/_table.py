@@ -31,6 +31,8 @@ from lanewatch.tui.widgets.lane_table._filter import compile_filter
 from lanewatch.tui.widgets.lane_table._free_width import share
 from lanewatch.tui.widgets.lane_table._sort_keys import text_key
 
+MARK_GLYPH = "•"  # in a marked row's first cell of padding (`space` marks a row)
+
 _SORT_MARKS = {False: " ▲", True: " ▼"}
 # The style of a segment that has none: Textual's NO_COLOR filter (`Monochrome`) reads every
 # segment's style and fails on None, so no segment of ours is left without one.
@@ -877,6 +879,9 @@ class LaneTable(ScrollView, can_focus=True):
             key = self._visible[index]
             strip = self._render_row(key)
             style = self._row_style(key, index)
+            if key in self._marked and self._pad and not scroll_x:
+                # A glyph in the row's left padding: marked reads without colour or bold.
+                strip = Strip.join([Strip([Segment(MARK_GLYPH)], 1), strip.crop(1)])
         if scroll_x or strip.cell_length != width:
             strip = strip.crop_extend(scroll_x, scroll_x + width, _PLAIN)
         return strip.apply_style(style) if style else strip
