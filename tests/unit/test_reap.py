@@ -262,8 +262,9 @@ def test_the_service_reaps_by_its_policy_beside_a_live_lane(
     live = lw.lane(repo, scratch, "today")
     isolated_state.mkdir(exist_ok=True)
     (isolated_state / "reap.toml").write_text('[reap]\nage = "10s"\nevery = "1h"\n')
-    rec = lw.start([*LANEWATCH, "record", "--root", str(scratch), "--json", "--reap"],
-                   stdout=subprocess.PIPE, text=True)  # fmt: skip
+    prom = scratch.parent / "lanewatch.prom"
+    args = ["record", "--root", str(scratch), "--json", "--reap", "--metrics-textfile", str(prom)]
+    rec = lw.start([*LANEWATCH, *args], stdout=subprocess.PIPE, text=True)
     assert rec.stdout is not None
     line: dict[str, Any] = {}
     deadline = time.monotonic() + 60
@@ -282,6 +283,10 @@ def test_the_service_reaps_by_its_policy_beside_a_live_lane(
     assert text is not None and "cleared 1" in text and "next in" in text
     rec.send_signal(signal.SIGINT)
     rec.wait(timeout=DEADLINE)
+    metrics = prom.read_text()  # written once more as the recorder stops
+    assert "lanewatch_reaped_namespaces_total 1.0" in metrics, metrics
+    assert 'lanewatch_reaped_bytes_total{how="cleared"}' in metrics
+    assert "lanewatch_reaper_next_pass_timestamp_seconds" in metrics
 
 
 def test_record_refuses_reap_for_the_system_service() -> None:

@@ -232,8 +232,11 @@ class _Metrics:
     """`--metrics` and `--metrics-textfile` (engine/metrics.py). prometheus_client is imported
     only when one is asked for: `record` without them, and `run`, never load it."""
 
-    def __init__(self, engine: Any, address: str | None, textfile: str | None) -> None:
+    def __init__(
+        self, engine: Any, address: str | None, textfile: str | None, reap: bool = False
+    ) -> None:
         self.engine, self.address, self.textfile = engine, address, textfile
+        self.reap = reap  # the reaper's metrics too (engine/reapmetrics.py)
         self.http: Any = None
         self.file: Any = None
         self.failing = False  # the textfile could not be written: said once, retried
@@ -243,7 +246,7 @@ class _Metrics:
             return
         from lanewatch.engine import metrics
 
-        registry = metrics.registry_for(self.engine)
+        registry = metrics.registry_for(self.engine, reap=self.reap)
         if self.address is not None:
             try:
                 self.http = metrics.HttpExporter.start(self.address, registry)
@@ -396,7 +399,7 @@ def record_command(
         min_interval=pace,
     )
     printer = Printer(as_json, engine.roots, views=views, beats=beats)
-    exporters = _Metrics(lambda: engine, metrics_at, metrics_textfile)  # reads `engine` as it is
+    exporters = _Metrics(lambda: engine, metrics_at, metrics_textfile, reap)  # reads `engine`
     stop = threading.Event()
     received: list[str] = []
     if until_eof:  # over ssh: the local side went away (no SIGHUP without a terminal)
