@@ -243,11 +243,13 @@ def test_a_bad_policy_file_is_a_usage_error(isolated_state: Path) -> None:
 
 
 def test_the_policy_file_round_trips(tmp_path: Path) -> None:
-    policy = ReapPolicy(age=172800.0, trash_retention=3600.0, budget=20 * 2**30, every=90.0)
+    policy = ReapPolicy(age=172800.0, trash_retention=3600.0, budget=20 * 10**9, every=90.0)
     path = reaping.save(policy, tmp_path / "reap.toml")
     assert reaping.load(path) == policy
-    assert reaping.parse_size("20G") == 20 * 2**30 and reaping.parse_size("1.5k") == 1536
-    for bad in ("x", "-1G", "1Q"):
+    assert reaping.parse_size("20G") == reaping.parse_size("20GB") == 20 * 10**9
+    assert reaping.parse_size("20GiB") == 20 * 2**30 and reaping.parse_size("1.5k") == 1500
+    assert reaping.parse_size("4096") == 4096
+    for bad in ("x", "-1G", "1Q", "1i", "1iB"):
         with pytest.raises(ValueError):
             reaping.parse_size(bad)
 

@@ -35,7 +35,7 @@ from lanewatch.records import reaping
 
 
 class Size(click.ParamType):
-    """`500M`, `20G`, `1T` as bytes (binary units)."""
+    """`500M`, `20G`, `1T` as bytes (decimal, as sizes are shown; 20GiB: binary)."""
 
     name = "SIZE"
 

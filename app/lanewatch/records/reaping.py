@@ -48,7 +48,8 @@ class ReapConfigError(LanewatchError):
 
 
 def parse_size(text: str | int) -> int:
-    """Bytes in `20G`, `500M`, `1.5T`, `4096` (binary units: G = GiB); ValueError otherwise."""
+    """Bytes in `20G` / `20GB` (decimal, as the dashboard shows sizes), `20GiB` (binary),
+    `500M`, `1.5T`, `4096`; ValueError otherwise."""
     if isinstance(text, int) and not isinstance(text, bool):
         if text < 0:
             raise ValueError(f"not a size: {text!r}")
@@ -56,7 +57,10 @@ def parse_size(text: str | int) -> int:
     m = _SIZE.match(str(text))
     if m is None:
         raise ValueError(f"not a size: {text!r} (try 500M, 20G, 1T)")
-    value = float(m.group(1)) * 1024 ** _POWERS[m.group(2).lower()]
+    if m.group(3).lower() == "i" or (m.group(3).lower() == "ib" and not m.group(2)):
+        raise ValueError(f"not a size: {text!r} (try 500M, 20G, 20GiB)")
+    base = 1024 if m.group(3).lower() == "ib" else 1000
+    value = float(m.group(1)) * base ** _POWERS[m.group(2).lower()]
     if not math.isfinite(value):
         raise ValueError(f"not a size: {text!r}")
     return int(value)
