@@ -17,6 +17,7 @@ why; the others went ahead); 7 nobody to confirm (no terminal and no --yes).
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -102,6 +103,7 @@ def policy_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--dry-run", is_flag=True, help="Show what the next pass would do; change nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask (needed without a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the pass as JSON.")
+@click.option("--next-in", type=float, hidden=True, help="The service: its next pass, in s.")
 @friendly_errors
 def reap_command(
     roots: Sequence[str],
@@ -112,6 +114,7 @@ def reap_command(
     dry_run: bool,
     yes: bool,
     as_json: bool,
+    next_in: float | None,
 ) -> None:
     """Run one pass of the reaper's policy now (reap.toml, or the options)."""
     policy = policy_from(config, age, trash_retention, budget)
@@ -126,8 +129,11 @@ def reap_command(
             confirm([safe(line) for line in lines], f"Act on these {len(steps)}?", yes)
     done = run(paths, policy, dry_run=dry_run)
     if not dry_run:
-        state = reaping.read_state()
-        reaping.record_pass(done.summary(), None, state.next_at if state else None)
+        if next_in is not None:  # the service: its policy, and when it runs again
+            reaping.record_pass(done.summary(), policy, time.time() + next_in)
+        else:
+            state = reaping.read_state()
+            reaping.record_pass(done.summary(), None, state.next_at if state else None)
     _print(done, as_json, list(done.notes))
     if any(d.outcome == "failed" for d in done.done):
         sys.exit(Exit.FAILED)

@@ -429,9 +429,8 @@ def record_command(
             with printer._lock:
                 printer.emit("reap", **fields)
 
-        reaper = ServiceReaper(
-            lambda: engine.roots, say_reap, Path(reap_config) if reap_config else None
-        )
+        config = Path(reap_config).absolute() if reap_config else None
+        reaper = ServiceReaper(lambda: engine.roots, say_reap, config)
     try:
         exporters.start(printer)
         engine.start(printer)
