@@ -272,23 +272,23 @@ def record_pass(
 
 
 def next_text(state: ReapState | None, now: float | None = None) -> str | None:
-    """One line for the dashboard: the last pass and the next; None when no reaper ran."""
+    """One short line for the dashboard's status line: what the last pass freed, when the
+    next is due; None when no reaper ever ran here."""
     if state is None or (state.last is None and state.next_at is None):
         return None
     from lanewatch.model.units import size
 
     now = time.time() if now is None else now
-    parts = []
     if state.last is not None:
-        ago = format_duration(now - state.last.at)
-        freed = size(state.last.purged_bytes)
-        parts.append(
-            f"reaper: last pass {ago} ago cleared {state.last.cleared} "
-            f"({size(state.last.cleared_bytes)} to trash), purged {state.last.purged} "
-            f"(freed {freed})"
+        last = state.last
+        text = (
+            f"reaper {format_duration(now - last.at)} ago: cleared {last.cleared} "
+            f"({size(last.cleared_bytes)}), purged {last.purged} ({size(last.purged_bytes)} "
+            "freed)"
         )
     else:
-        parts.append("reaper: no pass yet")
+        text = "reaper: no pass yet"
     if state.next_at is not None:
-        parts.append(f"next in {format_duration(state.next_at - now)}")
-    return "; ".join(parts)
+        due = state.next_at - now
+        text += f"; next in {format_duration(due)}" if due > 0 else "; next due now"
+    return text
