@@ -28,6 +28,7 @@ from lanewatch.records.reaping import ReapPolicy
 from tests.conftest import LANEWATCH, wait_for
 from tests.unit import actionkit
 from tests.unit.actionkit import DEADLINE, Procs, make_stamp, released_namespace
+from tests.unit.contractkit import valid
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
@@ -277,6 +278,7 @@ def test_the_service_reaps_by_its_policy_beside_a_live_lane(
         if line["type"] == "reap":
             break
     assert line.get("type") == "reap" and line["cleared"] == 1, line
+    valid("record", line)  # the shipped schema of every `record --json` line
     assert not old.exists() and live.namespace.is_dir() and live.proc.poll() is None
     state = reaping.read_state(isolated_state / "reap.json")
     assert state is not None and state.last is not None and state.last.cleared == 1
