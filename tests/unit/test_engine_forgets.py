@@ -18,6 +18,8 @@ from lanewatch.engine.engine import Engine
 from tests.conftest import wait_for
 from tests.unit.actionkit import released_namespace
 
+pytestmark = pytest.mark.unprivileged  # a service runs as a normal user too
+
 N = 60
 SLACK = 3  # a namespace or two in flight at the moment of the look
 

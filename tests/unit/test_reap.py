@@ -107,6 +107,19 @@ def test_clears_a_released_and_a_stale_lane_never_the_live_one_beside_them(
     assert journal.count('"reaper"') >= 2
 
 
+def test_clears_an_orphan_past_the_age(scratch: Path) -> None:
+    """A folder with no stamp (a lane that died before writing one, a tool's leftover)."""
+    orphan = scratch / "leftover"
+    orphan.mkdir(mode=0o700)
+    (orphan / "junk.bin").write_bytes(b"x" * 10_000)
+    t = time.time() - 120
+    os.utime(orphan, (t, t))
+    assert reap.run([scratch], ReapPolicy(age=300.0)).done == ()  # 2 min idle < 5 min
+    done = reap.run([scratch], ReapPolicy(age=AGE))
+    assert [(d.step.label, d.outcome) for d in done.done] == [("leftover", "cleared")], done
+    assert "orphan, idle 2m" in done.done[0].step.why and not orphan.exists()
+
+
 def test_never_a_hung_or_headless_lane_whatever_their_age(
     lw: Procs, repo: Path, scratch: Path
 ) -> None:
