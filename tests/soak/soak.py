@@ -1,6 +1,7 @@
 """Soak: a root recorder for a long while beside churn of fenced lanes and real work.
 
-    sudo .venv/bin/python -m tests.soak.soak --minutes 30 [--json] [--keep]
+    sudo .venv/bin/python -m tests.soak.soak --minutes 30 [--json] [--keep] [--reap-age S]
+                                             [--trace DIR]
 
 What runs, all in folders of its own under /tmp (removed at the end unless --keep):
 
@@ -16,8 +17,14 @@ What runs, all in folders of its own under /tmp (removed at the end unless --kee
   commits in a linked worktree, pip installing a wheel into a venv in the lane's /tmp.
 - one planted collision: two unfenced lanes writing one fixed name in /tmp.
 
+With `--reap-age S` the recorder also runs the reaper (`record --reap`, docs/reaper.md):
+released and stale namespaces idle S seconds are cleared and the trash purged after S, a pass
+every S/2 seconds, as a service would keep a root. `--trace DIR` runs the recorder under
+tracemalloc (`traced.py`: what grew, each minute; slow, for finding a leak, not for figures).
+
 It reports: duration, lanes made, mount namespaces made, incidents (planted found, invented),
-the recorder's peak RSS (VmHWM) and its RSS over time, and the sizes of the root's logs. Exit
+the recorder's peak RSS (VmHWM) and its RSS over time, the sizes of the root's logs, and
+what the reaper did (namespaces and trash entries left at the end). Exit
 status 0 when nothing was invented and the planted collision was found, else 1; 2 when it
 cannot run here (not root, no fanotify, no unshare).
 """
