@@ -204,11 +204,12 @@ def run(
     *,
     dry_run: bool = False,
     now: float | None = None,
+    planned: tuple[list[Step], list[str]] | None = None,
 ) -> Pass:
-    """One pass: plan, then act on each step through `clear_target` and `purge` (dry run: the
-    same checks, nothing moved or deleted)."""
+    """One pass: plan (or take `planned`: what a person confirmed), then act on each step
+    through `clear_target` and `purge` (dry run: the same checks, nothing moved or deleted)."""
     at = time.time()
-    steps, notes = plan(roots, policy, now)
+    steps, notes = planned if planned is not None else plan(roots, policy, now)
     done = [_clear(s, dry_run) for s in steps if s.verb == "clear"]
     done += _purges([s for s in steps if s.verb == "purge"], policy, dry_run, now)
     return Pass(at, policy, tuple(done), dry_run, tuple(notes))

@@ -122,12 +122,14 @@ def reap_command(
     if not policy.active:
         _print(Pass(0.0, policy, (), dry_run), as_json, [])
         return
-    if not dry_run:
-        steps, _notes = plan(paths, policy)
+    planned = None
+    if not dry_run:  # what is confirmed is what is done (each still checked as it is done)
+        planned = plan(paths, policy)
+        steps = planned[0]
         if steps:
             lines = [f"{s.verb} {s.label} in {s.root}: {s.why}" for s in steps]
             confirm([safe(line) for line in lines], f"Act on these {len(steps)}?", yes)
-    done = run(paths, policy, dry_run=dry_run)
+    done = run(paths, policy, dry_run=dry_run, planned=planned)
     if not dry_run:
         if next_in is not None:  # the service: its policy, and when it runs again
             reaping.record_pass(done.summary(), policy, time.time() + next_in)
