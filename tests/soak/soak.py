@@ -1,6 +1,7 @@
 """Soak: a root recorder for a long while beside churn of fenced lanes and real work.
 
-    sudo .venv/bin/python -m tests.soak.soak --minutes 30 [--json] [--keep]
+    sudo .venv/bin/python -m tests.soak.soak --minutes 30 [--json] [--keep] [--reap-age S]
+                                             [--trace DIR]
 
 What runs, all in folders of its own under /tmp (removed at the end unless --keep):
 
@@ -16,8 +17,14 @@ What runs, all in folders of its own under /tmp (removed at the end unless --kee
   commits in a linked worktree, pip installing a wheel into a venv in the lane's /tmp.
 - one planted collision: two unfenced lanes writing one fixed name in /tmp.
 
+With `--reap-age S` the recorder also runs the reaper (`record --reap`, docs/reaper.md):
+released and stale namespaces idle S seconds are cleared and the trash purged after S, a pass
+every S/2 seconds, as a service would keep a root. `--trace DIR` runs the recorder under
+tracemalloc (`traced.py`: what grew, each minute; slow, for finding a leak, not for figures).
+
 It reports: duration, lanes made, mount namespaces made, incidents (planted found, invented),
-the recorder's peak RSS (VmHWM) and its RSS over time, and the sizes of the root's logs. Exit
+the recorder's peak RSS (VmHWM) and its RSS over time, the sizes of the root's logs, and
+what the reaper did (namespaces and trash entries left at the end). Exit
 status 0 when nothing was invented and the planted collision was found, else 1; 2 when it
 cannot run here (not root, no fanotify, no unshare).
 """
@@ -73,6 +80,9 @@ class Figures:
     rss_kib: list[tuple[float, int]] = field(default_factory=list)  # (minute, VmRSS) samples
     log_bytes: dict[str, int] = field(default_factory=dict)
     written_entries: int = 0  # lines of the write history (all files)
+    reaped: dict[str, int] = field(default_factory=dict)  # reap.json's totals (--reap-age)
+    namespaces_left: int = 0  # namespaces in the root at the end
+    trash_left: int = 0  # entries in its trash at the end
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -121,9 +131,13 @@ def _wheel(folder: Path) -> Path:
 
 
 class Soak:
-    def __init__(self, minutes: float, keep: bool) -> None:
+    def __init__(
+        self, minutes: float, keep: bool, trace: Path | None = None, reap: float | None = None
+    ) -> None:
         self.minutes = minutes
         self.keep = keep
+        self.trace = trace  # --trace DIR: the recorder under tracemalloc (traced.py)
+        self.reap = reap  # --reap-age S: the recorder's reaper clears after S, purges after S
         self.base = Path(tempfile.mkdtemp(prefix="lanewatch-soak-", dir="/tmp"))
         self.other = Path(tempfile.mkdtemp(prefix="lanewatch-soak-b-", dir="/tmp"))
         self.root = self.base / "root"
@@ -137,6 +151,12 @@ class Soak:
         for var in ("LANEWATCH_ROOT", "LANEWATCH_LANE", "LANEWATCH_NAMESPACE", "TMP", "TEMP"):
             self.env.pop(var, None)
         (self.base / "tmp").mkdir()
+        if reap is not None:
+            (self.base / "state").mkdir()
+            (self.base / "state" / "reap.toml").write_text(
+                f'[reap]\nage = "{reap:g}s"\ntrash_retention = "{reap:g}s"\n'
+                f'every = "{max(1.0, reap / 2):g}s"\n'
+            )
         self.a = _repo(self.base / "a")
         self.a_wt = self.base / "a-wt"
         _git("worktree", "add", "-q", str(self.a_wt), "-b", "side", cwd=self.a)
@@ -223,8 +243,13 @@ class Soak:
     # -- the recorder --------------------------------------------------------------------------
     def start_recorder(self) -> None:
         out = open(self.base / "record.jsonl", "wb")  # noqa: SIM115 (closed with the soak)
+        cmd = [*LANEWATCH, "record", "--root", str(self.root), "--json"]
+        if self.reap is not None:
+            cmd.append("--reap")
+        if self.trace is not None:
+            cmd = [sys.executable, "-m", "tests.soak.traced", str(self.trace), "60", *cmd[3:]]
         self.recorder = subprocess.Popen(
-            [*LANEWATCH, "record", "--root", str(self.root), "--json"],
+            cmd,
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -315,6 +340,12 @@ class Soak:
             p = meta / name
             if p.exists():
                 f.written_entries += sum(1 for _ in p.open("rb"))
+        f.namespaces_left = sum(1 for p in self.root.iterdir() if p.name != meta.name)
+        trash = meta / "trash"
+        f.trash_left = sum(1 for _ in trash.iterdir()) if trash.is_dir() else 0
+        with contextlib.suppress(OSError, ValueError):
+            state = json.loads((self.base / "state" / "reap.json").read_text())
+            f.reaped = dict(state.get("totals") or {})
 
     def close(self) -> None:
         self.stop.set()
@@ -336,6 +367,8 @@ def report(f: Figures) -> str:
         f"recorder peak RSS   {f.peak_rss_kib / 1024:.1f} MiB",
         f"RSS over time (MiB) {[(m, round(r / 1024, 1)) for m, r in f.rss_kib]}",
         f"root's logs         {mib}; write history lines {f.written_entries}",
+        f"reaper              {f.reaped or 'off'}; left: {f.namespaces_left} namespaces, "
+        f"{f.trash_left} trash entries",
     ]
     lines += [f"  invented: {i}" for i in f.invented[:20]]
     return "\n".join(lines)
@@ -346,6 +379,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--json", action="store_true", help="the figures as one JSON object")
     parser.add_argument("--keep", action="store_true", help="keep the folders for a look after")
+    parser.add_argument("--trace", type=Path, help="tracemalloc snapshots each minute, here")
+    parser.add_argument(
+        "--reap-age",
+        type=float,
+        metavar="SECONDS",
+        help="the recorder runs the reaper (record --reap): clears released and stale "
+        "namespaces idle SECONDS, purges the trash after SECONDS",
+    )
     args = parser.parse_args(argv)
     ok, why = fanotify_available()
     if os.geteuid() != 0 or not ok or shutil.which("unshare") is None:
@@ -354,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     # Stopped early (SIGINT, also when started in the background, or SIGTERM): clean up.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    soak = Soak(args.minutes, args.keep)
+    soak = Soak(args.minutes, args.keep, args.trace, args.reap_age)
     try:
         figures = soak.run()
     finally:

@@ -17,7 +17,15 @@ from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.views import Evidence, Incident
 from lanewatch.processes.pidclock import CLK_TCK, Mark, PidClock, boottime
-from lanewatch.processes.pidlane import OwnerId, Owners, Writer, _lane, _Proc
+from lanewatch.processes.pidlane import (
+    GONE_MEMORY,
+    OWNER_MEMORY,
+    OwnerId,
+    Owners,
+    Writer,
+    _lane,
+    _Proc,
+)
 from lanewatch.records import evidence
 from lanewatch.records.evidence import SMALL_FILE, EvidenceStore
 from lanewatch.records.writes import WriteLog
@@ -130,6 +138,28 @@ def test_lane_rules_owner_then_environment_then_descent_then_group() -> None:
     # B's process group.
     found = _lane(proc(303, 9, pgid=201), owners)
     assert found is not None and found[2] == "B"
+
+
+def test_owners_of_a_namespace_gone_from_the_model_are_forgotten_within_a_minute() -> None:
+    """A reaper clears lanes as fast as they are made: their owners must not stay 10 minutes
+    (GONE_MEMORY), while an owner whose namespace a new stamp names keeps OWNER_MEMORY (its
+    writes may still arrive), and a partial list (a few stamps just seen) forgets nobody."""
+    keep = owner("/r/ns.keep", "keep", 10, 1, 11, 2)
+    owners = Owners()
+    gone = [owner(f"/r/ns.{i}", f"l{i}", 1000 + i, 1, 2000 + i, 2) for i in range(100)]
+    moved = owner("/r/ns.moved", "moved", 20, 1, 21, 2)
+    owners.update([keep, moved, *gone], 0.0)
+    assert len(owners.by_key) == 102
+    newer = owner("/r/ns.moved", "moved", 30, 5, 31, 6)  # the same namespace, a new owner
+    owners.update([keep, newer], 1.0)
+    owners.update([newer], GONE_MEMORY + 5.0, complete=False)  # a stamp seen: no expiry
+    assert len(owners.by_key) == 102 and owners.by_key["/r/ns.moved"] == newer
+    owners.update([keep, newer], GONE_MEMORY + 5.0)
+    assert set(owners.by_key) == {"/r/ns.keep", "/r/ns.moved"}
+    assert (20, 1) in owners.by_identity  # the moved-on owner: still known
+    assert all((1000 + i, 1) not in owners.by_identity for i in range(100))
+    owners.update([keep, newer], OWNER_MEMORY + 5.0)
+    assert (20, 1) not in owners.by_identity
 
 
 # --- incident rules ---------------------------------------------------------------------------

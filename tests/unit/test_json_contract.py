@@ -135,6 +135,20 @@ def test_kill_clear_trash_restore_purge(scratch: Path, tmp_path: Path) -> None:
     assert not os.path.exists(ns)
 
 
+def test_reap(scratch: Path, tmp_path: Path) -> None:
+    """`reap --json`, dry run and a real pass: clear by age, then purge (docs/reaper.md)."""
+    ns = released_namespace(scratch, "idle")
+    none = report("reap", "reap", "--dry-run", cwd=tmp_path)  # no policy: nothing to do
+    assert none["steps"] == [] and none["policy"]["age"] is None
+    dry = report("reap", "reap", "--age", "0", "--dry-run", cwd=tmp_path)
+    assert [s["outcome"] for s in dry["steps"]] == ["would-clear"] and ns.is_dir()
+    done = report("reap", "reap", "--age", "0", "--trash-retention", "0", "--yes", cwd=tmp_path)
+    assert [s["outcome"] for s in done["steps"]] == ["cleared"] and not ns.exists()
+    purged = report("reap", "reap", "--trash-retention", "0", "--yes", cwd=tmp_path)
+    assert [(s["verb"], s["outcome"]) for s in purged["steps"]] == [("purge", "purged")]
+    assert purged["summary"]["purged_bytes"] > 0
+
+
 def test_old_bare_lists_are_objects_now(repo: Path, scratch: Path) -> None:
     """incidents and history printed bare lists in 0.1: a script gets `schema` first now."""
     for args in (("incidents",), ("history", str(repo / "README"))):

@@ -90,7 +90,10 @@ def stale_targets(roots: list[Path]) -> list[Target]:
     return [t for t in namespaces(roots) if assess(t).state in STALE_STATES]
 
 
-def clear_target(target: Target, *, dry_run: bool = False, seen: Seen | None = None) -> ClearResult:
+def clear_target(
+    target: Target, *, dry_run: bool = False, seen: Seen | None = None, reaper: str | None = None
+) -> ClearResult:
+    """`reaper`: the policy that asked (`actions/reap.py`), written beside the ledger lines."""
     if not os.path.lexists(target.path):
         return _gone(target)
     if os.path.islink(target.path):
@@ -104,7 +107,7 @@ def clear_target(target: Target, *, dry_run: bool = False, seen: Seen | None = N
     try:
         lock = contextlib.nullcontext() if dry_run else trashbox.trash_lock(target.root)
         with lock:
-            result = _pinned(target, dry_run, seen, diary)
+            result = _pinned(target, dry_run, seen, diary, reaper)
     except LanewatchError as exc:  # the trash is busy, or unsafe (a symlink, a FIFO)
         result = _refused(target, str(exc))
     except OSError as exc:  # e.g. the trash could not be written
@@ -122,7 +125,11 @@ def _refused(
 
 
 def _pinned(
-    target: Target, dry_run: bool, seen: Seen | None, diary: list[Callable[[], object]]
+    target: Target,
+    dry_run: bool,
+    seen: Seen | None,
+    diary: list[Callable[[], object]],
+    reaper: str | None = None,
 ) -> ClearResult:
     try:
         pinned = pin(target.path, create_lock=not dry_run)
@@ -158,7 +165,7 @@ def _pinned(
                 bytes=size,
                 allocated=disk,
             )
-        return _move(target, pinned, now, (files, size, disk), note, diary)
+        return _move(target, pinned, now, (files, size, disk), note, diary, reaper)
     finally:
         pinned.release()
 
@@ -170,8 +177,10 @@ def _move(
     counted: tuple[int, int, int],
     note: str,
     diary: list[Callable[[], object]],
+    reaper: str | None = None,
 ) -> ClearResult:
     files, size, disk = counted
+    by_policy = {"reaper": reaper} if reaper else {}
     trash = trashbox.ensure_trash(target.root)
     if os.stat(trash).st_dev != pinned.identity[0]:
         return _refused(
@@ -237,6 +246,7 @@ def _move(
             state=a.state.value,
             reason=a.verdict.reason,
             original=str(target.path),
+            **by_policy,
         )
     )
     diary.append(
@@ -247,6 +257,7 @@ def _move(
             id=tid,
             name=target.name,
             lane=record.lane,
+            **by_policy,
         )
     )
     msg = (

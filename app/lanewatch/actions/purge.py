@@ -94,12 +94,14 @@ def purge(
     older_than: float = DEFAULT_RETENTION,
     only: Collection[str] | None = None,
     now: float | None = None,
+    reaper: str | None = None,
 ) -> PurgeResult:
-    """Delete due entries for good (only those in `only`, when given: what the user saw)."""
+    """Delete due entries for good (only those in `only`, when given: what the user saw).
+    `reaper`: the policy that asked (`actions/reap.py`), written in the trash journal."""
     items: list[PurgeItem] = []
     for root in roots if roots is not None else known_roots():
         try:
-            items.extend(_purge_root(root, older_than, only, now))
+            items.extend(_purge_root(root, older_than, only, now, reaper))
         except (LanewatchError, OSError) as exc:  # its trash lock is busy, or not a file
             msg = f"could not purge the trash of {root}: {exc}"
             items.append(PurgeItem("-", str(root), "-", "failed", msg))
@@ -107,7 +109,11 @@ def purge(
 
 
 def _purge_root(
-    root: Path, older_than: float, only: Collection[str] | None, now: float | None
+    root: Path,
+    older_than: float,
+    only: Collection[str] | None,
+    now: float | None,
+    reaper: str | None = None,
 ) -> list[PurgeItem]:
     trash = trashbox.trash_dir(root)
     if not os.path.isdir(trash) or os.path.islink(trash):
@@ -139,7 +145,7 @@ def _purge_root(
                 work.append((doomed, entry, fd))
     for name, entry, fd in work:  # the deletes run outside the lock: clears need not wait
         try:
-            items.append(_delete(root, trash / name, entry))
+            items.append(_delete(root, trash / name, entry, reaper))
         finally:
             os.close(fd)
     return items
@@ -184,7 +190,9 @@ def _kept(entry: TrashEntry, why: str) -> PurgeItem:
     return PurgeItem(entry.id, entry.root, entry.name, "kept", msg, entry.bytes)
 
 
-def _delete(root: Path, doomed: Path, entry: TrashEntry | None) -> PurgeItem:
+def _delete(
+    root: Path, doomed: Path, entry: TrashEntry | None, reaper: str | None = None
+) -> PurgeItem:
     tid = entry.id if entry else doomed.name.removeprefix(trashbox.PURGING)
     name = entry.name if entry else "?"
     left = remove_tree(doomed)
@@ -192,7 +200,8 @@ def _delete(root: Path, doomed: Path, entry: TrashEntry | None) -> PurgeItem:
         more = f" and {len(left) - MAX_LISTED} more" if len(left) > MAX_LISTED else ""
         why = "; ".join(left[:MAX_LISTED]) + more
         return _failed(root, tid, name, why, entry.bytes if entry else None)
-    journal.trash_journal(root, "purged", id=tid, name=name, resumed=entry is None)
+    by_policy = {"reaper": reaper} if reaper else {}
+    journal.trash_journal(root, "purged", id=tid, name=name, resumed=entry is None, **by_policy)
     how = "finished purging" if entry is None else "purged"
     size = entry.bytes if entry else None
     return PurgeItem(tid, str(root), name, "purged", f"{how} {tid} ({name})", size)

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "trash": "trash_cmd:trash_command",
     "restore": "trash_cmd:restore_command",
     "purge": "trash_cmd:purge_command",
+    "reap": "reap_cmd:reap_command",
     "record": "record_cmd:record_command",
     "history": "history_cmd:history_command",
     "hello": "hello_cmd:hello_command",
@@ -71,6 +72,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "clear": _PROC_ONLY,
     "restore": _PROC_ONLY,
     "purge": _PROC_ONLY,
+    "reap": _PROC_ONLY,
     "trash": _PROC_ONLY,
 }
 

@@ -232,8 +232,11 @@ class _Metrics:
     """`--metrics` and `--metrics-textfile` (engine/metrics.py). prometheus_client is imported
     only when one is asked for: `record` without them, and `run`, never load it."""
 
-    def __init__(self, engine: Any, address: str | None, textfile: str | None) -> None:
+    def __init__(
+        self, engine: Any, address: str | None, textfile: str | None, reap: bool = False
+    ) -> None:
         self.engine, self.address, self.textfile = engine, address, textfile
+        self.reap = reap  # the reaper's metrics too (engine/reapmetrics.py)
         self.http: Any = None
         self.file: Any = None
         self.failing = False  # the textfile could not be written: said once, retried
@@ -243,7 +246,7 @@ class _Metrics:
             return
         from lanewatch.engine import metrics
 
-        registry = metrics.registry_for(self.engine)
+        registry = metrics.registry_for(self.engine, reap=self.reap)
         if self.address is not None:
             try:
                 self.http = metrics.HttpExporter.start(self.address, registry)
@@ -330,6 +333,17 @@ def _text(f: dict[str, Any]) -> str:
     is_flag=True,
     help="Also stop when stdin closes (the far end of `ssh HOST lanewatch record`).",
 )
+@click.option(
+    "--reap",
+    is_flag=True,
+    help="Also run the reaper's policy (reap.toml in the state folder): clear and purge by "
+    "age and budget (docs/reaper.md).",
+)
+@click.option(
+    "--reap-config",
+    type=click.Path(dir_okay=False),
+    help="With --reap: the policy file (default: reap.toml in the state folder).",
+)
 @metrics_options
 @friendly_errors
 def record_command(
@@ -341,6 +355,8 @@ def record_command(
     views: bool,
     beats: float | None,
     until_eof: bool,
+    reap: bool,
+    reap_config: str | None,
     metrics_at: str | None,
     metrics_textfile: str | None,
 ) -> None:
@@ -351,6 +367,9 @@ def record_command(
     """
     from lanewatch.engine.child import DELIVERY_INTERVAL
     from lanewatch.engine.engine import MIN_INTERVAL, Engine
+    from lanewatch.linux import heap
+
+    heap.cap_arenas()  # before the engine's threads: a recorder runs for days (linux/heap.py)
 
     # --views feeds another host's dashboard (docs/hosts.md): changes go out as often as that
     # dashboard's own engine process hands it changes (one frame), not at the default 50 ms
@@ -361,6 +380,10 @@ def record_command(
     if system and (not service or os.geteuid() != 0):
         raise click.UsageError(
             "--system is for root's service: `sudo lanewatch record --service --system`"
+        )
+    if reap and system:
+        raise click.UsageError(
+            "--reap is for a user's own service: each user's service reaps that user's roots"
         )
     beat_dir = (svc.system_state_dir() if system else state_dir()) if service else None
     if beat_dir is not None:
@@ -376,7 +399,7 @@ def record_command(
         min_interval=pace,
     )
     printer = Printer(as_json, engine.roots, views=views, beats=beats)
-    exporters = _Metrics(lambda: engine, metrics_at, metrics_textfile)  # reads `engine` as it is
+    exporters = _Metrics(lambda: engine, metrics_at, metrics_textfile, reap)  # reads `engine`
     stop = threading.Event()
     received: list[str] = []
     if until_eof:  # over ssh: the local side went away (no SIGHUP without a terminal)
@@ -398,13 +421,26 @@ def record_command(
             attribution=engine.attribution,
         )
     beat_path = None
+    reaper = None
+    if reap:
+        from lanewatch.cli.reaper_thread import ServiceReaper
+
+        def say_reap(fields: dict[str, object]) -> None:
+            with printer._lock:
+                printer.emit("reap", **fields)
+
+        config = Path(reap_config).absolute() if reap_config else None
+        reaper = ServiceReaper(lambda: engine.roots, say_reap, config)
     try:
         exporters.start(printer)
         engine.start(printer)
+        if reaper is not None:
+            reaper.start()
         if beat_dir is not None and beat is not None:
             beat_path = svc.write_beat(beat_dir, beat)
         next_beat = time.monotonic() + svc.BEAT_EVERY
         next_roots = time.monotonic() + ROOTS_EVERY
+        next_trim = time.monotonic() + heap.TRIM_EVERY
         while not stop.wait(0.5) and not printer.closed:
             now = time.monotonic()
             if follow and now >= next_roots:
@@ -423,10 +459,15 @@ def record_command(
             if beat_path is not None and beat is not None and now >= next_beat:
                 next_beat = now + svc.BEAT_EVERY
                 beat = _beat(beat_path, beat, printer.attribution, engine.alive())
+            if now >= next_trim:
+                next_trim = now + heap.TRIM_EVERY
+                heap.trim()
             exporters.tick()
             with printer._lock:
                 printer.flush_beats()
     finally:
+        if reaper is not None:
+            reaper.stop()
         engine.stop()
         exporters.stop()
         for s, handler in previous.items():

@@ -29,6 +29,7 @@ NAMES = (
     "clear",  # lanewatch clear TARGET... --json
     "restore",  # lanewatch restore ID --json
     "purge",  # lanewatch purge --json
+    "reap",  # lanewatch reap [--dry-run] --json: one pass of the reaper
     "record",  # lanewatch record --json: every line
     "hello",  # lanewatch hello --json: the many-host handshake
     "files",  # lanewatch files TARGET --json: one namespace's files (a far files view)

@@ -21,11 +21,13 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from lanewatch.cli.common import echo_json, fail, friendly_errors, say
 from lanewatch.cli.metricsopts import metrics_args, metrics_options
+from lanewatch.cli.reapopts import install_reaper, reap_options
 from lanewatch.cli.service_unit import UNIT_NAME, manual_command, unit_path, unit_text
 from lanewatch.lanes.fsutil import write_atomic
 from lanewatch.lanes.roots import state_dir
@@ -73,14 +75,21 @@ def service_command() -> None:
 @click.option("--system", is_flag=True, help="As root: every user's roots, kernel attribution.")
 @click.option("--no-systemd", is_flag=True, help="Only print the command to run without systemd.")
 @metrics_options
+@reap_options
 @friendly_errors
 def install_command(
-    system: bool, no_systemd: bool, metrics_at: str | None, metrics_textfile: str | None
+    system: bool,
+    no_systemd: bool,
+    metrics_at: str | None,
+    metrics_textfile: str | None,
+    **reap: Any,
 ) -> None:
     """Write and enable the systemd unit that runs `lanewatch record --service`
-    (with --metrics / --metrics-textfile: the service exposes Prometheus metrics)."""
+    (with --metrics / --metrics-textfile: the service exposes Prometheus metrics; with
+    --reap-age, --reap-trash-retention, --reap-budget: it also clears and purges by that
+    policy, written to reap.toml; docs/reaper.md)."""
     _check_scope(system)
-    extra = metrics_args(metrics_at, metrics_textfile)
+    extra = metrics_args(metrics_at, metrics_textfile) + install_reaper(system, **reap)
     if no_systemd:
         say(manual_command(system, extra))
         return

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from lanewatch.engine import wire
+from lanewatch.linux import heap
 from lanewatch.processes.ownpids import count_as_own
 
 DELIVERY_INTERVAL = 1 / 60  # the dashboard drains at most once a frame (`tui.app.FRAME`)
@@ -65,11 +66,15 @@ def _keep_alive(out: wire.Writer, done: threading.Event) -> None:
     one would look the same to the dashboard."""
 
     def beat() -> None:
+        beats = 0
         while not done.wait(KEEP_ALIVE):
             try:
                 out.send(("alive",))
             except (OSError, ValueError):  # the dashboard is gone: the end of stdin stops us
                 return
+            beats += 1
+            if beats % int(heap.TRIM_EVERY / KEEP_ALIVE) == 0:
+                heap.trim()  # free pages of the malloc arenas back to the kernel (linux/heap.py)
 
     threading.Thread(target=beat, name="lanewatch-keep-alive", daemon=True).start()
 
@@ -135,6 +140,7 @@ def _serve(settings: dict[str, Any], commands: IO[bytes], out: wire.Writer) -> i
 def main() -> int:
     # ^C in the terminal reaches the whole process group: the dashboard decides when we stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    heap.cap_arenas()  # before any thread: runs for as long as the dashboard (linux/heap.py)
     out = wire.Writer(_frames_stream())
     logging.basicConfig(handlers=[_ToParent(out)], level=logging.WARNING, force=True)
     try:

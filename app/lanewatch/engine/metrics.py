@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from prometheus_client import start_http_server, write_to_textfile
@@ -188,9 +189,17 @@ def _identity(attribution: str) -> Iterator[Metric]:
     yield from (info, scheme, mode)
 
 
-def registry_for(source: Callable[[], Source]) -> CollectorRegistry:
+def registry_for(
+    source: Callable[[], Source], *, reap: bool = False, reap_state: Path | None = None
+) -> CollectorRegistry:
+    """`reap`: the service reaps, so the reaper's metrics too (`reapmetrics.py`), read from
+    `reap_state` (default: reap.json in the state folder)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(EngineCollector(source))
+    if reap:
+        from lanewatch.engine.reapmetrics import ReapCollector
+
+        registry.register(ReapCollector(reap_state))
     return registry
 
 

@@ -507,6 +507,6 @@ class Attribution:
                 if read.stamp is not None:
                     found.append(owner_of(f.victim, f.root, read.stamp))
         if found:
-            self.lanes.set_owners(found)
+            self.lanes.set_owners(found, complete=False)
 
     # -- facts to writes and incidents -------------------------------------------------------

@@ -46,6 +46,10 @@ from lanewatch.processes.proclives import Life, ProcLives, monotonic_to_boottime
 CACHE_SIZE = 4096  # processes remembered
 RECHECK_ENV = 10.0  # seconds: re-read the environment of a process seen again after this
 OWNER_MEMORY = 600.0  # seconds an owner is remembered after its stamp stops naming it
+# ... and after its namespace left the model (cleared, removed): no stamp will name it again,
+# only writes already queued may still need it. Without this, a reaper clearing lanes as fast
+# as they are made kept every owner of the last 10 minutes.
+GONE_MEMORY = 60.0
 RECHECK_SAME = 60.0  # seconds: an unchanged list is gone through again (well inside OWNER_MEMORY)
 MAX_DEPTH = 64  # ancestors walked
 GONE_SUFFIX = "; exited before we read the event, pid not reused since"
@@ -166,10 +170,13 @@ class Owners:
     _last: object = None
     _full_at: float = float("-inf")
 
-    def update(self, owners: Sequence[OwnerId], now: float) -> None:
-        if owners is self._last and now - self._full_at < RECHECK_SAME:
+    def update(self, owners: Sequence[OwnerId], now: float, complete: bool = True) -> None:
+        """`complete`: `owners` is every owner the engine knows (else a few new stamps): an
+        owner whose namespace none of them names is forgotten after GONE_MEMORY."""
+        if complete and owners is self._last and now - self._full_at < RECHECK_SAME:
             return  # nothing new; their sightings are refreshed at the next full pass
-        self._last, self._full_at = owners, now
+        if complete:
+            self._last, self._full_at = owners, now
         changed = False
         for o in owners:
             known = self.by_key.get(o.key)
@@ -182,8 +189,11 @@ class Owners:
                     self.by_identity[ident] = o
                     changed = True
                 self.last_seen[ident] = now
+        named = {o.key for o in owners} if complete else None
         for ident, t in list(self.last_seen.items()):
-            if now - t > OWNER_MEMORY:
+            known = self.by_identity.get(ident)
+            left = named is not None and known is not None and known.key not in named
+            if now - t > (GONE_MEMORY if left else OWNER_MEMORY):
                 del self.last_seen[ident]
                 gone = self.by_identity.pop(ident, None)
                 if gone is not None and self.by_key.get(gone.key) == gone:
@@ -230,10 +240,11 @@ class PidLanes:
         self.stats = {"hits": 0, "reads": 0, "gone": 0, "credited": 0, "unknown": 0, "lives": 0}
 
     # -- owners ---------------------------------------------------------------------------
-    def set_owners(self, owners: Iterable[OwnerId]) -> None:
+    def set_owners(self, owners: Iterable[OwnerId], complete: bool = True) -> None:
+        """`complete`: every owner the engine knows now; False: only some stamps just seen."""
         with self._owners_lock:
             given = owners if isinstance(owners, (list, tuple)) else list(owners)
-            self.owners.update(given, boottime())
+            self.owners.update(given, boottime(), complete)
 
     def _root_of(self, key: str) -> str | None:
         return next((r for r in self.roots if is_below(key, r)), None)

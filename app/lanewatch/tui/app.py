@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
 TICK = 1.0  # ages move on once a second
+REAPER_EVERY = 10.0  # seconds between two reads of the reaper's reap.json
 CSS_NAME = "lanewatch.tcss"
 
 
@@ -112,6 +113,8 @@ class LanewatchApp(App[None]):
         self.watch_problem: watch.Problem | None = None  # what the watchdog found, if anything
         self._problem_at = 0.0
         self._ticked = 0.0
+        self.reaper_line: str | None = None  # the status line's reaper part (`_read_reaper`)
+        self._reaper_at = float("-inf")
         self._stopped = False
         self.leaving = Leaving(self)  # SIGTERM, SIGHUP, a hung-up terminal: `tui/leave.py`
         self.last_key_at = float("-inf")
@@ -338,8 +341,32 @@ class LanewatchApp(App[None]):
 
     def _tick(self) -> None:
         self._watch()
+        if self.monotonic() - self._reaper_at >= REAPER_EVERY:
+            self._reaper_at = self.monotonic()
+            self.run_worker(
+                self._read_reaper,
+                thread=True,
+                exclusive=True,
+                group="reaper",
+                description="read the reaper's last pass",
+                exit_on_error=False,
+            )
         if self.main_live() and self.screen is self.main:
             self.main.tick()
+
+    def _read_reaper(self) -> None:
+        """Off the UI thread: the service's reaper's last and next pass (reap.json)."""
+        from lanewatch.records.reaping import next_text, read_state
+
+        line = next_text(read_state())
+        if line != self.reaper_line:
+            with contextlib.suppress(RuntimeError):  # the app already stopped
+                self.call_from_thread(self._show_reaper, line)
+
+    def _show_reaper(self, line: str | None) -> None:
+        self.reaper_line = line
+        if self.main_live():
+            self.main.update_chrome()
 
     def _held(self) -> bool:
         """Changes are meant to wait: paused, a modal open, or no main screen to show them."""

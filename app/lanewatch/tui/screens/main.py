@@ -235,6 +235,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
                 note=self.lw.demo_note,
                 attribution=pic.attribution,
                 default_root=self.lw.default_root,
+                reaper=self.lw.reaper_line,
             )
         )
         for view in ORDER:

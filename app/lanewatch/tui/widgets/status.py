@@ -37,6 +37,8 @@ class StatusState:
     attribution: str | None = None
     default_root: str | None = None
     """Missing before the first `lanewatch run` creates it: not a fault."""
+    reaper: str | None = None
+    """The service's reaper: what its last pass freed, when the next is (records/reaping.py)."""
 
 
 def health_text(health: Sequence[SourceHealth], default_root: str | None = None) -> Text:
@@ -98,6 +100,9 @@ def status_text(state: StatusState) -> Text:
         text.append("  ")
     if state.marks:
         text.append(f"{state.marks} marked", style="bold")
+        text.append("  ")
+    if state.reaper:
+        text.append(state.reaper, style="dim")
         text.append("  ")
     if state.note:
         text.append(inert(state.note), style="italic")

@@ -1,0 +1,66 @@
+"""glibc's heap, for a process that runs for days (the recorder, the dashboard's engine).
+
+What the soak found (docs/engine.md): the recorder's Python objects stayed near 35 MiB while
+its RSS rose past 200 MiB, almost all of it in glibc's per-thread malloc arenas (64 MiB-aligned
+anonymous regions, one per thread that ever called malloc: up to 8 per core). Python hands
+every block over 512 bytes to malloc (file contents read for hashing, /proc reads, event
+buffers, lists and dicts past a few entries); threads free them in another order than they
+were made, and glibc returns a non-main arena's free pages only from its top. So:
+
+- `cap_arenas()`: at most ARENAS arenas (mallopt M_ARENA_MAX, as `MALLOC_ARENA_MAX=2` does);
+  call it before the threads start. Threads then share arenas, freed space is reused across
+  them.
+- `trim()`: `malloc_trim(0)`, which since glibc 2.8 gives every arena's free pages back to the
+  kernel (madvise), not only the top of the main heap. A few milliseconds; the recorder calls
+  it every TRIM_EVERY seconds.
+
+Both are no-ops where libc is not glibc (musl has no arenas to cap and trims by itself).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import logging
+
+log = logging.getLogger(__name__)
+
+M_ARENA_MAX = -8  # malloc.h
+ARENAS = 2
+TRIM_EVERY = 60.0  # seconds
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        libc.mallopt  # noqa: B018 (glibc only: AttributeError elsewhere)
+        libc.malloc_trim  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    libc.mallopt.restype = ctypes.c_int
+    libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    libc.malloc_trim.restype = ctypes.c_int
+    return libc
+
+
+def cap_arenas(arenas: int = ARENAS) -> bool:
+    """At most `arenas` malloc arenas for this process; whether glibc took it."""
+    libc = _libc()
+    if libc is None:
+        return False
+    ok = bool(libc.mallopt(M_ARENA_MAX, arenas))
+    if not ok:
+        log.debug("mallopt(M_ARENA_MAX, %d) refused", arenas)
+    return ok
+
+
+def trim() -> bool:
+    """Give the free pages of every arena back to the kernel; whether any were."""
+    libc = _libc()
+    return bool(libc.malloc_trim(0)) if libc is not None else False
