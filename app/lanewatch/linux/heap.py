@@ -20,9 +20,10 @@ Both are no-ops where libc is not glibc (musl has no arenas to cap and trims by 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import logging
+
+from lanewatch.linux.libc import libc as shared_libc
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +34,13 @@ TRIM_EVERY = 60.0  # seconds
 
 @functools.cache
 def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
+    libc = shared_libc()
+    if libc is None:
         return None
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
         libc.mallopt  # noqa: B018 (glibc only: AttributeError elsewhere)
         libc.malloc_trim  # noqa: B018
-    except (OSError, AttributeError):
+    except AttributeError:
         return None
     libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     libc.mallopt.restype = ctypes.c_int
