@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
+# Not `typing.TYPE_CHECKING`: importing typing costs a hook (`lanewatch guard`, run before every
+# tool call of an agent) and every pytest session milliseconds; type checkers know this idiom.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from lanewatch.lanes.lane import Lane, scratch_dir_for
     from lanewatch.proof.gate import check_gate
     from lanewatch.proof.receipts import write_receipt
