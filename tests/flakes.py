@@ -7,7 +7,8 @@ fork load, and print each test's pass rate (docs/flakes.md). `.ci/flakes` is the
 
 Each run is one `python -m pytest -n 2` (like CI) with tests/flakes_plugin.py, which shuffles
 the tests with that run's seed and records every outcome. Exit 0 when every test passed every
-run, 1 when one did not, 2 when a run broke (a collection error, an internal error, no outcome recorded).
+run, 1 when one did not, 2 when a run broke (a collection error, an internal error, no outcome
+recorded).
 """
 
 from __future__ import annotations
