@@ -20,8 +20,15 @@ from typing import Any, NoReturn
 
 import pytest
 
-# The suite's own knobs (.ci/unprivileged, tests/tui/test_churn.py): kept from the environment.
-KNOBS = {"LANEWATCH_TIER", "LANEWATCH_TIER_NEIGHBOUR", "LANEWATCH_CHURN_SECONDS"}
+# The suite's own knobs (.ci/unprivileged, tests/tui/test_churn.py, the flake hunt's seed and
+# log: tests/flakes_plugin.py reads them after this file ran): kept from the environment.
+KNOBS = {
+    "LANEWATCH_TIER",
+    "LANEWATCH_TIER_NEIGHBOUR",
+    "LANEWATCH_CHURN_SECONDS",
+    "LANEWATCH_FLAKES_SEED",
+    "LANEWATCH_FLAKES_LOG",
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:

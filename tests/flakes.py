@@ -7,7 +7,8 @@ fork load, and print each test's pass rate (docs/flakes.md). `.ci/flakes` is the
 
 Each run is one `python -m pytest -n 2` (like CI) with tests/flakes_plugin.py, which shuffles
 the tests with that run's seed and records every outcome. Exit 0 when every test passed every
-run, 1 when one did not, 2 when a run broke (a collection error, an internal error).
+run, 1 when one did not, 2 when a run broke (a collection error, an internal error, no outcome
+recorded).
 """
 
 from __future__ import annotations
@@ -60,9 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with load(args.load, work):
         for run in range(1, args.runs + 1):
-            code = one_run(args, run, seed + run - 1, work, tallies)
+            code, recorded = one_run(args, run, seed + run - 1, work, tallies)
             if code not in (0, 1):
                 broken.append({"run": run, "seed": seed + run - 1, "exit": code})
+            elif not recorded:
+                # pytest ran tests but no outcome reached the log: the plugin was not heard
+                # (its variables gone from the environment); a silent run is not a green one.
+                why = "no outcome was recorded"
+                broken.append({"run": run, "seed": seed + run - 1, "exit": code, "why": why})
     report = {
         "seed": seed,
         "runs": args.runs,
@@ -123,7 +129,9 @@ def parse_load(parser: argparse.ArgumentParser, text: str) -> dict[str, int]:
 
 def one_run(
     args: argparse.Namespace, run: int, seed: int, work: Path, tallies: dict[str, Tally]
-) -> int:
+) -> tuple[int, int]:
+    """One pytest run, its outcomes added to `tallies`: pytest's exit code and how many tests
+    had an outcome in the log."""
     log = work / f"run-{run}.jsonl"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "tests.flakes_plugin"]
     command += ["-p", "no:randomly", "-p", "no:cacheprovider"]
@@ -166,7 +174,7 @@ def one_run(
         file=sys.stderr,
         flush=True,
     )
-    return code
+    return code, len(outcomes)
 
 
 def read_outcomes(log: Path) -> dict[str, tuple[str, str]]:
@@ -215,7 +223,9 @@ def print_table(report: dict, tallies: dict[str, Tally], show_all: bool) -> None
             rows.append((nodeid, *cells))
         print_rows(rows)
     for broken in report["broken_runs"]:
-        print(f"run {broken['run']} (seed {broken['seed']}) broke: pytest exit {broken['exit']}")
+        why = f" ({broken['why']})" if "why" in broken else ""
+        run, seed, code = broken["run"], broken["seed"], broken["exit"]
+        print(f"run {run} (seed {seed}) broke: pytest exit {code}{why}")
 
 
 def rate(passes: int, runs: int) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lanewatch.engine.tailintake import Arrived
 from lanewatch.engine.worker import Worker
+from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.model import model as m
 from tests.unit.enginekit import make_stamp
 
@@ -67,3 +68,28 @@ def test_a_removed_namespace_is_forgotten_by_the_intakes_memo(root: Path) -> Non
     assert str(ns) not in w.keeper.state.namespaces
     assert str(ns) not in w.memo.files
     assert list(w.memo.history.history(str(ns / "f"))) == []
+
+
+def test_a_temp_file_renamed_away_before_its_folders_watch_is_not_counted(root: Path) -> None:
+    """The owner's stamp is written by a temporary file and a rename. watchdog watches a new
+    subfolder only when it reads that folder's creation; a namespace walked on arrival before
+    then counted the temporary file, the rename sent no event (no watch yet), and the folder's
+    creation came after: its walk found the stamp, and the temporary file stayed counted for
+    good, one file and the stamp's bytes too many (the bench's burst figure, 1 run in 40 under
+    load). The walk of a new folder is what the folder holds now."""
+    w = listed(root)
+    ns = make_stamp(root, "late")
+    (ns / "data").write_text("12345")
+    stamp = ns / META_DIR / STAMP_FILE
+    temporary = stamp.with_name(f".{STAMP_FILE}.4242.0a1b2c3d.tmp")
+    stamp.rename(temporary)  # the stamp not yet renamed into place
+    key, name = str(ns), ns.name
+    w.process([("c", str(root), name, key, True)])  # arrived: walked with the temporary file
+    assert w.keeper.state.namespaces[key].files == 2
+    temporary.rename(stamp)  # no event: `.lanewatch/` was not watched yet
+    # Then its creation, read as its watch is set, and the stamp watchdog's walk of it found.
+    w.process([("c", str(root), name, str(ns / META_DIR), True)])
+    w.process([("c", str(root), name, str(stamp), False)])
+    rec = w.keeper.state.namespaces[key]
+    assert (rec.files, rec.bytes) == (2, stamp.stat().st_size + 5)
+    assert str(temporary) not in w.memo.files[key].sizes

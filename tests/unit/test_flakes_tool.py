@@ -88,3 +88,20 @@ def test_json_names_every_test_and_the_runs_come_in_different_orders(tmp_path: P
     runs = [order[i : i + 8] for i in range(0, 24, 8)]
     assert all(sorted(r) == [str(i) for i in range(8)] for r in runs)
     assert len({tuple(r) for r in runs}) > 1, runs  # seeds 1, 2, 3 shuffle differently
+
+
+def test_a_hunt_over_the_suites_own_files_records_their_outcomes(tmp_path: Path) -> None:
+    """The suite's conftest clears lanewatch's variables from the environment at start: the
+    hunt's seed and log must survive it, or every run reports no test (and looks green)."""
+    report = tmp_path / "report.json"
+    target = str(REPO / "tests" / "unit" / "test_burst_differences.py")
+    command = [sys.executable, str(REPO / "tests" / "flakes.py"), target, "-n", "0"]
+    out = subprocess.run(
+        [*command, "--load", "none", "--runs", "1", "--json", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    tests = json.loads(report.read_text())["tests"]
+    assert tests and all(t["passes"] == 1 for t in tests.values()), tests

@@ -187,13 +187,20 @@ class TailIntake:
         return out
 
     def _walk_new(self, folder: str, files: NsFiles | None, now: float, out: Found) -> int:
-        """A new subfolder: walk it, since files may have been written before its watch."""
+        """A new subfolder: walk it, since files may have been written before its watch.
+
+        What the walk finds replaces what was known under the folder: before its watch, a
+        file could come and go without an event. An owner's stamp is written by a temporary
+        file and a rename; a namespace walked on arrival while the temporary file existed
+        counted it, the rename came before watchdog watched `.lanewatch/` (it does when it
+        reads the folder's creation), and no event ever said the temporary file was gone."""
         found = scanner.NamespaceScan(folder)
         try:
             scanner.walk(folder, found)
         except FileNotFoundError:
             return 0
         if files is not None:
+            files.drop_under(folder)
             for path, size in found.sizes.items():
                 files.bytes += size - files.sizes.get(path, 0)
                 files.sizes[path] = size
