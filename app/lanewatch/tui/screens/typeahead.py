@@ -53,6 +53,7 @@ BURST = 0.05  # keys closer than this came from a paste or a script, not from a 
 class TypeaheadGuard(_Base):
     GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset()
     _changed_at = math.inf  # not shown yet: nothing counts as a command
+    _had_focus = False  # a widget of this screen has had the focus
 
     def mark_changed(self) -> None:
         """What the user sees just changed (a view, the focus): keys typed before they could
@@ -102,12 +103,15 @@ class TypeaheadGuard(_Base):
         """A focus move re-arms the guard when it happens: keys are forwarded to the focused
         widget from this moment. Not when its `DescendantFocus` reaches the screen, hops later:
         under load that came after the user could see the dialog, and refused the `y` they then
-        typed. The first focus a screen gets (its auto-focus, a dialog's default button) is part
-        of its appearing, already guarded by `on_screen_resume`, not a move."""
+        typed. The first focus a screen ever gets (its auto-focus, a dialog's default button)
+        is part of its appearing, already guarded by `on_screen_resume`, not a move."""
         before = self.focused
         super().set_focus(widget, scroll_visible, from_app_focus)
-        if before is not None and self.focused is not None and self.focused is not before:
+        if self.focused is None or self.focused is before:
+            return
+        if self._had_focus:
             self.mark_changed()
+        self._had_focus = True
 
     def on_key(self, event: events.Key) -> None:
         if not self.is_active:
