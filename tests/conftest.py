@@ -21,7 +21,13 @@ from typing import Any, NoReturn
 import pytest
 
 # The suite's own knobs (.ci/unprivileged, tests/tui/test_churn.py): kept from the environment.
-KNOBS = {"LANEWATCH_TIER", "LANEWATCH_TIER_NEIGHBOUR", "LANEWATCH_CHURN_SECONDS"}
+KNOBS = {
+    "LANEWATCH_TIER",
+    "LANEWATCH_TIER_NEIGHBOUR",
+    "LANEWATCH_CHURN_SECONDS",
+    "LANEWATCH_FLAKES_SEED",  # the flake hunt's (tests/flakes_plugin.py): without them a hunt
+    "LANEWATCH_FLAKES_LOG",  # neither shuffled nor recorded a test, and said all passed
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:
