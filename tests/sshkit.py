@@ -1,16 +1,16 @@
 """A real OpenSSH server on loopback, as whoever runs the test: the "second host" of the
 many-host tests (docs/hosts.md).
 
-`make_server` writes a host key and a user key (`session_keys`: made once per session and
-copied), an sshd_config (a free high port on 127.0.0.1, no PAM, that authorized_keys) and a
-client ssh_config (alias `far` → that port, that key, its own known_hosts, BatchMode), and starts
-`sshd -D -e`. A normal user can run sshd on a high port and log in as itself; root needs
+`make_server` writes a host key and a user key (`session_keys`: made once per session and copied),
+an sshd_config (a free high port on 127.0.0.1, no PAM, that authorized_keys, a login HOME of its
+own) and a client ssh_config (alias `far` → that port, that key, its own known_hosts, BatchMode),
+and starts `sshd -D -e`. A normal user can run sshd on a high port and log in as itself; root needs
 /run/sshd (the package's service makes it; `.ci/run` too). Tests point lanewatch at it with
-$LANEWATCH_SSH="ssh -F cfg" and take one of two fixtures: `ssh_server`, a server of the test's
-own (for a test that stops and restarts it: the host going away), or `shared_ssh`, one server
-for the module's tests that only log in (each still has its own far home, root and lanes under
-its own tmp_path, so none depends on another having run). The far side is this same machine
-with its own state folder, root and TMPDIR: `far_command`; `far_live` is a live far lane.
+$LANEWATCH_SSH="ssh -F cfg" and take one of two fixtures: `ssh_server`, a server of the test's own
+(for a test that stops and restarts it: the host going away), or `shared_ssh`, one server for the
+module's tests that only log in (each still has its own far home, root and lanes under its own
+tmp_path, so none depends on another having run). The far side is this same machine with its own
+state folder, root and TMPDIR: `far_command`; `far_live` is a live far lane.
 """
 
 from __future__ import annotations
@@ -66,6 +66,11 @@ class SshServer:
         self.log = self.home / "sshd.log"
 
     @property
+    def login_home(self) -> Path:
+        """$HOME of a login through this server (its shell's start-up files come from here)."""
+        return self.home / "login-home"
+
+    @property
     def ssh(self) -> str:
         """$LANEWATCH_SSH for this server."""
         return f"ssh -F {shlex.quote(str(self.client_config))}"
@@ -109,7 +114,8 @@ class SshServer:
 
 def far_command(home: Path, root: Path | None = None) -> str:
     """The far side's lanewatch: this interpreter with its own state folder, root and TMPDIR
-    (ssh starts a login shell with a clean environment)."""
+    (ssh starts the user's shell with a clean environment; its HOME is the server's
+    `login_home`)."""
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     env = {
         "LANEWATCH_STATE_DIR": home / "state",
@@ -158,6 +164,11 @@ def make_server(home: Path, keys: Path | None = None) -> SshServer:
         for name in KEYS:  # copy2 keeps the private keys' mode 0600, which sshd and ssh demand
             shutil.copy2(keys / name, home / name)
     shutil.copy(home / "user_key.pub", home / "authorized_keys")
+    # The far login's own HOME, empty: the user's shell still starts the far command, as on a
+    # real host, but reads its start-up files from here, not the user's (a broken ~/.bashrc, a
+    # stale pyenv lock, must not hang the suite). docs/flakes.md.
+    login_home = home / "login-home"
+    login_home.mkdir(mode=0o700)
     port = _free_port()
     (home / "sshd_config").write_text(
         "\n".join(
@@ -177,6 +188,7 @@ def make_server(home: Path, keys: Path | None = None) -> SshServer:
                 "Banner none",
                 "LogLevel ERROR",
                 "ClientAliveInterval 2",
+                f'SetEnv "HOME={login_home}"',
                 "",
             ]
         )

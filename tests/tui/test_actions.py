@@ -20,7 +20,7 @@ from lanewatch.tui.screens.trash import TrashScreen
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
-from .helpers import cancelled, settle, shows, until
+from .helpers import cancelled, screen_text, settle, shows, until
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
@@ -159,8 +159,12 @@ async def test_clear_cancel_confirm_and_restore(lanes: Lanes, scratch: Path) -> 
             await until(pilot, lambda s=screen: bool(s.items), what="trash listed")
             text = await shows(pilot, "finished", "1 cleared namespace")
             assert "1 cleared namespaces" not in text  # not "1 items"
-            footer = text.rstrip().splitlines()[-1]
-            assert "Restore" in footer and "Next view" not in footer  # its own keys
+
+            def own_keys() -> bool:  # the footer is drawn after the list: wait for it
+                footer = screen_text(app).rstrip().splitlines()[-1]
+                return "Restore" in footer and "Next view" not in footer
+
+            await until(pilot, own_keys, what="the trash's own keys in the footer")
             await settle(pilot)
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))

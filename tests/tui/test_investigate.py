@@ -6,12 +6,15 @@ state folder, byte for byte what `lanewatch incidents ID --markdown` prints."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from textual.widgets import Static
 
 from lanewatch.demo import DemoScenario
 from lanewatch.engine.engine import Engine
@@ -84,6 +87,23 @@ async def takeover_seen(pilot, app: LanewatchApp, demo: DemoScenario) -> Inciden
     inc = taken()
     assert inc is not None
     return inc
+
+
+async def writes_pane(pilot, screen: IncidentScreen, *texts: str) -> str:  # type: ignore[no-untyped-def]
+    """Wait until the timeline's "What each writer wrote" pane is on screen and holds every
+    one of `texts` in its whole text (a user scrolls it: the screen shows only its top, and
+    how far down a version's diff lies depends on how many writes the demo made meanwhile).
+    Returns that whole text."""
+
+    def body() -> str:
+        pane = screen.query_one("#incident-context-body", Static)
+        out = io.StringIO()
+        Console(file=out, width=max(pane.size.width, 40), color_system=None).print(pane.content)
+        return out.getvalue()
+
+    await shows(pilot, "What each writer wrote")
+    await until(pilot, lambda: all(t in body() for t in texts), what=f"{texts} in the pane")
+    return body()
 
 
 async def open_timeline(pilot, app: LanewatchApp, inc: Incident) -> IncidentScreen:  # type: ignore[no-untyped-def]
@@ -327,7 +347,7 @@ async def test_demo_shared_file_timeline_shows_both_lanes_contents_and_the_diff(
         diffs = [s for s in story.shown if s.kind == "diff"]
         changed = [s for s in diffs if any(line.startswith("+written by lane") for line in s.lines)]
         assert changed, [s.kind for s in story.shown]
-        text = await shows(pilot, "What each writer wrote", "+written by lane fuzz")
+        text = await writes_pane(pilot, screen, "+written by lane fuzz")
         assert "-written by lane fuzz" in text
 
 
@@ -369,7 +389,7 @@ async def test_demo_shared_file_timeline_without_the_kernel_shows_both_lanes_con
         assert any(line.startswith("+written by lane fuzz") for line in lines), lines
         for lane in ("fuzz,", "fuzz-2,"):  # each lane's content, whole or in a diff
             assert any(line.lstrip("+-").startswith(f"written by lane {lane}") for line in lines)
-        text = await shows(pilot, "What each writer wrote", "inferred: read while")
+        text = await writes_pane(pilot, screen, "inferred: read while")
         assert "lane fuzz" in text and "lane fuzz-2" in text
 
 

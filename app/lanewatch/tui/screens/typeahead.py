@@ -22,8 +22,8 @@ Textual calls the handlers of every class in a screen's MRO, so those below run 
 screen's own `on_screen_resume`; the mixin must come before `Screen` in the bases.
 
 Why a mixin and not an object the screen owns: what it adds is hooks on the screen itself. It
-listens to the screen's own events (`ScreenResume`, `DescendantFocus`, a `Key` bubbling through
-it), which Textual delivers only to handlers on the screen's class, reads the screen's
+listens to the screen's own events (`ScreenResume`, a `Key` bubbling through it), which Textual
+delivers only to handlers on the screen's class, wraps the screen's `set_focus`, reads its
 `active_bindings`, and the app asks whichever screen is on top (`isinstance(screen,
 TypeaheadGuard)`). An owned object would need each of five screens to forward three handlers to
 it and the app to reach through every screen; the state it keeps is one timestamp.
@@ -40,6 +40,7 @@ from textual.actions import parse
 
 if TYPE_CHECKING:
     from textual.screen import Screen
+    from textual.widget import Widget
 
     _Base = Screen[object]
 else:
@@ -52,6 +53,7 @@ BURST = 0.05  # keys closer than this came from a paste or a script, not from a 
 class TypeaheadGuard(_Base):
     GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset()
     _changed_at = math.inf  # not shown yet: nothing counts as a command
+    _had_focus = False  # a widget of this screen has had the focus
 
     def mark_changed(self) -> None:
         """What the user sees just changed (a view, the focus): keys typed before they could
@@ -95,8 +97,21 @@ class TypeaheadGuard(_Base):
     def on_screen_resume(self) -> None:
         self.mark_changed()
 
-    def on_descendant_focus(self) -> None:
-        self.mark_changed()
+    def set_focus(
+        self, widget: Widget | None, scroll_visible: bool = True, from_app_focus: bool = False
+    ) -> None:
+        """A focus move re-arms the guard when it happens: keys are forwarded to the focused
+        widget from this moment. Not when its `DescendantFocus` reaches the screen, hops later:
+        under load that came after the user could see the dialog, and refused the `y` they then
+        typed. The first focus a screen ever gets (its auto-focus, a dialog's default button)
+        is part of its appearing, already guarded by `on_screen_resume`, not a move."""
+        before = self.focused
+        super().set_focus(widget, scroll_visible, from_app_focus)
+        if self.focused is None or self.focused is before:
+            return
+        if self._had_focus:
+            self.mark_changed()
+        self._had_focus = True
 
     def on_key(self, event: events.Key) -> None:
         if not self.is_active:
