@@ -1,7 +1,7 @@
 """The type-ahead guard dates a focus move by when the focus moved, not by when the news of it
 (`DescendantFocus`, a few message hops later) reached the screen: under load those hops took
-longer than `GUARD`, and a `y` typed once the dialog was on screen and settled was refused
-(issue 25). A real move (tab to the other button) still re-arms it. A stand-in engine: only the
+longer than `GUARD`, and a `y` typed once the dialog was on screen and settled was refused.
+A real move (tab to the other button) still re-arms it. A stand-in engine: only the
 dialog's timing is under test; tests/tui/test_typeahead.py covers the journeys on real lanes."""
 
 from __future__ import annotations
