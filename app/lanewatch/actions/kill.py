@@ -331,7 +331,12 @@ def _kill_cgroup(plan: _Plan) -> None:
 
 def _escalate(plan: _Plan) -> None:
     _kill_cgroup(plan)
-    if plan.group is not None and _members(plan.group.pid, plan.group.boot_id):
+    group = plan.group
+    if plan.cgroup_done is not None and group is not None:
+        # cgroup.kill reached every process in it at once, but they take a moment to go: a
+        # group still listed right after is dying, not escaping. One SIGKILL, not two.
+        wait_until(lambda: not _members(group.pid, group.boot_id), SETTLE)
+    if group is not None and _members(group.pid, group.boot_id):
         _signal_group(plan, signal.SIGKILL)
     _signal_members(plan, signal.SIGKILL)
     if _wait(plan, SETTLE):
