@@ -74,8 +74,17 @@ def test_namespaces_made_and_cleared_leave_the_engine_as_small_as_before(
     cycle(engine, root, "warm", 5)
     before = sizes(engine)
     cycle(engine, root, "many", N)
+
+    def grown() -> dict[str, tuple[int, int]]:
+        after = sizes(engine)
+        return {k: (before.get(k, 0), v) for k, v in after.items() if v - before.get(k, 0) > SLACK}
+
+    # The model forgets at once; the delivery hands its pending removals to the sink on its
+    # own beat, which under load comes a moment after the snapshot shows them gone.
+    try:
+        wait_for(lambda: not grown(), 30, what="the engine back to its size")
+    except AssertionError:
+        raise AssertionError(f"grew with {N} namespaces made and cleared: {grown()}") from None
     after = sizes(engine)
-    grown = {k: (before.get(k, 0), v) for k, v in after.items() if v - before.get(k, 0) > SLACK}
-    assert not grown, f"grew with {N} namespaces made and cleared: {grown}"
     for held in ("memo.files", "memo.ledgers", "keeper.views", "keeper._due"):  # reached
         assert any(k.endswith(held) for k in after), (held, sorted(after))
