@@ -204,7 +204,7 @@ def test_foreign_write_rules() -> None:
 
 def test_unbound_write_rules() -> None:
     obs = unbound_write(kw("/tmp/receipt.json"), ["/r"])
-    assert obs is not None and obs.victim is None and obs.kind.value == "shared-file"
+    assert obs is not None and obs.victim is None and obs.kind == "shared-file"
     assert obs.intruder_key == obs.path == "/tmp/receipt.json"  # one incident per file
     assert unbound_write(kw("/tmp/receipt.json"), ["/other"]) is None  # not our root's lane
     assert unbound_write(kw("/tmp/receipt.json", handed=True), ["/r"]) is None  # its stdout

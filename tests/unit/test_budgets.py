@@ -66,7 +66,7 @@ def test_a_file_that_is_no_budgets_file_applies_none_and_says_so(
 def test_the_detector_warns_over_the_budget_and_before_it() -> None:
     assert over_budget("/r/ns", "a", "disk", 900, 1000, 1.0) is None
     over = over_budget("/r/ns", "a", "disk", 1000, 1000, 1.0)
-    assert over is not None and over.kind.value == "over-budget" and "over" in over.summary
+    assert over is not None and over.kind == "over-budget" and "over" in over.summary
     soon = over_budget("/r/ns", "a", "disk", 900, 1000, 1.0, growth=200 / AHEAD)
     assert soon is not None and "toward" in soon.evidence.note
     assert over.id == soon.id  # one warning per lane and resource

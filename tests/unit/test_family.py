@@ -30,7 +30,7 @@ from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.family import Stamped, file_ids, handed, head, one_family
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kernelwrites import KernelWrite
-from lanewatch.model.views import IncidentKind
+from lanewatch.model.kinds import IncidentKind
 from lanewatch.processes.prober import ProbeReport
 from tests.unit.enginekit import make_stamp
 from tests.unit.test_incidents import hold
@@ -87,7 +87,7 @@ def test_an_owner_process_is_its_own_lane_whatever_it_inherited() -> None:
         shared=["/tmp"],
         at=1.0,
     )
-    assert obs.intruder["lane"] == "pytest-gw0" and obs.kind is IncidentKind.SHARED_FILE
+    assert obs.intruder["lane"] == "pytest-gw0" and obs.kind == IncidentKind.SHARED_FILE
 
 
 def test_a_released_owner_holding_its_own_files_is_no_intruder() -> None:

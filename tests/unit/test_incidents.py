@@ -13,7 +13,10 @@ from lanewatch.engine.engine import Engine, acknowledge
 from lanewatch.lanes.stamp import write_stamp
 from lanewatch.model import incidents as inc
 from lanewatch.model import writers as wr
-from lanewatch.model.views import Incident, IncidentKind
+from lanewatch.model.detectors.refused_claim import refused_claim
+from lanewatch.model.kinds import IncidentKind
+from lanewatch.model.observation import Observation, incident_id
+from lanewatch.model.views import Incident
 from lanewatch.records.incidents import IncidentLog, log_path, read_all
 from tests.conftest import wait_for
 from tests.unit.enginekit import make_stamp, running, start_lane, stop_lane
@@ -44,7 +47,7 @@ def hold(path: str, pid: int = 30, **kw: object) -> wr.Holding:
     return wr.Holding(**values)  # type: ignore[arg-type]
 
 
-def find(holdings: list[wr.Holding]) -> list[inc.Observation]:
+def find(holdings: list[wr.Holding]) -> list[Observation]:
     return wr.writers(holdings, OWNERS, [A, B], roots=["/r"], shared=["/tmp"], at=1.0)
 
 
@@ -53,7 +56,7 @@ def test_foreign_writer_by_environment_or_descent() -> None:
     by_descent = find([hold(f"{A}/tmp/x", lineage=(30, 21, 20, 1))])
     for found in (by_env, by_descent):
         (obs,) = found
-        assert obs.kind is IncidentKind.CROSS_LANE_WRITE
+        assert obs.kind == IncidentKind.CROSS_LANE_WRITE
         assert obs.victim == A and obs.intruder["namespace"] == B
         assert obs.evidence.grade == "inferred"
     assert by_env[0].id == by_descent[0].id  # one incident per victim and intruder
@@ -96,7 +99,7 @@ def test_a_namespace_inside_an_ignored_prefix_is_still_watched() -> None:
 
 def test_unbound_writer_rules() -> None:
     (obs,) = find([hold("/tmp/shared.json", namespace_env=A)])
-    assert obs.kind is IncidentKind.SHARED_FILE and obs.victim is None
+    assert obs.kind == IncidentKind.SHARED_FILE and obs.victim is None
     assert not find([hold("/tmp/d", namespace_env=A, kind="cwd")])  # a cwd is not a write
     for access in ("read", "path", None):  # `sort /tmp/x/big.txt`: a reader
         assert not find([hold("/tmp/x/big.txt", namespace_env=A, access=access)])
@@ -120,8 +123,8 @@ def test_unbound_writer_rules() -> None:
 
 
 def test_ids_are_deterministic_and_merge_commutes() -> None:
-    assert inc.incident_id("takeover", A, "k") == inc.incident_id("takeover", A, "k")
-    assert inc.incident_id("takeover", A, "k") != inc.incident_id("takeover", B, "k")
+    assert incident_id("takeover", A, "k") == incident_id("takeover", A, "k")
+    assert incident_id("takeover", A, "k") != incident_id("takeover", B, "k")
     o1, o2 = (find([hold(f"{A}/tmp/{n}", namespace_env=B)])[0] for n in "xy")
     r1, r2 = inc.merge(None, o1), inc.merge(None, o2)
     ab, ba = inc.merge_records(r1, r2), inc.merge_records(r2, r1)
@@ -133,9 +136,9 @@ def test_ids_are_deterministic_and_merge_commutes() -> None:
 # --- the log on disk ----------------------------------------------------------------------------
 
 
-def _obs(n: int) -> inc.Observation:
+def _obs(n: int) -> Observation:
     line = {"event": "claim-refused", "time": 1000.0 + n, "lane": "a", "by_pid": 7}
-    obs = inc.refused_claim("/r/c.a", line, "/r/c.a/.lanewatch/ledger.jsonl")
+    obs = refused_claim("/r/c.a", line, "/r/c.a/.lanewatch/ledger.jsonl")
     assert obs is not None
     return obs
 

@@ -18,6 +18,7 @@ import pytest
 
 from lanewatch.cli.reports import NAMES, schema_id
 from lanewatch.model import incidents as inc
+from lanewatch.model.detectors.refused_claim import refused_claim
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.records.writes import WriteEntry, WriteLog
 from tests.conftest import LANEWATCH
@@ -67,7 +68,7 @@ def test_checkout_and_roots(repo: Path, scratch: Path) -> None:
 def test_status_incidents_and_history(repo: Path, scratch: Path, tmp_path: Path) -> None:
     ns = released_namespace(scratch, "done")
     line = {"event": "claim-refused", "time": time.time(), "lane": "done", "by_pid": 7}
-    obs = inc.refused_claim(str(ns), line, str(ns / ".lanewatch" / "ledger.jsonl"))
+    obs = refused_claim(str(ns), line, str(ns / ".lanewatch" / "ledger.jsonl"))
     assert obs is not None
     record = inc.merge(None, obs, str(scratch))
     assert IncidentLog(str(scratch)).persist([record])

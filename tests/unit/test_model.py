@@ -10,6 +10,7 @@ from lanewatch.linux.procid import Liveness
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model.classify import LivenessEvidence
+from lanewatch.model.detectors.refused_claim import refused_claim
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.views import Changes, LaneMember, NsState, merge_changes
 from tests.unit.test_classify import BOOT, HOST, NOW, stamp
@@ -95,7 +96,7 @@ def test_remote_takeover_is_inferred_from_a_fresh_heartbeat() -> None:
 
 
 def test_incidents_merge_and_acknowledge() -> None:
-    obs = inc.refused_claim(
+    obs = refused_claim(
         KEY, {"event": "claim-refused", "time": NOW, "lane": "a", "by_pid": 7}, "/l"
     )
     assert obs is not None
@@ -104,7 +105,7 @@ def test_incidents_merge_and_acknowledge() -> None:
     assert rec.count == 1 and not rec.acknowledged
     s, _ = m.apply(s, m.Acknowledged(obs.id, NOW + 1, "me"))
     assert s.incidents[obs.id].to_view().acknowledged
-    again = inc.refused_claim(
+    again = refused_claim(
         KEY, {"event": "claim-refused", "time": NOW + 5, "lane": "a", "by_pid": 7}, "/l"
     )
     assert again is not None and again.id == obs.id
@@ -114,7 +115,7 @@ def test_incidents_merge_and_acknowledge() -> None:
 
 
 def test_loaded_records_merge_with_seen_ones() -> None:
-    obs = inc.refused_claim(
+    obs = refused_claim(
         KEY, {"event": "claim-refused", "time": NOW, "lane": "a", "by_pid": 7}, "/l"
     )
     assert obs is not None

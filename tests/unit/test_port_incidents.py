@@ -17,8 +17,8 @@ from lanewatch.linux.netsockets import Listening
 from lanewatch.model.detectors import port_clash
 from lanewatch.model.family import Stamped
 from lanewatch.model.holdings import Holding, Owner
-from lanewatch.model.ports import Listener
-from lanewatch.model.views import IncidentKind
+from lanewatch.model.kinds import IncidentKind
+from lanewatch.model.ports import Listener, PortMemory
 from tests.conftest import wait_for
 from tests.unit.enginekit import running, start_lane
 
@@ -40,7 +40,7 @@ def _listener(lane: str, port: int, family: str | None = None, pid: int = 100) -
 def test_a_lane_on_another_lanes_lease_is_a_collision_naming_both() -> None:
     leases = [_lease("web", 20000), _lease("api", 20010)]
     obs = port_clash.leased(_listener("api", 20003), leases, at=1.0)
-    assert obs is not None and obs.kind is IncidentKind.LEASED_PORT
+    assert obs is not None and obs.kind == IncidentKind.LEASED_PORT
     assert obs.victim == f"{ROOT}/c.web" and obs.victim_lane == "web"
     assert obs.intruder["lane"] == "api"
     assert "api" in obs.summary and "web" in obs.summary and "127.0.0.1:20003" in obs.summary
@@ -60,15 +60,15 @@ def test_a_family_shares_its_heads_lease() -> None:
 
 
 def test_one_fixed_port_of_two_lanes_is_shared_an_ephemeral_one_is_not() -> None:
-    memory = port_clash.PortMemory()
+    memory = PortMemory()
     assert port_clash.shared(_listener("a", 8000, pid=1), [], memory, EPHEMERAL, 1.0) == []
     found = port_clash.shared(_listener("b", 8000, pid=2), [], memory, EPHEMERAL, 2.0)
     assert {o.intruder["lane"] for o in found} == {"a", "b"}
-    assert {o.id for o in found} == {found[0].id} and found[0].kind is IncidentKind.SHARED_PORT
+    assert {o.id for o in found} == {found[0].id} and found[0].kind == IncidentKind.SHARED_PORT
     assert found[0].path == ":8000"
     # The same lane again, a lane of its family, a port the kernel picked: nothing.
     assert port_clash.shared(_listener("a", 8000, pid=3), [], memory, EPHEMERAL, 3.0) != []
-    memory = port_clash.PortMemory()
+    memory = PortMemory()
     port_clash.shared(_listener("p", 8001, pid=1), [], memory, EPHEMERAL, 1.0)
     kin = _listener("p-gw0", 8001, family="c.p", pid=2)
     assert port_clash.shared(kin, [], memory, EPHEMERAL, 2.0) == []

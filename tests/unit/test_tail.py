@@ -19,6 +19,7 @@ from lanewatch.engine.worker import Worker
 from lanewatch.kernel.writefacts import KernelBatch
 from lanewatch.lanes.stamp import touch_heartbeat
 from lanewatch.model import incidents as inc
+from lanewatch.model.detectors.refused_claim import refused_claim
 from lanewatch.records.incidents import IncidentLog
 from tests.conftest import wait_for
 from tests.unit.enginekit import Driver, Recorder, make_stamp, running
@@ -143,7 +144,7 @@ def test_poll_mode_sees_changes(root: Path) -> None:
 def test_another_engines_acknowledgement_is_picked_up(root: Path) -> None:
     ns = make_stamp(root, "acked")
     line = {"event": "claim-refused", "time": time.time(), "lane": "x", "by_pid": 1}
-    obs = inc.refused_claim(str(ns), line, "ledger")
+    obs = refused_claim(str(ns), line, "ledger")
     assert obs is not None
     IncidentLog(str(root)).persist([inc.merge(None, obs, str(root))])
     with running([root]) as (_, rec):

@@ -67,7 +67,7 @@ def found(stamps: dict[str, Stamp], root: Path, shared: Path, *, full: bool) -> 
         shared=[str(shared)],
         at=report.at,
     )
-    return {(o.kind.value, o.evidence.path) for o in observed}
+    return {(o.kind, o.evidence.path) for o in observed}
 
 
 def both_probes(stamps: dict[str, Stamp], root: Path, shared: Path) -> Iterable[Seen]:

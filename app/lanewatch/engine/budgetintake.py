@@ -10,7 +10,8 @@ from lanewatch.engine.intake import Found, Namespaces
 from lanewatch.lanes.budgets import BudgetFiles
 from lanewatch.model import footprint as fp
 from lanewatch.model import model as m
-from lanewatch.model.detectors.over_budget import over_budget
+from lanewatch.model.facts import BudgetFigure
+from lanewatch.model.kinds import detect
 from lanewatch.model.views import Footprint
 
 
@@ -35,9 +36,8 @@ class BudgetIntake:
                 ("memory", reading.memory, None),
             )
             for resource, used, growth in figures:
-                obs = over_budget(
-                    key, rec.owner.lane, resource, used, limits.get(resource), reading.at, growth
-                )
-                if obs is not None:
+                lane, budget = rec.owner.lane, limits.get(resource)
+                fact = BudgetFigure(key, lane, resource, used, budget, reading.at, growth)
+                for obs in detect(fact):
                     out.emit(m.Observed(obs, rec.root))
         return out

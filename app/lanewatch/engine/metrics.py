@@ -24,12 +24,12 @@ from lanewatch import __version__
 from lanewatch.engine.footprintmetrics import footprint_metrics
 from lanewatch.engine.metrics_address import parse_address
 from lanewatch.lanes.scheme import SCHEME_VERSION
+from lanewatch.model.kinds import KINDS
 from lanewatch.model.views import (
     STALE_STATES,
     Changes,
     HealthStatus,
     Incident,
-    IncidentKind,
     NsState,
 )
 
@@ -141,7 +141,7 @@ def _incidents(picture: Changes) -> Iterator[Metric]:
         labels=["kind", "grade", "status"],
     )
     counts = Counter((i.kind, i.grade, incident_status(i)) for i in picture.incidents.values())
-    kinds = [k.value for k in IncidentKind]
+    kinds = list(KINDS)  # every registered kind, 0 included
     kinds += sorted({k for k, _, _ in counts} - set(kinds))  # a kind from a newer lanewatch
     for kind in kinds:
         for grade in GRADES:

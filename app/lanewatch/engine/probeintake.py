@@ -18,14 +18,14 @@ from lanewatch.lanes.roots import state_dir
 from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.linux import netsockets
 from lanewatch.linux.paths import is_under
-from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model import ports
 from lanewatch.model import writers as wr
-from lanewatch.model.detectors import port_clash
+from lanewatch.model.facts import ListenerSeen
 from lanewatch.model.family import Stamped
 from lanewatch.model.filehistory import FileHistory
-from lanewatch.model.kinds import ESCAPED_THE_LANES
+from lanewatch.model.kinds import ESCAPED_THE_LANES, detect
+from lanewatch.model.observation import Observation
 from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
 
 
@@ -47,7 +47,7 @@ class ProbeIntake:
         # shared files read while lanes hold them, kept as versions for the incident's report.
         self.held: HeldVersions | None = None
         self.holding_shared = False  # the last report saw lanes hold a shared-file incident's file
-        self.port_memory = port_clash.PortMemory()  # who listened on which port, outside leases
+        self.port_memory = ports.PortMemory()  # who listened on which port, outside leases
         self.ephemeral = netsockets.ephemeral_range()
 
     def local_stamps(self) -> Mapping[str, Stamp]:
@@ -128,7 +128,7 @@ class ProbeIntake:
 
     def _port_clashes(
         self, heard: Sequence[ports.Listener], at: float, known: Mapping[str, m.NsRecord]
-    ) -> list[inc.Observation]:
+    ) -> list[Observation]:
         """Port incidents (`model/detectors/port_clash.py`) among the listeners of lanes of the
         watched roots (a lane of another root: its own engine reports it)."""
         mine = [h for h in heard if any(is_under(h.owner.key, r) for r in self.roots)]
@@ -136,15 +136,10 @@ class ProbeIntake:
             return []
         leases = read_leases()
         stamped = self._stamped(known)
-        found: list[inc.Observation] = []
+        found: list[Observation] = []
         for one in mine:
-            obs = port_clash.leased(one, leases, at, stamped)
-            if obs is not None:
-                found.append(obs)
-            elif not port_clash.in_own_lease(one, leases, stamped):
-                found.extend(
-                    port_clash.shared(one, leases, self.port_memory, self.ephemeral, at, stamped)
-                )
+            fact = ListenerSeen(one, leases, self.port_memory, self.ephemeral, at, stamped)
+            found.extend(detect(fact))
         return found
 
     def _stamped(self, known: Mapping[str, m.NsRecord]) -> Mapping[str, Stamped]:
@@ -163,7 +158,7 @@ class ProbeIntake:
         self._stamped_from = (known, out)
         return _StampedNow(out, known, self.host)
 
-    def _root_of(self, obs: inc.Observation, known: Mapping[str, m.NsRecord]) -> str:
+    def _root_of(self, obs: Observation, known: Mapping[str, m.NsRecord]) -> str:
         key = obs.victim or obs.intruder.get("namespace")
         if isinstance(key, str):
             rec = known.get(key)

@@ -20,8 +20,11 @@ from lanewatch.files import walk as scanner
 from lanewatch.lanes.names import split_namespace_name
 from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, OwnerState
 from lanewatch.linux import procid
-from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
+from lanewatch.model.detectors.takeover import owner_key
+from lanewatch.model.facts import LedgerLine, ReceiptFound
+from lanewatch.model.incidents import RELEASE_EVENTS
+from lanewatch.model.kinds import detect
 from lanewatch.model.views import HealthStatus, SourceHealth
 from lanewatch.processes.prober import judge, judge_once
 
@@ -184,7 +187,7 @@ class WalkIntake:
             old is not None
             and new is not None
             and old.state is OwnerState.LIVE
-            and inc.owner_key(old) != inc.owner_key(new)
+            and owner_key(old) != owner_key(new)
         ):
             if old.host == self.host:
                 alive, _ = procid.liveness(
@@ -209,12 +212,11 @@ class WalkIntake:
         path = os.path.join(key, META_DIR, LEDGER_FILE)
         for line in read.lines:
             event, pid, t = line.get("event"), line.get("pid"), line.get("time")
-            if event in inc.RELEASE_EVENTS and isinstance(pid, int) and isinstance(t, int | float):
+            if event in RELEASE_EVENTS and isinstance(pid, int) and isinstance(t, int | float):
                 st.releases[pid] = max(float(t), st.releases.get(pid, 0.0))
                 if len(st.releases) > 64:
                     st.releases.pop(next(iter(st.releases)))
-            obs = inc.refused_claim(key, line, path)
-            if obs is not None:
+            for obs in detect(LedgerLine(key, line, path)):
                 out.emit(m.Observed(obs, root))
 
     def catch_up_ledger(self, key: str, root: str, out: Found) -> LedgerState:
@@ -231,8 +233,6 @@ class WalkIntake:
         own = split[0] if split else (rec.owner.checkout_id if rec and rec.owner else None)
         if own is None:
             return
-        obs = inc.foreign_receipt(
-            key, own, r.path, r.data, mtime=r.mtime, size=r.size, sha256=r.sha256
-        )
-        if obs is not None:
+        fact = ReceiptFound(key, own, r.path, r.data, r.mtime, r.size, r.sha256)
+        for obs in detect(fact):
             out.emit(m.Observed(obs, root))

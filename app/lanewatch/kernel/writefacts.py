@@ -2,7 +2,8 @@
 
 `Fact` is one event as the reader saw it while its descriptors were open (path, zone, writer,
 content sample). `Attributor` turns facts into the engine's `KernelBatch` parts: file-history
-records, incident observations (`model.kernelwrites`), and `Keep` entries for the keeper (the
+records, incident observations (each write handed to detection, `kinds.detect`, as the fact
+of where it lies: `model/facts.py`), and `Keep` entries for the keeper (the
 evidence store and the write history). It runs on the attribution thread only.
 """
 
@@ -19,12 +20,12 @@ from lanewatch.lanes.leases import lease_dir
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.linux.paths import is_under
 from lanewatch.linux.proc import readlink
-from lanewatch.model.detectors.foreign_writer import foreign_write
-from lanewatch.model.detectors.unbound_writer import unbound_write
+from lanewatch.model.facts import WroteInNamespace, WroteInSharedTemp
 from lanewatch.model.family import handed
 from lanewatch.model.filehistory import WriteRecord
-from lanewatch.model.incidents import Observation
 from lanewatch.model.kernelwrites import KernelWrite
+from lanewatch.model.kinds import detect
+from lanewatch.model.observation import Observation
 from lanewatch.processes.pidclock import Mark
 from lanewatch.processes.pidlane import Writer
 from lanewatch.records.writes import WriteEntry
@@ -201,18 +202,17 @@ class Attributor:
             if f.zone == "ns" and f.victim is not None and f.root is not None:
                 owns = w.owner and w.namespace == f.victim
                 lane, family = self.victim_lane(f.victim)
-                obs = foreign_write(
+                fact: WroteInNamespace | WroteInSharedTemp = WroteInNamespace(
                     kw, f.victim, victim_owner=owns, victim_lane=lane, victim_family=family
                 )
                 root = f.root
             elif is_under(f.path, self.leases):
-                obs = None  # a lane's port lease (lanes/leases.py): lanewatch's own file
-                root = ""
+                continue  # a lane's port lease (lanes/leases.py): lanewatch's own file
             else:
-                obs = unbound_write(kw, self.roots)
-                root = w.root or ""
-            if obs is not None and self._within_budget(obs.id, f.at):
-                observations.append((obs, root))
+                fact, root = WroteInSharedTemp(kw, self.roots), w.root or ""
+            for obs in detect(fact):
+                if self._within_budget(obs.id, f.at):
+                    observations.append((obs, root))
         return writes, observations, keeps
 
     def _within_budget(self, incident_id: str, at: float) -> bool:

@@ -46,7 +46,7 @@ def fold(
     """`obs`, which would open a new incident, or the same sighting for its lane's flood
     incident when the lane has FLOOD_AFTER open per-file ones already. `ids`: the incidents
     that name the writer's namespace (the model's index); `lookup`: an incident by id."""
-    if obs.path is None or not _per_file(obs.kind.value):
+    if obs.path is None or not _per_file(obs.kind):
         return obs
     who = writer_key(obs.intruder)
     alone = 0
@@ -54,7 +54,7 @@ def fold(
         rec = lookup(iid)
         if (
             rec is not None
-            and rec.kind == obs.kind.value
+            and rec.kind == obs.kind
             and rec.path is not None
             and not rec.acknowledged
             and len(rec.writers) == 1

@@ -4,8 +4,8 @@ An incident's id is a function of its kind, its victim and its intruder (`model/
 Each observation carries an evidence key; seeing it again (after a restart, or from a second
 engine) updates `last_seen` but does not count twice.
 
-The rules that detect incidents live one module per kind in `model/detectors/` (the registry,
-`model/kinds.py`, names them); `merge` folds their `Observation`s into `IncidentRecord`s.
+The detectors live one module per kind in `model/detectors/`, run by the registry
+(`model/kinds.py`: `detect`); `merge` folds their `Observation`s into `IncidentRecord`s.
 """
 
 from __future__ import annotations
@@ -15,15 +15,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-# The detectors and the observation type, under the names the intakes have always called.
-from lanewatch.model.detectors.foreign_receipt import foreign_receipt as foreign_receipt
-from lanewatch.model.detectors.foreign_receipt import parse_receipt as parse_receipt
-from lanewatch.model.detectors.refused_claim import refused_claim as refused_claim
-from lanewatch.model.detectors.takeover import owner_key as owner_key
-from lanewatch.model.detectors.takeover import takeover as takeover
 from lanewatch.model.kinds import current_name, kind_of
 from lanewatch.model.observation import Observation
-from lanewatch.model.observation import incident_id as incident_id
 from lanewatch.model.views import Evidence, Grade, Incident
 from lanewatch.model.writerlist import (
     Writer,
@@ -267,7 +260,7 @@ def merge(record: IncidentRecord | None, obs: Observation, root: str = "") -> In
     if record is None:
         rec = IncidentRecord(
             id=obs.id,
-            kind=obs.kind.value,
+            kind=obs.kind,
             victim=obs.victim,
             intruder=MappingProxyType(dict(obs.intruder)),
             first_seen=t,

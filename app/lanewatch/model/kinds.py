@@ -1,14 +1,19 @@
-"""The incident kinds: one entry each, read by every place that lists or describes them. Pure.
+"""The incident kinds: one entry each, read by every place that lists, describes or detects them.
+Pure.
 
 An entry names the kind (the stable string of `incidents --json`; a renamed kind keeps its old
-name readable in `LEGACY_NAMES`, so records written before still read), says it in
-plain words, ranks how bad it is, explains it in one line, and points to its detectors (the
-functions in `model/detectors/` that emit it). The dashboard's colours, its help and empty
-view, `lanewatch incidents` and the table in docs/engine.md all read this registry; a test
-checks that every kind a detector emits has an entry, and that the docs list each one.
+name readable in `LEGACY_NAMES`, so records written before still read), says it in plain
+words, ranks how bad it is, explains it in one line, and lists its detectors (the functions of
+`model/detectors/` that emit it, each declaring its kind and the fact it reads:
+`model/detection.py`). The registry drives detection: an intake hands each fact it learns to
+`detect`, which runs the detectors that read it. `IncidentKind` is made from the entries. The
+dashboard's colours, its help and empty view, `lanewatch incidents` and the metrics read the
+registry; `tests/unit/test_kinds.py` checks that every detector is registered under the kind it
+declares, and that the demo's plan and the docs' kinds table list each kind.
 
-Adding a kind: a detector module in `model/detectors/`, a member of `IncidentKind`, an entry
-here, a call where the intake has the facts, a line in the demo's plan, and its tests.
+Adding a kind (docs/architecture.md, "Add an incident kind"): a detector module in
+`model/detectors/` reading one of the facts of `model/facts.py`, an entry here, a line in the
+demo's plan (`demo/scenario.py`), a row in docs/engine.md's kinds table, and its tests.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
 
+from lanewatch.model.detection import AnyDetector
 from lanewatch.model.detectors import (
     foreign_receipt,
     foreign_writer,
@@ -28,7 +33,8 @@ from lanewatch.model.detectors import (
     takeover,
     unbound_writer,
 )
-from lanewatch.model.views import IncidentKind
+from lanewatch.model.facts import Fact
+from lanewatch.model.observation import Observation
 
 
 class Severity(StrEnum):
@@ -39,11 +45,11 @@ class Severity(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    name: IncidentKind
+    name: str  # the detectors' `KIND`
     label: str  # plain words, lower case: "a takeover" reads in a sentence
     severity: Severity
     explanation: str  # one line for people
-    detectors: tuple[Callable[..., Any], ...]  # what emits it
+    detectors: tuple[AnyDetector, ...]  # what emits it, in the order `detect` runs them
     # The one line for people, from every writer: title(writers, *, path, victim,
     # victim_lane, latest) -> str | None (`model.incidents`); None: the detector's summary.
     title: Callable[..., str | None] | None = None
@@ -56,14 +62,14 @@ class Kind:
 
 _KINDS = (
     Kind(
-        IncidentKind.TAKEOVER,
+        takeover.KIND,
         "takeover",
         Severity.HIGH,
         "Another process rewrote a live lane's stamp without the lock: two owners, one namespace.",
         (takeover.takeover,),
     ),
     Kind(
-        IncidentKind.CROSS_LANE_WRITE,
+        foreign_writer.KIND,
         "write from another lane",
         Severity.HIGH,
         "Processes of other lanes write (or work) inside this lane's namespace.",
@@ -71,14 +77,14 @@ _KINDS = (
         foreign_writer.title,
     ),
     Kind(
-        IncidentKind.FOREIGN_RECEIPT,
+        foreign_receipt.KIND,
         "foreign receipt",
         Severity.MEDIUM,
         "A receipt in this namespace names another checkout: a result here may not be its own.",
         (foreign_receipt.foreign_receipt,),
     ),
     Kind(
-        IncidentKind.SHARED_FILE,
+        unbound_writer.KIND,
         "write in shared temp",
         Severity.MEDIUM,
         "Lanes write one file in shared temp, outside their namespaces, where they can clash.",
@@ -87,7 +93,7 @@ _KINDS = (
         per_file=True,
     ),
     Kind(
-        IncidentKind.LEASED_PORT,
+        port_clash.LEASED,
         "port of another lane",
         Severity.HIGH,
         "A lane listens on a port leased to another lane: its $PORT reaches the wrong work.",
@@ -95,7 +101,7 @@ _KINDS = (
         port_clash.title,
     ),
     Kind(
-        IncidentKind.SHARED_PORT,
+        port_clash.SHARED,
         "port shared by lanes",
         Severity.MEDIUM,
         "Lanes listen on one fixed port outside their leases, where they clash or answer "
@@ -104,14 +110,14 @@ _KINDS = (
         port_clash.title,
     ),
     Kind(
-        IncidentKind.REFUSED_CLAIM,
+        refused_claim.KIND,
         "refused claim",
         Severity.LOW,
         "A second claim on a lane was refused by its lock; nothing was overwritten.",
         (refused_claim.refused_claim,),
     ),
     Kind(
-        IncidentKind.OVER_BUDGET,
+        over_budget.KIND,
         "lane over its budget",
         Severity.MEDIUM,
         "A lane holds more disk or memory than its root's budgets.toml gives it, or soon will.",
@@ -120,19 +126,40 @@ _KINDS = (
     ),
 )
 
-KINDS: Mapping[str, Kind] = MappingProxyType({k.name.value: k for k in _KINDS})
+KINDS: Mapping[str, Kind] = MappingProxyType({k.name: k for k in _KINDS})
+
+# The kinds as an enum (`IncidentKind.SHARED_FILE == "shared-file"`), made from the registry.
+IncidentKind = StrEnum(  # type: ignore[misc]
+    "IncidentKind", [(k.name.upper().replace("-", "_"), k.name) for k in _KINDS]
+)
+
+# Each fact type's detectors, in the registry's order.
+_READERS: dict[type, tuple[AnyDetector, ...]] = {}
+for _kind in _KINDS:
+    for _detector in _kind.detectors:
+        _READERS[_detector.reads] = (*_READERS.get(_detector.reads, ()), _detector)
+
+
+def detect(fact: Fact) -> list[Observation]:
+    """What the registry's detectors find in `fact`: the observations of every detector that
+    reads its type, in the registry's order (none for a fact no detector reads)."""
+    out: list[Observation] = []
+    for detector in _READERS.get(type(fact), ()):
+        out.extend(detector.on(fact))
+    return out
+
 
 # The kinds that mean a write escaped the lanes altogether: the many-host view flags a host
 # where they are seen (hosts/flags.py); without the kernel, the engine reads the held file's
 # versions for their timelines (engine/heldversions.py).
-ESCAPED_THE_LANES: frozenset[IncidentKind] = frozenset({IncidentKind.SHARED_FILE})
+ESCAPED_THE_LANES: frozenset[str] = frozenset({unbound_writer.KIND})
 
 # Names a kind had before (jargon out): records on disk may still carry them; they
 # are read under the new name (`model.incidents.record_from_json`), and looked up here.
 LEGACY_NAMES: Mapping[str, str] = MappingProxyType(
     {
-        "foreign-writer": IncidentKind.CROSS_LANE_WRITE.value,
-        "unbound-writer": IncidentKind.SHARED_FILE.value,
+        "foreign-writer": foreign_writer.KIND,
+        "unbound-writer": unbound_writer.KIND,
     }
 )
 

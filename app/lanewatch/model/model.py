@@ -19,6 +19,10 @@ from lanewatch.model import flood, timing
 from lanewatch.model import footprint as fp
 from lanewatch.model import incidents as inc
 from lanewatch.model.classify import LivenessEvidence, classify
+from lanewatch.model.detectors.takeover import owner_key
+from lanewatch.model.facts import StampReplaced
+from lanewatch.model.kinds import detect
+from lanewatch.model.observation import Observation
 from lanewatch.model.timing import RATE_WINDOW
 from lanewatch.model.views import (
     STALE_STATES,
@@ -148,7 +152,7 @@ class Metered:
 
 @dataclass(frozen=True, slots=True)
 class Observed:
-    observation: inc.Observation
+    observation: Observation
     root: str = ""
 
 
@@ -394,7 +398,7 @@ def _seen(b: _Builder, ev: NamespaceSeen) -> None:
         return
     previous = rec.previous
     old, new = rec.owner, ev.stamp.stamp
-    if old is not None and new is not None and inc.owner_key(old) != inc.owner_key(new):
+    if old is not None and new is not None and owner_key(old) != owner_key(new):
         previous = old
         rec = _unmetered(rec)
     b.put(
@@ -408,11 +412,11 @@ def _stamp_changed(b: _Builder, ev: StampChanged) -> None:
         return
     old, new = rec.owner, ev.stamp.stamp
     previous = rec.previous
-    if old is not None and new is not None and inc.owner_key(old) != inc.owner_key(new):
+    if old is not None and new is not None and owner_key(old) != owner_key(new):
         previous = old
         beat = rec.stamp.heartbeat_at
         fresh = beat is not None and not timing.is_overdue(old, beat, ev.at)
-        obs = inc.takeover(
+        fact = StampReplaced(
             ev.key,
             old,
             new,
@@ -423,7 +427,7 @@ def _stamp_changed(b: _Builder, ev: StampChanged) -> None:
             sha256=ev.sha256,
             path=ev.path,
         )
-        if obs is not None:
+        for obs in detect(fact):
             b.put_incident(inc.merge(b.incidents().get(obs.id), obs, rec.root))
         rec = _unmetered(rec)
     b.put(

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lanewatch.model.views import Evidence, IncidentKind
+from lanewatch.model.views import Evidence
 
 
 def incident_id(kind: str, victim: str | None, intruder_key: str) -> str:
@@ -24,7 +24,7 @@ def incident_id(kind: str, victim: str | None, intruder_key: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    kind: IncidentKind
+    kind: str  # a name of the registry's (`model/kinds.py`), as its detector declares it
     victim: str | None
     intruder_key: str  # the group key (see above); the name predates the kinds' renaming
     intruder: Mapping[str, Any]
@@ -35,4 +35,4 @@ class Observation:
 
     @property
     def id(self) -> str:
-        return incident_id(self.kind.value, self.victim, self.intruder_key)
+        return incident_id(self.kind, self.victim, self.intruder_key)

@@ -9,11 +9,14 @@ holder's, as a held file is (`model/writers.py`). A process of no lane holds nob
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lanewatch.linux.netsockets import Listening
+from lanewatch.model.family import one_family
 from lanewatch.model.holdings import Holding, Owner, OwnerIndex, lane_of
 from lanewatch.model.views import LanePort
+
+MAX_REMEMBERED = 4096  # ports whose listeners a `PortMemory` keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,3 +117,25 @@ def ports_from_json(value: object) -> tuple[LanePort, ...]:
             continue
         out.append(LanePort(proto, address, port, pid, str(p.get("command", ""))))
     return tuple(out)
+
+
+@dataclass
+class PortMemory:
+    """Who listened on each port outside any lease while this engine watched: the first
+    listener of each lane, by (proto, port). Bounded (oldest ports forgotten first)."""
+
+    seen: dict[tuple[str, int], dict[str, Listener]] = field(default_factory=dict)
+
+    def note(self, one: Listener) -> list[Listener]:
+        """Remember `one`; the other lanes (of other families) that used its port."""
+        where = (one.socket.proto, one.socket.port)
+        lanes = self.seen.setdefault(where, {})
+        lanes.setdefault(one.owner.key, one)
+        if len(self.seen) > MAX_REMEMBERED:
+            del self.seen[next(iter(self.seen))]
+        return [
+            other
+            for key, other in lanes.items()
+            if key != one.owner.key
+            and not one_family(key, other.owner.family, one.owner.key, one.owner.family)
+        ]

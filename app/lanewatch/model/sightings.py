@@ -8,11 +8,10 @@ from __future__ import annotations
 from lanewatch.model.holdings import Holding, Owner, holding_evidence, owner_json
 from lanewatch.model.kernelwrites import KernelWrite, write_evidence, write_intruder
 from lanewatch.model.observation import Observation
-from lanewatch.model.views import IncidentKind
 
 
 def from_holding(
-    kind: IncidentKind,
+    kind: str,
     victim: str | None,
     owner: Owner,
     h: Holding,
@@ -39,7 +38,7 @@ def from_holding(
 
 
 def from_write(
-    kind: IncidentKind,
+    kind: str,
     victim: str | None,
     w: KernelWrite,
     what: str,

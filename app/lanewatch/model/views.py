@@ -74,19 +74,6 @@ class Grade(StrEnum):
     INFERRED = "inferred"  # inferred from timing or from open files
 
 
-class IncidentKind(StrEnum):
-    TAKEOVER = "takeover"
-    REFUSED_CLAIM = "refused-claim"
-    FOREIGN_RECEIPT = "foreign-receipt"
-    # Formerly "foreign-writer" and "unbound-writer": records on disk may still say so
-    # (`model.kinds.LEGACY_NAMES` reads them under the new names).
-    CROSS_LANE_WRITE = "cross-lane-write"  # other lanes write in one lane's namespace
-    SHARED_FILE = "shared-file"  # lanes write one file in shared temp, outside their lanes
-    OVER_BUDGET = "over-budget"  # a lane over its disk or memory budget (a warning)
-    LEASED_PORT = "leased-port"  # a lane listens on a port of another lane's lease
-    SHARED_PORT = "shared-port"  # lanes listen on one port outside their leases
-
-
 class HealthStatus(StrEnum):
     OK = "ok"
     POLLING = "polling"
@@ -162,7 +149,7 @@ class Evidence:
 @dataclass(frozen=True, slots=True)
 class Incident:
     id: str  # deterministic: "<kind>-<12 hex>" from kind + victim + intruder
-    kind: str  # IncidentKind value
+    kind: str  # a name of the registry's (`model/kinds.py`: `IncidentKind`)
     victim: str | None  # namespace key; None for an unbound writer (shared temp)
     intruder: Mapping[str, Any]  # lane, pid, checkout_id, namespace, command where known
     first_seen: float

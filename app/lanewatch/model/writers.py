@@ -1,9 +1,9 @@
 """Foreign and unbound writers among what the prober saw processes hold. Pure.
 
 The prober hands over `Holding`s (`model/holdings.py`); `writers` finds where each path lies
-and hands it to the detector of that place: inside another lane's namespace, the foreign
-writer's (`model/detectors/foreign_writer.py`); in shared temp outside every namespace, the
-unbound writer's (`model/detectors/unbound_writer.py`).
+and hands it to detection as the fact of that place (`model/facts.py`): `HeldInNamespace`
+inside a lane's namespace (the cross-lane writer's, `model/detectors/foreign_writer.py`),
+`HeldInSharedTemp` in shared temp outside every namespace (`model/detectors/unbound_writer.py`).
 
 Only a write counts: a file open for writing (O_WRONLY or O_RDWR, append or not) or a shared
 writable mapping. A file held read-only (`sort` reading /tmp/x/big.txt, a script's input) is a
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from lanewatch.linux.paths import is_under
-from lanewatch.model.detectors import foreign_writer, unbound_writer
+from lanewatch.model.facts import HeldInNamespace, HeldInSharedTemp
 from lanewatch.model.family import Stamped
 
 # Re-exported: the prober and the tests have always found these here.
@@ -30,6 +30,7 @@ from lanewatch.model.holdings import Owner as Owner
 from lanewatch.model.holdings import OwnerIndex
 from lanewatch.model.holdings import lane_of as lane_of
 from lanewatch.model.holdings import writes as writes
+from lanewatch.model.kinds import detect
 from lanewatch.model.observation import Observation
 
 
@@ -88,7 +89,7 @@ def writers(
         if victim is not None:
             # Checked before `ignore`: the default root lives inside the ignored state dir.
             said = stamped.get(victim) if stamped is not None else None
-            obs = foreign_writer.held(h, victim, by_owner, at, said)
+            out.extend(detect(HeldInNamespace(h, victim, by_owner, at, said)))
         elif any(is_under(h.path, p) for p in ignore):
             continue  # lanewatch's own state (roots registry, bookkeeping): nobody's write
         elif any(is_under(h.path, r) for r in roots):
@@ -98,9 +99,5 @@ def writers(
                 continue  # the owner's own stdio: chosen by whoever started it
             if h.path in handed and h.pid not in owner_pids:
                 continue
-            obs = unbound_writer.held(h, by_owner, roots, at)
-        else:
-            continue
-        if obs is not None:
-            out.append(obs)
+            out.extend(detect(HeldInSharedTemp(h, by_owner, roots, at)))
     return out

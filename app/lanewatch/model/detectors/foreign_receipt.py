@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
+from lanewatch.model.detection import detects
+from lanewatch.model.facts import ReceiptFound
 from lanewatch.model.observation import Observation
-from lanewatch.model.views import Evidence, Grade, IncidentKind
+from lanewatch.model.views import Evidence, Grade
+
+KIND = "foreign-receipt"
 
 
+@detects(KIND, reads=ReceiptFound)
 def foreign_receipt(
     victim: str,
     namespace_checkout: str,
@@ -38,17 +41,10 @@ def foreign_receipt(
         key=f"receipt:{path}:{sha256}",
     )
     return Observation(
-        kind=IncidentKind.FOREIGN_RECEIPT,
+        kind=KIND,
         victim=victim,
         intruder_key=named,
         intruder={"checkout_id": named, "lane": lane, "pid": pid, "step": step},
         evidence=ev,
         summary=f"receipt {step or path} names checkout {named}",
     )
-
-
-def parse_receipt(data: bytes) -> object:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None

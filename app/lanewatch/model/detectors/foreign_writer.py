@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from lanewatch.lanes.stamp import META_DIR
 from lanewatch.linux.paths import is_under
+from lanewatch.model.detection import detects
+from lanewatch.model.facts import HeldInNamespace, WroteInNamespace
 from lanewatch.model.family import Stamped, one_family
 from lanewatch.model.holdings import (
     Holding,
@@ -22,12 +24,13 @@ from lanewatch.model.holdings import (
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.observation import Observation
 from lanewatch.model.sightings import from_holding, from_write
-from lanewatch.model.views import IncidentKind
 from lanewatch.model.writerlist import Writer, names
 
+KIND = "cross-lane-write"  # formerly "foreign-writer" (`model.kinds.LEGACY_NAMES`)
 GROUP = ""  # one incident per victim namespace, naming every lane that wrote in it
 
 
+@detects(KIND, reads=HeldInNamespace)
 def held(
     h: Holding, victim: str, owners: OwnerIndex, at: float, stamped: Stamped | None = None
 ) -> Observation | None:
@@ -59,10 +62,10 @@ def held(
         return None  # the lane itself, or one of its family (`model/family.py`)
     summary = f"pid {h.pid} of lane {intruder.lane} holds {h.path}"
     lane = victim_owner.lane if victim_owner is not None else None
-    kind = IncidentKind.CROSS_LANE_WRITE
-    return from_holding(kind, victim, intruder, h, how, at, summary, group=GROUP, victim_lane=lane)
+    return from_holding(KIND, victim, intruder, h, how, at, summary, group=GROUP, victim_lane=lane)
 
 
+@detects(KIND, reads=WroteInNamespace)
 def foreign_write(
     w: KernelWrite,
     victim: str,
@@ -86,8 +89,7 @@ def foreign_write(
         return None
     summary = f"pid {w.pid} of lane {w.lane} wrote {w.path}"
     what = f"write by lane {w.lane}"
-    kind = IncidentKind.CROSS_LANE_WRITE
-    return from_write(kind, victim, w, what, summary, group=GROUP, victim_lane=victim_lane)
+    return from_write(KIND, victim, w, what, summary, group=GROUP, victim_lane=victim_lane)
 
 
 def title(

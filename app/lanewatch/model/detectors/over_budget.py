@@ -4,13 +4,18 @@ Pure: the engine hands the figures (`engine/budgetintake.py`)."""
 
 from __future__ import annotations
 
+from lanewatch.model.detection import detects
+from lanewatch.model.facts import BudgetFigure
 from lanewatch.model.observation import Observation
 from lanewatch.model.units import size
-from lanewatch.model.views import Evidence, Grade, IncidentKind
+from lanewatch.model.views import Evidence, Grade
+
+KIND = "over-budget"
 
 AHEAD = 600.0  # seconds: a disk that passes its budget this soon at its rate is warned of now
 
 
+@detects(KIND, reads=BudgetFigure)
 def over_budget(
     victim: str,
     lane: str | None,
@@ -40,7 +45,7 @@ def over_budget(
         key=f"budget:{resource}:{budget}:{'over' if over else 'soon'}",
     )
     return Observation(
-        kind=IncidentKind.OVER_BUDGET,
+        kind=KIND,
         victim=victim,
         intruder_key=f"budget:{resource}",
         intruder={"lane": lane, "resource": resource, "budget": budget},

@@ -16,17 +16,19 @@ Both are graded inferred: the prober saw the process hold the listening socket.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from lanewatch.lanes.leases import Lease, lease_of
+from lanewatch.model.detection import detects
+from lanewatch.model.facts import ListenerSeen
 from lanewatch.model.family import Stamped, one_family
 from lanewatch.model.holdings import owner_json
 from lanewatch.model.observation import Observation
-from lanewatch.model.ports import Listener
-from lanewatch.model.views import Evidence, Grade, IncidentKind
+from lanewatch.model.ports import Listener, PortMemory
+from lanewatch.model.views import Evidence, Grade
 from lanewatch.model.writerlist import Writer, names
 
-MAX_REMEMBERED = 4096  # ports whose listeners a `PortMemory` keeps
+LEASED = "leased-port"
+SHARED = "shared-port"
 
 
 def _where(one: Listener) -> str:
@@ -65,11 +67,13 @@ def in_own_lease(
     return one_family(one.owner.key, one.owner.family, lease.namespace, family)
 
 
+@detects(LEASED, reads=ListenerSeen)
 def leased(
     one: Listener,
     leases: Sequence[Lease],
     at: float,
     stamped: Mapping[str, Stamped] | None = None,
+    **_: object,
 ) -> Observation | None:
     """`one` listens on a port leased to another lane (not of its family)."""
     lease = lease_of(one.socket.port, leases)
@@ -80,7 +84,7 @@ def leased(
         f"lane {lease.lane} ({lease.first}-{lease.last})"
     )
     return Observation(
-        kind=IncidentKind.LEASED_PORT,
+        kind=LEASED,
         victim=lease.namespace,
         intruder_key=f"{one.socket.proto}/{one.socket.port}",
         intruder=owner_json(one.owner, one.holding),
@@ -90,28 +94,7 @@ def leased(
     )
 
 
-@dataclass
-class PortMemory:
-    """Who listened on each port outside any lease while this engine watched: the first
-    listener of each lane, by (proto, port). Bounded (oldest ports forgotten first)."""
-
-    seen: dict[tuple[str, int], dict[str, Listener]] = field(default_factory=dict)
-
-    def note(self, one: Listener) -> list[Listener]:
-        """Remember `one`; the other lanes (of other families) that used its port."""
-        where = (one.socket.proto, one.socket.port)
-        lanes = self.seen.setdefault(where, {})
-        lanes.setdefault(one.owner.key, one)
-        if len(self.seen) > MAX_REMEMBERED:
-            del self.seen[next(iter(self.seen))]
-        return [
-            other
-            for key, other in lanes.items()
-            if key != one.owner.key
-            and not one_family(key, other.owner.family, one.owner.key, one.owner.family)
-        ]
-
-
+@detects(SHARED, reads=ListenerSeen)
 def shared(
     one: Listener,
     leases: Sequence[Lease],
@@ -135,7 +118,7 @@ def shared(
         summary = f"pid {each.holding.pid} of lane {each.owner.lane} listens on {_where(each)}"
         out.append(
             Observation(
-                kind=IncidentKind.SHARED_PORT,
+                kind=SHARED,
                 victim=None,
                 intruder_key=group,
                 intruder=owner_json(each.owner, each.holding),

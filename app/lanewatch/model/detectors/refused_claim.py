@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lanewatch.model.detection import detects
+from lanewatch.model.facts import LedgerLine
 from lanewatch.model.observation import Observation
-from lanewatch.model.views import Evidence, Grade, IncidentKind
+from lanewatch.model.views import Evidence, Grade
+
+KIND = "refused-claim"
 
 
+@detects(KIND, reads=LedgerLine)
 def refused_claim(victim: str, line: Mapping[str, Any], ledger_path: str) -> Observation | None:
     """One `claim-refused` line of the victim's ledger (written by the refused claimant)."""
     if line.get("event") != "claim-refused":
@@ -30,7 +35,7 @@ def refused_claim(victim: str, line: Mapping[str, Any], ledger_path: str) -> Obs
         key=f"refused:{t}:{by_pid}",
     )
     return Observation(
-        kind=IncidentKind.REFUSED_CLAIM,
+        kind=KIND,
         victim=victim,
         intruder_key=f"{lane}:{by_pid}",
         intruder={"lane": lane, "pid": by_pid},

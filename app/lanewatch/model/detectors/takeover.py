@@ -6,8 +6,12 @@ from typing import Any
 
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux.procid import Liveness
+from lanewatch.model.detection import detects
+from lanewatch.model.facts import StampReplaced
 from lanewatch.model.observation import Observation
-from lanewatch.model.views import Evidence, Grade, IncidentKind
+from lanewatch.model.views import Evidence, Grade
+
+KIND = "takeover"
 
 
 def owner_key(stamp: Stamp) -> str:
@@ -24,6 +28,7 @@ def _who(stamp: Stamp) -> dict[str, Any]:
     }
 
 
+@detects(KIND, reads=StampReplaced)
 def takeover(
     victim: str,
     previous: Stamp | None,
@@ -70,7 +75,7 @@ def takeover(
         key=f"takeover:{owner_key(previous)}>{owner_key(current)}",
     )
     return Observation(
-        kind=IncidentKind.TAKEOVER,
+        kind=KIND,
         victim=victim,
         intruder_key=owner_key(current),
         intruder={**_who(current), "previous_owner": _who(previous)},

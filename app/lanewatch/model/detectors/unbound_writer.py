@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lanewatch.linux.paths import is_under
+from lanewatch.model.detection import detects
+from lanewatch.model.facts import HeldInSharedTemp, WroteInSharedTemp
 from lanewatch.model.family import handed, head
 from lanewatch.model.holdings import (
     Holding,
@@ -20,10 +22,12 @@ from lanewatch.model.holdings import (
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.observation import Observation
 from lanewatch.model.sightings import from_holding, from_write
-from lanewatch.model.views import IncidentKind
 from lanewatch.model.writerlist import Writer, names
 
+KIND = "shared-file"  # formerly "unbound-writer" (`model.kinds.LEGACY_NAMES`)
 
+
+@detects(KIND, reads=HeldInSharedTemp)
 def held(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Observation | None:
     """A lane's process holds a file in shared temp (outside every namespace) open for writing.
     Not a collision: a cwd, a file read, an unlinked file, a lane of a root we do not watch, a
@@ -45,10 +49,10 @@ def held(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Obs
     if owner.git_common_dir and is_under(h.path, owner.git_common_dir):
         return None  # its checkout's own repository (git commit, gc in a linked worktree)
     summary = f"pid {h.pid} of lane {owner.lane} holds {h.path} outside its namespace"
-    kind = IncidentKind.SHARED_FILE
-    return from_holding(kind, None, owner, h, how, at, summary, group=h.path, path=h.path)
+    return from_holding(KIND, None, owner, h, how, at, summary, group=h.path, path=h.path)
 
 
+@detects(KIND, reads=WroteInSharedTemp)
 def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
     """A lane's process wrote in shared temp, outside its namespace.
 
@@ -70,8 +74,7 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
         return None
     what = f"write by lane {w.lane} outside its namespace"
     summary = f"pid {w.pid} of lane {w.lane} wrote {w.path} outside its namespace"
-    kind = IncidentKind.SHARED_FILE
-    return from_write(kind, None, w, what, summary, group=w.path, path=w.path)
+    return from_write(KIND, None, w, what, summary, group=w.path, path=w.path)
 
 
 def title(

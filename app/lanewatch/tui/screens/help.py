@@ -40,7 +40,7 @@ def kinds_legend() -> Table:
     table.add_row(Text("Collisions", style="bold underline"), "")
     for kind in KINDS.values():
         table.add_row(
-            Text(kind.name.value, style=SEVERITY_STYLES[kind.severity]),
+            Text(kind.name, style=SEVERITY_STYLES[kind.severity]),
             Text(f"{kind.severity.value}: {kind.explanation}"),
         )
     return table
