@@ -27,6 +27,7 @@ from lanewatch.hosts.stream import HostState
 from lanewatch.hosts.wire import split_key
 from lanewatch.linux.procid import hostname
 from lanewatch.model.footprint import idle_holding
+from lanewatch.model.incidents import evidence_json
 from lanewatch.model.kinds import is_collision
 from lanewatch.model.roles import LEGEND, Role, roles_label, roles_of
 from lanewatch.model.units import checkout_label, size
@@ -222,18 +223,7 @@ def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:
         "ack_note": i.ack_note,
     }
     if evidence:
-        out["evidence"] = [
-            {
-                "path": e.path,
-                "time": e.time,
-                "size": e.size,
-                "sha256": e.sha256,
-                "grade": e.grade,
-                "writer": e.writer,
-                "note": e.note,
-            }
-            for e in i.evidence
-        ]
+        out["evidence"] = [evidence_json(e, key=False) for e in i.evidence]
     return out
 
 

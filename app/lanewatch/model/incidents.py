@@ -127,8 +127,9 @@ class IncidentRecord:
         }
 
 
-def evidence_json(e: Evidence) -> dict[str, Any]:
-    return {
+def evidence_json(e: Evidence, *, key: bool = True) -> dict[str, Any]:
+    """One evidence item as stored; `key=False`: as `status --json` prints it (no key)."""
+    out = {
         "path": e.path,
         "time": e.time,
         "size": e.size,
@@ -136,8 +137,10 @@ def evidence_json(e: Evidence) -> dict[str, Any]:
         "grade": e.grade,
         "writer": e.writer,
         "note": e.note,
-        "key": e.key,
     }
+    if key:
+        out["key"] = e.key
+    return out
 
 
 def _opt(obj: Mapping[str, Any], name: str, types: type | tuple[type, ...]) -> Any:
