@@ -29,6 +29,7 @@ from lanewatch.model.detectors.foreign_writer import foreign_write
 from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.family import Stamped, file_ids, handed, head, one_family
 from lanewatch.model.filehistory import FileHistory
+from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.kinds import IncidentKind
 from lanewatch.processes.prober import ProbeReport
@@ -38,15 +39,15 @@ from tests.unit.test_incidents import hold
 MAIN, GW0, GW1, OTHER = "/r/c.pytest", "/r/c.pytest-gw0", "/r/c.pytest-gw1", "/r/c.agent"
 LOG = (2049, 77)  # (device, inode) of the user's /tmp/log
 OWNERS = {
-    MAIN: wr.Owner(MAIN, "pytest", "c", "/co", frozenset({10}), 10, 10, handed=frozenset({LOG})),
-    GW0: wr.Owner(GW0, "pytest-gw0", "c", "/co", frozenset({20}), 10, 20, family="c.pytest"),
-    GW1: wr.Owner(GW1, "pytest-gw1", "c", "/co", frozenset({30}), 10, 30, family="c.pytest"),
-    OTHER: wr.Owner(OTHER, "agent", "c", "/co", frozenset({40}), 40, 40, handed=frozenset()),
+    MAIN: Owner(MAIN, "pytest", "c", "/co", frozenset({10}), 10, 10, handed=frozenset({LOG})),
+    GW0: Owner(GW0, "pytest-gw0", "c", "/co", frozenset({20}), 10, 20, family="c.pytest"),
+    GW1: Owner(GW1, "pytest-gw1", "c", "/co", frozenset({30}), 10, 30, family="c.pytest"),
+    OTHER: Owner(OTHER, "agent", "c", "/co", frozenset({40}), 40, 40, handed=frozenset()),
 }
 KEYS = list(OWNERS)
 
 
-def find(holdings: list[wr.Holding], **kw: object) -> list[str]:
+def find(holdings: list[Holding], **kw: object) -> list[str]:
     found = wr.writers(holdings, OWNERS, KEYS, roots=["/r"], shared=["/tmp"], at=1.0, **kw)  # type: ignore[arg-type]
     return [o.summary for o in found]
 

@@ -14,6 +14,7 @@ from lanewatch.lanes.stamp import write_stamp
 from lanewatch.model import incidents as inc
 from lanewatch.model import writers as wr
 from lanewatch.model.detectors.refused_claim import refused_claim
+from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.kinds import IncidentKind
 from lanewatch.model.observation import Observation, incident_id
 from lanewatch.model.views import Incident
@@ -23,12 +24,12 @@ from tests.unit.enginekit import make_stamp, running, start_lane, stop_lane
 
 A, B = "/r/c.a", "/r/c.b"
 OWNERS = {
-    A: wr.Owner(A, "a", "c", "/co", frozenset({10, 11}), 11, 10),
-    B: wr.Owner(B, "b", "c", "/co", frozenset({20, 21}), 21, 20),
+    A: Owner(A, "a", "c", "/co", frozenset({10, 11}), 11, 10),
+    B: Owner(B, "b", "c", "/co", frozenset({20, 21}), 21, 20),
 }
 
 
-def hold(path: str, pid: int = 30, **kw: object) -> wr.Holding:
+def hold(path: str, pid: int = 30, **kw: object) -> Holding:
     values: dict[str, object] = {
         "pid": pid,
         "start_ticks": 1,
@@ -44,10 +45,10 @@ def hold(path: str, pid: int = 30, **kw: object) -> wr.Holding:
         "command": ("x",),
     }
     values.update(kw)
-    return wr.Holding(**values)  # type: ignore[arg-type]
+    return Holding(**values)  # type: ignore[arg-type]
 
 
-def find(holdings: list[wr.Holding]) -> list[Observation]:
+def find(holdings: list[Holding]) -> list[Observation]:
     return wr.writers(holdings, OWNERS, [A, B], roots=["/r"], shared=["/tmp"], at=1.0)
 
 
@@ -107,7 +108,7 @@ def test_unbound_writer_rules() -> None:
     assert find([hold("/tmp/x.db", namespace_env=A, kind="map", access="write")])  # shared rw
     assert find([hold("/tmp/x.db", namespace_env=A, access="readwrite")])
     # Its checkout's repository (a linked worktree at /tmp/wt of the repository /tmp/repo).
-    git = wr.Owner(A, "a", "c", "/tmp/wt", frozenset({10, 11}), 11, 10, "/tmp/repo/.git")
+    git = Owner(A, "a", "c", "/tmp/wt", frozenset({10, 11}), 11, 10, "/tmp/repo/.git")
     in_repo = [hold("/tmp/repo/.git/objects/pack/tmp_pack_1", namespace_env=A)]
     assert find(in_repo)
     assert not wr.writers(in_repo, {A: git}, [A], roots=["/r"], shared=["/tmp"], at=1.0)

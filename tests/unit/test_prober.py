@@ -15,7 +15,7 @@ import pytest
 from lanewatch.engine.worker import Worker
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity, process_state
-from lanewatch.model.writers import Holding
+from lanewatch.model.holdings import Holding
 from lanewatch.processes import prober as prober_module
 from lanewatch.processes.prober import (
     QUIET_EVERY,

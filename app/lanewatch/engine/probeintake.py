@@ -24,6 +24,7 @@ from lanewatch.model import writers as wr
 from lanewatch.model.facts import ListenerSeen
 from lanewatch.model.family import Stamped
 from lanewatch.model.filehistory import FileHistory
+from lanewatch.model.holdings import OwnerIndex, lane_of, writes
 from lanewatch.model.kinds import ESCAPED_THE_LANES, detect
 from lanewatch.model.observation import Observation
 from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
@@ -75,7 +76,7 @@ class ProbeIntake:
         """What `report` means for the model (the worker counts it)."""
         out = Found()
         known = self._namespaces()
-        owners = wr.OwnerIndex(report.owners)
+        owners = OwnerIndex(report.owners)
         heard = ports.listeners(report.holdings or (), owners, report.listening)
         by_lane = ports.ports_by_lane(heard)
         evidence = {
@@ -93,7 +94,7 @@ class ProbeIntake:
             out.emit(m.Observed(obs, root))
         for h in report.holdings:
             if h.kind == "fd" and h.access in ("write", "readwrite"):
-                found = wr.lane_of(h, owners)
+                found = lane_of(h, owners)
                 lane = found[0].lane if found else "?"
                 self.history.note_writer(h.path, f"pid {h.pid} (lane {lane})")
         found_obs = wr.writers(
@@ -119,7 +120,7 @@ class ProbeIntake:
                     held.setdefault(obs.path, []).extend(
                         Holder(lane, ns, h)
                         for h in report.holdings
-                        if h.path == obs.path and h.pid == obs.intruder.get("pid") and wr.writes(h)
+                        if h.path == obs.path and h.pid == obs.intruder.get("pid") and writes(h)
                     )
         self.holding_shared = bool(held)
         if held and self.held is not None:

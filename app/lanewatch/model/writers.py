@@ -23,13 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from lanewatch.linux.paths import is_under
 from lanewatch.model.facts import HeldInNamespace, HeldInSharedTemp
 from lanewatch.model.family import Stamped
-
-# Re-exported: the prober and the tests have always found these here.
-from lanewatch.model.holdings import Holding as Holding
-from lanewatch.model.holdings import Owner as Owner
-from lanewatch.model.holdings import OwnerIndex
-from lanewatch.model.holdings import lane_of as lane_of
-from lanewatch.model.holdings import writes as writes
+from lanewatch.model.holdings import Holding, Owner, OwnerIndex, writes
 from lanewatch.model.kinds import detect
 from lanewatch.model.observation import Observation
 

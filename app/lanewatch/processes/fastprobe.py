@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP, under_any
 from lanewatch.linux.proc import DELETED, Pinned, ProcStat, environ_values, fd_access
-from lanewatch.model.writers import Holding, Owner
+from lanewatch.model.holdings import Holding, Owner
 from lanewatch.processes.ownpids import own_pids
 
 _LANE_KEY = b"LANEWATCH_LANE="

@@ -32,8 +32,8 @@ from lanewatch.linux.proc import LAST_PID, ProcStat, read_int
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.family import file_ids
+from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.views import Footprint, LaneMember
-from lanewatch.model.writers import Holding, Owner
 from lanewatch.processes import fastprobe, members
 from lanewatch.processes import holders as procscan
 from lanewatch.processes.checkoutgit import git_common_dir
