@@ -16,26 +16,26 @@ from lanewatch.model.views import Changes
 MEMBERSHIPS = ("cgroup", "rules")
 
 
+def by_root(name: str, what: str) -> GaugeMetricFamily:
+    """A gauge with one series per root."""
+    return GaugeMetricFamily(name, what, labels=["root"])
+
+
 def footprint_metrics(picture: Changes, roots: list[str]) -> Iterator[Metric]:
-    cpu = GaugeMetricFamily(
+    cpu = by_root(
         "lanewatch_lanes_cpu_percent",
         "CPU of the running lanes' processes, percent of one core, summed by root",
-        labels=["root"],
     )
-    memory = GaugeMetricFamily(
+    memory = by_root(
         "lanewatch_lanes_memory_bytes",
         "Resident memory of the running lanes' processes, summed by root",
-        labels=["root"],
     )
-    growth = GaugeMetricFamily(
+    growth = by_root(
         "lanewatch_lanes_disk_growth_bytes_per_second",
         "How fast the running lanes' disk allocation grows (last minute), summed by root",
-        labels=["root"],
     )
-    idle = GaugeMetricFamily(
-        "lanewatch_lanes_idle_holding",
-        "Running lanes quiet on CPU for long while holding memory",
-        labels=["root"],
+    idle = by_root(
+        "lanewatch_lanes_idle_holding", "Running lanes quiet on CPU for long while holding memory"
     )
     member = GaugeMetricFamily(
         "lanewatch_lanes_membership",

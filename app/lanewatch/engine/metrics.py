@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lanewatch import __version__
-from lanewatch.engine.footprintmetrics import footprint_metrics
+from lanewatch.engine.footprintmetrics import by_root, footprint_metrics
 from lanewatch.engine.metrics_address import parse_address
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.model.kinds import KINDS
@@ -94,28 +94,23 @@ def _lanes(picture: Changes, roots: list[str]) -> Iterator[Metric]:
         "lanewatch_lanes", "Namespaces by root and state", labels=["root", "state"]
     )
     families = {
-        ("stale", "allocated"): GaugeMetricFamily(
+        ("stale", "allocated"): by_root(
             "lanewatch_stale_allocated_bytes",
             "Bytes on disk (as du counts) of namespaces nobody runs in (stale, orphan, "
             "released): what clear --stale would free",
-            labels=["root"],
         ),
-        ("all", "allocated"): GaugeMetricFamily(
-            "lanewatch_lane_allocated_bytes",
-            "Bytes on disk (as du counts) of every namespace",
-            labels=["root"],
+        ("all", "allocated"): by_root(
+            "lanewatch_lane_allocated_bytes", "Bytes on disk (as du counts) of every namespace"
         ),
-        ("stale", "apparent"): GaugeMetricFamily(
+        ("stale", "apparent"): by_root(
             "lanewatch_stale_bytes",
             "Apparent bytes (file lengths) of namespaces nobody runs in (stale, orphan, "
             "released); on disk: lanewatch_stale_allocated_bytes",
-            labels=["root"],
         ),
-        ("all", "apparent"): GaugeMetricFamily(
+        ("all", "apparent"): by_root(
             "lanewatch_lane_bytes",
             "Apparent bytes (file lengths) of every namespace; on disk: "
             "lanewatch_lane_allocated_bytes",
-            labels=["root"],
         ),
     }
     counts = Counter((v.root, v.state.value) for v in picture.upserts.values())

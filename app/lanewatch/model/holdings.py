@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lanewatch.model.family import FileId
+from lanewatch.model.observation import intruder_json
 from lanewatch.model.views import Evidence, Grade
 
 
@@ -134,11 +135,4 @@ def holding_evidence(h: Holding, lane: str, how: str, at: float) -> Evidence:
 
 
 def owner_json(owner: Owner, h: Holding) -> dict[str, Any]:
-    return {
-        "lane": owner.lane,
-        "namespace": owner.key,
-        "checkout_id": owner.checkout_id,
-        "pid": h.pid,
-        "start_ticks": h.start_ticks,
-        "command": list(h.command),
-    }
+    return intruder_json(owner.lane, owner.key, owner.checkout_id, h.pid, h.start_ticks, h.command)

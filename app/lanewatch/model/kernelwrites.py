@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lanewatch.model.observation import intruder_json
 from lanewatch.model.views import Evidence, Grade
 
 
@@ -38,14 +39,7 @@ class KernelWrite:
 
 
 def write_intruder(w: KernelWrite) -> dict[str, object]:
-    return {
-        "lane": w.lane,
-        "namespace": w.namespace,
-        "checkout_id": w.checkout_id,
-        "pid": w.pid,
-        "start_ticks": w.start_ticks,
-        "command": list(w.command),
-    }
+    return intruder_json(w.lane, w.namespace, w.checkout_id, w.pid, w.start_ticks, w.command)
 
 
 def write_evidence(w: KernelWrite, what: str) -> Evidence:

@@ -10,7 +10,7 @@ lane writing into one namespace (one incident per victim), the path for a file i
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,25 @@ from lanewatch.model.views import Evidence
 def incident_id(kind: str, victim: str | None, intruder_key: str) -> str:
     digest = hashlib.sha256(f"{kind}\0{victim or ''}\0{intruder_key}".encode()).hexdigest()
     return f"{kind}-{digest[:12]}"
+
+
+def intruder_json(
+    lane: str | None,
+    namespace: str | None,
+    checkout_id: str | None,
+    pid: int,
+    start_ticks: int | None,
+    command: Sequence[str],
+) -> dict[str, Any]:
+    """An observation's intruder: the lane that wrote (or holds, or listens) and its process."""
+    return {
+        "lane": lane,
+        "namespace": namespace,
+        "checkout_id": checkout_id,
+        "pid": pid,
+        "start_ticks": start_ticks,
+        "command": list(command),
+    }
 
 
 @dataclass(frozen=True, slots=True)
