@@ -12,7 +12,8 @@ A detector reads one of these types (`model/detection.py`), its fields by name. 
 - `ListenerSeen`: a lane's listening socket of the watched roots (`engine/probeintake.py`);
 - `BudgetFigure`: a footprint figure and the lane's budget for it (`engine/budgetintake.py`).
 
-A new kind that reads one of these needs no intake change: its detector and its registry entry.
+A new kind that reads one of these needs no intake change (docs/architecture.md, "Add an
+incident kind").
 """
 
 from __future__ import annotations
