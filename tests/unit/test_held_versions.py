@@ -167,3 +167,29 @@ def test_a_version_whose_content_was_not_kept_names_both_ways_contents_are_kept(
     said = says(shown)
     assert said.startswith("lane a wrote 12 bytes: content not kept"), said
     assert "kernel attribution" in said and "text read while one lane held it" in said, said
+
+
+def test_a_content_written_after_the_holders_were_sampled_waits_for_a_later_probe(
+    tmp_path: Path, holder
+) -> None:
+    """A probe samples who holds the file, then the engine reads it. A process that opened the
+    file and wrote it between the two is not among the holders: naming those would give its
+    content to another lane (seen under load: B's content kept as held by lane A alone)."""
+    plain = tmp_path / "plain.txt"
+    plain.write_text("hello\n")
+    held = holder(plain)
+    mtime = plain.stat().st_mtime - 10.0  # written a while ago: past the settle time
+    os.utime(plain, (mtime, mtime))
+    # Holders sampled before the write: the content is left for a later probe.
+    assert read_held(str(plain), [held], settle=0.0, sampled_at=mtime - 1.0) is None
+    assert read_held(str(plain), [held], settle=0.0, sampled_at=mtime) is None
+    # Sampled after it: read, as before.
+    assert read_held(str(plain), [held], settle=0.0, sampled_at=mtime + 1.0) == b"hello\n"
+    root = tmp_path / "root"
+    root.mkdir()
+    ns = str(root / "ns")
+    versions = HeldVersions(every=0.0)
+    versions.seen({str(plain): [Holder("A", ns, held)]}, {ns: str(root)}, at=mtime - 1.0)
+    assert versions.kept == 0 and writes.entries([str(root)]) == []
+    versions.seen({str(plain): [Holder("A", ns, held)]}, {ns: str(root)}, at=mtime + 1.0)
+    assert versions.kept == 1

@@ -37,6 +37,9 @@ PER_REPORT = 32  # paths read for one probe report, at most
 # seconds: a file modified this recently may be mid-rewrite (truncated, half written): read it at
 # a later probe instead (the kernel reads at the close; we can only wait for a quiet moment)
 SETTLE = 0.2
+# seconds: a file's mtime comes from the kernel's coarse clock, which lags the wall clock by up
+# to a tick; a content written this close to the holders' sampling may postdate it
+COARSE = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +51,21 @@ class Holder:
     holding: Holding
 
 
-def read_held(path: str, holders: Sequence[Holding], *, settle: float = SETTLE) -> bytes | None:
+def read_held(
+    path: str,
+    holders: Sequence[Holding],
+    *,
+    settle: float = SETTLE,
+    sampled_at: float | None = None,
+) -> bytes | None:
     """`path`'s bytes if it is a small regular text file and the very file (device and inode)
     a holder has open; None otherwise. Never opens a FIFO or device (lstat first, then
-    `open_regular`'s O_NOFOLLOW|O_NONBLOCK and fstat check), never follows a symlink."""
+    `open_regular`'s O_NOFOLLOW|O_NONBLOCK and fstat check), never follows a symlink.
+
+    `sampled_at`: when `holders` were read (the probe's start). A content written after that
+    may be the work of a process the probe did not yet see holding the file (it opened it
+    since): naming only the holders seen would name the wrong writer, so it is read at a
+    later probe, whose holders were sampled after the write."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -60,6 +74,8 @@ def read_held(path: str, holders: Sequence[Holding], *, settle: float = SETTLE) 
         return None
     if time.time() - st.st_mtime < settle:
         return None  # being written now, maybe: a torn read would be a version no one wrote
+    if sampled_at is not None and st.st_mtime > sampled_at - COARSE:
+        return None  # written after (or as) the holders were sampled: they may miss its writer
     same = False
     for h in holders:
         if h.fd is None:
@@ -102,15 +118,22 @@ class HeldVersions:
         self._logs: dict[str, WriteLog] = {}
         self.kept = 0
 
-    def seen(self, held: Mapping[str, Sequence[Holder]], root_of: Mapping[str, str]) -> None:
+    def seen(
+        self,
+        held: Mapping[str, Sequence[Holder]],
+        root_of: Mapping[str, str],
+        *,
+        at: float | None = None,
+    ) -> None:
         """Lane processes hold each path of `held` (a shared-file incident's file) open for
-        writing; `root_of` names each holding namespace's root. Keep what changed."""
+        writing (`at`: when the probe sampled them); `root_of` names each holding namespace's
+        root. Keep what changed."""
         now = time.monotonic()
         for path, holders in list(held.items())[:PER_REPORT]:
             if not holders or now - self._read_at.get(path, -1e9) < self.every:
                 continue
             self._read_at[path] = now
-            data = read_held(path, [h.holding for h in holders])
+            data = read_held(path, [h.holding for h in holders], sampled_at=at)
             if data is None:
                 continue
             sha = hashlib.sha256(data).hexdigest()

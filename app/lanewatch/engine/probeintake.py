@@ -124,7 +124,7 @@ class ProbeIntake:
                     )
         self.holding_shared = bool(held)
         if held and self.held is not None:
-            self.held.seen(held, root_of)
+            self.held.seen(held, root_of, at=report.at)
         return out
 
     def _port_clashes(
