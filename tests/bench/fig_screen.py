@@ -49,7 +49,7 @@ from watchdog.observers import Observer  # noqa: E402
 from lanewatch.engine.process import EngineProcess  # noqa: E402
 from lanewatch.model.views import NsState  # noqa: E402
 from lanewatch.tui.app import LanewatchApp, make_app  # noqa: E402
-from lanewatch.tui.picture import View  # noqa: E402
+from lanewatch.tui.state.dashboard_store import View  # noqa: E402
 from lanewatch.tui.widgets.lane_table import LaneTable  # noqa: E402
 from tests.bench.common import (  # noqa: E402
     SCREEN,

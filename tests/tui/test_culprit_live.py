@@ -12,8 +12,8 @@ import pytest
 from lanewatch.demo import DemoScenario
 from lanewatch.model.views import NsState
 from lanewatch.tui.app import make_app
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.kill_confirm import KillConfirm
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.kill_dialog import KillConfirm
 
 from .helpers import settle, shows, until
 from .test_investigate import incident_of

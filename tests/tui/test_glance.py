@@ -15,11 +15,11 @@ from lanewatch.model.kinds import Severity
 from lanewatch.model.states import STATES, state_severity
 from lanewatch.model.views import NsState
 from lanewatch.tui.app import LanewatchApp, make_app, theme_for
-from lanewatch.tui.columns import row_tone
-from lanewatch.tui.picture import View
 from lanewatch.tui.screens.column_pick import ColumnPick
-from lanewatch.tui.screens.help import HelpScreen
+from lanewatch.tui.screens.help_screen import HelpScreen
+from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets.lane_table._table import MARK_GLYPH
+from lanewatch.tui.widgets.view_columns import row_tone
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import screen_text, settle, shows, until

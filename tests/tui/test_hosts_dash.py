@@ -18,12 +18,12 @@ from lanewatch.hosts.config import Host
 from lanewatch.hosts.many import ManyHosts
 from lanewatch.hosts.stream import HostStream
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.files import FilesScreen
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.kill_confirm import KillConfirm
-from lanewatch.tui.screens.trash import TrashScreen
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.files_screen import FilesScreen
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.kill_dialog import KillConfirm
+from lanewatch.tui.screens.trash_screen import TrashScreen
+from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets.lane_table import LaneTable
 from tests.hostile import FILE_NAMES, check_text
 from tests.sshkit import (  # the fixtures, and those they use, by name for pytest to find

@@ -7,7 +7,7 @@ import pytest
 from textual._time import get_time
 
 from lanewatch.tui.app import make_app
-from lanewatch.tui.screens.kill_confirm import KillConfirm
+from lanewatch.tui.screens.kill_dialog import KillConfirm
 
 from .conftest import Lanes
 from .helpers import burst, screen_text, settle, until

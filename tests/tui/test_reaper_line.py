@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lanewatch.records import reaping
 from lanewatch.tui.app import make_app
-from lanewatch.tui.widgets.status import StatusLine
+from lanewatch.tui.widgets.status_line import StatusLine
 
 from .fakes import FakeEngine
 from .helpers import until

@@ -15,7 +15,7 @@ import pytest
 from lanewatch.model.views import Changes, Evidence, SourceHealth
 from lanewatch.records.writes import WriteEntry, WriteLog
 from lanewatch.tui.app import make_app
-from lanewatch.tui.details import load_detail
+from lanewatch.tui.backend.lane_details import load_detail
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import shows, until

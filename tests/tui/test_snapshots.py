@@ -21,8 +21,8 @@ from textual.pilot import Pilot
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Evidence, NsState
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.kill_confirm import KillConfirm
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.kill_dialog import KillConfirm
 from lanewatch.tui.screens.message_log import MessageLog
 
 from .fakes import NOW, FakeEngine, incident, ns_view

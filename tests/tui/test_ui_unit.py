@@ -12,10 +12,10 @@ from textual.binding import Binding
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Changes, NsState
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.commands import entries
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.help import HelpScreen, key_display
-from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.screens.help_screen import HelpScreen, key_display
+from lanewatch.tui.screens.main_screen import MainScreen
+from lanewatch.tui.shell.palette import entries
+from lanewatch.tui.state.dashboard_store import View
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import screen_text, settle, shows, until
@@ -241,9 +241,9 @@ def test_a_headless_lane_shows_its_processes_in_the_lanes_view() -> None:
     from rich.console import Console
 
     from lanewatch.model.views import LaneMember
-    from lanewatch.tui.actions_adapter import KILLABLE
-    from lanewatch.tui.picture import view_of
-    from lanewatch.tui.widgets.detail import namespace_renderable
+    from lanewatch.tui.backend.actions_adapter import KILLABLE
+    from lanewatch.tui.state.dashboard_store import view_of
+    from lanewatch.tui.widgets.detail_pane import namespace_renderable
 
     members = (
         LaneMember(200, 9, "tmux -L a new -d", NOW - 30, "descendant"),
@@ -266,7 +266,7 @@ def test_the_detail_pane_says_a_lane_is_unfenced_and_why() -> None:
 
     from rich.console import Console
 
-    from lanewatch.tui.widgets.detail import namespace_renderable
+    from lanewatch.tui.widgets.detail_pane import namespace_renderable
 
     why = "user namespaces disabled by user.max_user_namespaces (0 or reached; here 0)"
     shown = []

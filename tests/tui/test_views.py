@@ -13,12 +13,12 @@ from textual.command import CommandPalette
 from lanewatch.lanes.roots import state_dir
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.export import default_folder
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.main import MainScreen
-from lanewatch.tui.screens.prompt import PathPrompt
+from lanewatch.tui.backend.report_export import default_folder
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.main_screen import MainScreen
+from lanewatch.tui.screens.path_prompt import PathPrompt
+from lanewatch.tui.state.dashboard_store import View
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane

@@ -17,11 +17,11 @@ from textual.notifications import Notify
 
 from lanewatch.engine.process import EngineProcess
 from lanewatch.model.views import Changes, NsState
-from lanewatch.tui import watch
 from lanewatch.tui.app import FRAME, LanewatchApp, make_app
-from lanewatch.tui.messages import ChangesPending
-from lanewatch.tui.picture import View
-from lanewatch.tui.widgets.status import StatusLine
+from lanewatch.tui.plumbing.messages import ChangesPending
+from lanewatch.tui.shell import staleness
+from lanewatch.tui.state.dashboard_store import View
+from lanewatch.tui.widgets.status_line import StatusLine
 
 from .conftest import Lanes
 from .fakes import NOW, FakeEngine, ns_view
@@ -82,7 +82,7 @@ async def test_a_drain_due_a_nanosecond_later_is_not_lost() -> None:
             await until(
                 pilot,
                 lambda key=view.key: app.main.table().has_row(key),
-                timeout=watch.STALL - 1.0,
+                timeout=staleness.STALL - 1.0,
                 what=f"lane {name} drained within the frame",
             )
         assert app.watch_problem is None
@@ -104,7 +104,7 @@ async def test_changes_stuck_without_a_wakeup_are_drained_and_said() -> None:
         await until(
             pilot,
             lambda: status(app).has_class("-degraded") and app.watch_problem is not None,
-            timeout=watch.STALL + 5,
+            timeout=staleness.STALL + 5,
             what="degraded in the status line",
         )
         assert app.watch_problem is not None and app.watch_problem.kind == "stall"
@@ -126,8 +126,8 @@ async def test_paused_changes_are_not_a_stall() -> None:
         engine.push(Changes(upserts={held.key: held}, at=NOW))
         await until(
             pilot,
-            lambda: (app.buffer.waiting_for() or 0.0) > watch.STALL + 1.5,
-            timeout=watch.STALL + 10,
+            lambda: (app.buffer.waiting_for() or 0.0) > staleness.STALL + 1.5,
+            timeout=staleness.STALL + 10,
             what="changes held past the stall limit and a tick",
         )
         assert app.watch_problem is None
@@ -160,7 +160,7 @@ async def test_a_stopped_engine_process_shows_degraded_then_recovers(
             await until(
                 pilot,
                 lambda: status(app).has_class("-degraded"),
-                timeout=watch.QUIET + 5,
+                timeout=staleness.QUIET + 5,
                 what="degraded after the engine went silent",
             )
             assert app.watch_problem is not None and app.watch_problem.kind == "quiet"
@@ -186,7 +186,7 @@ async def test_an_engine_process_silent_too_long_is_restarted(scratch: Path) -> 
     app = make_app([scratch])
     engine = app.engine
     assert isinstance(engine, EngineProcess)
-    engine.silence_restart = watch.QUIET + 2
+    engine.silence_restart = staleness.QUIET + 2
     async with app.run_test(size=(200, 30)) as pilot:
         await until(pilot, engine.first_picture.is_set, what="the child's picture")
         pid = engine.pid

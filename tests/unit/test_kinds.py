@@ -17,9 +17,9 @@ from lanewatch.demo.scenario import LANE_PLAN
 from lanewatch.model import detectors
 from lanewatch.model.kinds import KINDS, Severity, kind_of, severity_of
 from lanewatch.model.views import IncidentKind
-from lanewatch.tui.columns import SEVERITY_STYLES, kind_cell
-from lanewatch.tui.empty import collisions_hint
-from lanewatch.tui.screens.help import kinds_legend
+from lanewatch.tui.screens.help_screen import kinds_legend
+from lanewatch.tui.state.empty_hints import collisions_hint
+from lanewatch.tui.widgets.view_columns import SEVERITY_STYLES, kind_cell
 
 APP = Path(lanewatch.__file__).parent
 DOCS = APP.parents[1] / "docs" / "engine.md"

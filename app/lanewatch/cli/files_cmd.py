@@ -48,7 +48,9 @@ def listing_json(
     namespace: Path, root: Path, lane: str | None, limit: int, no_meta: bool
 ) -> dict[str, Any]:
     """The report; `error` says why the namespace itself could not be read."""
-    from lanewatch.tui.nsfiles import list_files  # the files view's walk (no Textual in it)
+    from lanewatch.tui.backend.lane_files import (
+        list_files,  # the files view's walk (no Textual in it)
+    )
 
     before = _identity(namespace)
     if before is None:

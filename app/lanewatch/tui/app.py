@@ -26,25 +26,30 @@ from lanewatch.lanes.roots import Registry, canonical_root, default_root
 from lanewatch.model.engine_api import EngineApi
 from lanewatch.model.roles import LEGEND
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.tui import clipboard, watch
-from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
-from lanewatch.tui.bridge import ChangeBuffer
-from lanewatch.tui.commands import LanewatchCommands
-from lanewatch.tui.flows import ActionFlows
-from lanewatch.tui.later import call_after
-from lanewatch.tui.leave import HUNG_UP, Leaving
-from lanewatch.tui.messages import ActionsFinished, ChangesPending, EngineFailed, ExportFinished
-from lanewatch.tui.notices import Notice, NoticeLog, one_line, toast_budget
-from lanewatch.tui.picture import Picture
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.files import FileScreen, FilesScreen
-from lanewatch.tui.screens.help import HelpScreen
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.kill_confirm import KillConfirm
-from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.backend.actions_adapter import ActionOutcome, ActionsAdapter
+from lanewatch.tui.plumbing.call_after import call_after
+from lanewatch.tui.plumbing.change_buffer import ChangeBuffer
+from lanewatch.tui.plumbing.messages import (
+    ActionsFinished,
+    ChangesPending,
+    EngineFailed,
+    ExportFinished,
+)
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.files_screen import FileScreen, FilesScreen
+from lanewatch.tui.screens.help_screen import HelpScreen
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.kill_dialog import KillConfirm
+from lanewatch.tui.screens.main_screen import MainScreen
 from lanewatch.tui.screens.message_log import MessageLog
-from lanewatch.tui.screens.trash import TrashScreen
-from lanewatch.tui.screens.typeahead import TypeaheadGuard
+from lanewatch.tui.screens.trash_screen import TrashScreen
+from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
+from lanewatch.tui.shell import clipboard_osc52, staleness
+from lanewatch.tui.shell.action_flows import ActionFlows
+from lanewatch.tui.shell.leaving import HUNG_UP, Leaving
+from lanewatch.tui.shell.notices import Notice, NoticeLog, one_line, toast_budget
+from lanewatch.tui.shell.palette import LanewatchCommands
+from lanewatch.tui.state.dashboard_store import Picture
 from lanewatch.tui.widgets.lane_table import LaneTable
 
 log = logging.getLogger(__name__)
@@ -110,13 +115,13 @@ class LanewatchApp(App[None]):
         self._fixes_told: set[str] = set()  # a half-migrated host's fix, told once (toast)
         self._terminal: int | None = None  # stdin, watched for a hang-up once mounted
         self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
-        self.watch_problem: watch.Problem | None = None  # what the watchdog found, if anything
+        self.watch_problem: staleness.Problem | None = None  # what the watchdog found, if anything
         self._problem_at = 0.0
         self._ticked = 0.0
         self.reaper_line: str | None = None  # the status line's reaper part (`_read_reaper`)
         self._reaper_at = float("-inf")
         self._stopped = False
-        self.leaving = Leaving(self)  # SIGTERM, SIGHUP, a hung-up terminal: `tui/leave.py`
+        self.leaving = Leaving(self)  # SIGTERM, SIGHUP, a hung-up terminal: `tui/shell/leaving.py`
         self.last_key_at = float("-inf")
         self.flows = ActionFlows(
             self.adapter,
@@ -141,7 +146,7 @@ class LanewatchApp(App[None]):
     ) -> None:
         """Every notice (screens' too: theirs call this), its quoted paths, lane names and
         errors inert: whole in the message log (`m`), one line in a toast, and never over a
-        dialog (`tui/notices.py`). Every caller gives plain text (`markup` is kept for
+        dialog (`tui/shell/notices.py`). Every caller gives plain text (`markup` is kept for
         Textual's signature; a notice is never parsed as markup)."""
         notice = Notice(
             self.clock(),
@@ -202,7 +207,7 @@ class LanewatchApp(App[None]):
         theme = theme_for(self.console.color_system)
         if theme is not None:
             self.theme = theme
-        self._terminal = watch.terminal_fd(self.is_headless)
+        self._terminal = staleness.terminal_fd(self.is_headless)
         self.leaving.guard_resume(self._terminal)
         self.push_screen(self.main)
         self.set_interval(TICK, self._tick, name="ages")
@@ -269,7 +274,7 @@ class LanewatchApp(App[None]):
 
     def on_key(self, event: events.Key) -> None:
         """Runs as a key reaches the bindings (before `App._on_key` looks it up): a key typed
-        ahead of what the active screen shows is no command (`screens/typeahead.py`)."""
+        ahead of what the active screen shows is no command (`screens/typeahead_guard.py`)."""
         previous, self.last_key_at = self.last_key_at, event.time
         screen = self.screen
         if isinstance(screen, TypeaheadGuard) and screen.refuses(event, previous):
@@ -287,7 +292,8 @@ class LanewatchApp(App[None]):
             self.drain()
         else:
             # Not `set_timer`: a one-shot Textual timer whose delay has passed by the time its
-            # task runs never fires (`later.py`), and this handle would stay set for good.
+            # task runs never fires (`plumbing/call_after.py`), and this handle would stay set
+            # for good.
             self._drain_timer = call_after(self, delay, self._timed_drain)
 
     def _timed_drain(self) -> None:
@@ -373,13 +379,13 @@ class LanewatchApp(App[None]):
         return not self.main_live() or self.main.paused or isinstance(self.screen, ModalScreen)
 
     def _watch(self) -> None:
-        """Once a second: is the picture current (`tui/watch.py`)? Changes stuck in the
+        """Once a second: is the picture current (`tui/staleness.py`)? Changes stuck in the
         buffer are drained at once; a silent engine process is restarted by `EngineProcess`."""
         now = self.monotonic()
         late, self._ticked = now - self._ticked, now  # over 1 s: the loop itself was busy
         waiting = self.buffer.waiting_for()
         stalled = None if waiting is None or self._held() else waiting
-        if stalled is not None and stalled > watch.STALL:
+        if stalled is not None and stalled > staleness.STALL:
             log.warning(
                 "changes waited %.1f s without a drain (last tick %.1f s ago); draining",
                 stalled,
@@ -389,14 +395,14 @@ class LanewatchApp(App[None]):
                 self._drain_timer.cancel()
                 self._drain_timer = None
             self.drain()
-        if self._terminal is not None and watch.terminal_gone(self._terminal):
+        if self._terminal is not None and staleness.terminal_gone(self._terminal):
             self._terminal = None
             self.leaving.leave(HUNG_UP, "the terminal hung up")  # as if SIGHUP had reached us
             return
         quiet = self.engine.quiet_for()  # None but for an engine in a child process
-        self._show_problem(watch.judge(stalled_for=stalled, quiet_for=quiet))
+        self._show_problem(staleness.judge(stalled_for=stalled, quiet_for=quiet))
 
-    def _show_problem(self, problem: watch.Problem | None) -> None:
+    def _show_problem(self, problem: staleness.Problem | None) -> None:
         was = self.watch_problem
         if problem == was:
             return
@@ -406,7 +412,7 @@ class LanewatchApp(App[None]):
             log.warning("the picture is not current: %s", problem.text)
         self.watch_problem = problem
         if was is not None and (problem is None or problem.kind != was.kind):
-            said = watch.recovered(was, now - self._problem_at)
+            said = staleness.recovered(was, now - self._problem_at)
             log.warning("%s", said)
             self.notify(said, title="picture current again", markup=False, timeout=8)
             if problem is not None:
@@ -487,12 +493,12 @@ class LanewatchApp(App[None]):
 
     def copy_path(self, path: str) -> None:
         """Send `path` to the clipboard (OSC 52) and, under tmux, where tmux needs it; say
-        what was done, never "Copied" (`tui/clipboard.py`)."""
+        what was done, never "Copied" (`tui/shell/clipboard_osc52.py`)."""
         self.copy_to_clipboard(path)
         shown = inert(path)
 
         def tell() -> None:
-            told = clipboard.after_osc52(shown)
+            told = clipboard_osc52.after_osc52(shown)
             with contextlib.suppress(RuntimeError):  # the app already stopped
                 self.call_from_thread(self.notify, told.message, title=told.title, markup=False)
 

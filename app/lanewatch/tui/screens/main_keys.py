@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.binding import Binding, BindingType
 
-from lanewatch.tui.picture import View
+from lanewatch.tui.state.dashboard_store import View
 
 ORDER = (View.LANES, View.COLLISIONS, View.STALE)
 
@@ -18,7 +18,7 @@ KEYS: list[BindingType] = [
     Binding("tab", "cycle(1)", "Next view"),
     Binding("shift+tab", "cycle(-1)", "Previous view", show=False),
     # A priority binding runs when the app dequeues the key, before it forwards the keys behind
-    # it: they reach the filter, however fast they come (see `screens/typeahead.py`).
+    # it: they reach the filter, however fast they come (see `screens/typeahead_guard.py`).
     Binding("slash", "filter", "Filter", priority=True),
     Binding("escape", "escape", "Clear filter / marks", show=False),
     Binding("k,f9", "kill", "Kill"),  # in Collisions: the row's intruding lane

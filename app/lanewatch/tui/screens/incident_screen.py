@@ -25,28 +25,28 @@ from lanewatch.hosts import elsewhere
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.records.report import who
-from lanewatch.tui import fmt
-from lanewatch.tui.actions_adapter import can_kill, why_not_kill
-from lanewatch.tui.columns import untrusted
-from lanewatch.tui.culprit import (
-    WRITERS_SHOWN,
-    intruder_lane,
-    writer_line,
-    writers_now_and_gone,
-)
-from lanewatch.tui.export import (
+from lanewatch.tui.backend.actions_adapter import can_kill, why_not_kill
+from lanewatch.tui.backend.report_export import (
     IncidentReport,
     build_report,
     default_folder,
     default_name,
     far_report,
 )
-from lanewatch.tui.incident_state import state_line
-from lanewatch.tui.messages import ReportLoaded
-from lanewatch.tui.screens.prompt import PathPrompt
-from lanewatch.tui.screens.typeahead import TypeaheadGuard
+from lanewatch.tui.plumbing.messages import ReportLoaded
+from lanewatch.tui.screens.path_prompt import PathPrompt
+from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
+from lanewatch.tui.state import humanize
+from lanewatch.tui.state.culprit import (
+    WRITERS_SHOWN,
+    intruder_lane,
+    writer_line,
+    writers_now_and_gone,
+)
+from lanewatch.tui.state.incident_status import state_line
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
 from lanewatch.tui.widgets.report_view import writes_renderable
+from lanewatch.tui.widgets.view_columns import untrusted
 
 if TYPE_CHECKING:
     from lanewatch.tui.app import LanewatchApp
@@ -88,7 +88,8 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
             if len(group) > WRITERS_SHOWN:
                 text.append(f"\n         … and {len(group) - WRITERS_SHOWN} more", style=style)
     text.append(
-        f"\nseen     {fmt.stamp_time(incident.first_seen)} → {fmt.stamp_time(incident.last_seen)}"
+        f"\nseen     {humanize.stamp_time(incident.first_seen)}"
+        f" → {humanize.stamp_time(incident.last_seen)}"
         f"  ×{incident.count}  grade {inert(incident.grade)}"
     )
     state = state_line(incident)
@@ -105,7 +106,7 @@ def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType
     ledger = Table.grid(padding=(0, 1))
     for line in report.ledger:
         ledger.add_row(
-            Text(fmt.stamp_time(line.time), style="dim"),
+            Text(humanize.stamp_time(line.time), style="dim"),
             Text(inert(line.event), style="bold"),
             Text(inert(f"{line.lane} pid {line.pid}")),
             Text(json.dumps(line.fields, sort_keys=True, default=str), style="dim"),
@@ -126,9 +127,9 @@ def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType
                 shown = " ".join(v if isinstance(v, str) else json.dumps(v) for v in value)
             elif name == "heartbeat_at" and stamp.heartbeat_at is not None:
                 # The heartbeat touches the file; its field keeps the time it was written.
-                shown = f"{fmt.stamp_time(stamp.heartbeat_at)} (last heartbeat)"
+                shown = f"{humanize.stamp_time(stamp.heartbeat_at)} (last heartbeat)"
             elif name.endswith("_at") and isinstance(value, int | float):
-                shown = fmt.stamp_time(value)
+                shown = humanize.stamp_time(value)
             else:
                 shown = str(value)
             grid.add_row(inert(name), Text(inert(shown)))
@@ -223,13 +224,13 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
             if inside != "/" and path.startswith(inside):
                 path = "./" + path[len(inside) :]  # inside the victim's namespace
             rows[f"{n:06d}"] = (
-                fmt.clock(row.time),
+                humanize.clock(row.time),
                 untrusted(row.writer),
                 untrusted(row.note),
                 untrusted(path),
-                fmt.size(row.size) if row.size is not None else fmt.NONE,
+                humanize.size(row.size) if row.size is not None else humanize.NONE,
                 untrusted(row.grade),
-                (row.sha256 or fmt.NONE)[:12],
+                (row.sha256 or humanize.NONE)[:12],
             )
         table = self.query_one("#evidence", LaneTable)
         table.apply(rows, [key for key in table.visible_keys if key not in rows])

@@ -24,26 +24,26 @@ from textual.widgets import ContentSwitcher, Footer, Input, Static
 from lanewatch.hosts import elsewhere
 from lanewatch.hosts import files as far_files
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.tui import columns
-from lanewatch.tui.actions_adapter import can_kill
-from lanewatch.tui.details import Detail, far_detail, load_detail
-from lanewatch.tui.empty import empty_text
-from lanewatch.tui.later import call_after
-from lanewatch.tui.messages import DetailLoaded, ViewPicked
-from lanewatch.tui.picture import VIEW_TITLES, Delta, Picture, Row, View, view_of
+from lanewatch.tui.backend.actions_adapter import can_kill
+from lanewatch.tui.backend.lane_details import Detail, far_detail, load_detail
+from lanewatch.tui.plumbing.call_after import call_after
+from lanewatch.tui.plumbing.messages import DetailLoaded, ViewPicked
 from lanewatch.tui.screens.column_pick import ColumnPick
 from lanewatch.tui.screens.main_keys import KEYS, ORDER
-from lanewatch.tui.screens.selection import Selection
-from lanewatch.tui.screens.table_controls import FilterControl, SortControl
-from lanewatch.tui.screens.typeahead import TypeaheadGuard
-from lanewatch.tui.widgets.detail import DetailPane, incident_renderable, namespace_renderable
+from lanewatch.tui.screens.main_selection import Selection
+from lanewatch.tui.screens.main_table_controls import FilterControl, SortControl
+from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
+from lanewatch.tui.state.dashboard_store import VIEW_TITLES, Delta, Picture, Row, View, view_of
+from lanewatch.tui.state.empty_hints import empty_text
+from lanewatch.tui.widgets import view_columns
+from lanewatch.tui.widgets.detail_pane import DetailPane, incident_renderable, namespace_renderable
 from lanewatch.tui.widgets.lane_table import Cell, LaneTable
-from lanewatch.tui.widgets.status import StatusLine, StatusState
+from lanewatch.tui.widgets.status_line import StatusLine, StatusState
 from lanewatch.tui.widgets.viewbar import ViewBar
 
 if TYPE_CHECKING:
     from lanewatch.tui.app import LanewatchApp
-    from lanewatch.tui.flows import ActionFlows
+    from lanewatch.tui.shell.action_flows import ActionFlows
 
 DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
 FAR_DETAIL_REFRESH = 10.0  # the same for another host's lane: one ssh round trip each
@@ -103,7 +103,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
             with ContentSwitcher(initial=View.LANES.value, id="views"):
                 for view in ORDER:
                     with Vertical(id=view.value, classes="view"):
-                        yield LaneTable(columns.COLUMNS[view], id=f"table-{view.value}")
+                        yield LaneTable(view_columns.COLUMNS[view], id=f"table-{view.value}")
                         yield Static("", id=f"empty-{view.value}", classes="empty", markup=False)
             yield DetailPane(id="detail")
         yield Input(
@@ -116,7 +116,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
 
     def on_mount(self) -> None:
         for view in ORDER:
-            column, reverse = columns.DEFAULT_SORT[view]
+            column, reverse = view_columns.DEFAULT_SORT[view]
             self.table(view).sort_by(column, reverse=reverse)
         self.table(self.view).focus()
         self.update_chrome()
@@ -128,18 +128,18 @@ class MainScreen(TypeaheadGuard, Screen[None]):
 
     def build_row(self, view: View, row: Row, now: float) -> tuple[Cell, ...]:
         key = row.id if isinstance(row, Incident) else row.key
-        self._ages_due[view][key] = columns.ages_change_at(view, row, now)
+        self._ages_due[view][key] = view_columns.ages_change_at(view, row, now)
         if view is View.COLLISIONS:
             assert isinstance(row, Incident)
-            return columns.collisions_row(row, now, self._victim_label)
+            return view_columns.collisions_row(row, now, self._victim_label)
         assert isinstance(row, NamespaceView)
         if view is View.LANES:
-            return columns.lanes_row(row, now, self.lw.picture.roles(row.key))
-        return columns.stale_row(row, now)
+            return view_columns.lanes_row(row, now, self.lw.picture.roles(row.key))
+        return view_columns.stale_row(row, now)
 
     def row_tone(self, row: Row) -> str | None:
         against = () if isinstance(row, Incident) else self.lw.picture.open_against(row.key)
-        return columns.row_tone(row, against)
+        return view_columns.row_tone(row, against)
 
     def _victim_label(self, key: str | None) -> str:
         return self.lw.picture.victim_label(key)
@@ -170,7 +170,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         rows on screen and a margin, so an idle dashboard costs the same with ten rows or ten
         thousand. Rows scrolled into view catch up at the next tick; rows that change, at once
         (every table gets every batch, shown or not). Only the age cells are rebuilt, and only
-        for rows one of whose ages shows another text (`columns.ages_change_at`: "4m" stays
+        for rows one of whose ages shows another text (`view_columns.ages_change_at`: "4m" stays
         "4m" for a minute)."""
         if self.paused or not self.lw.picture.loaded:
             return
@@ -186,8 +186,8 @@ class MainScreen(TypeaheadGuard, Screen[None]):
                 continue  # none of its ages shows another text yet: nothing to build
             row = self.lw.picture.row(self.view, str(key))
             if row is not None:
-                cells[key] = columns.age_cells(self.view, row, now)
-                due[key] = columns.ages_change_at(self.view, row, now)
+                cells[key] = view_columns.age_cells(self.view, row, now)
+                due[key] = view_columns.ages_change_at(self.view, row, now)
         table.update_cells(cells)
 
     def _follow(self) -> None:
@@ -200,7 +200,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
             if isinstance(row, Incident):
                 return row.last_seen
             if self.view is View.STALE:
-                return columns.stale_since(row) or 0.0
+                return view_columns.stale_since(row) or 0.0
             return max(row.last_write or 0.0, row.started_at or 0.0)
 
         key, _ = max(rows.items(), key=recency)
@@ -579,7 +579,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
     def action_trash(self) -> None:
         self.lw.open_trash()
 
-    # -- investigating (the files view and the jumps: `tui/screens/files.py`, the timeline) --
+    # -- investigating (the files view and the jumps: `screens/files_screen.py`, the timeline) --
 
     def action_files(self) -> None:
         row = self.selected_row()

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from lanewatch.inert import inert
 from lanewatch.model.kinds import KINDS
-from lanewatch.tui.picture import View
+from lanewatch.tui.state.dashboard_store import View
 
 START_HINT = "lanewatch run --lane NAME -- CMD"
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from lanewatch.tui.actions_adapter import ActionOutcome, TrashItem
-from lanewatch.tui.details import Detail
-from lanewatch.tui.export import IncidentReport
-from lanewatch.tui.nsfiles import FileContent, NsListing
-from lanewatch.tui.picture import View
+from lanewatch.tui.backend.actions_adapter import ActionOutcome, TrashItem
+from lanewatch.tui.backend.lane_details import Detail
+from lanewatch.tui.backend.lane_files import FileContent, NsListing
+from lanewatch.tui.backend.report_export import IncidentReport
+from lanewatch.tui.state.dashboard_store import View
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A namespace's files (k9s habits: `l` opens it from a lane, `v` or enter views a file) and one
-file's content. Reading is `tui/nsfiles.py`'s, in a thread: no symlink followed, no FIFO opened,
-at most 64 KiB shown; every name and byte shown is inert text, never markup."""
+file's content. Reading is `tui/backend/lane_files.py`'s, in a thread: no symlink followed, no FIFO
+opened, at most 64 KiB shown; every name and byte shown is inert text, never markup."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from textual.widgets import Footer, Static
 from lanewatch.hosts import elsewhere
 from lanewatch.hosts import files as far_files
 from lanewatch.inert import inert, inert_lines
-from lanewatch.tui import fmt
-from lanewatch.tui.columns import untrusted
-from lanewatch.tui.messages import FileLoaded, FilesLoaded
-from lanewatch.tui.nsfiles import NsFile, list_files, read_file
+from lanewatch.tui.backend.lane_files import NsFile, list_files, read_file
+from lanewatch.tui.plumbing.messages import FileLoaded, FilesLoaded
+from lanewatch.tui.state import humanize
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, duration_key, number_key
+from lanewatch.tui.widgets.view_columns import untrusted
 
 if TYPE_CHECKING:
     from lanewatch.tui.app import LanewatchApp
@@ -94,9 +94,9 @@ class FilesScreen(Screen[None]):
         rows: dict[str, tuple[Cell, ...]] = {
             f.rel: (
                 _name(f),
-                fmt.size(f.size),
-                untrusted(f.writer or fmt.NONE),
-                fmt.ago(f.mtime, now),
+                humanize.size(f.size),
+                untrusted(f.writer or humanize.NONE),
+                humanize.ago(f.mtime, now),
                 f.kind,
             )
             for f in listing.files

@@ -11,7 +11,7 @@ from lanewatch.inert import inert
 from lanewatch.model.roles import Role, role_in
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.records.report import who
-from lanewatch.tui import fmt
+from lanewatch.tui.state import humanize
 
 WRITERS_SHOWN = 3  # writers per group (now / gone) in a timeline's summary
 
@@ -46,7 +46,7 @@ def kill_reason(incident: Incident, victim: str) -> str:
         path = newest.path
         path = "./" + path[len(inside) :] if inside != "/" and path.startswith(inside) else path
         many = f" (and {len(paths) - 1} more)" if len(paths) > 1 else ""
-        what = f" {path}{many}, last at {fmt.clock(newest.time)}"
+        what = f" {path}{many}, last at {humanize.clock(newest.time)}"
     return inert(f"Intruder of {incident.id}: it wrote in lane {victim}'s namespace{what}.")
 
 

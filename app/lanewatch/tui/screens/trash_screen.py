@@ -17,12 +17,12 @@ from textual.widgets import Footer, Static
 from lanewatch.hosts.wire import split_key
 from lanewatch.inert import inert
 from lanewatch.linux.procid import hostname
-from lanewatch.tui import fmt
-from lanewatch.tui.actions_adapter import TrashItem
-from lanewatch.tui.columns import untrusted
-from lanewatch.tui.messages import TrashLoaded
-from lanewatch.tui.screens.typeahead import TypeaheadGuard
+from lanewatch.tui.backend.actions_adapter import TrashItem
+from lanewatch.tui.plumbing.messages import TrashLoaded
+from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
+from lanewatch.tui.state import humanize
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
+from lanewatch.tui.widgets.view_columns import untrusted
 
 if TYPE_CHECKING:
     from lanewatch.tui.app import LanewatchApp
@@ -103,10 +103,10 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
                 *((untrusted(host_of(item)),) if self.many else ()),
                 untrusted(item.lane),
                 untrusted(item.name),
-                fmt.stamp_time(item.cleared_at),
+                humanize.stamp_time(item.cleared_at),
                 untrusted(item.cleared_by),
-                fmt.size(item.allocated),
-                fmt.size(item.bytes),
+                humanize.size(item.allocated),
+                humanize.size(item.bytes),
                 untrusted(item.root),
             )
             for item in message.items
@@ -114,12 +114,12 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
         self.query_one(LaneTable).apply(rows)
         note = self.query_one("#trash-note", Static)
         if message.error:
-            said = f"{fmt.many(len(rows), 'cleared namespace')} listed; " if rows else ""
+            said = f"{humanize.many(len(rows), 'cleared namespace')} listed; " if rows else ""
             note.update(Text(said + inert(message.error), style="red"))
         elif not rows:
             note.update(Text("The trash is empty.", style="dim"))
         else:
-            note.update(Text(f"{fmt.many(len(rows), 'cleared namespace')}", style="dim"))
+            note.update(Text(f"{humanize.many(len(rows), 'cleared namespace')}", style="dim"))
 
     @on(LaneTable.RowSelected)
     def _selected(self, event: LaneTable.RowSelected) -> None:

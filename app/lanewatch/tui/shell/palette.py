@@ -17,9 +17,9 @@ from textual.content import Content
 
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.tui.actions_adapter import target_label
-from lanewatch.tui.picture import VIEW_TITLES, View
-from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.backend.actions_adapter import target_label
+from lanewatch.tui.screens.main_screen import MainScreen
+from lanewatch.tui.state.dashboard_store import VIEW_TITLES, View
 
 AHEAD = 1.0  # added to our scores: Textual's own commands score 0 to 1
 
