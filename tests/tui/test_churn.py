@@ -198,7 +198,7 @@ async def test_the_picture_stays_current_under_churn(lanes: Lanes, scratch: Path
                 continue
             wrong = behind(app, log, clock)
             checks += 1
-            problem = app.watch_problem
+            problem = app.feed.watch_problem
             if problem is not None:
                 # The dashboard says the picture is not current: honest when the engine had
                 # less than the watchdog's own threshold of run time in that while.

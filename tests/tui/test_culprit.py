@@ -20,7 +20,7 @@ from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
 from lanewatch.tui.screens.incident_screen import IncidentScreen
 from lanewatch.tui.screens.message_log import MessageLog
 from lanewatch.tui.shell import clipboard_osc52
-from lanewatch.tui.shell.notices import MORE, one_line, toast_budget
+from lanewatch.tui.state.notice_log import MORE, one_line, toast_budget
 from lanewatch.tui.widgets.lane_table import Column
 from lanewatch.tui.widgets.lane_table._free_width import share
 
@@ -168,7 +168,7 @@ async def test_no_victim_keys_on_a_shared_file_timeline() -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: app.picture.loaded, what="the world")
         shared = app.picture.incidents["unbound-writer-0f0f0f0f0f0f"]
-        app.open_incident(shared)
+        app.navigator.open_incident(shared)
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen))
         screen = app.screen
         assert isinstance(screen, IncidentScreen)

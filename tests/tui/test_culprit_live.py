@@ -42,7 +42,7 @@ async def test_k_on_the_timeline_kills_the_intruder_and_nothing_else(
         )
         inc = incident_of(app, "cross-lane-write", victim)
         assert inc is not None
-        app.open_incident(inc)
+        app.navigator.open_incident(inc)
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen), what="the timeline")
         await settle(pilot)
         await pilot.press("k")

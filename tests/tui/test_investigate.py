@@ -107,7 +107,7 @@ async def writes_pane(pilot, screen: IncidentScreen, *texts: str) -> str:  # typ
 
 
 async def open_timeline(pilot, app: LanewatchApp, inc: Incident) -> IncidentScreen:  # type: ignore[no-untyped-def]
-    app.open_incident(inc)
+    app.navigator.open_incident(inc)
     await until(pilot, lambda: isinstance(app.screen, IncidentScreen), what="the timeline")
     screen = app.screen
     assert isinstance(screen, IncidentScreen)

@@ -162,7 +162,7 @@ def before(*keys: str, ready: Callable[[LanewatchApp], bool] | None = None) -> A
         assert isinstance(app, LanewatchApp)
         await until(pilot, lambda: app.picture.loaded)
         if app.picture.namespaces:
-            await until(pilot, lambda: app.main.detail is not None, what="detail read")
+            await until(pilot, lambda: app.main.details.detail is not None, what="detail read")
         for key in keys:  # each once the screen settled, as typed by hand (not type-ahead)
             await settle(pilot)
             await pilot.press(key)

@@ -361,7 +361,7 @@ async def test_a_key_ignored_before_the_dialog_is_composed_shows_once_it_is() ->
     async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: app.main.table().row_count == 1)
         await settle(pilot)
-        app.confirm_kill([row])  # pushes the dialog; it is composed later
+        app.flows.confirm_kill([row])  # pushes the dialog; it is composed later
         dialog = app.screen
         assert isinstance(dialog, ConfirmScreen)
         assert not dialog.settled(), "not on screen yet: nothing counts as a command"

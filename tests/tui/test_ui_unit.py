@@ -60,7 +60,7 @@ async def test_marks_select_several_targets() -> None:
     async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: app.main.table().row_count == 3)
         await pilot.press("space", "down", "space")
-        assert len(app.main.targets()) == 2
+        assert len(app.main.selection.targets()) == 2
         await settle(pilot)  # k right after other keys is type-ahead, not a command
         await pilot.press("k")
         await until(pilot, lambda: not isinstance(app.screen, MainScreen))
@@ -69,7 +69,7 @@ async def test_marks_select_several_targets() -> None:
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
         await pilot.press("U")
-        assert app.main.targets() and len(app.main.targets()) == 1
+        assert app.main.selection.targets() and len(app.main.selection.targets()) == 1
 
 
 async def test_help_lists_every_key_and_docs_cover_them() -> None:
@@ -79,7 +79,7 @@ async def test_help_lists_every_key_and_docs_cover_them() -> None:
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         text = await shows(pilot, "Views and rows")
-        for title, bindings in app.help_groups():
+        for title, bindings in app.navigator.help_groups():
             assert title in text
             for binding in bindings:
                 assert isinstance(binding, Binding)

@@ -11,7 +11,7 @@ ORDER = (View.LANES, View.COLLISIONS, View.STALE)
 
 
 KEYS: list[BindingType] = [
-    Binding("question_mark,f1", "help", "Help"),
+    Binding("question_mark,f1", "ask('help')", "Help"),
     Binding("1", "view('lanes')", "Lanes", show=False),
     Binding("2", "view('collisions')", "Collisions", show=False),
     Binding("3", "view('stale')", "Stale", show=False),
@@ -27,7 +27,7 @@ KEYS: list[BindingType] = [
     Binding("enter", "open", "Timeline", show=False),
     Binding("e", "export('md')", "Export incident .md", show=False),
     Binding("E", "export('json')", "Export incident .json", show=False),
-    Binding("t", "trash", "Trash / restore", show=False),
+    Binding("t", "ask('trash')", "Trash / restore", show=False),
     Binding("l", "files", "Files of the lane", show=False),
     Binding("y", "copy_path", "Copy path", show=False),
     Binding("backspace", "back", "Back to incident", show=False),
@@ -43,5 +43,5 @@ KEYS: list[BindingType] = [
     Binding("C", "columns", "Hide / show columns", show=False),
     Binding("left_square_bracket", "detail_scroll(-1)", "Scroll detail up", show=False),
     Binding("right_square_bracket", "detail_scroll(1)", "Scroll detail down", show=False),
-    Binding("ctrl+r", "rescan", "Rescan roots", show=False),
+    Binding("ctrl+r", "ask('rescan')", "Rescan roots", show=False),
 ]

@@ -14,8 +14,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from lanewatch.tui.shell.notices import Notice
 from lanewatch.tui.state import humanize
+from lanewatch.tui.state.notice_log import Notice
 
 SEVERITY_STYLES = {"information": "green", "warning": "yellow", "error": "bold red"}
 
