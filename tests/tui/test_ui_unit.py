@@ -128,8 +128,8 @@ async def test_a_burst_of_batches_is_drawn_in_few_frames() -> None:
     drains: list[int] = []
     async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: app.picture.loaded)
-        original = app.main.apply_delta
-        app.main.apply_delta = lambda delta: (drains.append(1), original(delta))  # type: ignore[method-assign]
+        original = app.main.rows.apply
+        app.main.rows.apply = lambda delta: (drains.append(1), original(delta))  # type: ignore[method-assign]
         for n in range(300):
             v = ns_view(f"lane-{n}")
             assert engine.on_changes is not None

@@ -87,7 +87,7 @@ async def test_filter_and_sort(world: World) -> None:
         assert lane_names(app) == ["beta"]
         await pilot.press("escape")
         assert lane_names(app) == ["alpha", "beta", "gamma"]
-        app.main.action_sort_column("pid")
+        app.main.action_sort("pid")
         pids = [app.picture.namespaces[str(k)].pid or 0 for k in app.main.table().visible_keys]
         assert pids == sorted(pids)
         await pilot.press("greater_than_sign")
@@ -105,7 +105,7 @@ async def test_sort_keys_step_over_hidden_columns(world: World) -> None:
         table = app.main.table()
         keys = [c.key for c in table.columns]
         table.set_hidden({"checkout"})  # what `C` does
-        app.main.action_sort_column("pid")
+        app.main.action_sort("pid")
         await pilot.press("less_than_sign")
         assert table.sort_column == keys[keys.index("checkout") - 1], "< skips the hidden column"
         await pilot.press("greater_than_sign")

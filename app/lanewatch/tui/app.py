@@ -2,7 +2,7 @@
 the one factory (`make_app`) the CLI, the demo and the tests all use. What it owns beside this
 file is in `shell/`: the feed of changes and its watchdog (`picture_feed.py`), the answers to
 what screens ask (`navigator.py`), the confirm-then-act flows (`action_flows.py`), leaving
-(`leaving.py`), notices (`notices.py`)."""
+(`leaving.py`); notices are kept whole in `state/notice_log.py`."""
 
 from __future__ import annotations
 

@@ -18,8 +18,13 @@ if TYPE_CHECKING:
     from lanewatch.tui.screens.main_screen import MainScreen
     from lanewatch.tui.state.dashboard_state import DashboardState
 
-GATED_ACTIONS = ("kill", "clear", "acknowledge", "open", "export", "unmark", "sort")
-GATED_ACTIONS += ("pause", "resume", "follow", "unfollow")
+# The keys whose footer entry depends on the selection or the mode: (action, parameters).
+_BY_SELECTION = ("kill", "clear", "acknowledge", "open", "export", "unmark", "sort")
+GATED_ACTIONS: tuple[tuple[str, tuple[object, ...]], ...] = (
+    *((action, ()) for action in _BY_SELECTION),
+    *(("pause", (on,)) for on in (True, False)),
+    *(("follow", (on,)) for on in (True, False)),
+)
 
 
 class MainChrome:
@@ -66,7 +71,7 @@ class MainChrome:
             self._update_empty(view)
         # What the footer shows depends only on which actions apply: recompose it (costly) only
         # when that changes, not on every heartbeat of the selected lane.
-        signature = (screen.view, *(screen.check_action(a, ()) for a in GATED_ACTIONS))
+        signature = (screen.view, *(screen.check_action(a, p) for a, p in GATED_ACTIONS))
         if signature != self._bindings_signature:
             self._bindings_signature = signature
             screen.refresh_bindings()

@@ -30,7 +30,7 @@ class MainKeyGate:
     def __init__(self, screen: MainScreen) -> None:
         self.screen = screen
 
-    def check(self, action: str) -> bool | None:
+    def check(self, action: str, parameters: tuple[object, ...] = ()) -> bool | None:
         screen = self.screen
         selection, view = screen.selection, screen.view
         if action == "kill":
@@ -60,10 +60,10 @@ class MainKeyGate:
             return True if screen.table().marked else None
         if action == "sort":
             return True if screen.table().row_count else None
-        if action in ("pause", "resume"):
-            return screen.paused == (action == "resume")
-        if action in ("follow", "unfollow"):
-            return screen.follow == (action == "unfollow")
+        if action == "pause" and parameters:  # pause(True) while running, pause(False) paused
+            return screen.paused != parameters[0]
+        if action == "follow" and parameters:
+            return screen.follow != parameters[0]
         return True
 
     def tell_if_idle(self, key: str) -> None:

@@ -80,7 +80,7 @@ class MainRows:
         table = screen.table()
         top = max(0, table.scroll_offset.y - TICK_MARGIN)
         height = table.size.height or screen.size.height  # a table just shown has no size yet
-        window = table.visible_slice(top, top + height + 2 * TICK_MARGIN)
+        window = table.order.visible[top : top + height + 2 * TICK_MARGIN]
         now = self.state.clock()
         due = self._ages_due[view]
         cells = {}

@@ -46,7 +46,7 @@ from lanewatch.tui.screens.main_rows import MainRows
 from lanewatch.tui.screens.main_selection import Selection
 from lanewatch.tui.screens.main_table_controls import FilterControl, SortControl
 from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
-from lanewatch.tui.state.dashboard_store import VIEW_TITLES, Delta, View, view_of
+from lanewatch.tui.state.dashboard_store import VIEW_TITLES, View, view_of
 from lanewatch.tui.widgets import view_columns
 from lanewatch.tui.widgets.detail_pane import DetailPane
 from lanewatch.tui.widgets.lane_table import LaneTable
@@ -119,10 +119,6 @@ class MainScreen(TypeaheadGuard, Screen[None]):
     def table(self, view: View | None = None) -> LaneTable:
         return self.query_one(f"#table-{(view or self.view).value}", LaneTable)
 
-    def apply_delta(self, delta: Delta) -> None:
-        """Put one drained batch on screen: only the rows it touched (`MainRows`)."""
-        self.rows.apply(delta)
-
     # ------------------------------------------------------------ handlers
 
     @on(LaneTable.RowHighlighted)
@@ -143,13 +139,13 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         self.switch_to(event.view)
 
     @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
+    @on(Input.Submitted, "#filter")
+    def _filter_typed(self, event: Input.Changed | Input.Submitted) -> None:
+        if isinstance(event, Input.Submitted):
+            self.filtering.submitted(event.value)
+            return
         self.filtering.changed(event.value)
         self.chrome.update()
-
-    @on(Input.Submitted, "#filter")
-    def _filter_submitted(self, event: Input.Submitted) -> None:
-        self.filtering.submitted(event.value)
 
     @on(LaneTable.RowSelected)
     def _selected(self, event: LaneTable.RowSelected) -> None:
@@ -166,7 +162,7 @@ class MainScreen(TypeaheadGuard, Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """False hides a key that never applies in this view; None greys one that does not
         apply to the selection now (`MainKeyGate`)."""
-        return self.keys.check(action)
+        return self.keys.check(action, parameters)
 
     def switch_to(self, view: View) -> None:
         if view is self.view:
@@ -191,61 +187,58 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         """Help, the trash, a rescan: the app's to do (`ASKS`)."""
         self.post_message(ASKS[what]())
 
-    def action_view(self, name: str) -> None:
-        self.switch_to(View(name))
-
-    def action_cycle(self, step: int) -> None:
-        self.switch_to(ORDER[(ORDER.index(self.view) + step) % len(ORDER)])
+    def action_view(self, to: str | int) -> None:
+        """A view by name, or the next (1) or previous (-1) one."""
+        if isinstance(to, str):
+            self.switch_to(View(to))
+        else:
+            self.switch_to(ORDER[(ORDER.index(self.view) + to) % len(ORDER)])
 
     def action_filter(self) -> None:
         self.filtering.open()
 
     def action_escape(self) -> None:
         if not self.filtering.clear() and self.table().marked:
-            self.table().clear_marks()
+            self.table().set_marks(())
         self.chrome.update()
 
-    def action_sort(self, step: int) -> None:
-        self.sorting.step(step)
+    def action_sort(self, by: int | str) -> None:
+        """The next (1) or previous (-1) column, or the column named (the palette)."""
+        if isinstance(by, str):
+            self.sorting.by(by)
+        else:
+            self.sorting.step(by)
 
     def action_invert_sort(self) -> None:
         self.sorting.invert()
 
-    def action_sort_column(self, column: str) -> None:
-        self.sorting.by(column)
-
-    def action_follow(self) -> None:
-        self.follow = not self.follow
+    def action_follow(self, on: bool | None = None) -> None:
+        """Keep the cursor on the newest activity (on), or not; None toggles (the palette)."""
+        self.follow = not self.follow if on is None else on
         if self.follow:
             self.rows.follow_newest()
         self.chrome.update()
 
-    def action_unfollow(self) -> None:
-        self.action_follow()
-
-    def action_pause(self) -> None:
-        self.paused = not self.paused
+    def action_pause(self, on: bool | None = None) -> None:
+        """Hold the changes (on) or show them again; None toggles (the palette)."""
+        self.paused = not self.paused if on is None else on
         if not self.paused:
             self.post_message(CatchUp())
             self.rows.tick()
         self.chrome.update()
 
-    def action_resume(self) -> None:
-        self.action_pause()
-
     def action_unmark(self) -> None:
-        self.table().clear_marks()
-
-    def action_toggle_detail(self) -> None:
-        pane = self.query_one(DetailPane)
-        pane.display = not pane.display
+        self.table().set_marks(())
 
     def action_columns(self) -> None:
         self.app.push_screen(ColumnPick(self.table(), VIEW_TITLES[self.view]))
 
-    def action_detail_scroll(self, direction: int) -> None:
+    def action_detail(self, how: str) -> None:
+        """The detail pane: shown or hidden ("toggle"), a page "up" or "down"."""
         pane = self.query_one(DetailPane)
-        if direction < 0:
+        if how == "toggle":
+            pane.display = not pane.display
+        elif how == "up":
             pane.scroll_page_up(animate=False)
         else:
             pane.scroll_page_down(animate=False)

@@ -70,7 +70,7 @@ def entries(screen: MainScreen) -> Iterator[tuple[str, str, str]]:
     if table.row_count:
         for column in table.columns:
             if column.key != table.sort_column:
-                yield f"Sort by {column.label.lower()}", f"sort_column('{column.key}')", ""
+                yield f"Sort by {column.label.lower()}", f"sort('{column.key}')", ""
         yield "Invert sort order", "invert_sort", ""
     yield ("Resume updates" if screen.paused else "Pause updates"), "pause", ""
     yield ("Stop following" if screen.follow else "Follow newest activity"), "follow", ""
@@ -80,7 +80,7 @@ def entries(screen: MainScreen) -> Iterator[tuple[str, str, str]]:
         yield "Filter rows…", "filter", ""
     if ok("unmark"):
         yield "Unmark all rows", "unmark", ""
-    yield "Toggle the detail pane", "toggle_detail", ""
+    yield "Toggle the detail pane", "detail('toggle')", ""
     yield "Hide or show columns…", "columns", "Pick the columns of this view"
     yield "Rescan every root", "ask('rescan')", "Ask the engine for a full rescan"
     yield "Help: every key", "ask('help')", ""

@@ -73,7 +73,7 @@ class PictureFeed:
         if changes is None:
             return
         picture = app.picture
-        main.apply_delta(picture.apply(changes))
+        main.rows.apply(picture.apply(changes))
         if not self._attribution_told and picture.attribution == "inferred":
             # Once in the app's life (not once per picture or engine restart): how writers are
             # known, and how to know them exactly. The status line keeps saying the mode.

@@ -175,10 +175,6 @@ class LaneTable(ScrollView, can_focus=True):
         """Keys of the rows shown, in display order."""
         return tuple(self.order.visible)
 
-    def visible_slice(self, start: int, stop: int) -> list[RowKey]:
-        """Keys of the shown rows from display index `start` up to `stop`."""
-        return self.order.visible[start:stop]
-
     def get_row(self, key: RowKey) -> tuple[Cell, ...] | None:
         """The cells of a row, or None if there is no such row."""
         return self.order.rows.get(key)
@@ -218,9 +214,6 @@ class LaneTable(ScrollView, can_focus=True):
     def hidden_columns(self) -> frozenset[str]:
         """Keys of the columns not shown (`set_hidden`)."""
         return self.painter.hidden
-
-    def tone(self, key: RowKey) -> str | None:
-        return self.tones.get(key)
 
     # ---------------------------------------------------------------- changing
 
@@ -334,9 +327,6 @@ class LaneTable(ScrollView, can_focus=True):
     def set_marks(self, keys: Iterable[RowKey]) -> None:
         """Replace the marks (keys without a row are ignored)."""
         self.cursor.set_marks(keys)
-
-    def clear_marks(self) -> None:
-        self.cursor.set_marks(())
 
     def rebuild(self) -> None:
         """Recompute the shown rows, keep the cursor on its key, repaint the view."""
