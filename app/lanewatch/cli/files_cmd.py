@@ -29,7 +29,7 @@ from lanewatch.cli.rootopts import ROOT
 from lanewatch.lanes.stamp import META_DIR
 from lanewatch.model import units
 
-DEFAULT_LIMIT = 2000  # the files view's own (tui/nsfiles.MAX_FILES)
+DEFAULT_LIMIT = 2000  # the files view's own (tui/backend/lane_files.MAX_FILES)
 SCAN_LIMIT = 20_000  # entries the walk looks at, at most (then `truncated`)
 
 
