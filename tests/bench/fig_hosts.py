@@ -98,7 +98,7 @@ async def measure(samples: int, interval: float, work: Path) -> dict[str, Any]:
     seen: dict[str, float] = {}
     try:
         async with app.run_test(size=SCREEN) as pilot:
-            apply_delta = app.main.apply_delta
+            apply_delta = app.main.rows.apply
 
             def timed_apply(delta: Any) -> None:
                 apply_delta(delta)
@@ -109,7 +109,7 @@ async def measure(samples: int, interval: float, work: Path) -> dict[str, Any]:
                         seen[key] = now - t_write
                         del pending[key]
 
-            app.main.apply_delta = timed_apply  # type: ignore[method-assign]
+            app.main.rows.apply = timed_apply  # type: ignore[method-assign]
             deadline = time.monotonic() + 90
             while not {local_key, far_key} <= set(app.picture.namespaces):
                 if time.monotonic() > deadline:

@@ -49,7 +49,7 @@ from watchdog.observers import Observer  # noqa: E402
 from lanewatch.engine.process import EngineProcess  # noqa: E402
 from lanewatch.model.views import NsState  # noqa: E402
 from lanewatch.tui.app import LanewatchApp, make_app  # noqa: E402
-from lanewatch.tui.picture import View  # noqa: E402
+from lanewatch.tui.state.dashboard_store import View  # noqa: E402
 from lanewatch.tui.widgets.lane_table import LaneTable  # noqa: E402
 from tests.bench.common import (  # noqa: E402
     SCREEN,
@@ -134,14 +134,14 @@ async def first_screen(root: str, expected: int) -> dict[str, Any]:
 
     app.buffer.put = first_put  # type: ignore[method-assign]
     async with app.run_test(size=SCREEN) as pilot:
-        apply_delta = app.main.apply_delta
+        apply_delta = app.main.rows.apply
 
         def first_apply(delta: Any) -> None:
             apply_delta(delta)
             if lanes_rows(app) >= expected:
                 marks.setdefault("applied", time.perf_counter())
 
-        app.main.apply_delta = first_apply  # type: ignore[method-assign]
+        app.main.rows.apply = first_apply  # type: ignore[method-assign]
         await until(pilot, lambda: bool(shown), 120)
         table = lanes_table(app)
         states = {v.state for v in app.picture.namespaces.values()}
@@ -204,7 +204,7 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         await until(pilot, lambda: lanes_rows(app) >= expected, 120)
         await until(pilot, engine.settled.is_set, 120)
         main = app.main
-        original = main.apply_delta
+        original = main.rows.apply
 
         def apply_delta(delta: Any) -> None:
             table = lanes_table(app)
@@ -215,7 +215,7 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
             changed = frozenset(k for k in shown if table.get_row(k) != before.get(k))
             drains.append((time.time(), at, len(frames), shown, changed))
 
-        main.apply_delta = apply_delta  # type: ignore[method-assign]
+        main.rows.apply = apply_delta  # type: ignore[method-assign]
         await pilot.pause(0.2)
         child = engine.pid
         assert child is not None

@@ -10,8 +10,8 @@ from textual.keys import _character_to_key
 from textual.pilot import Pilot
 
 from lanewatch.tui.app import LanewatchApp
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.typeahead import BURST, TypeaheadGuard
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.typeahead_guard import BURST, TypeaheadGuard
 from tests.conftest import until as until  # the one waiting helper, for Pilot tests
 
 _KEY_CHARACTERS = {"enter": "\r", "tab": "\t", "escape": "\x1b", "space": " "}
@@ -39,9 +39,9 @@ async def shows(pilot: Pilot[object], *texts: str, timeout: float = 15.0) -> str
 
 async def cancelled(pilot: Pilot[object], label: str) -> None:
     """A dialog answered no: wait for its "<label> cancelled" notice, then prove no action
-    started. The answer's callback does one or the other at once (`tui/flows.py` `_confirm`,
-    `confirm_export`), so this is the event to await instead of a fixed pause that proves
-    nothing happened."""
+    started. The answer's callback does one or the other at once (`tui/shell/action_flows.py`
+    `_confirm`, `confirm_export`), so this is the event to await instead of a fixed pause that
+    proves nothing happened."""
     app = pilot.app
     notice = f"{label} cancelled"
     await until(

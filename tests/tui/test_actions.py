@@ -13,10 +13,10 @@ import pytest
 
 from lanewatch.model.views import NsState
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.main import MainScreen
-from lanewatch.tui.screens.trash import TrashScreen
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.main_screen import MainScreen
+from lanewatch.tui.screens.trash_screen import TrashScreen
+from lanewatch.tui.state.dashboard_store import View
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
@@ -35,7 +35,7 @@ async def show(pilot, app: LanewatchApp, view: View, key: str) -> None:  # type:
 
 async def confirm(pilot, app: LanewatchApp, key: str, answer: str) -> str:  # type: ignore[no-untyped-def]
     """Press `key` and `answer` its dialog as a user does: each once what it acts on is shown
-    (a key typed ahead of the screen is not a command: `screens/typeahead.py`)."""
+    (a key typed ahead of the screen is not a command: `screens/typeahead_guard.py`)."""
     await settle(pilot)
     await pilot.press(key)
     await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirmation")

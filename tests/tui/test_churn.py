@@ -27,9 +27,9 @@ import pytest
 from lanewatch.lanes.stamp import stamp_path
 from lanewatch.model.timing import OVERDUE_FACTOR
 from lanewatch.model.views import NsState
-from lanewatch.tui import watch
 from lanewatch.tui.app import make_app
-from lanewatch.tui.picture import View
+from lanewatch.tui.shell import staleness
+from lanewatch.tui.state.dashboard_store import View
 
 from .conftest import Lanes, RealLane
 from .helpers import until
@@ -198,11 +198,11 @@ async def test_the_picture_stays_current_under_churn(lanes: Lanes, scratch: Path
                 continue
             wrong = behind(app, log, clock)
             checks += 1
-            problem = app.watch_problem
+            problem = app.feed.watch_problem
             if problem is not None:
                 # The dashboard says the picture is not current: honest when the engine had
                 # less than the watchdog's own threshold of run time in that while.
-                limit = watch.QUIET if problem.kind == "quiet" else watch.STALL
+                limit = staleness.QUIET if problem.kind == "quiet" else staleness.STALL
                 if clock.since(at - problem.age) > limit:
                     wrong.append(f"watchdog: {problem.text}")
                 else:

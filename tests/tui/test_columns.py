@@ -10,8 +10,8 @@ import pytest
 
 from lanewatch.model.views import NsState
 from lanewatch.tui.app import make_app
-from lanewatch.tui.columns import COLLISIONS, LANES, STALE
-from lanewatch.tui.widgets.spark import WIDTH as SPARK_WIDTH
+from lanewatch.tui.widgets.spark_cells import WIDTH as SPARK_WIDTH
+from lanewatch.tui.widgets.view_columns import COLLISIONS, LANES, STALE
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import screen_text, until

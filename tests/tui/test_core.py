@@ -13,10 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lanewatch.model.views import Changes, NsState
-from lanewatch.tui import columns, fmt
-from lanewatch.tui.bridge import ChangeBuffer
-from lanewatch.tui.export import build_report, render, write_report
-from lanewatch.tui.picture import Picture, View
+from lanewatch.tui.backend.report_export import build_report, render, write_report
+from lanewatch.tui.plumbing.change_buffer import ChangeBuffer
+from lanewatch.tui.state import humanize
+from lanewatch.tui.state.dashboard_store import Picture, View
+from lanewatch.tui.widgets import view_columns
 
 from .fakes import NOW, incident, ns_view
 
@@ -106,11 +107,11 @@ def test_picture_hides_acknowledged_incidents() -> None:
     ],
 )
 def test_durations(seconds: float, text: str) -> None:
-    assert fmt.duration(seconds) == text
+    assert humanize.duration(seconds) == text
 
 
 def test_sizes() -> None:
-    assert [fmt.size(n) for n in (None, 0, 999, 1000, 12_345, 3_400_000)] == [
+    assert [humanize.size(n) for n in (None, 0, 999, 1000, 12_345, 3_400_000)] == [
         "…",
         "0B",
         "999B",
@@ -202,19 +203,19 @@ def test_an_age_keeps_its_text_until_the_time_it_says_it_changes(then: float, si
     change (the text is the same up to it) nor come late (it differs just after it). Checked
     a millisecond away from the boundary: float sums may land a hair to either side of it."""
     now = then + since
-    due = fmt.ago_changes_at(then, now)
+    due = humanize.ago_changes_at(then, now)
     assert due >= now
-    shown = fmt.ago(then, now)
+    shown = humanize.ago(then, now)
     for t in (now, (now + due) / 2, due - 0.001):
         if now <= t < due:
-            assert fmt.ago(then, t) == shown
-    assert fmt.ago(then, due + 0.001) != shown
-    assert fmt.ago_changes_at(None, now) == math.inf
+            assert humanize.ago(then, t) == shown
+    assert humanize.ago(then, due + 0.001) != shown
+    assert humanize.ago_changes_at(None, now) == math.inf
 
 
 @given(since=st.floats(min_value=0, max_value=2e5, allow_nan=False))
 def test_time_changes_only_the_age_cells_the_tick_rebuilds(since: float) -> None:
-    """The tick rebuilds only `columns.age_cells`: a row built later differs from the row
+    """The tick rebuilds only `view_columns.age_cells`: a row built later differs from the row
     built now in those cells alone, and they are the cells the row builders show."""
     rows = {
         View.LANES: ns_view("a"),
@@ -225,15 +226,15 @@ def test_time_changes_only_the_age_cells_the_tick_rebuilds(since: float) -> None
     def build(view: View, at: float) -> tuple[object, ...]:
         row = rows[view]
         if view is View.COLLISIONS:
-            return columns.collisions_row(row, at, lambda key: key or "–")  # type: ignore[arg-type]
+            return view_columns.collisions_row(row, at, lambda key: key or "–")  # type: ignore[arg-type]
         if view is View.LANES:
-            return columns.lanes_row(row, at)  # type: ignore[arg-type]
-        return columns.stale_row(row, at)  # type: ignore[arg-type]
+            return view_columns.lanes_row(row, at)  # type: ignore[arg-type]
+        return view_columns.stale_row(row, at)  # type: ignore[arg-type]
 
     for view, row in rows.items():
-        keys = [c.key for c in columns.COLUMNS[view]]
+        keys = [c.key for c in view_columns.COLUMNS[view]]
         now, later = build(view, NOW), build(view, NOW + since)
-        ages = columns.age_cells(view, row, NOW + since)
+        ages = view_columns.age_cells(view, row, NOW + since)
         moved = {keys[i] for i, (a, b) in enumerate(zip(now, later, strict=True)) if a != b}
         assert moved <= set(ages), view
         assert {k: later[keys.index(k)] for k in ages} == ages, view

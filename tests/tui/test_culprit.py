@@ -16,11 +16,11 @@ import pytest
 
 from lanewatch.model.roles import Role, role_in, roles_of
 from lanewatch.model.views import Evidence
-from lanewatch.tui import clipboard
-from lanewatch.tui.notices import MORE, one_line, toast_budget
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.incident import IncidentScreen
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.incident_screen import IncidentScreen
 from lanewatch.tui.screens.message_log import MessageLog
+from lanewatch.tui.shell import clipboard_osc52
+from lanewatch.tui.state.notice_log import MORE, one_line, toast_budget
 from lanewatch.tui.widgets.lane_table import Column
 from lanewatch.tui.widgets.lane_table._free_width import share
 
@@ -168,7 +168,7 @@ async def test_no_victim_keys_on_a_shared_file_timeline() -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: app.picture.loaded, what="the world")
         shared = app.picture.incidents["unbound-writer-0f0f0f0f0f0f"]
-        app.open_incident(shared)
+        app.navigator.open_incident(shared)
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen))
         screen = app.screen
         assert isinstance(screen, IncidentScreen)
@@ -228,7 +228,7 @@ def test_under_tmux_set_clipboard_external_the_path_goes_to_tmuxs_buffer(
         socket = next(tmp_path.glob("tmux-*/default"))
         env["TMUX"] = f"{socket},1,0"
         subprocess.run([*tmux, "set", "-g", "set-clipboard", "external"], env=env, check=True)
-        told = clipboard.after_osc52("/roots/r1/agent-1", env)
+        told = clipboard_osc52.after_osc52("/roots/r1/agent-1", env)
         assert "paste buffer" in told.title and "Copied" not in told.title
         assert "external" in told.message
         shown = subprocess.run(
@@ -236,8 +236,8 @@ def test_under_tmux_set_clipboard_external_the_path_goes_to_tmuxs_buffer(
         )
         assert shown.stdout == "/roots/r1/agent-1"
         subprocess.run([*tmux, "set", "-g", "set-clipboard", "on"], env=env, check=True)
-        assert "through tmux" in clipboard.after_osc52("/x", env).title
+        assert "through tmux" in clipboard_osc52.after_osc52("/x", env).title
     finally:
         subprocess.run([*tmux, "kill-server"], env=env, timeout=20, check=False)
     outside = {k: v for k, v in env.items() if k != "TMUX"}
-    assert "OSC 52" in clipboard.after_osc52("/x", outside).title
+    assert "OSC 52" in clipboard_osc52.after_osc52("/x", outside).title

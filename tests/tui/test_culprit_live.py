@@ -12,8 +12,8 @@ import pytest
 from lanewatch.demo import DemoScenario
 from lanewatch.model.views import NsState
 from lanewatch.tui.app import make_app
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.kill_confirm import KillConfirm
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.kill_dialog import KillConfirm
 
 from .helpers import settle, shows, until
 from .test_investigate import incident_of
@@ -42,7 +42,7 @@ async def test_k_on_the_timeline_kills_the_intruder_and_nothing_else(
         )
         inc = incident_of(app, "cross-lane-write", victim)
         assert inc is not None
-        app.open_incident(inc)
+        app.navigator.open_incident(inc)
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen), what="the timeline")
         await settle(pilot)
         await pilot.press("k")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lanewatch.tui.app import make_app
-from lanewatch.tui.picture import View
+from lanewatch.tui.state.dashboard_store import View
 
 from .conftest import Lanes
 from .helpers import settle, until

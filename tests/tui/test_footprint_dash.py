@@ -11,9 +11,9 @@ from pathlib import Path
 
 from lanewatch.linux.proc import read_stat
 from lanewatch.processes.pidclock import CLK_TCK
-from lanewatch.tui import columns
 from lanewatch.tui.app import make_app
-from lanewatch.tui.picture import View
+from lanewatch.tui.state.dashboard_store import View
+from lanewatch.tui.widgets import view_columns
 from lanewatch.tui.widgets.lane_table import plain
 from tests.unit.test_footprint import agree
 
@@ -30,8 +30,8 @@ BURN = textwrap.dedent(
         pass
     """
 )
-CPU = [c.key for c in columns.LANES].index("cpu")
-MEM = [c.key for c in columns.LANES].index("mem")
+CPU = [c.key for c in view_columns.LANES].index("cpu")
+MEM = [c.key for c in view_columns.LANES].index("mem")
 
 
 async def test_a_burning_lane_shows_its_cpu_and_memory(

@@ -15,11 +15,11 @@ from lanewatch.model.kinds import Severity
 from lanewatch.model.states import STATES, state_severity
 from lanewatch.model.views import NsState
 from lanewatch.tui.app import LanewatchApp, make_app, theme_for
-from lanewatch.tui.columns import row_tone
-from lanewatch.tui.picture import View
 from lanewatch.tui.screens.column_pick import ColumnPick
-from lanewatch.tui.screens.help import HelpScreen
+from lanewatch.tui.screens.help_screen import HelpScreen
+from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets.lane_table._table import MARK_GLYPH
+from lanewatch.tui.widgets.view_columns import row_tone
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import screen_text, settle, shows, until
@@ -58,12 +58,12 @@ async def test_rows_take_the_tone_of_their_state_or_of_the_worst_open_incident()
     async with app.run_test(size=(120, 30)) as pilot:
         await loaded(pilot, app, 4)
         table = app.main.table()
-        assert table.tone(key("agent-2")) is None, "live, only an acknowledged incident"
-        assert table.tone(key("agent-3")) == "high", "hung"
-        assert table.tone(key("agent-1")) == "high", "victim of an open takeover"
-        assert table.tone(key("worker-7")) == "medium", "could not tell"
+        assert table.tones.get(key("agent-2")) is None, "live, only an acknowledged incident"
+        assert table.tones.get(key("agent-3")) == "high", "hung"
+        assert table.tones.get(key("agent-1")) == "high", "victim of an open takeover"
+        assert table.tones.get(key("worker-7")) == "medium", "could not tell"
         stale = app.main.table(View.STALE)
-        assert stale.tone(key("old")) == "medium" and stale.tone(key("done")) == "low"
+        assert stale.tones.get(key("old")) == "medium" and stale.tones.get(key("done")) == "low"
         # The victim's marker, in its own column; none for the acknowledged one.
         assert str(table.get_row(key("agent-1"))[0]) == "!"
         assert str(table.get_row(key("agent-2"))[0]) == ""
@@ -80,7 +80,7 @@ async def test_rows_take_the_tone_of_their_state_or_of_the_worst_open_incident()
 
         # Acknowledged: the marker and the tone go (the victim row is redrawn).
         app.engine.push(_changes(app, incident("takeover-1", key("agent-1"), acknowledged=True)))
-        await until(pilot, lambda: table.tone(key("agent-1")) is None, what="tone gone")
+        await until(pilot, lambda: table.tones.get(key("agent-1")) is None, what="tone gone")
         assert str(table.get_row(key("agent-1"))[0]) == ""
 
 

@@ -23,7 +23,7 @@ from lanewatch.lanes import ledger
 from lanewatch.lanes.stamp import OwnerState
 from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.records.incidents import log_path
-from lanewatch.tui.screens.typeahead import GUARD
+from lanewatch.tui.screens.typeahead_guard import GUARD
 from tests import hostile
 from tests.conftest import LANEWATCH
 from tests.unit.actionkit import register_root

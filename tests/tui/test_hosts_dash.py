@@ -18,12 +18,12 @@ from lanewatch.hosts.config import Host
 from lanewatch.hosts.many import ManyHosts
 from lanewatch.hosts.stream import HostStream
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.files import FilesScreen
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.kill_confirm import KillConfirm
-from lanewatch.tui.screens.trash import TrashScreen
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.files_screen import FilesScreen
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.kill_dialog import KillConfirm
+from lanewatch.tui.screens.trash_screen import TrashScreen
+from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets.lane_table import LaneTable
 from tests.hostile import FILE_NAMES, check_text
 from tests.sshkit import (  # the fixtures, and those they use, by name for pytest to find
@@ -144,11 +144,13 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         await show(pilot, app, View.LANES, far_key)
         await until(
             pilot,
-            lambda: (d := app.main.detail) is not None and d.key == far_key and d.host == "far",
+            lambda: (
+                (d := app.main.details.detail) is not None and d.key == far_key and d.host == "far"
+            ),
             timeout=30,
             what="the far lane's detail, listed there",
         )
-        detail = app.main.detail
+        detail = app.main.details.detail
         assert detail is not None and detail.elsewhere is not None
         assert [w.path for w in detail.writes] == ["made-there.txt"]  # its meta folder left out
         assert detail.stamp is None and not detail.ledger  # nothing read from this disk
@@ -156,7 +158,7 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         await shows(pilot, "Recent writes (listed on host far)", "made-there.txt", timeout=30)
         await shows(pilot, "not read from here", timeout=30)
 
-        app.open_files(far_key)
+        app.navigator.open_files(far_key)
         await until(pilot, lambda: isinstance(app.screen, FilesScreen), what="files screen")
         files = app.screen
         assert isinstance(files, FilesScreen)
@@ -182,7 +184,7 @@ async def test_a_far_lane_is_never_read_from_this_disk_and_its_trash_restores_th
         refused_far_claim(repo, far_home, "far-lane")
         await until(pilot, lambda: bool(stream.incidents), timeout=60, what="the far incident")
         [incident] = stream.incidents.values()
-        app.open_incident(incident)
+        app.navigator.open_incident(incident)
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen), what="incident")
         screen = app.screen
         assert isinstance(screen, IncidentScreen)
@@ -239,7 +241,7 @@ async def test_a_far_lanes_hostile_file_names_are_inert_and_a_lost_host_is_said(
     app = make_app([scratch], engine=ManyHosts(EngineProcess([scratch]), [stream]))
     async with app.run_test(size=(200, 44)) as pilot:
         await show(pilot, app, View.LANES, far_key)
-        app.open_files(far_key)
+        app.navigator.open_files(far_key)
         await until(pilot, lambda: isinstance(app.screen, FilesScreen), what="files screen")
         files = app.screen
         assert isinstance(files, FilesScreen)

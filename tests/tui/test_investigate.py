@@ -24,11 +24,11 @@ from lanewatch.records.evidence import load
 from lanewatch.records.incidents import read_all
 from lanewatch.records.writes import history
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.export import default_folder
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.files import FileScreen, FilesScreen
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.backend.report_export import default_folder
+from lanewatch.tui.screens.files_screen import FileScreen, FilesScreen
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.main_screen import MainScreen
+from lanewatch.tui.state.dashboard_store import View
 from tests.conftest import LANEWATCH
 from tests.unit.attributionkit import privileged, shared_temp_file
 from tests.unit.test_attribution import write_cmd
@@ -107,7 +107,7 @@ async def writes_pane(pilot, screen: IncidentScreen, *texts: str) -> str:  # typ
 
 
 async def open_timeline(pilot, app: LanewatchApp, inc: Incident) -> IncidentScreen:  # type: ignore[no-untyped-def]
-    app.open_incident(inc)
+    app.navigator.open_incident(inc)
     await until(pilot, lambda: isinstance(app.screen, IncidentScreen), what="the timeline")
     screen = app.screen
     assert isinstance(screen, IncidentScreen)

@@ -7,7 +7,7 @@ import pytest
 from textual._time import get_time
 
 from lanewatch.tui.app import make_app
-from lanewatch.tui.screens.kill_confirm import KillConfirm
+from lanewatch.tui.screens.kill_dialog import KillConfirm
 
 from .conftest import Lanes
 from .helpers import burst, screen_text, settle, until
@@ -55,5 +55,11 @@ async def test_a_burst_in_the_dialog_is_told_as_a_burst(lanes: Lanes) -> None:
         burst(pilot, "4y")
         await until(pilot, lambda: dialog.ignored == "y", what="y ignored")
         assert dialog.ignored_burst
-        assert "came in a burst" in screen_text(app) or "burst of keys" in screen_text(app)
+        # The note is drawn on the next repaint: wait for it (under load the screen read at once
+        # was still being laid out, blank).
+        await until(
+            pilot,
+            lambda: "came in a burst" in screen_text(app) or "burst of keys" in screen_text(app),
+            what="the note saying burst",
+        )
         assert app.screen is dialog and not app.action_log and lane.owner.poll() is None

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from lanewatch.tui.app import make_app
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.kill_confirm import KillConfirm
+from lanewatch.tui.screens.kill_dialog import KillConfirm
+from lanewatch.tui.state.dashboard_store import View
 
 from .conftest import Lanes
 from .helpers import burst, settle, shows, until

@@ -2,9 +2,10 @@
 window or a tmux pane, ended by a real signal or a real hang-up: the dashboard and its engine
 process are gone within a deadline, with 128+N, and a terminal still there is left as it was.
 
-Before `tui/leave.py`, a hang-up (`tmux kill-server`, a closed window) could leave the dashboard
-for ever: the kernel sends SIGHUP and SIGCONT, Textual's SIGCONT handler restarted application
-mode on the dead terminal and its shutdown then waited on a dead writer thread's full queue."""
+Before `tui/shell/leaving.py`, a hang-up (`tmux kill-server`, a closed window) could leave the
+dashboard for ever: the kernel sends SIGHUP and SIGCONT, Textual's SIGCONT handler restarted
+application mode on the dead terminal and its shutdown then waited on a dead writer thread's full
+queue."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lanewatch.model.views import NsState
 from lanewatch.tui.app import make_app
-from lanewatch.tui.picture import View
+from lanewatch.tui.state.dashboard_store import View
 
 from .conftest import Lanes
 from .helpers import screen_text, shows, until

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lanewatch.records import reaping
 from lanewatch.tui.app import make_app
-from lanewatch.tui.widgets.status import StatusLine
+from lanewatch.tui.widgets.status_line import StatusLine
 
 from .fakes import FakeEngine
 from .helpers import until
@@ -32,5 +32,5 @@ async def test_no_reaper_no_line(isolated_state: Path) -> None:
     app = make_app([Path("/roots/r1")], engine=FakeEngine())
     async with app.run_test(size=(200, 30)) as pilot:
         await pilot.pause()
-        assert app.reaper_line is None
+        assert app.state.reaper_line is None
         assert "reaper" not in str(app.main.query_one(StatusLine).render())

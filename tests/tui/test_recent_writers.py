@@ -15,7 +15,7 @@ import pytest
 from lanewatch.model.views import Changes, Evidence, SourceHealth
 from lanewatch.records.writes import WriteEntry, WriteLog
 from lanewatch.tui.app import make_app
-from lanewatch.tui.details import load_detail
+from lanewatch.tui.backend.lane_details import load_detail
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import shows, until
@@ -93,7 +93,7 @@ async def test_the_pane_shows_who_wrote_each_file_as_text(tmp_path: Path) -> Non
     engine = OneRoot(root, [view], [_holder_incident(ns, theirs)])
     app = make_app([root], engine=engine, clock=lambda: NOW)
     async with app.run_test(size=(160, 60)) as pilot:
-        await until(pilot, lambda: app.main.detail is not None, what="the detail read")
+        await until(pilot, lambda: app.main.details.detail is not None, what="the detail read")
         text = await shows(
             pilot,
             "tmp/mine.txt  by lane [red]agent-1, pid 4242: [bold]pytest -x",

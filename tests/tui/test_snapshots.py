@@ -21,8 +21,8 @@ from textual.pilot import Pilot
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Evidence, NsState
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.kill_confirm import KillConfirm
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.kill_dialog import KillConfirm
 from lanewatch.tui.screens.message_log import MessageLog
 
 from .fakes import NOW, FakeEngine, incident, ns_view
@@ -162,7 +162,7 @@ def before(*keys: str, ready: Callable[[LanewatchApp], bool] | None = None) -> A
         assert isinstance(app, LanewatchApp)
         await until(pilot, lambda: app.picture.loaded)
         if app.picture.namespaces:
-            await until(pilot, lambda: app.main.detail is not None, what="detail read")
+            await until(pilot, lambda: app.main.details.detail is not None, what="detail read")
         for key in keys:  # each once the screen settled, as typed by hand (not type-ahead)
             await settle(pilot)
             await pilot.press(key)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lanewatch.tui.app import make_app
-from lanewatch.tui.picture import View
+from lanewatch.tui.state.dashboard_store import View
 
 from .conftest import Lanes
 from .helpers import shows, until

@@ -20,13 +20,13 @@ from lanewatch.linux.procid import hostname
 from lanewatch.model.views import NsState
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.export import default_folder
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.main import MainScreen
-from lanewatch.tui.screens.trash import TrashScreen
-from lanewatch.tui.screens.typeahead import BURST, GUARD
+from lanewatch.tui.backend.report_export import default_folder
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.main_screen import MainScreen
+from lanewatch.tui.screens.trash_screen import TrashScreen
+from lanewatch.tui.screens.typeahead_guard import BURST, GUARD
+from lanewatch.tui.state.dashboard_store import View
 from tests.conftest import lanewatch, wait_for
 
 from .conftest import Lanes, RealLane
@@ -361,7 +361,7 @@ async def test_a_key_ignored_before_the_dialog_is_composed_shows_once_it_is() ->
     async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: app.main.table().row_count == 1)
         await settle(pilot)
-        app.confirm_kill([row])  # pushes the dialog; it is composed later
+        app.flows.confirm_kill([row])  # pushes the dialog; it is composed later
         dialog = app.screen
         assert isinstance(dialog, ConfirmScreen)
         assert not dialog.settled(), "not on screen yet: nothing counts as a command"

@@ -13,7 +13,7 @@ from textual import events
 from textual.widgets import Button
 
 from lanewatch.tui.app import make_app
-from lanewatch.tui.screens.confirm import ConfirmScreen
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
 
 from .fakes import NOW, FakeEngine
 from .helpers import settle, until

@@ -12,10 +12,10 @@ from textual.binding import Binding
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import Changes, NsState
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.commands import entries
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.help import HelpScreen, key_display
-from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.screens.help_screen import HelpScreen, key_display
+from lanewatch.tui.screens.main_screen import MainScreen
+from lanewatch.tui.shell.palette import entries
+from lanewatch.tui.state.dashboard_store import View
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import screen_text, settle, shows, until
@@ -60,7 +60,7 @@ async def test_marks_select_several_targets() -> None:
     async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: app.main.table().row_count == 3)
         await pilot.press("space", "down", "space")
-        assert len(app.main.targets()) == 2
+        assert len(app.main.selection.targets()) == 2
         await settle(pilot)  # k right after other keys is type-ahead, not a command
         await pilot.press("k")
         await until(pilot, lambda: not isinstance(app.screen, MainScreen))
@@ -69,7 +69,7 @@ async def test_marks_select_several_targets() -> None:
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
         await pilot.press("U")
-        assert app.main.targets() and len(app.main.targets()) == 1
+        assert app.main.selection.targets() and len(app.main.selection.targets()) == 1
 
 
 async def test_help_lists_every_key_and_docs_cover_them() -> None:
@@ -79,7 +79,7 @@ async def test_help_lists_every_key_and_docs_cover_them() -> None:
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         text = await shows(pilot, "Views and rows")
-        for title, bindings in app.help_groups():
+        for title, bindings in app.navigator.help_groups():
             assert title in text
             for binding in bindings:
                 assert isinstance(binding, Binding)
@@ -128,8 +128,8 @@ async def test_a_burst_of_batches_is_drawn_in_few_frames() -> None:
     drains: list[int] = []
     async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: app.picture.loaded)
-        original = app.main.apply_delta
-        app.main.apply_delta = lambda delta: (drains.append(1), original(delta))  # type: ignore[method-assign]
+        original = app.main.rows.apply
+        app.main.rows.apply = lambda delta: (drains.append(1), original(delta))  # type: ignore[method-assign]
         for n in range(300):
             v = ns_view(f"lane-{n}")
             assert engine.on_changes is not None
@@ -241,9 +241,9 @@ def test_a_headless_lane_shows_its_processes_in_the_lanes_view() -> None:
     from rich.console import Console
 
     from lanewatch.model.views import LaneMember
-    from lanewatch.tui.actions_adapter import KILLABLE
-    from lanewatch.tui.picture import view_of
-    from lanewatch.tui.widgets.detail import namespace_renderable
+    from lanewatch.tui.backend.actions_adapter import KILLABLE
+    from lanewatch.tui.state.dashboard_store import view_of
+    from lanewatch.tui.widgets.detail_pane import namespace_renderable
 
     members = (
         LaneMember(200, 9, "tmux -L a new -d", NOW - 30, "descendant"),
@@ -266,7 +266,7 @@ def test_the_detail_pane_says_a_lane_is_unfenced_and_why() -> None:
 
     from rich.console import Console
 
-    from lanewatch.tui.widgets.detail import namespace_renderable
+    from lanewatch.tui.widgets.detail_pane import namespace_renderable
 
     why = "user namespaces disabled by user.max_user_namespaces (0 or reached; here 0)"
     shown = []

@@ -13,12 +13,12 @@ from textual.command import CommandPalette
 from lanewatch.lanes.roots import state_dir
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
-from lanewatch.tui.export import default_folder
-from lanewatch.tui.picture import View
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.main import MainScreen
-from lanewatch.tui.screens.prompt import PathPrompt
+from lanewatch.tui.backend.report_export import default_folder
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.screens.main_screen import MainScreen
+from lanewatch.tui.screens.path_prompt import PathPrompt
+from lanewatch.tui.state.dashboard_store import View
 from tests.conftest import wait_for
 
 from .conftest import Lanes, RealLane
@@ -87,7 +87,7 @@ async def test_filter_and_sort(world: World) -> None:
         assert lane_names(app) == ["beta"]
         await pilot.press("escape")
         assert lane_names(app) == ["alpha", "beta", "gamma"]
-        app.main.action_sort_column("pid")
+        app.main.action_sort("pid")
         pids = [app.picture.namespaces[str(k)].pid or 0 for k in app.main.table().visible_keys]
         assert pids == sorted(pids)
         await pilot.press("greater_than_sign")
@@ -105,7 +105,7 @@ async def test_sort_keys_step_over_hidden_columns(world: World) -> None:
         table = app.main.table()
         keys = [c.key for c in table.columns]
         table.set_hidden({"checkout"})  # what `C` does
-        app.main.action_sort_column("pid")
+        app.main.action_sort("pid")
         await pilot.press("less_than_sign")
         assert table.sort_column == keys[keys.index("checkout") - 1], "< skips the hidden column"
         await pilot.press("greater_than_sign")

@@ -17,11 +17,11 @@ from textual.notifications import Notify
 
 from lanewatch.engine.process import EngineProcess
 from lanewatch.model.views import Changes, NsState
-from lanewatch.tui import watch
 from lanewatch.tui.app import FRAME, LanewatchApp, make_app
-from lanewatch.tui.messages import ChangesPending
-from lanewatch.tui.picture import View
-from lanewatch.tui.widgets.status import StatusLine
+from lanewatch.tui.plumbing.messages import ChangesPending
+from lanewatch.tui.shell import staleness
+from lanewatch.tui.state.dashboard_store import View
+from lanewatch.tui.widgets.status_line import StatusLine
 
 from .conftest import Lanes
 from .fakes import NOW, FakeEngine, ns_view
@@ -82,10 +82,10 @@ async def test_a_drain_due_a_nanosecond_later_is_not_lost() -> None:
             await until(
                 pilot,
                 lambda key=view.key: app.main.table().has_row(key),
-                timeout=watch.STALL - 1.0,
+                timeout=staleness.STALL - 1.0,
                 what=f"lane {name} drained within the frame",
             )
-        assert app.watch_problem is None
+        assert app.feed.watch_problem is None
 
 
 async def test_changes_stuck_without_a_wakeup_are_drained_and_said() -> None:
@@ -103,14 +103,14 @@ async def test_changes_stuck_without_a_wakeup_are_drained_and_said() -> None:
         assert not app.main.table().has_row(late.key)
         await until(
             pilot,
-            lambda: status(app).has_class("-degraded") and app.watch_problem is not None,
-            timeout=watch.STALL + 5,
+            lambda: status(app).has_class("-degraded") and app.feed.watch_problem is not None,
+            timeout=staleness.STALL + 5,
             what="degraded in the status line",
         )
-        assert app.watch_problem is not None and app.watch_problem.kind == "stall"
+        assert app.feed.watch_problem is not None and app.feed.watch_problem.kind == "stall"
         assert "without reaching the screen" in (status(app).state.watchdog or "")
         await until(pilot, lambda: app.main.table().has_row(late.key), what="drained by the watch")
-        await until(pilot, lambda: app.watch_problem is None, what="recovered")
+        await until(pilot, lambda: app.feed.watch_problem is None, what="recovered")
         await until(pilot, lambda: said.has("caught up by itself"), what="said it recovered")
         assert not status(app).has_class("-degraded")
 
@@ -126,11 +126,11 @@ async def test_paused_changes_are_not_a_stall() -> None:
         engine.push(Changes(upserts={held.key: held}, at=NOW))
         await until(
             pilot,
-            lambda: (app.buffer.waiting_for() or 0.0) > watch.STALL + 1.5,
-            timeout=watch.STALL + 10,
+            lambda: (app.buffer.waiting_for() or 0.0) > staleness.STALL + 1.5,
+            timeout=staleness.STALL + 10,
             what="changes held past the stall limit and a tick",
         )
-        assert app.watch_problem is None
+        assert app.feed.watch_problem is None
         assert not app.main.table().has_row(held.key)
         await pilot.press("p")
         await until(pilot, lambda: app.main.table().has_row(held.key), what="applied on resume")
@@ -160,16 +160,16 @@ async def test_a_stopped_engine_process_shows_degraded_then_recovers(
             await until(
                 pilot,
                 lambda: status(app).has_class("-degraded"),
-                timeout=watch.QUIET + 5,
+                timeout=staleness.QUIET + 5,
                 what="degraded after the engine went silent",
             )
-            assert app.watch_problem is not None and app.watch_problem.kind == "quiet"
+            assert app.feed.watch_problem is not None and app.feed.watch_problem.kind == "quiet"
             assert "degraded: the engine process has sent nothing" in screen_text(app)
             lane = lanes.start("while-stopped")
             assert lane.key not in app.picture.namespaces  # the child cannot have seen it
         finally:
             _cont(app.engine, pid)
-        await until(pilot, lambda: app.watch_problem is None, what="recovered after SIGCONT")
+        await until(pilot, lambda: app.feed.watch_problem is None, what="recovered after SIGCONT")
         await until(pilot, lambda: said.has("is sending again"), what="said it recovered")
         await until(
             pilot,
@@ -186,7 +186,7 @@ async def test_an_engine_process_silent_too_long_is_restarted(scratch: Path) -> 
     app = make_app([scratch])
     engine = app.engine
     assert isinstance(engine, EngineProcess)
-    engine.silence_restart = watch.QUIET + 2
+    engine.silence_restart = staleness.QUIET + 2
     async with app.run_test(size=(200, 30)) as pilot:
         await until(pilot, engine.first_picture.is_set, what="the child's picture")
         pid = engine.pid
@@ -203,7 +203,7 @@ async def test_an_engine_process_silent_too_long_is_restarted(scratch: Path) -> 
             _cont(engine, pid)  # if the kill has not landed
         await until(
             pilot,
-            lambda: engine.pid not in (None, pid) and app.watch_problem is None,
+            lambda: engine.pid not in (None, pid) and app.feed.watch_problem is None,
             timeout=30,
             what="a new engine process, sending",
         )

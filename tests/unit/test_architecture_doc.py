@@ -16,7 +16,11 @@ PACKAGE = REPO / "app" / "lanewatch"
 
 def _contract_layers() -> list[list[str]]:
     contracts = PYPROJECT["tool"]["importlinter"]["contracts"]
-    (layers,) = [c["layers"] for c in contracts if c["type"] == "layers"]
+    (layers,) = [
+        c["layers"]
+        for c in contracts
+        if c["type"] == "layers" and c.get("containers") == ["lanewatch"]
+    ]
     return [sorted(part.strip() for part in line.split("|")) for line in layers]
 
 
@@ -52,3 +56,22 @@ def test_every_package_is_a_room_of_the_table_and_of_the_layers() -> None:
     assert _packages() <= in_layers, "a package the layers contract does not place"
     modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
     assert _doc_rooms() == _packages() | modules, "a room the tree does not have"
+
+
+def test_every_part_of_the_dashboard_is_a_layer_and_is_named_in_its_row() -> None:
+    """`tui/` has a layers contract of its own (no circle across screens and the app): every
+    sub-package and top-level module of it sits on a floor, and the rooms table's `tui/` row
+    names each."""
+    contracts = PYPROJECT["tool"]["importlinter"]["contracts"]
+    (layers,) = [
+        c["layers"]
+        for c in contracts
+        if c["type"] == "layers" and c.get("containers") == ["lanewatch.tui"]
+    ]
+    tui = PACKAGE / "tui"
+    parts = {p.parent.name for p in tui.glob("*/__init__.py")}
+    parts |= {p.stem for p in tui.glob("*.py")} - {"__init__"}
+    assert {part for line in layers for part in line.split(" | ")} == parts
+    (row,) = [line for line in DOC.splitlines() if line.startswith("| `tui/` |")]
+    unnamed = {p for p in parts if f"`{p}/`" not in row and f"`{p}.py`" not in row}
+    assert not unnamed, "a part of tui/ docs/architecture.md does not name"

@@ -26,7 +26,7 @@ from lanewatch.engine.engine import Engine
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.model.views import NamespaceView, NsState
-from lanewatch.tui.actions_adapter import ActionsAdapter, can_kill, describe_kill
+from lanewatch.tui.backend.actions_adapter import ActionsAdapter, can_kill, describe_kill
 from tests.conftest import LANEWATCH, wait_for
 from tests.unit import actionkit
 from tests.unit.actionkit import DEADLINE, NOBODY, Procs, alive, as_user, make_stamp

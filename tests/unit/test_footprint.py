@@ -328,7 +328,7 @@ def test_the_meter_rates_a_process_between_readings(spawn: Spawn) -> None:
 
 
 def test_the_detail_pane_says_the_footprint_in_words() -> None:
-    from lanewatch.tui.widgets.detail import footprint_words
+    from lanewatch.tui.widgets.detail_pane import footprint_words
 
     assert footprint_words(view()) is None
     shown = footprint_words(view(footprint=reading(97.4, 10.0), disk_growth=51_000.0))

@@ -13,7 +13,7 @@ import pytest
 from lanewatch.model.views import Incident
 from lanewatch.records.incidents import read_all
 from lanewatch.records.report import who
-from lanewatch.tui.columns import intruder_label
+from lanewatch.tui.widgets.view_columns import intruder_label
 from tests.conftest import wait_for
 from tests.unit.enginekit import Recorder, running, start_lane, stop_lane
 

@@ -24,9 +24,9 @@ from lanewatch.model.detection import Detector
 from lanewatch.model.detectors.refused_claim import refused_claim
 from lanewatch.model.facts import LedgerLine
 from lanewatch.model.kinds import KINDS, IncidentKind, Severity, detect, kind_of, severity_of
-from lanewatch.tui.columns import SEVERITY_STYLES, kind_cell
-from lanewatch.tui.empty import collisions_hint
-from lanewatch.tui.screens.help import kinds_legend
+from lanewatch.tui.screens.help_screen import kinds_legend
+from lanewatch.tui.state.empty_hints import collisions_hint
+from lanewatch.tui.widgets.view_columns import SEVERITY_STYLES, kind_cell
 
 APP = Path(lanewatch.__file__).parent
 DOCS = APP.parents[1] / "docs"

@@ -133,8 +133,8 @@ def test_a_far_hosts_lease_and_ports_come_back_from_its_json() -> None:
 
 
 def test_the_lane_table_has_a_narrow_ports_column() -> None:
-    from lanewatch.tui.columns import LANES, lanes_row
     from lanewatch.tui.widgets.lane_table import Column
+    from lanewatch.tui.widgets.view_columns import LANES, lanes_row
 
     names = [c.key for c in LANES if isinstance(c, Column)]
     assert "ports" in names

@@ -32,9 +32,10 @@ class _SignalGuard:
 
     Outside the dashboard (building, --no-ui) the signal just unwinds the main thread, so the
     scenario's `with` block stops everything. While the dashboard runs it has these signals
-    itself (`lanewatch.tui.leave`): the demo's processes are stopped at once (the terminal may be
-    gone already) and the app leaves from its own loop, within a few seconds whatever Textual
-    does. Should the demo die anyway, its children die with it (see `lanewatch.demo.procs`).
+    itself (`lanewatch.tui.shell.leaving`): the demo's processes are stopped at once (the
+    terminal may be gone already) and the app leaves from its own loop, within a few seconds
+    whatever Textual does. Should the demo die anyway, its children die with it (see
+    `lanewatch.demo.procs`).
     """
 
     def __init__(self, scenario: DemoScenario) -> None:

@@ -29,7 +29,7 @@ from lanewatch.cli.rootopts import ROOT
 from lanewatch.lanes.stamp import META_DIR
 from lanewatch.model import units
 
-DEFAULT_LIMIT = 2000  # the files view's own (tui/nsfiles.MAX_FILES)
+DEFAULT_LIMIT = 2000  # the files view's own (tui/backend/lane_files.MAX_FILES)
 SCAN_LIMIT = 20_000  # entries the walk looks at, at most (then `truncated`)
 
 
@@ -48,7 +48,9 @@ def listing_json(
     namespace: Path, root: Path, lane: str | None, limit: int, no_meta: bool
 ) -> dict[str, Any]:
     """The report; `error` says why the namespace itself could not be read."""
-    from lanewatch.tui.nsfiles import list_files  # the files view's walk (no Textual in it)
+    from lanewatch.tui.backend.lane_files import (
+        list_files,  # the files view's walk (no Textual in it)
+    )
 
     before = _identity(namespace)
     if before is None:

@@ -28,7 +28,7 @@ from lanewatch.engine import wire
 from lanewatch.linux import heap
 from lanewatch.processes.ownpids import count_as_own
 
-DELIVERY_INTERVAL = 1 / 60  # the dashboard drains at most once a frame (`tui.app.FRAME`)
+DELIVERY_INTERVAL = 1 / 60  # the dashboard drains at most once a frame (tui/shell/picture_feed.py)
 KEEP_ALIVE = 1.0  # seconds between two ("alive",) frames: one tiny pickle, one wake-up
 
 

@@ -20,7 +20,7 @@ from lanewatch.hosts.flags import on_host
 from lanewatch.model.nsfiles import KINDS, NsFile, NsListing
 
 FILES_TIMEOUT = 20.0  # ssh's setup and a walk of a large namespace there
-DEFAULT_LIMIT = 2000  # the local files view's (tui/nsfiles.MAX_FILES)
+DEFAULT_LIMIT = 2000  # the local files view's (tui/backend/lane_files.MAX_FILES)
 
 
 def by_hand(host: Host, far_key: str) -> str:

@@ -1,16 +1,19 @@
-"""The dashboard app and the one factory (`make_app`) the CLI, the demo and the tests all use."""
+"""The dashboard app (the shell: the engine, the lifecycle, the state every screen reads) and
+the one factory (`make_app`) the CLI, the demo and the tests all use. What it owns beside this
+file is in `shell/`: the feed of changes and its watchdog (`picture_feed.py`), the answers to
+what screens ask (`navigator.py`), the confirm-then-act flows (`action_flows.py`), leaving
+(`leaving.py`); notices are kept whole in `state/notice_log.py`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import events
+from textual import events, on
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -20,36 +23,34 @@ from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from lanewatch.errors import LanewatchError
-from lanewatch.hosts.wire import host_fixes
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
 from lanewatch.model.engine_api import EngineApi
-from lanewatch.model.roles import LEGEND
-from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.tui import clipboard, watch
-from lanewatch.tui.actions_adapter import ActionOutcome, ActionsAdapter
-from lanewatch.tui.bridge import ChangeBuffer
-from lanewatch.tui.commands import LanewatchCommands
-from lanewatch.tui.flows import ActionFlows
-from lanewatch.tui.later import call_after
-from lanewatch.tui.leave import HUNG_UP, Leaving
-from lanewatch.tui.messages import ActionsFinished, ChangesPending, EngineFailed, ExportFinished
-from lanewatch.tui.notices import Notice, NoticeLog, one_line, toast_budget
-from lanewatch.tui.picture import Picture
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.files import FileScreen, FilesScreen
-from lanewatch.tui.screens.help import HelpScreen
-from lanewatch.tui.screens.incident import IncidentScreen
-from lanewatch.tui.screens.kill_confirm import KillConfirm
-from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.backend.actions_adapter import ActionOutcome, ActionsAdapter
+from lanewatch.tui.plumbing.change_buffer import ChangeBuffer
+from lanewatch.tui.plumbing.messages import (
+    ActionsFinished,
+    ChangesPending,
+    EngineFailed,
+    ExportFinished,
+    ScreenRequest,
+    post_quietly,
+)
+from lanewatch.tui.screens.main_screen import MainScreen
 from lanewatch.tui.screens.message_log import MessageLog
-from lanewatch.tui.screens.trash import TrashScreen
-from lanewatch.tui.screens.typeahead import TypeaheadGuard
-from lanewatch.tui.widgets.lane_table import LaneTable
+from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
+from lanewatch.tui.shell import staleness
+from lanewatch.tui.shell.action_flows import ActionFlows
+from lanewatch.tui.shell.leaving import Leaving
+from lanewatch.tui.shell.navigator import Navigator
+from lanewatch.tui.shell.palette import LanewatchCommands
+from lanewatch.tui.shell.picture_feed import FRAME, PictureFeed
+from lanewatch.tui.state.dashboard_state import DashboardState
+from lanewatch.tui.state.dashboard_store import Picture
+from lanewatch.tui.state.notice_log import Notice, NoticeLog, one_line, toast_budget
 
-log = logging.getLogger(__name__)
+__all__ = ["FRAME", "LanewatchApp", "make_app"]
 
-FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
 TICK = 1.0  # ages move on once a second
 REAPER_EVERY = 10.0  # seconds between two reads of the reaper's reap.json
 CSS_NAME = "lanewatch.tcss"
@@ -96,27 +97,27 @@ class LanewatchApp(App[None]):
         self.adapter = ActionsAdapter(engine)
         self.picture = Picture()
         self.buffer = ChangeBuffer(lambda: self.post_from_thread(self, ChangesPending()))
-        self.demo_note = demo_note
         self.clock = clock
         self.monotonic = monotonic
-        self.engine_error: str | None = None
         self.notices = NoticeLog()  # every notice whole (`m`), and those a dialog holds
         self.action_log: list[ActionOutcome] = []
         self.last_export: Path | None = None
         self._root_paths = list(root_paths)
-        self.default_root = str(canonical_root(default_root()))
-        self._last_drain = 0.0
-        self._attribution_told = False
-        self._fixes_told: set[str] = set()  # a half-migrated host's fix, told once (toast)
+        self.state = DashboardState(
+            self.picture,
+            self.adapter,
+            clock,
+            monotonic,
+            roots=self.root_paths,
+            pending=lambda: self.buffer.pending,
+            demo_note=demo_note,
+            default_root=str(canonical_root(default_root())),
+        )
         self._terminal: int | None = None  # stdin, watched for a hang-up once mounted
-        self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
-        self.watch_problem: watch.Problem | None = None  # what the watchdog found, if anything
-        self._problem_at = 0.0
-        self._ticked = 0.0
-        self.reaper_line: str | None = None  # the status line's reaper part (`_read_reaper`)
         self._reaper_at = float("-inf")
         self._stopped = False
-        self.leaving = Leaving(self)  # SIGTERM, SIGHUP, a hung-up terminal: `tui/leave.py`
+        self.leaving = Leaving(self)  # SIGTERM, SIGHUP, a hung-up terminal: `shell/leaving.py`
+        self.feed = PictureFeed(self)  # changes → screen, and the watchdog over them
         self.last_key_at = float("-inf")
         self.flows = ActionFlows(
             self.adapter,
@@ -128,7 +129,8 @@ class LanewatchApp(App[None]):
             clock=clock,
             roots=self.root_paths,
         )
-        self.main = MainScreen(self.picture, self.flows)
+        self.navigator = Navigator(self)  # what the screens ask (`ScreenRequest`)
+        self.main = MainScreen(self.state, self.flows)
 
     def notify(
         self,
@@ -141,7 +143,7 @@ class LanewatchApp(App[None]):
     ) -> None:
         """Every notice (screens' too: theirs call this), its quoted paths, lane names and
         errors inert: whole in the message log (`m`), one line in a toast, and never over a
-        dialog (`tui/notices.py`). Every caller gives plain text (`markup` is kept for
+        dialog (`state/notice_log.py`). Every caller gives plain text (`markup` is kept for
         Textual's signature; a notice is never parsed as markup)."""
         notice = Notice(
             self.clock(),
@@ -202,7 +204,7 @@ class LanewatchApp(App[None]):
         theme = theme_for(self.console.color_system)
         if theme is not None:
             self.theme = theme
-        self._terminal = watch.terminal_fd(self.is_headless)
+        self._terminal = staleness.terminal_fd(self.is_headless)
         self.leaving.guard_resume(self._terminal)
         self.push_screen(self.main)
         self.set_interval(TICK, self._tick, name="ages")
@@ -246,9 +248,9 @@ class LanewatchApp(App[None]):
             )
 
     def on_engine_failed(self, message: EngineFailed) -> None:
-        self.engine_error = message.error
+        self.state.engine_error = message.error
         if self.main_live():
-            self.main.update_chrome()
+            self.main.chrome.update()
 
     async def on_unmount(self) -> None:
         await self.stop_engine()
@@ -257,82 +259,37 @@ class LanewatchApp(App[None]):
         if self._stopped:
             return
         self._stopped = True
-        if self._drain_timer is not None:
-            self._drain_timer.cancel()
+        self.feed.cancel()
         self.buffer.close()
         await asyncio.to_thread(self.engine.stop)
 
     def post_from_thread(self, target: MessagePump, message: Message) -> None:
         """Post from any thread; a no-op once the app's loop has closed (shutdown)."""
-        with contextlib.suppress(RuntimeError):  # "Event loop is closed"
-            target.post_message(message)
+        post_quietly(target, message)
 
     def on_key(self, event: events.Key) -> None:
         """Runs as a key reaches the bindings (before `App._on_key` looks it up): a key typed
-        ahead of what the active screen shows is no command (`screens/typeahead.py`)."""
+        ahead of what the active screen shows is no command (`screens/typeahead_guard.py`)."""
         previous, self.last_key_at = self.last_key_at, event.time
         screen = self.screen
         if isinstance(screen, TypeaheadGuard) and screen.refuses(event, previous):
             event.prevent_default()
         elif screen is self.main:
-            self.main.tell_if_idle(event.key)
+            self.main.keys.tell_if_idle(event.key)
+
+    @on(ScreenRequest)
+    def _asked(self, request: ScreenRequest) -> None:
+        """A screen asks for what the app owns (`shell/navigator.py` answers)."""
+        self.navigator.handle(request)
 
     # -- changes → screen ---------------------------------------------------------------------
 
     def on_changes_pending(self, message: ChangesPending) -> None:
-        if self._drain_timer is not None:
-            return
-        delay = self._last_drain + FRAME - self.monotonic()
-        if delay <= 0:
-            self.drain()
-        else:
-            # Not `set_timer`: a one-shot Textual timer whose delay has passed by the time its
-            # task runs never fires (`later.py`), and this handle would stay set for good.
-            self._drain_timer = call_after(self, delay, self._timed_drain)
-
-    def _timed_drain(self) -> None:
-        self._drain_timer = None
-        self.drain()
+        self.feed.pending()
 
     def drain(self) -> None:
-        """Apply everything the engine sent since the last drain, unless the view is paused or
-        a modal is open (the user is reading or confirming what is under it; the buffer keeps
-        merging meanwhile, and the screen catches up when it closes)."""
-        main = self.main
-        if not self.main_live():
-            return  # not composed yet, or torn down at exit
-        if main.paused or isinstance(self.screen, ModalScreen):
-            main.update_chrome()
-            return
-        changes = self.buffer.take()
-        self._last_drain = self.monotonic()
-        if changes is None:
-            return
-        main.apply_delta(self.picture.apply(changes))
-        if not self._attribution_told and self.picture.attribution == "inferred":
-            # Once in the app's life (not once per picture or engine restart): how writers are
-            # known, and how to know them exactly. The status line keeps saying the mode.
-            self._attribution_told = True
-            self.notify(
-                self.picture.attribution_hint or "writers are inferred from open files and timing",
-                title="attribution: inferred",
-                markup=False,
-                timeout=10,
-            )
-        self._tell_fixes()
-        if isinstance(self.screen, IncidentScreen):
-            self.screen.picture_changed()
-
-    def _tell_fixes(self) -> None:
-        """A host flagged as half-migrated (`hosts/flags.py`): its fix whole in a toast, once;
-        the status line keeps saying it, as far as its one line reaches."""
-        for name, words in host_fixes(self.picture.health):
-            said = "\n".join(words)
-            if said not in self._fixes_told:
-                self._fixes_told.add(said)
-                self.notify(
-                    said, title=f"host {name}", severity="warning", markup=False, timeout=20
-                )
+        """Apply what the engine sent since the last drain (`shell/picture_feed.py`)."""
+        self.feed.drain()
 
     def main_live(self) -> bool:
         """The main screen is composed and the app is not shutting down (`run_test` tears the
@@ -340,7 +297,8 @@ class LanewatchApp(App[None]):
         return self.is_running and self.main.is_mounted and self.main.is_attached
 
     def _tick(self) -> None:
-        self._watch()
+        if not self.feed.watch(self._terminal):
+            self._terminal = None  # it hung up: the app is leaving
         if self.monotonic() - self._reaper_at >= REAPER_EVERY:
             self._reaper_at = self.monotonic()
             self.run_worker(
@@ -352,160 +310,26 @@ class LanewatchApp(App[None]):
                 exit_on_error=False,
             )
         if self.main_live() and self.screen is self.main:
-            self.main.tick()
+            self.main.rows.tick()
 
     def _read_reaper(self) -> None:
         """Off the UI thread: the service's reaper's last and next pass (reap.json)."""
         from lanewatch.records.reaping import next_text, read_state
 
         line = next_text(read_state())
-        if line != self.reaper_line:
+        if line != self.state.reaper_line:
             with contextlib.suppress(RuntimeError):  # the app already stopped
                 self.call_from_thread(self._show_reaper, line)
 
     def _show_reaper(self, line: str | None) -> None:
-        self.reaper_line = line
+        self.state.reaper_line = line
         if self.main_live():
-            self.main.update_chrome()
-
-    def _held(self) -> bool:
-        """Changes are meant to wait: paused, a modal open, or no main screen to show them."""
-        return not self.main_live() or self.main.paused or isinstance(self.screen, ModalScreen)
-
-    def _watch(self) -> None:
-        """Once a second: is the picture current (`tui/watch.py`)? Changes stuck in the
-        buffer are drained at once; a silent engine process is restarted by `EngineProcess`."""
-        now = self.monotonic()
-        late, self._ticked = now - self._ticked, now  # over 1 s: the loop itself was busy
-        waiting = self.buffer.waiting_for()
-        stalled = None if waiting is None or self._held() else waiting
-        if stalled is not None and stalled > watch.STALL:
-            log.warning(
-                "changes waited %.1f s without a drain (last tick %.1f s ago); draining",
-                stalled,
-                late,
-            )
-            if self._drain_timer is not None:
-                self._drain_timer.cancel()
-                self._drain_timer = None
-            self.drain()
-        if self._terminal is not None and watch.terminal_gone(self._terminal):
-            self._terminal = None
-            self.leaving.leave(HUNG_UP, "the terminal hung up")  # as if SIGHUP had reached us
-            return
-        quiet = self.engine.quiet_for()  # None but for an engine in a child process
-        self._show_problem(watch.judge(stalled_for=stalled, quiet_for=quiet))
-
-    def _show_problem(self, problem: watch.Problem | None) -> None:
-        was = self.watch_problem
-        if problem == was:
-            return
-        now = self.monotonic()
-        if was is None and problem is not None:
-            self._problem_at = now - problem.age
-            log.warning("the picture is not current: %s", problem.text)
-        self.watch_problem = problem
-        if was is not None and (problem is None or problem.kind != was.kind):
-            said = watch.recovered(was, now - self._problem_at)
-            log.warning("%s", said)
-            self.notify(said, title="picture current again", markup=False, timeout=8)
-            if problem is not None:
-                self._problem_at = now - problem.age
-        if self.main_live():
-            self.main.update_chrome()
-
-    # -- helpers for screens --------------------------------------------------------------------
+            self.main.chrome.update()
 
     def root_paths(self) -> list[str]:
         # This host's roots: another host's (`NAME:/path`, `ssh:NAME`) are read over ssh.
         from_health = [h.root for h in self.picture.health if h.root.startswith("/")]
         return from_health or self._root_paths
-
-    def root_count(self) -> int:
-        return len(self.root_paths())
-
-    def rescan(self) -> None:
-        self.engine.rescan()
-        self.notify("Rescanning every root", timeout=3)
-
-    def help_groups(self) -> list[tuple[str, list[BindingType]]]:
-        """Every key of every screen, as the help screen lists them."""
-        return [
-            ("Views and rows", list(self.main.BINDINGS)),
-            ("In a table", list(LaneTable.BINDINGS)),
-            ("Incident timeline", list(IncidentScreen.BINDINGS)),
-            ("Trash", list(TrashScreen.BINDINGS)),
-            ("Files of a lane", [*FilesScreen.BINDINGS, *FileScreen.BINDINGS[1:]]),
-            ("Confirmation (kill: the signal)", [*ConfirmScreen.BINDINGS, *KillConfirm.BINDINGS]),
-            ("Everywhere", [*self.BINDINGS, Binding("ctrl+p", "command_palette", "Commands")]),
-        ]
-
-    def show_help(self) -> None:
-        groups = self.help_groups()
-        hint = self.picture.attribution_hint
-        note = f"attribution: {self.picture.attribution}: {hint}" if hint else ""
-        legend = f"The ! column of Lanes: {LEGEND} (the detail pane says it in words)."
-        note = f"{legend}\n{note}" if note else legend
-        self.push_screen(HelpScreen(groups, note))  # type: ignore[arg-type]
-
-    def open_incident(self, incident: Incident) -> None:
-        victim = self.picture.namespaces.get(incident.victim or "")
-        self.push_screen(IncidentScreen(incident, victim))
-
-    def lane_of_incident(self, incident: Incident, whose: str) -> str | None:
-        """The namespace key of an incident's victim or intruder, if the picture has it."""
-        spaces = self.picture.namespaces
-        if whose == "victim":
-            return incident.victim if incident.victim in spaces else None
-        intruder = incident.intruder
-        named = intruder.get("namespace")
-        if isinstance(named, str) and named in spaces:
-            return named
-        lane, checkout = intruder.get("lane"), intruder.get("checkout_id")
-        if not lane:
-            return None
-        found = [
-            k
-            for k, ns in spaces.items()
-            if ns.lane == lane and (checkout is None or ns.checkout_id == checkout)
-        ]
-        return incident.victim if incident.victim in found else (found[0] if found else None)
-
-    def jump_to_lane(self, key: str, came_from: Incident | None = None) -> None:
-        """Back to the main screen with `key`'s row selected (in whichever view holds it; a
-        filter that hides it is cleared); backspace there reopens `came_from`."""
-        while self.screen is not self.main and len(self.screen_stack) > 1:
-            self.pop_screen()
-        self.main.select_lane(key, came_from)
-
-    def open_files(self, key: str) -> None:
-        self.push_screen(FilesScreen(key, self.root_paths()))
-
-    def open_file(self, key: str, rel: str) -> None:
-        """One file of the namespace `key`, as the files view shows it."""
-        self.push_screen(FileScreen(key, rel))
-
-    def copy_path(self, path: str) -> None:
-        """Send `path` to the clipboard (OSC 52) and, under tmux, where tmux needs it; say
-        what was done, never "Copied" (`tui/clipboard.py`)."""
-        self.copy_to_clipboard(path)
-        shown = inert(path)
-
-        def tell() -> None:
-            told = clipboard.after_osc52(shown)
-            with contextlib.suppress(RuntimeError):  # the app already stopped
-                self.call_from_thread(self.notify, told.message, title=told.title, markup=False)
-
-        self.run_worker(
-            tell, thread=True, group="clipboard", description="copy a path", exit_on_error=False
-        )
-
-    def open_trash(self) -> None:
-        self.push_screen(TrashScreen(self.root_paths()), self.flows.confirm_restore)
-
-    def confirm_kill(self, targets: Sequence[NamespaceView]) -> None:
-        """The kill dialog, as the main screen's `k` opens it (tests open it from here)."""
-        self.flows.confirm_kill(targets)
 
     # -- what the flows' workers post back ------------------------------------------------------
 

@@ -11,7 +11,7 @@ import sys
 import time
 
 from lanewatch.tui.app import LanewatchApp
-from lanewatch.tui.picture import View
+from lanewatch.tui.state.dashboard_store import View
 
 DEADLINE = 30.0
 

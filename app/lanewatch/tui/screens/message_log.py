@@ -14,8 +14,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from lanewatch.tui import fmt
-from lanewatch.tui.notices import Notice
+from lanewatch.tui.state import humanize
+from lanewatch.tui.state.notice_log import Notice
 
 SEVERITY_STYLES = {"information": "green", "warning": "yellow", "error": "bold red"}
 
@@ -25,7 +25,7 @@ def log_renderable(notices: Sequence[Notice]) -> Group:
         return Group(Text("No messages yet.", style="dim"))
     parts = []
     for notice in notices:
-        head = Text(fmt.clock(notice.time), style="dim")
+        head = Text(humanize.clock(notice.time), style="dim")
         head.append(f"  {notice.severity:<13}", style=SEVERITY_STYLES.get(notice.severity, ""))
         head.append(notice.title or "", style="bold")
         parts.append(head)

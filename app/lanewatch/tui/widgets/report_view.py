@@ -9,7 +9,7 @@ from rich.text import Text
 
 from lanewatch.inert import inert
 from lanewatch.records.report import IncidentReport, label, says
-from lanewatch.tui import fmt
+from lanewatch.tui.state import humanize
 
 DIFF_STYLES = {"+": "green", "-": "red", "@": "cyan"}
 
@@ -27,7 +27,7 @@ def writes_renderable(report: IncidentReport, hint: str = "") -> Text:
         text.append("\n")
         for n, shown in enumerate(story.shown, 1):
             text.append(f" {n}. ", style="dim")
-            text.append(label(shown.version, fmt.stamp_time, 16))
+            text.append(label(shown.version, humanize.stamp_time, 16))
             text.append("\n")
         for shown in story.shown:
             text.append("\n")

@@ -6,8 +6,8 @@ from rich.text import Text
 from textual.events import Click
 from textual.widgets import Static
 
-from lanewatch.tui.messages import ViewPicked
-from lanewatch.tui.picture import VIEW_TITLES, View
+from lanewatch.tui.plumbing.messages import ViewPicked
+from lanewatch.tui.state.dashboard_store import VIEW_TITLES, View
 
 KEYS = {View.LANES: "1", View.COLLISIONS: "2", View.STALE: "3"}
 

@@ -20,8 +20,7 @@ from textual.message import Message
 from lanewatch.hosts.wire import split_key
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.tui import fmt
-from lanewatch.tui.actions_adapter import (
+from lanewatch.tui.backend.actions_adapter import (
     ActionOutcome,
     ActionsAdapter,
     TrashItem,
@@ -30,19 +29,20 @@ from lanewatch.tui.actions_adapter import (
     target_label,
     whose,
 )
-from lanewatch.tui.columns import intruder_label
-from lanewatch.tui.culprit import kill_reason, still_writing
-from lanewatch.tui.export import (
+from lanewatch.tui.backend.report_export import (
     IncidentReport,
     build_report,
     default_folder,
     destination,
     write_report,
 )
-from lanewatch.tui.messages import ActionsFinished, ExportFinished
-from lanewatch.tui.picture import Picture
-from lanewatch.tui.screens.confirm import ConfirmScreen
-from lanewatch.tui.screens.kill_confirm import KillConfirm
+from lanewatch.tui.plumbing.messages import ActionsFinished, ExportFinished
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
+from lanewatch.tui.screens.kill_dialog import KillConfirm
+from lanewatch.tui.state import humanize
+from lanewatch.tui.state.culprit import kill_reason, still_writing
+from lanewatch.tui.state.dashboard_store import Picture
+from lanewatch.tui.widgets.view_columns import intruder_label
 
 
 def _ns_line(ns: NamespaceView) -> Text:
@@ -151,7 +151,7 @@ class ActionFlows:
         what = (
             describe_clear(targets[0])
             if len(targets) == 1
-            else f"Move these {len(targets)} namespaces ({fmt.sizes(disk, data)}) into their "
+            else f"Move these {len(targets)} namespaces ({humanize.sizes(disk, data)}) into their "
             "roots' trash. Any that is locked or in use is refused; t restores."
         )
         self._confirm(
@@ -178,7 +178,7 @@ class ActionFlows:
             some = "It is" if len(targets) == 1 else f"{len(ongoing)} of them are"
             what += (
                 f" {some} still being written (its writer runs, its last write was "
-                f"{fmt.ago(max(i.last_seen for i in ongoing), self.clock())} ago): the next "
+                f"{humanize.ago(max(i.last_seen for i in ongoing), self.clock())} ago): the next "
                 "write brings it back, marked reopened. To stop the writer, kill the "
                 "intruding lane (k)."
             )

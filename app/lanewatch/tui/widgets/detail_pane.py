@@ -19,10 +19,11 @@ from lanewatch.model.ports import ports_line
 from lanewatch.model.roles import role_in, roles_of
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.runner.fence import describe
-from lanewatch.tui import fmt
-from lanewatch.tui.columns import ROLE_STYLES, STATE_STYLES, intruder_label, lane_label
-from lanewatch.tui.details import Detail
-from lanewatch.tui.incident_state import incident_state, state_line
+from lanewatch.tui.backend.lane_details import Detail
+from lanewatch.tui.state import humanize
+from lanewatch.tui.state.humanize import lane_label
+from lanewatch.tui.state.incident_status import incident_state, state_line
+from lanewatch.tui.widgets.view_columns import ROLE_STYLES, STATE_STYLES, intruder_label
 
 
 def _grid() -> Table:
@@ -60,11 +61,11 @@ def namespace_renderable(
     owner.add_row("pid", _t(ns.pid))
     owner.add_row("user", _t(ns.user))
     owner.add_row("command", _t(" ".join(ns.command) if ns.command else None))
-    owner.add_row("started", _t(fmt.stamp_time(ns.started_at)))
+    owner.add_row("started", _t(humanize.stamp_time(ns.started_at)))
     if ns.heartbeat_interval:  # its age is the BEAT column; here only what does not tick
         owner.add_row("heartbeat", _t(f"every {ns.heartbeat_interval:g}s"))
     if ns.released_at is not None:
-        owner.add_row("released", _t(fmt.stamp_time(ns.released_at)))
+        owner.add_row("released", _t(humanize.stamp_time(ns.released_at)))
     if ns.exit_code is not None:
         owner.add_row("exit code", _t(ns.exit_code))
     fence = describe(ns.fence, ns.fence_note, ns.fence_private)
@@ -77,7 +78,9 @@ def namespace_renderable(
     if ns.scheme not in (None, SCHEME_VERSION) and ns.stamp_status == "ok":
         owner.add_row("scheme", _t(f"{ns.scheme} (this lanewatch keeps {SCHEME_VERSION})"))
     owner.add_row("path", _t(ns.key))
-    owner.add_row("size", _t(f"{fmt.count(ns.files)} files, {fmt.sizes(ns.allocated, ns.bytes)}"))
+    owner.add_row(
+        "size", _t(f"{humanize.count(ns.files)} files, {humanize.sizes(ns.allocated, ns.bytes)}")
+    )
     cost = footprint_words(ns)
     if cost is not None:
         owner.add_row("footprint", _t(cost))
@@ -95,7 +98,9 @@ def namespace_renderable(
             state = incident_state(inc)
             if state:
                 label.append(f" ({state})", style="dim")
-            row = Text(inert(f"{inc.id}  ×{inc.count}  last {fmt.stamp_time(inc.last_seen)}  "))
+            row = Text(
+                inert(f"{inc.id}  ×{inc.count}  last {humanize.stamp_time(inc.last_seen)}  ")
+            )
             row.append(intruder_label(dict(inc.intruder)))
             table.add_row(label, row)
         parts.append(table)
@@ -115,11 +120,10 @@ def footprint_words(ns: NamespaceView) -> str | None:
         return None
     cpu = "cpu -" if f.cpu is None else f"cpu {f.cpu:.0f}% (last {f.window:.0f}s)"
     how = "working set" if f.memory_from == "cgroup" else "resident"
-    words = f"{cpu}, memory {fmt.size(f.memory)} ({how}, {f.processes} process(es))"
+    words = f"{cpu}, memory {humanize.size(f.memory)} ({how}, {f.processes} process(es))"
     if ns.disk_growth is not None:
-        words += (
-            f", disk {'+' if ns.disk_growth >= 0 else '-'}{fmt.size(round(abs(ns.disk_growth)))}/s"
-        )
+        sign = "+" if ns.disk_growth >= 0 else "-"
+        words += f", disk {sign}{humanize.size(round(abs(ns.disk_growth)))}/s"
     return f"{words}; known by {'its cgroup' if f.membership == 'cgroup' else 'the rules'}"
 
 
@@ -133,7 +137,7 @@ def _members(ns: NamespaceView) -> list[RenderableType]:
     grid = _grid()
     now = time.time()
     for m in ns.members[:MAX_MEMBERS_SHOWN]:
-        since = f"since {fmt.clock(m.started_at)} ({fmt.ago(m.started_at, now)})"
+        since = f"since {humanize.clock(m.started_at)} ({humanize.ago(m.started_at, now)})"
         row = Text(f"{since}  ", style="dim").append(Text(f"{m.how}  ", style="dim"))
         row.append(inert(m.command))
         grid.add_row(Text(f"pid {m.pid}"), row)
@@ -158,10 +162,10 @@ def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
     else:
         writes = _grid()
         for w in detail.writes:
-            row = Text(f"{fmt.size(w.size):>6}  ").append(inert(w.path))
+            row = Text(f"{humanize.size(w.size):>6}  ").append(inert(w.path))
             row.append("  by ", style="dim")
             row.append(inert(w.writer) if w.writer else "writer not recorded", style="dim")
-            writes.add_row(Text(fmt.clock(w.mtime), style="dim"), row)
+            writes.add_row(Text(humanize.clock(w.mtime), style="dim"), row)
         parts.append(writes)
         if detail.truncated:
             parts.append(Text(f"(looked at the first {detail.scanned} entries)", style="dim"))
@@ -178,7 +182,7 @@ def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
         for line in detail.ledger:
             extra = json.dumps(line.fields, sort_keys=True, default=str) if line.fields else ""
             ledger.add_row(
-                Text(fmt.clock(line.time), style="dim"),
+                Text(humanize.clock(line.time), style="dim"),
                 Text(inert(f"{line.event} "), style="bold").append(
                     inert(f"{line.lane} pid {line.pid} ")
                 )
@@ -204,15 +208,15 @@ def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]
         grid.add_row(
             "command", _t(" ".join(command) if isinstance(command, list | tuple) else command)
         )
-    grid.add_row("first seen", _t(fmt.stamp_time(inc.first_seen)))
-    grid.add_row("last seen", _t(fmt.stamp_time(inc.last_seen)))
+    grid.add_row("first seen", _t(humanize.stamp_time(inc.first_seen)))
+    grid.add_row("last seen", _t(humanize.stamp_time(inc.last_seen)))
     grid.add_row("count", _t(inc.count))
     grid.add_row("grade", _t(inc.grade))
     state = state_line(inc)
     if state:
         grid.add_row("state", _t(state, "bold"))
     grid.add_row(
-        "evidence", _t(f"{fmt.many(len(inc.evidence), 'item')} — enter opens the timeline")
+        "evidence", _t(f"{humanize.many(len(inc.evidence), 'item')} — enter opens the timeline")
     )
     return Group(title, grid)
 

@@ -14,19 +14,19 @@ from typing import Any
 from rich.text import Text
 
 from lanewatch.inert import inert
-from lanewatch.lanes.names import decode_lane
 from lanewatch.model.footprint import idle_holding
 from lanewatch.model.kinds import Severity, severity_of
 from lanewatch.model.ports import ports_cell
 from lanewatch.model.roles import Role
 from lanewatch.model.states import state_severity, worst
 from lanewatch.model.views import Incident, NamespaceView, NsState
-from lanewatch.tui import fmt
-from lanewatch.tui.incident_state import incident_state
-from lanewatch.tui.picture import View
+from lanewatch.tui.state import humanize
+from lanewatch.tui.state.dashboard_store import View
+from lanewatch.tui.state.humanize import lane_label
+from lanewatch.tui.state.incident_status import incident_state
 from lanewatch.tui.widgets.lane_table import Cell, Column, duration_key, number_key
-from lanewatch.tui.widgets.spark import WIDTH as SPARK_WIDTH
-from lanewatch.tui.widgets.spark import cpu_spark_cell, spark_cell, spark_key
+from lanewatch.tui.widgets.spark_cells import WIDTH as SPARK_WIDTH
+from lanewatch.tui.widgets.spark_cells import cpu_spark_cell, spark_cell, spark_key
 
 STATE_STYLES = {
     NsState.LIVE: "bold green",
@@ -131,7 +131,7 @@ DEFAULT_SORT: dict[View, tuple[str, bool]] = {
 
 def untrusted(value: str | None) -> Text:
     """A string from disk or another process, shown as typed, its controls as escapes."""
-    return Text(inert(value) if value is not None else fmt.NONE, no_wrap=True, end="")
+    return Text(inert(value) if value is not None else humanize.NONE, no_wrap=True, end="")
 
 
 @functools.cache
@@ -146,17 +146,6 @@ def _state_text(state: NsState, inferred: bool) -> Text:
 
 def state_cell(ns: NamespaceView) -> Text:
     return _state_text(ns.state, ns.grade == "inferred")
-
-
-def lane_label(ns: NamespaceView) -> str:
-    """The lane's name; without a stamp, decoded from the folder name (which encodes it)."""
-    if ns.lane is not None:
-        return ns.lane
-    checkout_id, _, encoded = ns.name.partition(".")
-    try:
-        return decode_lane(encoded) if checkout_id and encoded else ns.name
-    except ValueError:
-        return ns.name
 
 
 def row_tone(row: NamespaceView | Incident, against: Sequence[Incident] = ()) -> str | None:
@@ -187,18 +176,18 @@ def lanes_row(ns: NamespaceView, now: float, roles: tuple[Role, ...] = ()) -> tu
         role_cell(roles),
         state_cell(ns),
         untrusted(lane_label(ns)),
-        untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
-        fmt.NONE if ns.pid is None else str(ns.pid),
+        untrusted(humanize.checkout_label(ns.checkout_id, ns.checkout_path)),
+        humanize.NONE if ns.pid is None else str(ns.pid),
         ages["beat"],
         ages["write"],
         spark_cell(ns.write_rate),
-        fmt.size(ns.allocated),
+        humanize.size(ns.allocated),
         *footprint_cells(ns, now),
-        fmt.size(ns.bytes),
-        fmt.count(ns.files),
+        humanize.size(ns.bytes),
+        humanize.count(ns.files),
         ages["age"],
         untrusted(ns.host),
-        untrusted(ports_cell(ns.ports)) if ns.ports else fmt.NONE,
+        untrusted(ports_cell(ns.ports)) if ns.ports else humanize.NONE,
     )
 
 
@@ -210,11 +199,11 @@ def footprint_cells(ns: NamespaceView, now: float) -> tuple[Cell, Cell, Cell]:
     memory (`model/footprint.idle_holding`, as `status` says it)."""
     f = ns.footprint
     if f is None:
-        return fmt.NONE, cpu_spark_cell(()), fmt.NONE
-    cpu: Cell = fmt.NONE if f.cpu is None else f"{f.cpu:.0f}%"
+        return humanize.NONE, cpu_spark_cell(()), humanize.NONE
+    cpu: Cell = humanize.NONE if f.cpu is None else f"{f.cpu:.0f}%"
     if idle_holding(ns, now) is not None:
         cpu = _IDLE
-    return cpu, cpu_spark_cell(ns.cpu_history), fmt.size(f.memory)
+    return cpu, cpu_spark_cell(ns.cpu_history), humanize.size(f.memory)
 
 
 def stale_since(ns: NamespaceView) -> float | None:
@@ -237,13 +226,13 @@ def age_anchors(view: View, row: NamespaceView | Incident) -> dict[str, float | 
 
 def age_cells(view: View, row: NamespaceView | Incident, now: float) -> dict[str, str]:
     """The age cells of `row` at `now`, by column key (the row builders use these too)."""
-    return {column: fmt.ago(then, now) for column, then in age_anchors(view, row).items()}
+    return {column: humanize.ago(then, now) for column, then in age_anchors(view, row).items()}
 
 
 def ages_change_at(view: View, row: NamespaceView | Incident, now: float) -> float:
     """When a cell of `row` that shows an age next changes its text: until then, the passing
     of time changes nothing on the row."""
-    return min(fmt.ago_changes_at(t, now) for t in age_anchors(view, row).values())
+    return min(humanize.ago_changes_at(t, now) for t in age_anchors(view, row).values())
 
 
 def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
@@ -251,11 +240,11 @@ def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
         state_cell(ns),
         untrusted(lane_label(ns)),
         age_cells(View.STALE, ns, now)["since"],
-        fmt.size(ns.allocated),
+        humanize.size(ns.allocated),
         untrusted(ns.reason),
-        fmt.size(ns.bytes),
-        fmt.count(ns.files),
-        untrusted(fmt.checkout_label(ns.checkout_id, ns.checkout_path)),
+        humanize.size(ns.bytes),
+        humanize.count(ns.files),
+        untrusted(humanize.checkout_label(ns.checkout_id, ns.checkout_path)),
         untrusted(ns.root),
     )
 
@@ -276,7 +265,7 @@ def intruder_label(intruder: dict[str, Any]) -> str:
         parts.append(f"pid {intruder['pid']}")
     gone = intruder.get("gone_at")
     if isinstance(gone, int | float) and not isinstance(gone, bool):
-        parts.append(f"gone {fmt.clock(gone)}")
+        parts.append(f"gone {humanize.clock(gone)}")
     if not parts and intruder.get("command"):
         command = intruder["command"]
         parts.append(" ".join(command) if isinstance(command, list | tuple) else str(command))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Protocol
+from collections.abc import Callable
 
 from rich.text import Text
 
 from lanewatch.inert import inert
 from lanewatch.model.kinds import KINDS
-from lanewatch.tui.picture import View
+from lanewatch.tui.state.dashboard_store import View
 
 START_HINT = "lanewatch run --lane NAME -- CMD"
 
@@ -26,12 +26,13 @@ def collisions_hint() -> str:
     return "\n".join(textwrap.wrap(sentence, 78)) + "\n"
 
 
-class RootsSource(Protocol):
-    def root_paths(self) -> list[str]: ...
-
-
 def empty_text(
-    view: View, loaded: bool, rows: int, visible: int, filter_text: str, roots: RootsSource
+    view: View,
+    loaded: bool,
+    rows: int,
+    visible: int,
+    filter_text: str,
+    roots: Callable[[], list[str]],
 ) -> Text | None:
     """The message to show instead of the table, or None when the table has something."""
     if not loaded:
@@ -58,7 +59,7 @@ def empty_text(
             "Namespaces whose owner died, that have no valid stamp, or whose lane exited\n"
             "show up here; c clears them into the root's trash, t restores.\n"
         )
-    paths = roots.root_paths()
+    paths = roots()
     if paths:
         text.append("\nWatching:\n", style="dim")
         for path in paths[:6]:

@@ -32,7 +32,7 @@ from types import FrameType
 from typing import Any
 
 from lanewatch.linux.proc import reopen_own
-from lanewatch.tui import watch
+from lanewatch.tui.shell import staleness
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Leaving:
         def on_continue(signum: int, frame: FrameType | None) -> None:
             if self.code is not None:
                 return  # leaving: nothing to resume
-            if watch.terminal_gone(terminal):  # the SIGCONT that comes with a hang-up
+            if staleness.terminal_gone(terminal):  # the SIGCONT that comes with a hang-up
                 self.leave(HUNG_UP, "the terminal hung up")
             elif callable(resume):
                 resume(signum, frame)
@@ -129,7 +129,7 @@ def restore_terminal(app: Any) -> None:
     Textual's LinuxDriver; it draws on standard error."""
     driver = getattr(app, "_driver", None)
     fd = getattr(driver, "fileno", None)
-    if not isinstance(fd, int) or watch.terminal_gone(fd):
+    if not isinstance(fd, int) or staleness.terminal_gone(fd):
         return
     attrs = getattr(driver, "attrs_before", None)
     if attrs is not None:

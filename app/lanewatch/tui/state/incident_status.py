@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident
-from lanewatch.tui import fmt
+from lanewatch.tui.state import humanize
 
 
 def incident_state(incident: Incident) -> str:
@@ -27,7 +27,7 @@ def reopened_by(incident: Incident) -> str:
     if not after:
         return ""
     first = min(after, key=lambda e: e.time)
-    return inert(f"{first.writer or 'a writer'} wrote {first.path} at {fmt.clock(first.time)}")
+    return inert(f"{first.writer or 'a writer'} wrote {first.path} at {humanize.clock(first.time)}")
 
 
 def state_line(incident: Incident) -> str:
@@ -36,7 +36,7 @@ def state_line(incident: Incident) -> str:
     state = incident_state(incident)
     if not state:
         return ""
-    when = fmt.stamp_time(incident.ack_at) if incident.ack_at is not None else ""
+    when = humanize.stamp_time(incident.ack_at) if incident.ack_at is not None else ""
     if state == "resolved":
         why = f": {incident.ack_note}" if incident.ack_note else ""
         return inert(f"resolved by lanewatch {when}{why}")

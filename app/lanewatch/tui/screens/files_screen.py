@@ -1,6 +1,6 @@
 """A namespace's files (k9s habits: `l` opens it from a lane, `v` or enter views a file) and one
-file's content. Reading is `tui/nsfiles.py`'s, in a thread: no symlink followed, no FIFO opened,
-at most 64 KiB shown; every name and byte shown is inert text, never markup."""
+file's content. Reading is `tui/backend/lane_files.py`'s, in a thread: no symlink followed, no FIFO
+opened, at most 64 KiB shown; every name and byte shown is inert text, never markup."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ from textual.widgets import Footer, Static
 from lanewatch.hosts import elsewhere
 from lanewatch.hosts import files as far_files
 from lanewatch.inert import inert, inert_lines
-from lanewatch.tui import fmt
-from lanewatch.tui.columns import untrusted
-from lanewatch.tui.messages import FileLoaded, FilesLoaded
-from lanewatch.tui.nsfiles import NsFile, list_files, read_file
+from lanewatch.tui.backend.lane_files import NsFile, list_files, read_file
+from lanewatch.tui.plumbing.messages import CopyPath, FileLoaded, FilesLoaded, post_quietly
+from lanewatch.tui.state import humanize
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, duration_key, number_key
+from lanewatch.tui.widgets.view_columns import untrusted
 
 if TYPE_CHECKING:
-    from lanewatch.tui.app import LanewatchApp
+    from lanewatch.tui.state.dashboard_state import DashboardState
 
 FILE_COLUMNS = (
     Column("name", "NAME", max_width=48),
@@ -51,15 +51,12 @@ class FilesScreen(Screen[None]):
         Binding("r", "reload", "Reload"),
     ]
 
-    def __init__(self, key: str, roots: list[str]) -> None:
+    def __init__(self, key: str, state: DashboardState) -> None:
         super().__init__()
         self.key = key
-        self.roots = roots
+        self.state = state
+        self.roots = state.roots()  # as they were when it opened
         self.files: dict[str, NsFile] = {}
-
-    @property
-    def lw(self) -> LanewatchApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         head = Text("Files of ", style="bold")
@@ -80,23 +77,23 @@ class FilesScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="files", description="list files", exit_on_error=False)
     def _load(self) -> None:
-        far = self.lw.adapter.host_of(self.key)
+        far = self.state.adapter.host_of(self.key)
         if far is not None:  # on that host's disk: its lanewatch lists them (never this disk)
-            self.lw.post_from_thread(self, FilesLoaded(far_files.listing(*far, self.key)))
+            post_quietly(self, FilesLoaded(far_files.listing(*far, self.key)))
             return
-        self.lw.post_from_thread(self, FilesLoaded(list_files(Path(self.key), self.roots)))
+        post_quietly(self, FilesLoaded(list_files(Path(self.key), self.roots)))
 
     @on(FilesLoaded)
     def _loaded(self, message: FilesLoaded) -> None:
-        now = self.lw.clock()
+        now = self.state.clock()
         listing = message.listing
         self.files = {f.rel: f for f in listing.files}
         rows: dict[str, tuple[Cell, ...]] = {
             f.rel: (
                 _name(f),
-                fmt.size(f.size),
-                untrusted(f.writer or fmt.NONE),
-                fmt.ago(f.mtime, now),
+                humanize.size(f.size),
+                untrusted(f.writer or humanize.NONE),
+                humanize.ago(f.mtime, now),
                 f.kind,
             )
             for f in listing.files
@@ -132,7 +129,7 @@ class FilesScreen(Screen[None]):
                 timeout=4,
             )
             return
-        far = self.lw.adapter.host_of(self.key)
+        far = self.state.adapter.host_of(self.key)
         if far is not None:  # listed there; its bytes are not fetched (never this disk's)
             note = elsewhere.content(far[0], f"{far[1]}/{key}")
             self.notify(inert(note), markup=False, timeout=8)
@@ -140,7 +137,7 @@ class FilesScreen(Screen[None]):
         self.app.push_screen(FileScreen(self.key, str(key)))
 
     def action_copy_path(self) -> None:
-        self.lw.copy_path(self.key)
+        self.post_message(CopyPath(self.key))
 
 
 class FileScreen(Screen[None]):
@@ -154,10 +151,6 @@ class FileScreen(Screen[None]):
         self.namespace = namespace
         self.rel = rel
 
-    @property
-    def lw(self) -> LanewatchApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
         yield Static(Text(inert(self.rel), style="bold"), id="file-head", markup=False)
         with VerticalScroll(id="file-body"):
@@ -170,7 +163,7 @@ class FileScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="file", description="read a file", exit_on_error=False)
     def _load(self) -> None:
-        self.lw.post_from_thread(self, FileLoaded(read_file(Path(self.namespace), self.rel)))
+        post_quietly(self, FileLoaded(read_file(Path(self.namespace), self.rel)))
 
     @on(FileLoaded)
     def _loaded(self, message: FileLoaded) -> None:
@@ -190,4 +183,4 @@ class FileScreen(Screen[None]):
             body.update(Text(inert_lines(c.text)))
 
     def action_copy_path(self) -> None:
-        self.lw.copy_path(str(Path(self.namespace) / self.rel))
+        self.post_message(CopyPath(str(Path(self.namespace) / self.rel)))

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from lanewatch.tui.screens.typeahead import TypeaheadGuard
+from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
 
 
 class PathPrompt(TypeaheadGuard, ModalScreen[str | None]):

@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from lanewatch.model.kinds import KINDS
 from lanewatch.model.states import STATES
-from lanewatch.tui.columns import SEVERITY_STYLES
+from lanewatch.tui.widgets.view_columns import SEVERITY_STYLES
 
 INTRO = (
     "lanewatch shows every lane's scratch namespace on every known root, live.\n"

@@ -10,8 +10,10 @@ import math
 import time
 
 from lanewatch.inert import inert
+from lanewatch.lanes.names import decode_lane
 from lanewatch.model import units
 from lanewatch.model.units import size
+from lanewatch.model.views import NamespaceView
 
 __all__ = ["size"]  # shared with the CLI (`model/units.py`)
 
@@ -98,3 +100,14 @@ def short_command(command: tuple[str, ...] | list[str], limit: int = 60) -> str:
     """A stamp's command on one line, inert, cut at `limit` characters."""
     text = inert(" ".join(command))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def lane_label(ns: NamespaceView) -> str:
+    """The lane's name; without a stamp, decoded from the folder name (which encodes it)."""
+    if ns.lane is not None:
+        return ns.lane
+    checkout_id, _, encoded = ns.name.partition(".")
+    try:
+        return decode_lane(encoded) if checkout_id and encoded else ns.name
+    except ValueError:
+        return ns.name

@@ -25,31 +25,40 @@ from lanewatch.hosts import elsewhere
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.records.report import who
-from lanewatch.tui import fmt
-from lanewatch.tui.actions_adapter import can_kill, why_not_kill
-from lanewatch.tui.columns import untrusted
-from lanewatch.tui.culprit import (
-    WRITERS_SHOWN,
-    intruder_lane,
-    writer_line,
-    writers_now_and_gone,
-)
-from lanewatch.tui.export import (
+from lanewatch.tui.backend.actions_adapter import can_kill, why_not_kill
+from lanewatch.tui.backend.report_export import (
     IncidentReport,
     build_report,
     default_folder,
     default_name,
     far_report,
 )
-from lanewatch.tui.incident_state import state_line
-from lanewatch.tui.messages import ReportLoaded
-from lanewatch.tui.screens.prompt import PathPrompt
-from lanewatch.tui.screens.typeahead import TypeaheadGuard
+from lanewatch.tui.plumbing.messages import (
+    CatchUp,
+    JumpToLane,
+    OpenFile,
+    OpenFiles,
+    ReportLoaded,
+    post_quietly,
+)
+from lanewatch.tui.screens.path_prompt import PathPrompt
+from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
+from lanewatch.tui.state import humanize
+from lanewatch.tui.state.culprit import (
+    WRITERS_SHOWN,
+    incident_lane,
+    intruder_lane,
+    writer_line,
+    writers_now_and_gone,
+)
+from lanewatch.tui.state.incident_status import state_line
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
 from lanewatch.tui.widgets.report_view import writes_renderable
+from lanewatch.tui.widgets.view_columns import untrusted
 
 if TYPE_CHECKING:
-    from lanewatch.tui.app import LanewatchApp
+    from lanewatch.tui.shell.action_flows import ActionFlows
+    from lanewatch.tui.state.dashboard_state import DashboardState
 
 # WRITER and NOTE come first, narrow enough that both fit in 80 columns (the point of the
 # timeline); the date is in the summary above, the full sha256 in "What each writer wrote".
@@ -88,7 +97,8 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
             if len(group) > WRITERS_SHOWN:
                 text.append(f"\n         … and {len(group) - WRITERS_SHOWN} more", style=style)
     text.append(
-        f"\nseen     {fmt.stamp_time(incident.first_seen)} → {fmt.stamp_time(incident.last_seen)}"
+        f"\nseen     {humanize.stamp_time(incident.first_seen)}"
+        f" → {humanize.stamp_time(incident.last_seen)}"
         f"  ×{incident.count}  grade {inert(incident.grade)}"
     )
     state = state_line(incident)
@@ -105,7 +115,7 @@ def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType
     ledger = Table.grid(padding=(0, 1))
     for line in report.ledger:
         ledger.add_row(
-            Text(fmt.stamp_time(line.time), style="dim"),
+            Text(humanize.stamp_time(line.time), style="dim"),
             Text(inert(line.event), style="bold"),
             Text(inert(f"{line.lane} pid {line.pid}")),
             Text(json.dumps(line.fields, sort_keys=True, default=str), style="dim"),
@@ -126,9 +136,9 @@ def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType
                 shown = " ".join(v if isinstance(v, str) else json.dumps(v) for v in value)
             elif name == "heartbeat_at" and stamp.heartbeat_at is not None:
                 # The heartbeat touches the file; its field keeps the time it was written.
-                shown = f"{fmt.stamp_time(stamp.heartbeat_at)} (last heartbeat)"
+                shown = f"{humanize.stamp_time(stamp.heartbeat_at)} (last heartbeat)"
             elif name.endswith("_at") and isinstance(value, int | float):
-                shown = fmt.stamp_time(value)
+                shown = humanize.stamp_time(value)
             else:
                 shown = str(value)
             grid.add_row(inert(name), Text(inert(shown)))
@@ -157,16 +167,20 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         ("export", "export_as", "acknowledge", "kill_intruder")
     )
 
-    def __init__(self, incident: Incident, victim: NamespaceView | None) -> None:
+    def __init__(
+        self,
+        incident: Incident,
+        victim: NamespaceView | None,
+        state: DashboardState,
+        flows: ActionFlows,
+    ) -> None:
         super().__init__()
+        self.state = state
+        self.flows = flows  # the app's confirm-then-act flows, handed in
         self.incident = incident
         self.victim = victim
         self.report: IncidentReport | None = None
         self.elsewhere: str | None = None  # another host's incident: how to see the rest there
-
-    @property
-    def lw(self) -> LanewatchApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield Static(summary(self.incident, self.victim), id="incident-summary", markup=False)
@@ -176,23 +190,23 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        far = self.lw.adapter.host_of(self.incident.id)
+        far = self.state.adapter.host_of(self.incident.id)
         self.elsewhere = elsewhere.report(*far) if far is not None else None
         self.query_one("#evidence", LaneTable).focus()
         self.action_reload()
 
     def picture_changed(self) -> None:
         """The app applied a batch: follow this incident (a new count, an acknowledgement)."""
-        current = self.lw.picture.incidents.get(self.incident.id)
+        current = self.state.picture.incidents.get(self.incident.id)
         # Not before it is composed (a drain can come between its push and its mount).
         if current is not None and current != self.incident and self.is_mounted:
             self.action_reload()
 
     def on_screen_resume(self) -> None:
-        self.lw.drain()  # a confirmation or a prompt was on top: catch up
+        self.post_message(CatchUp())  # a confirmation or a prompt was on top: catch up
 
     def action_reload(self) -> None:
-        current = self.lw.picture.incidents.get(self.incident.id)
+        current = self.state.picture.incidents.get(self.incident.id)
         if current is not None:
             self.incident = current
             self.query_one("#incident-summary", Static).update(summary(current, self.victim))
@@ -210,8 +224,8 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         if self.elsewhere is not None:  # another host's: its facts are on its disk
             report = far_report(incident)
         else:
-            report = build_report(self.lw.root_paths(), incident)
-        self.lw.post_from_thread(self, ReportLoaded(report))
+            report = build_report(self.state.roots(), incident)
+        post_quietly(self, ReportLoaded(report))
 
     @on(ReportLoaded)
     def _loaded(self, message: ReportLoaded) -> None:
@@ -223,13 +237,13 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
             if inside != "/" and path.startswith(inside):
                 path = "./" + path[len(inside) :]  # inside the victim's namespace
             rows[f"{n:06d}"] = (
-                fmt.clock(row.time),
+                humanize.clock(row.time),
                 untrusted(row.writer),
                 untrusted(row.note),
                 untrusted(path),
-                fmt.size(row.size) if row.size is not None else fmt.NONE,
+                humanize.size(row.size) if row.size is not None else humanize.NONE,
                 untrusted(row.grade),
-                (row.sha256 or fmt.NONE)[:12],
+                (row.sha256 or humanize.NONE)[:12],
             )
         table = self.query_one("#evidence", LaneTable)
         table.apply(rows, [key for key in table.visible_keys if key not in rows])
@@ -237,7 +251,7 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         if self.elsewhere is not None:
             body.update(Text(inert(self.elsewhere), style="yellow"))
         else:
-            body.update(context_renderable(message.report, self.lw.picture.attribution_hint))
+            body.update(context_renderable(message.report, self.state.picture.attribution_hint))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("export", "export_as"):
@@ -247,11 +261,12 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         if action == "jump":
             if parameters and parameters[0] == "victim" and self.incident.victim is None:
                 return False  # a shared file: no lane is the victim, nothing to jump to
-            return True if self.lw.lane_of_incident(self.incident, str(parameters[0])) else None
+            lanes = self.state.picture.namespaces
+            return True if incident_lane(lanes, self.incident, str(parameters[0])) else None
         if action == "kill_intruder":
             if self.incident.victim is None:
                 return False  # a shared file: no one intruded; the writers are in Lanes
-            ns = intruder_lane(self.lw.picture.namespaces, self.incident)
+            ns = intruder_lane(self.state.picture.namespaces, self.incident)
             return True if ns is not None and can_kill(ns) else None
         if action == "victim_files":
             if self.incident.victim is None:
@@ -263,17 +278,17 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
 
     def action_kill_intruder(self) -> None:
         """The kill dialog on the intruding lane (as `k` on its row in Lanes), saying why."""
-        ns = intruder_lane(self.lw.picture.namespaces, self.incident)
+        ns = intruder_lane(self.state.picture.namespaces, self.incident)
         if ns is None or not can_kill(ns):
             why = why_not_kill(ns) if ns is not None else "its lane is not watched here"
             self.notify(f"The intruder cannot be killed from here: {why}.", markup=False)
             return
-        self.lw.flows.confirm_kill_intruder(ns, self.incident)
+        self.flows.confirm_kill_intruder(ns, self.incident)
 
     def action_victim_files(self) -> None:
         """The victim's namespace, file by file (as `l` on its row)."""
         if self.incident.victim is not None and self.elsewhere is None:
-            self.lw.open_files(self.incident.victim)
+            self.post_message(OpenFiles(self.incident.victim))
 
     def _written_file(self) -> str | None:
         """The evidence row under the cursor, as a path inside the victim's namespace."""
@@ -291,16 +306,16 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         """The file the evidence row under the cursor is about, as the victim has it now."""
         rel = self._written_file()
         if rel is not None and self.incident.victim is not None:
-            self.lw.open_file(self.incident.victim, rel)
+            self.post_message(OpenFile(self.incident.victim, rel))
 
     def action_jump(self, whose: str) -> None:
         """Select the victim's or the intruder's lane in the main screen (backspace there
         comes back here)."""
-        key = self.lw.lane_of_incident(self.incident, whose)
+        key = incident_lane(self.state.picture.namespaces, self.incident, whose)
         if key is None:
             self.notify(f"The {whose}'s lane is not watched here.", markup=False, timeout=4)
             return
-        self.lw.jump_to_lane(key, self.incident)
+        self.post_message(JumpToLane(key, self.incident))
         self.notify("backspace: back to the incident", timeout=4)
 
     def action_context_scroll(self, direction: int) -> None:
@@ -314,7 +329,7 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         if self.report is None:
             return
         where = Path(target).expanduser() if target else None
-        self.lw.flows.confirm_export(self.incident, kind, where, report=self.report)
+        self.flows.confirm_export(self.incident, kind, where, report=self.report)
 
     def action_export_as(self) -> None:
         if self.report is None:
@@ -341,4 +356,4 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
         )
 
     def action_acknowledge(self) -> None:
-        self.lw.flows.confirm_acknowledge([self.incident])
+        self.flows.confirm_acknowledge([self.incident])

@@ -25,7 +25,7 @@ class FilterControl:
         return self.screen.query_one("#filter", Input)
 
     def open(self) -> None:
-        """`/`: into the filter field (a priority binding: see `screens/typeahead.py`)."""
+        """`/`: into the filter field (a priority binding: see `screens/typeahead_guard.py`)."""
         field = self.field
         if self.screen.focused is field:
             # In the filter, `/` is a character (paths): hand it on, behind earlier keys.

@@ -32,7 +32,7 @@ class StatusState:
     marks: int = 0
     error: str | None = None
     watchdog: str | None = None
-    """Why the picture is not current (`tui/watch.py`): degraded until it is again."""
+    """Why the picture is not current (`tui/shell/staleness.py`): degraded until it is again."""
     note: str | None = None
     attribution: str | None = None
     default_root: str | None = None

@@ -29,8 +29,8 @@ from lanewatch.hosts.wire import SEP, remote_key, split_key
 from lanewatch.linux.procid import hostname
 from lanewatch.model.engine_api import EngineApi
 from lanewatch.model.views import STALE_STATES, Incident, NamespaceView, NsState
-from lanewatch.tui import fmt
-from lanewatch.tui.columns import lane_label as target_label
+from lanewatch.tui.state import humanize
+from lanewatch.tui.state.humanize import lane_label as target_label
 
 __all__ = ["KILLABLE", "ActionOutcome", "ActionsAdapter"]
 
@@ -89,7 +89,7 @@ def can_clear(ns: NamespaceView) -> bool:
 
 
 def describe_kill(ns: NamespaceView, signal_name: str = "TERM") -> str:
-    command = fmt.short_command(ns.command) or "?"
+    command = humanize.short_command(ns.command) or "?"
     owner = owner_label(ns.uid) if ns.uid is not None else f"user {ns.user or '?'}"
     other = on_host(ns) + whose(ns)
     if ns.state is NsState.HEADLESS:
@@ -116,7 +116,7 @@ def describe_kill(ns: NamespaceView, signal_name: str = "TERM") -> str:
 def describe_clear(ns: NamespaceView) -> str:
     return on_host(ns) + (
         f"Move namespace {ns.name} ({ns.state.value}: {ns.reason}; "
-        f"{fmt.sizes(ns.allocated, ns.bytes)}) "
+        f"{humanize.sizes(ns.allocated, ns.bytes)}) "
         f"into the trash of {ns.root}. It is refused if anything holds its lock or has a file "
         "open inside; `t` lists the trash and restores it."
     )

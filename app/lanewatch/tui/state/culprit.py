@@ -11,7 +11,7 @@ from lanewatch.inert import inert
 from lanewatch.model.roles import Role, role_in
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.records.report import who
-from lanewatch.tui import fmt
+from lanewatch.tui.state import humanize
 
 WRITERS_SHOWN = 3  # writers per group (now / gone) in a timeline's summary
 
@@ -35,6 +35,28 @@ def intruder_lane(
     return found[0] if len(found) == 1 else None  # two alike: the user picks in Lanes
 
 
+def incident_lane(
+    namespaces: Mapping[str, NamespaceView], incident: Incident, whose: str
+) -> str | None:
+    """The namespace key of an incident's victim (`whose` "victim") or intruder, if the
+    picture has it (a timeline's jumps)."""
+    if whose == "victim":
+        return incident.victim if incident.victim in namespaces else None
+    intruder = incident.intruder
+    named = intruder.get("namespace")
+    if isinstance(named, str) and named in namespaces:
+        return named
+    lane, checkout = intruder.get("lane"), intruder.get("checkout_id")
+    if not lane:
+        return None
+    found = [
+        k
+        for k, ns in namespaces.items()
+        if ns.lane == lane and (checkout is None or ns.checkout_id == checkout)
+    ]
+    return incident.victim if incident.victim in found else (found[0] if found else None)
+
+
 def kill_reason(incident: Incident, victim: str) -> str:
     """Why the kill dialog opened on this lane: the incident it intruded in, where, when (a
     path inside the victim's namespace as `./x`: the dialog fits 80×24)."""
@@ -46,7 +68,7 @@ def kill_reason(incident: Incident, victim: str) -> str:
         path = newest.path
         path = "./" + path[len(inside) :] if inside != "/" and path.startswith(inside) else path
         many = f" (and {len(paths) - 1} more)" if len(paths) > 1 else ""
-        what = f" {path}{many}, last at {fmt.clock(newest.time)}"
+        what = f" {path}{many}, last at {humanize.clock(newest.time)}"
     return inert(f"Intruder of {incident.id}: it wrote in lane {victim}'s namespace{what}.")
 
 

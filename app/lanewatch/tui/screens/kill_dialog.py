@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from lanewatch.actions.kill import SIGNALS
 from lanewatch.inert import inert
-from lanewatch.tui.screens.confirm import ConfirmScreen
+from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
 
 MENU = tuple(SIGNALS)  # "TERM", "INT", "HUP", "KILL"
 WHAT = {

@@ -17,15 +17,15 @@ from textual.widgets import Footer, Static
 from lanewatch.hosts.wire import split_key
 from lanewatch.inert import inert
 from lanewatch.linux.procid import hostname
-from lanewatch.tui import fmt
-from lanewatch.tui.actions_adapter import TrashItem
-from lanewatch.tui.columns import untrusted
-from lanewatch.tui.messages import TrashLoaded
-from lanewatch.tui.screens.typeahead import TypeaheadGuard
+from lanewatch.tui.backend.actions_adapter import TrashItem
+from lanewatch.tui.plumbing.messages import TrashLoaded, post_quietly
+from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
+from lanewatch.tui.state import humanize
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
+from lanewatch.tui.widgets.view_columns import untrusted
 
 if TYPE_CHECKING:
-    from lanewatch.tui.app import LanewatchApp
+    from lanewatch.tui.state.dashboard_state import DashboardState
 
 TRASH_COLUMNS = (
     Column("lane", "LANE", max_width=24),
@@ -53,21 +53,18 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
     # enter on the table selects a row, which restores it.
     GUARDED_ACTIONS: ClassVar[frozenset[str]] = frozenset(("restore", "select_cursor"))
 
-    def __init__(self, roots: list[str]) -> None:
+    def __init__(self, state: DashboardState) -> None:
         super().__init__()
-        self.roots = roots
+        self.state = state
+        self.roots = state.roots()  # as they were when it opened
         self.items: dict[str, TrashItem] = {}
         self.many = False  # set on mount: other hosts in this dashboard (the HOST column)
-
-    @property
-    def lw(self) -> LanewatchApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="trash-body") as body:
             body.border_title = "Trash"
             body.border_subtitle = "enter/r restores · esc closes"
-            self.many = bool(self.lw.adapter.hosts())
+            self.many = bool(self.state.adapter.hosts())
             columns = (HOST_COLUMN, *TRASH_COLUMNS) if self.many else TRASH_COLUMNS
             yield LaneTable(columns, id="trash-table")
             yield Static(Text("reading the trash…", style="dim"), id="trash-note", markup=False)
@@ -88,12 +85,12 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
     def _load(self) -> None:
         errors = []
         try:
-            items = self.lw.adapter.trash(self.roots)
+            items = self.state.adapter.trash(self.roots)
         except OSError as exc:
             items, errors = [], [str(exc)]
-        far, far_errors = self.lw.adapter.far_trash()  # [] and [] without other hosts
+        far, far_errors = self.state.adapter.far_trash()  # [] and [] without other hosts
         error = "\n".join([*errors, *far_errors]) or None
-        self.lw.post_from_thread(self, TrashLoaded(tuple([*items, *far]), error))
+        post_quietly(self, TrashLoaded(tuple([*items, *far]), error))
 
     @on(TrashLoaded)
     def _loaded(self, message: TrashLoaded) -> None:
@@ -103,10 +100,10 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
                 *((untrusted(host_of(item)),) if self.many else ()),
                 untrusted(item.lane),
                 untrusted(item.name),
-                fmt.stamp_time(item.cleared_at),
+                humanize.stamp_time(item.cleared_at),
                 untrusted(item.cleared_by),
-                fmt.size(item.allocated),
-                fmt.size(item.bytes),
+                humanize.size(item.allocated),
+                humanize.size(item.bytes),
                 untrusted(item.root),
             )
             for item in message.items
@@ -114,12 +111,12 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
         self.query_one(LaneTable).apply(rows)
         note = self.query_one("#trash-note", Static)
         if message.error:
-            said = f"{fmt.many(len(rows), 'cleared namespace')} listed; " if rows else ""
+            said = f"{humanize.many(len(rows), 'cleared namespace')} listed; " if rows else ""
             note.update(Text(said + inert(message.error), style="red"))
         elif not rows:
             note.update(Text("The trash is empty.", style="dim"))
         else:
-            note.update(Text(f"{fmt.many(len(rows), 'cleared namespace')}", style="dim"))
+            note.update(Text(f"{humanize.many(len(rows), 'cleared namespace')}", style="dim"))
 
     @on(LaneTable.RowSelected)
     def _selected(self, event: LaneTable.RowSelected) -> None:

@@ -17,9 +17,9 @@ from textual.content import Content
 
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.tui.actions_adapter import target_label
-from lanewatch.tui.picture import VIEW_TITLES, View
-from lanewatch.tui.screens.main import MainScreen
+from lanewatch.tui.backend.actions_adapter import target_label
+from lanewatch.tui.screens.main_screen import MainScreen
+from lanewatch.tui.state.dashboard_store import VIEW_TITLES, View
 
 AHEAD = 1.0  # added to our scores: Textual's own commands score 0 to 1
 
@@ -30,8 +30,8 @@ def _quote(name: str) -> str:
 
 def entries(screen: MainScreen) -> Iterator[tuple[str, str, str]]:
     """(label, action, help) for each command that applies now."""
-    row = screen.selected_row()
-    targets = screen.targets()
+    row = screen.selection.row()
+    targets = screen.selection.targets()
     many = len(targets) > 1
 
     def ok(action: str) -> bool:
@@ -57,12 +57,12 @@ def entries(screen: MainScreen) -> Iterator[tuple[str, str, str]]:
             label = f"incident {row.id} ({row.kind})"
         yield f"Acknowledge {label}", "acknowledge", "Mark as seen; it stays on disk"
     if ok("open"):
-        incident = screen.selected_incident()
+        incident = screen.selection.incident()
         if incident is not None:
             yield f"Open timeline of {incident.kind} {incident.id}", "open", "Evidence timeline"
             yield "Export incident as Markdown", "export('md')", "Into the state folder's exports/"
             yield "Export incident as JSON", "export('json')", "Into the state folder's exports/"
-    yield "Restore from trash…", "trash", "List cleared namespaces of the watched roots"
+    yield "Restore from trash…", "ask('trash')", "List cleared namespaces of the watched roots"
     for view in View:
         if view is not screen.view:
             yield f"Show {VIEW_TITLES[view]}", f"view('{view.value}')", "Switch view"
@@ -70,7 +70,7 @@ def entries(screen: MainScreen) -> Iterator[tuple[str, str, str]]:
     if table.row_count:
         for column in table.columns:
             if column.key != table.sort_column:
-                yield f"Sort by {column.label.lower()}", f"sort_column('{column.key}')", ""
+                yield f"Sort by {column.label.lower()}", f"sort('{column.key}')", ""
         yield "Invert sort order", "invert_sort", ""
     yield ("Resume updates" if screen.paused else "Pause updates"), "pause", ""
     yield ("Stop following" if screen.follow else "Follow newest activity"), "follow", ""
@@ -80,10 +80,10 @@ def entries(screen: MainScreen) -> Iterator[tuple[str, str, str]]:
         yield "Filter rows…", "filter", ""
     if ok("unmark"):
         yield "Unmark all rows", "unmark", ""
-    yield "Toggle the detail pane", "toggle_detail", ""
+    yield "Toggle the detail pane", "detail('toggle')", ""
     yield "Hide or show columns…", "columns", "Pick the columns of this view"
-    yield "Rescan every root", "rescan", "Ask the engine for a full rescan"
-    yield "Help: every key", "help", ""
+    yield "Rescan every root", "ask('rescan')", "Ask the engine for a full rescan"
+    yield "Help: every key", "ask('help')", ""
 
 
 class LanewatchCommands(Provider):

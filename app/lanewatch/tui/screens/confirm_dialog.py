@@ -18,7 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from lanewatch.inert import inert
-from lanewatch.tui.screens.typeahead import TypeaheadGuard
+from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
 
 MAX_LISTED = 8
 CANCEL_KEYS = ("n", "escape")  # safe to take at once, whenever they were typed

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.tui.actions_adapter import can_clear, can_kill, target_label, why_not_kill
-from lanewatch.tui.culprit import intruder_lane
-from lanewatch.tui.picture import Picture, Row, View
+from lanewatch.tui.backend.actions_adapter import can_clear, can_kill, target_label, why_not_kill
+from lanewatch.tui.state.culprit import intruder_lane
+from lanewatch.tui.state.dashboard_store import Picture, Row, View
 from lanewatch.tui.widgets.lane_table import LaneTable
 
 

@@ -1,0 +1,111 @@
+"""The picture's rows on the main screen's three tables: a drained batch touches only the rows
+it changed (every table gets every batch, shown or not), the ages move on once a second only
+for the rows on screen, and "follow" keeps the cursor on the newest activity."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.tui.screens.main_keys import ORDER
+from lanewatch.tui.state.dashboard_store import Delta, Row, View
+from lanewatch.tui.widgets import view_columns
+from lanewatch.tui.widgets.lane_table import Cell
+
+if TYPE_CHECKING:
+    from lanewatch.tui.screens.main_screen import MainScreen
+    from lanewatch.tui.state.dashboard_state import DashboardState
+
+TICK_MARGIN = 3  # rows above and below the viewport whose ages move on each second
+
+
+class MainRows:
+    """Owned by the main screen (composition)."""
+
+    def __init__(self, screen: MainScreen, state: DashboardState) -> None:
+        self.screen = screen
+        self.state = state
+        # Per view and row key: when one of the row's ages next shows another text.
+        self._ages_due: dict[View, dict[object, float]] = {view: {} for view in ORDER}
+
+    def build(self, view: View, row: Row, now: float) -> tuple[Cell, ...]:
+        key = row.id if isinstance(row, Incident) else row.key
+        self._ages_due[view][key] = view_columns.ages_change_at(view, row, now)
+        picture = self.state.picture
+        if view is View.COLLISIONS:
+            assert isinstance(row, Incident)
+            return view_columns.collisions_row(row, now, picture.victim_label)
+        assert isinstance(row, NamespaceView)
+        if view is View.LANES:
+            return view_columns.lanes_row(row, now, picture.roles(row.key))
+        return view_columns.stale_row(row, now)
+
+    def tone(self, row: Row) -> str | None:
+        against = () if isinstance(row, Incident) else self.state.picture.open_against(row.key)
+        return view_columns.row_tone(row, against)
+
+    def apply(self, delta: Delta) -> None:
+        """Put one drained batch on screen: only the rows it touched."""
+        screen = self.screen
+        now = self.state.clock()
+        for view in ORDER:
+            upserts = delta.upserts[view]
+            removals = delta.removals[view]
+            if upserts or removals:
+                rows = {key: self.build(view, row, now) for key, row in upserts.items()}
+                table = screen.table(view)
+                table.apply(rows, removals)
+                table.set_tones({key: self.tone(row) for key, row in upserts.items()})
+                due = self._ages_due[view]
+                for key in removals:
+                    due.pop(key, None)
+        if screen.follow:
+            self.follow_newest()
+        screen.chrome.update()
+        key = screen.table().cursor_key
+        if key is not None and key in delta.touched(screen.view):
+            screen.details.changed()
+
+    def tick(self) -> None:
+        """Once a second (and on a view switch or a resume), the ages move on: only for the
+        rows on screen and a margin, so an idle dashboard costs the same with ten rows or ten
+        thousand. Rows scrolled into view catch up at the next tick; rows that change, at once
+        (every table gets every batch, shown or not). Only the age cells are rebuilt, and only
+        for rows one of whose ages shows another text (`view_columns.ages_change_at`: "4m" stays
+        "4m" for a minute)."""
+        screen = self.screen
+        if screen.paused or not self.state.picture.loaded:
+            return
+        view = screen.view
+        table = screen.table()
+        top = max(0, table.scroll_offset.y - TICK_MARGIN)
+        height = table.size.height or screen.size.height  # a table just shown has no size yet
+        window = table.order.visible[top : top + height + 2 * TICK_MARGIN]
+        now = self.state.clock()
+        due = self._ages_due[view]
+        cells = {}
+        for key in window:
+            if due.get(key, 0.0) > now:
+                continue  # none of its ages shows another text yet: nothing to build
+            row = self.state.picture.row(view, str(key))
+            if row is not None:
+                cells[key] = view_columns.age_cells(view, row, now)
+                due[key] = view_columns.ages_change_at(view, row, now)
+        table.update_cells(cells)
+
+    def follow_newest(self) -> None:
+        view = self.screen.view
+        rows = self.state.picture.rows(view)
+        if not rows:
+            return
+
+        def recency(item: tuple[str, Row]) -> float:
+            row = item[1]
+            if isinstance(row, Incident):
+                return row.last_seen
+            if view is View.STALE:
+                return view_columns.stale_since(row) or 0.0
+            return max(row.last_write or 0.0, row.started_at or 0.0)
+
+        key, _ = max(rows.items(), key=recency)
+        self.screen.table().move_cursor(key)

@@ -1,0 +1,149 @@
+"""The engine's changes on their way to the screen, and the watchdog over them: at most one
+drain a frame (`FRAME`), none while the view is paused or a dialog is open, and once a second
+(`watch`) the check that the picture is current (`shell/staleness.py`). Owned by the app."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from textual.screen import ModalScreen
+
+from lanewatch.hosts.wire import host_fixes
+from lanewatch.tui.plumbing.call_after import call_after
+from lanewatch.tui.screens.incident_screen import IncidentScreen
+from lanewatch.tui.shell import staleness
+from lanewatch.tui.shell.leaving import HUNG_UP
+
+if TYPE_CHECKING:
+    from lanewatch.tui.app import LanewatchApp
+
+log = logging.getLogger(__name__)
+
+FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
+
+
+class PictureFeed:
+    def __init__(self, app: LanewatchApp) -> None:
+        self.app = app
+        self._last_drain = 0.0
+        self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
+        self._attribution_told = False
+        self._fixes_told: set[str] = set()  # a half-migrated host's fix, told once (toast)
+        self.watch_problem: staleness.Problem | None = None  # what the watchdog found, if any
+        self._problem_at = 0.0
+        self._ticked = 0.0
+
+    def pending(self) -> None:
+        """The engine sent changes: drain now, or at the next frame."""
+        if self._drain_timer is not None:
+            return
+        delay = self._last_drain + FRAME - self.app.monotonic()
+        if delay <= 0:
+            self.drain()
+        else:
+            # Not `set_timer`: a one-shot Textual timer whose delay has passed by the time its
+            # task runs never fires (`plumbing/call_after.py`), and this handle would stay set
+            # for good.
+            self._drain_timer = call_after(self.app, delay, self._timed_drain)
+
+    def cancel(self) -> None:
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+            self._drain_timer = None
+
+    def _timed_drain(self) -> None:
+        self._drain_timer = None
+        self.drain()
+
+    def drain(self) -> None:
+        """Apply everything the engine sent since the last drain, unless the view is paused or
+        a modal is open (the user is reading or confirming what is under it; the buffer keeps
+        merging meanwhile, and the screen catches up when it closes)."""
+        app = self.app
+        main = app.main
+        if not app.main_live():
+            return  # not composed yet, or torn down at exit
+        if main.paused or isinstance(app.screen, ModalScreen):
+            main.chrome.update()
+            return
+        changes = app.buffer.take()
+        self._last_drain = app.monotonic()
+        if changes is None:
+            return
+        picture = app.picture
+        main.rows.apply(picture.apply(changes))
+        if not self._attribution_told and picture.attribution == "inferred":
+            # Once in the app's life (not once per picture or engine restart): how writers are
+            # known, and how to know them exactly. The status line keeps saying the mode.
+            self._attribution_told = True
+            app.notify(
+                picture.attribution_hint or "writers are inferred from open files and timing",
+                title="attribution: inferred",
+                markup=False,
+                timeout=10,
+            )
+        self._tell_fixes()
+        if isinstance(app.screen, IncidentScreen):
+            app.screen.picture_changed()
+
+    def _tell_fixes(self) -> None:
+        """A host flagged as half-migrated (`hosts/flags.py`): its fix whole in a toast, once;
+        the status line keeps saying it, as far as its one line reaches."""
+        for name, words in host_fixes(self.app.picture.health):
+            said = "\n".join(words)
+            if said not in self._fixes_told:
+                self._fixes_told.add(said)
+                self.app.notify(
+                    said, title=f"host {name}", severity="warning", markup=False, timeout=20
+                )
+
+    def _held(self) -> bool:
+        """Changes are meant to wait: paused, a modal open, or no main screen to show them."""
+        app = self.app
+        return not app.main_live() or app.main.paused or isinstance(app.screen, ModalScreen)
+
+    def watch(self, terminal: int | None) -> bool:
+        """Once a second: is the picture current (`shell/staleness.py`)? Changes stuck in the
+        buffer are drained at once; a silent engine process is restarted by `EngineProcess`.
+        False: the terminal hung up (the app leaves as if SIGHUP had reached it)."""
+        app = self.app
+        now = app.monotonic()
+        late, self._ticked = now - self._ticked, now  # over 1 s: the loop itself was busy
+        waiting = app.buffer.waiting_for()
+        stalled = None if waiting is None or self._held() else waiting
+        if stalled is not None and stalled > staleness.STALL:
+            log.warning(
+                "changes waited %.1f s without a drain (last tick %.1f s ago); draining",
+                stalled,
+                late,
+            )
+            self.cancel()
+            self.drain()
+        if terminal is not None and staleness.terminal_gone(terminal):
+            app.leaving.leave(HUNG_UP, "the terminal hung up")  # as if SIGHUP had reached us
+            return False
+        quiet = app.engine.quiet_for()  # None but for an engine in a child process
+        self._show_problem(staleness.judge(stalled_for=stalled, quiet_for=quiet))
+        return True
+
+    def _show_problem(self, problem: staleness.Problem | None) -> None:
+        was = self.watch_problem
+        if problem == was:
+            return
+        app = self.app
+        now = app.monotonic()
+        if was is None and problem is not None:
+            self._problem_at = now - problem.age
+            log.warning("the picture is not current: %s", problem.text)
+        self.watch_problem = problem
+        app.state.watchdog = problem.text if problem is not None else None
+        if was is not None and (problem is None or problem.kind != was.kind):
+            said = staleness.recovered(was, now - self._problem_at)
+            log.warning("%s", said)
+            app.notify(said, title="picture current again", markup=False, timeout=8)
+            if problem is not None:
+                self._problem_at = now - problem.age
+        if app.main_live():
+            app.main.chrome.update()
