@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 
 from lanewatch.audit.audit import pytest_position
+from lanewatch.audit.auditreport import AuditReport, Finding, Read, Run, Write, markdown
 from lanewatch.audit.capture import SLACK_NS, Tick
 from lanewatch.audit.capture import tests_running_at as running_at
-from lanewatch.audit.classify import (
+from lanewatch.audit.scopes import (
     CHECKOUT,
     OTHER,
     PRODUCT,
@@ -18,7 +19,6 @@ from lanewatch.audit.classify import (
     fix_for,
     scope_of,
 )
-from lanewatch.audit.report import AuditReport, Finding, Read, Run, Write, markdown
 
 
 def test_fixed_names_in_shared_temp_and_home_are_unbound() -> None:
@@ -126,7 +126,7 @@ def test_a_timed_out_run_makes_the_audit_incomplete() -> None:
 
 
 def test_bytecode_caches_are_told_apart_from_files_named_alike() -> None:
-    from lanewatch.audit.classify import is_bytecode_cache
+    from lanewatch.audit.scopes import is_bytecode_cache
 
     for rel in (
         "venv/lib/python3.11/site-packages/__pycache__/pytest_timeout.cpython-311-pytest-8.4.2.pyc",
@@ -140,7 +140,7 @@ def test_bytecode_caches_are_told_apart_from_files_named_alike() -> None:
 
 
 def test_fixes_say_what_a_user_types() -> None:
-    from lanewatch.audit.classify import CHECKOUT, fix_for
+    from lanewatch.audit.scopes import CHECKOUT, fix_for
 
     pytest_cache = fix_for("checkout", ".pytest_cache/v/cache/nodeids", CHECKOUT, True)
     assert "-p no:cacheprovider" in pytest_cache and "-o cache_dir=" in pytest_cache

@@ -7,7 +7,7 @@ import sys
 import click
 
 from lanewatch.audit.audit import run_audit
-from lanewatch.audit.report import markdown, text
+from lanewatch.audit.auditreport import markdown, text
 from lanewatch.cli import reports
 from lanewatch.cli.common import friendly_errors, say
 from lanewatch.cli.laneopts import command_after_dashes

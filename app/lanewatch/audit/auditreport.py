@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lanewatch.audit.classify import SCOPES
+from lanewatch.audit.scopes import SCOPES
 from lanewatch.inert import inert
 
 EXIT_OK = 0
@@ -53,7 +53,7 @@ class Read:
 @dataclass
 class Finding:
     path: str  # "/tmp/x", "~/.cache/tool/x", "<checkout>/out/x"
-    scope: str  # classify.SCOPES
+    scope: str  # scopes.SCOPES
     owner: str  # the shared folder it belongs to
     fix: str
     writes: list[Write] = field(default_factory=list)
@@ -136,7 +136,7 @@ class AuditReport:
     kernel: str = ""  # "on", or why every write outside the fenced places was not seen
     timed_out: list[int] = field(default_factory=list)  # runs ended by --timeout
     timeout: float | None = None
-    bytecode_caches: int = 0  # `__pycache__/*.pyc` paths written, left out (classify.py)
+    bytecode_caches: int = 0  # `__pycache__/*.pyc` paths written, left out (scopes.py)
 
     @property
     def shared(self) -> list[Finding]:
