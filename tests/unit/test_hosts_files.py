@@ -1,5 +1,5 @@
 """A far lane's files: `lanewatch files KEY --json` lists one namespace
-there, confined to it and following nothing; `hosts/files.listing` fetches it through a real
+there, confined to it and following nothing; `hosts/farfiles.listing` fetches it through a real
 sshd on loopback (tests/sshkit.py) and says plainly, with the command to run there, when the
 host is unreachable, has no lanewatch, or has one too old to answer."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.hosts import files as far_files
+from lanewatch.hosts import farfiles as far_files
 from lanewatch.hosts.config import Host
 from lanewatch.hosts.wire import remote_key
 from tests.conftest import lanewatch

@@ -1,7 +1,7 @@
 """`lanewatch files TARGET`: one namespace's files, newest first (docs/hosts.md).
 
 What the dashboard's files view lists, as a command: another host's dashboard runs `ssh HOST
-lanewatch files KEY --json` to list a far lane's files (hosts/files.py). TARGET is a namespace
+lanewatch files KEY --json` to list a far lane's files (hosts/farfiles.py). TARGET is a namespace
 directly inside a known root (actions/targets.py), a real folder: a symlink in its place is
 refused, never followed, and nothing under it is followed either. At most `--limit` entries
 (of the first SCAN_LIMIT the walk meets), each named relative to the namespace.

@@ -1,5 +1,5 @@
 """A namespace's files as the files view and `lanewatch files --json` give them: plain data, read
-on this host (`tui/nsfiles.py`) or on another one through its lanewatch (`hosts/files.py`)."""
+on this host (`tui/nsfiles.py`) or on another one through its lanewatch (`hosts/farfiles.py`)."""
 
 from __future__ import annotations
 

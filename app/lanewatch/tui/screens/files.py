@@ -16,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from lanewatch.hosts import elsewhere
-from lanewatch.hosts import files as far_files
+from lanewatch.hosts import farfiles as far_files
 from lanewatch.inert import inert, inert_lines
 from lanewatch.tui import fmt
 from lanewatch.tui.columns import untrusted

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from lanewatch.hosts import elsewhere
-from lanewatch.hosts import files as far_files
+from lanewatch.hosts import farfiles as far_files
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui import columns
 from lanewatch.tui.actions_adapter import can_kill
