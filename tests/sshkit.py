@@ -323,7 +323,7 @@ class FarLive:
     @property
     def key(self) -> str:
         """Its key as the near side shows it."""
-        from lanewatch.hosts.wire import remote_key
+        from lanewatch.hosts.farviews import remote_key
 
         return remote_key(ALIAS, str(self.ns))
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from lanewatch.engine.process import EngineProcess
 from lanewatch.hosts.config import Host
+from lanewatch.hosts.farviews import remote_key
 from lanewatch.hosts.many import ManyHosts
 from lanewatch.hosts.stream import HostStream
-from lanewatch.hosts.wire import remote_key
 from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.tui.app import make_app

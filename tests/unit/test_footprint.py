@@ -365,15 +365,15 @@ def test_the_next_run_sweeps_the_empty_cgroups_of_gone_runners() -> None:
 
 def test_a_far_hosts_footprint_comes_over_the_wire() -> None:
     from lanewatch.cli.status_cmd import namespace_json
-    from lanewatch.hosts import wire
+    from lanewatch.hosts import farviews
 
     here = view(
         footprint=reading(42.0, 10.0), cpu_history=(1, 42), membership="cgroup", disk_growth=3.0
     )
-    far = wire.view("build", namespace_json(here, 20.0))
+    far = farviews.view("build", namespace_json(here, 20.0))
     assert far.footprint == here.footprint
     assert (far.cpu_history, far.membership, far.disk_growth) == ((1, 42), "cgroup", 3.0)
-    assert wire.view("build", {"key": "/r/n", "footprint": "garbage"}).footprint is None
+    assert farviews.view("build", {"key": "/r/n", "footprint": "garbage"}).footprint is None
 
 
 def test_prometheus_series_sum_by_root_and_never_name_a_lane() -> None:

@@ -17,8 +17,8 @@ import pytest
 from lanewatch.hosts import actions as remote
 from lanewatch.hosts import flags
 from lanewatch.hosts.config import Host, pick
+from lanewatch.hosts.farviews import remote_key
 from lanewatch.hosts.stream import HostStream
-from lanewatch.hosts.wire import remote_key
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.model.views import Changes, NsState
 from tests.conftest import LANEWATCH, wait_for

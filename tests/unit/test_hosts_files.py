@@ -14,7 +14,7 @@ import pytest
 
 from lanewatch.hosts import farfiles as far_files
 from lanewatch.hosts.config import Host
-from lanewatch.hosts.wire import remote_key
+from lanewatch.hosts.farviews import remote_key
 from tests.conftest import lanewatch
 from tests.hostile import FILE_NAMES, check_text
 from tests.sshkit import SshServer, far_command, far_lane

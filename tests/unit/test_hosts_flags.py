@@ -6,7 +6,7 @@ from __future__ import annotations
 from lanewatch.cli.status_cmd import incident_json, namespace_json
 from lanewatch.hosts import flags
 from lanewatch.hosts.config import Host
-from lanewatch.hosts.wire import incident, remote_key, split_key, view
+from lanewatch.hosts.farviews import incident, remote_key, split_key, view
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.model.views import Incident, LaneMember, NamespaceView, NsState
 

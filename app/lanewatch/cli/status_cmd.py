@@ -23,8 +23,8 @@ from lanewatch.cli.exits import Exit
 from lanewatch.cli.portsview import ports_json, ports_text
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import status_roots
+from lanewatch.hosts.farviews import split_key
 from lanewatch.hosts.stream import HostState
-from lanewatch.hosts.wire import split_key
 from lanewatch.linux.procid import hostname
 from lanewatch.model.footprint import idle_holding
 from lanewatch.model.kinds import is_collision

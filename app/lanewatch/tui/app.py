@@ -20,7 +20,7 @@ from textual.screen import ModalScreen
 from textual.worker import Worker, WorkerState
 
 from lanewatch.errors import LanewatchError
-from lanewatch.hosts.wire import host_fixes
+from lanewatch.hosts.farviews import host_fixes
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
 from lanewatch.model.engine_api import EngineApi
