@@ -524,7 +524,7 @@ def test_cli_dry_run_refuses_a_live_lane(scratch: Path) -> None:
 def test_the_actions_and_their_commands_load_no_ui() -> None:
     """The dashboard imports the actions; the actions never import the dashboard."""
     probe = (
-        "import sys, lanewatch.actions.kill, lanewatch.actions.clear, lanewatch.actions.trash, "
+        "import sys, lanewatch.actions.kill, lanewatch.actions.clear, lanewatch.actions.restore, "
         "lanewatch.cli.kill_cmd, lanewatch.cli.clear_cmd, lanewatch.cli.trash_cmd; "
         "print(sorted(m for m in ('textual', 'watchdog') if m in sys.modules))"
     )

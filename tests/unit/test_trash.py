@@ -19,7 +19,7 @@ from lanewatch.actions import trashbox
 from lanewatch.actions.clear import ClearResult, clear
 from lanewatch.actions.fsops import remove_tree
 from lanewatch.actions.purge import DEFAULT_RETENTION, due, purge
-from lanewatch.actions.trash import list_trash, restore
+from lanewatch.actions.restore import list_trash, restore
 from lanewatch.lanes import ledger
 from lanewatch.proof.gate import parse_duration
 from tests.conftest import LANEWATCH, wait_for

@@ -19,9 +19,9 @@ from rich.table import Table
 from rich.text import Text
 
 from lanewatch.actions.purge import DEFAULT_RETENTION, due, purge
+from lanewatch.actions.restore import find, restore
 from lanewatch.actions.results import human_size, sizes_text
 from lanewatch.actions.targets import known_roots
-from lanewatch.actions.trash import find, restore
 from lanewatch.actions.trashbox import TrashEntry, list_all, purging_dirs
 from lanewatch.cli import completers
 from lanewatch.cli.common import friendly_errors

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lanewatch.actions import restore as trash_mod
 from lanewatch.actions import routed
-from lanewatch.actions import trash as trash_mod
 from lanewatch.actions.authority import owner_label
 from lanewatch.actions.kill import KILLABLE
 from lanewatch.actions.routed import ActionOutcome
