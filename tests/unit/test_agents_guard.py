@@ -161,7 +161,7 @@ def test_hook_install_for_claude_keeps_the_users_hooks(repo: Path) -> None:
 def test_the_guards_own_registry_reading_agrees_with_the_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lanewatch.agents.paths import known_roots
+    from lanewatch.agents.whosepath import known_roots
     from lanewatch.lanes.roots import Registry
 
     Registry().add(tmp_path / "other-root")
