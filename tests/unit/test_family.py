@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lanewatch.engine.probeintake import ProbeIntake
-from lanewatch.lanes.family import family_of_parent
+from lanewatch.lanes.familyclaim import family_of_parent
 from lanewatch.lanes.stamp import (
     META_DIR,
     OwnerState,
