@@ -28,7 +28,7 @@ from lanewatch.linux.procid import Liveness
 from lanewatch.model import footprint as fp
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.views import Footprint, LaneMember, NamespaceView, NsState
-from lanewatch.processes.footprint import Meter
+from lanewatch.processes.footprintmeter import Meter
 from lanewatch.processes.pidclock import CLK_TCK
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
 

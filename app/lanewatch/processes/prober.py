@@ -38,7 +38,7 @@ from lanewatch.processes import fastprobe, members
 from lanewatch.processes import holders as procscan
 from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.deaths import DeathWatch
-from lanewatch.processes.footprint import Meter, fresh_stat, from_table
+from lanewatch.processes.footprintmeter import Meter, fresh_stat, from_table
 from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
