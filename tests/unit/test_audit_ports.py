@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.demo.ports import free_port
+from lanewatch.demo.loopback import free_port
 from tests.conftest import LANEWATCH, git
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
