@@ -237,7 +237,7 @@ def test_a_removed_current_directory_is_unbound(tmp_path: Path, repo: Path) -> N
         "import os, sys\n"
         "os.chdir(sys.argv[1]); os.rmdir(sys.argv[1])\n"
         "sys.argv = ['lanewatch', 'id']\n"
-        "from lanewatch.cli.main import main\n"
+        "from lanewatch.cli.group import main\n"
         "main()\n"
     )
     result = subprocess.run(

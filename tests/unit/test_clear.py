@@ -525,7 +525,8 @@ def test_the_actions_and_their_commands_load_no_ui() -> None:
     """The dashboard imports the actions; the actions never import the dashboard."""
     probe = (
         "import sys, lanewatch.actions.kill, lanewatch.actions.clear, lanewatch.actions.restore, "
-        "lanewatch.cli.kill_cmd, lanewatch.cli.clear_cmd, lanewatch.cli.trash_cmd; "
+        "lanewatch.cli.actions.kill_cmd, lanewatch.cli.actions.clear_cmd, "
+        "lanewatch.cli.actions.trash_cmd; "
         "print(sorted(m for m in ('textual', 'watchdog') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from lanewatch.cli.status_cmd import incident_json
+from lanewatch.cli.lanes.status_cmd import incident_json
 from lanewatch.model.detectors.foreign_writer import foreign_write
 from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.incidents import (

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from lanewatch.cli import demo_cmd
-from lanewatch.cli.main import cli
+from lanewatch.cli.group import cli
+from lanewatch.cli.tools import demo_cmd
 from lanewatch.demo import DemoError, DemoScenario, disk
 from lanewatch.demo.procs import DemoProcess
 from lanewatch.lanes import ledger

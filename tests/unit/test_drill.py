@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.cli.drill_cmd import _print
+from lanewatch.cli.tools.drill_cmd import _print
 from lanewatch.drill.drill import CLASSES, EXIT_BLIND, EXIT_CLOBBERED, DrillReport, LaneReport
 from tests.conftest import LANEWATCH
 from tests.unit.contractkit import parsed

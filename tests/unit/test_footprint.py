@@ -364,7 +364,7 @@ def test_the_next_run_sweeps_the_empty_cgroups_of_gone_runners() -> None:
 
 
 def test_a_far_hosts_footprint_comes_over_the_wire() -> None:
-    from lanewatch.cli.status_cmd import namespace_json
+    from lanewatch.cli.lanes.status_cmd import namespace_json
     from lanewatch.hosts import farviews
 
     here = view(

@@ -283,7 +283,7 @@ def test_warnings_logged_by_a_command_reach_stderr_inert(tmp_path: Path) -> None
     # The engine's warnings name paths and lanes; `main` makes logging's stderr handler inert.
     script = (
         "import logging, sys\n"
-        "from lanewatch.cli.main import main\n"
+        "from lanewatch.cli.group import main\n"
         "sys.argv = ['lanewatch', '--version']\n"
         "try:\n"
         "    main()\n"

@@ -3,7 +3,7 @@ prefixed), and the flags that name a half-migrated host with its fix."""
 
 from __future__ import annotations
 
-from lanewatch.cli.status_cmd import incident_json, namespace_json
+from lanewatch.cli.lanes.status_cmd import incident_json, namespace_json
 from lanewatch.hosts import flags
 from lanewatch.hosts.config import Host
 from lanewatch.hosts.farviews import incident, remote_key, split_key, view

@@ -80,10 +80,10 @@ def test_the_probe_would_notice() -> None:
 
 def test_hook_and_lane_commands_load_only_what_they_use() -> None:
     """`run`, `gate` and `id` sit in git hooks and agent loops: loading them must not pull in
-    the dashboard, the watcher or psutil (cli/main.py loads each command lazily)."""
+    the dashboard, the watcher or psutil (cli/group.py loads each command lazily)."""
     probe = (
         "import json, sys\n"
-        "from lanewatch.cli.main import load_command\n"
+        "from lanewatch.cli.group import load_command\n"
         "for name in ('run', 'gate', 'id', 'prove'):\n"
         "    load_command(name)\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
@@ -108,8 +108,8 @@ RUN_PROBE = textwrap.dedent(
     """
 )
 # What `lanewatch run` may load of lanewatch: the entry point and its path without click
-# (cli/run_fast.py), the core it runs.
-RUN_CLI = {"entry", "run_fast", "common", "exits"}
+# (cli/lanes/run_fast.py), the core it runs.
+RUN_CLI = {"entry", "lanes", "lanes.run_fast", "common", "exits"}
 RUN_PACKAGES = ("lanewatch.lanes.", "lanewatch.runner.", "lanewatch.linux.")
 RUN_MODULES = {"lanewatch", "lanewatch.__main__", "lanewatch.cli", "lanewatch.errors"}
 RUN_MODULES |= {"lanewatch.inert", "lanewatch.lanes", "lanewatch.runner", "lanewatch.linux"}
@@ -145,12 +145,12 @@ def test_run_loads_no_other_command_no_ui_and_no_watcher(
     assert "lanewatch.runner.run" in loaded  # it really ran
     tops = {m.split(".")[0] for m in loaded}
     assert not tops & {*UI_AND_WATCHERS, "psutil", "filelock", "platformdirs"}, sorted(tops)
-    assert "click" not in tops  # its usual forms start without click (cli/run_fast.py)
+    assert "click" not in tops  # its usual forms start without click (cli/lanes/run_fast.py)
     assert not tops & RUN_NEVER_STDLIB, sorted(tops & RUN_NEVER_STDLIB)
     ours = {m for m in loaded if m == "lanewatch" or m.startswith("lanewatch.")}
     allowed = RUN_MODULES | {f"lanewatch.cli.{m}" for m in RUN_CLI}
     extra = {m for m in ours - allowed if not m.startswith(RUN_PACKAGES)}
-    assert not extra, sorted(extra)  # e.g. lanewatch.cli.status_cmd, lanewatch.tui...
+    assert not extra, sorted(extra)  # e.g. lanewatch.cli.lanes.status_cmd, lanewatch.tui...
     assert "lanewatch.lanes.roots" in loaded  # the guard above sees lanewatch's own modules
 
 

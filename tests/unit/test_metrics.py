@@ -260,7 +260,7 @@ def test_run_never_loads_prometheus_client(repo: Path, lane_root: Path) -> None:
     """`lanewatch run`'s start time matters: prometheus_client is only for `record --metrics`."""
     code = (
         "import sys\n"
-        "from lanewatch.cli.main import main\n"
+        "from lanewatch.cli.group import main\n"
         "sys.argv = ['lanewatch', 'run', '--root', sys.argv[1], '--fence', 'none', '--', 'true']\n"
         "try:\n"
         "    main()\n"

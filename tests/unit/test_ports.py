@@ -114,7 +114,7 @@ def test_two_worktrees_serve_on_their_own_ports_and_ports_names_the_lane(
 
 
 def test_a_far_hosts_lease_and_ports_come_back_from_its_json() -> None:
-    from lanewatch.cli.portsview import ports_json
+    from lanewatch.cli.lanes.portsview import ports_json
     from lanewatch.hosts.farviews import view
     from lanewatch.model.ports import lease_from_json, ports_from_json
     from lanewatch.model.views import NamespaceView, NsState

@@ -1,4 +1,4 @@
-"""`lanewatch run` without click (cli/run_fast.py): what it parses, click parses the same way,
+"""`lanewatch run` without click (cli/lanes/run_fast.py): what it parses, click parses the same way,
 and what it leaves to click is still said by click."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from typing import Any
 import click
 import pytest
 
-from lanewatch.cli.laneopts import command_after_dashes
-from lanewatch.cli.main import NEEDS
-from lanewatch.cli.run_cmd import run_command
-from lanewatch.cli.run_fast import parse
+from lanewatch.cli.group import NEEDS
+from lanewatch.cli.lanes.laneopts import command_after_dashes
+from lanewatch.cli.lanes.run_cmd import run_command
+from lanewatch.cli.lanes.run_fast import parse
 from lanewatch.linux.support import PROC
 from tests.conftest import LANEWATCH
 
 # The same `lanewatch run` through the click group, never the fast path.
-CLICK_ONLY = [sys.executable, "-c", "from lanewatch.cli.main import main; main()"]
+CLICK_ONLY = [sys.executable, "-c", "from lanewatch.cli.group import main; main()"]
 
 
 def by_click(args: list[str]) -> dict[str, Any] | None:
@@ -138,7 +138,7 @@ def test_shell_completion_is_left_to_click(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_the_fast_path_asks_what_the_group_asks_before_run() -> None:
-    assert NEEDS["run"] == (PROC,)  # run_fast checks PROC alone (cli/run_fast.py)
+    assert NEEDS["run"] == (PROC,)  # run_fast checks PROC alone (cli/lanes/run_fast.py)
 
 
 def _run(prefix: list[str], args: list[str], repo: Path) -> subprocess.CompletedProcess[str]:

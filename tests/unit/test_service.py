@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.cli.service_unit import manual_command, unit_text
+from lanewatch.cli.service.service_unit import manual_command, unit_text
 from lanewatch.records import service as svc
 from lanewatch.records.evidence import EvidenceStore
 from lanewatch.records.incidents import IncidentLog

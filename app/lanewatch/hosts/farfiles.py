@@ -1,5 +1,5 @@
 """A far lane's files, listed there by its own lanewatch: `ssh HOST lanewatch files KEY --json`
-(cli/files_cmd.py), read back into the files view's `NsListing`.
+(cli/lanes/files_cmd.py), read back into the files view's `NsListing`.
 
 Nothing of this host's disk is read for it (a far `/tmp/x` is not this machine's). The answer
 is not trusted: an entry whose name is absolute, climbs out (`..`) or holds a NUL is dropped,

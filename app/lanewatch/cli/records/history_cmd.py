@@ -19,9 +19,9 @@ from rich.table import Table
 
 from lanewatch.cli.common import cell, fail, friendly_errors
 from lanewatch.cli.exits import Exit
+from lanewatch.cli.lanes.status_cmd import WIDE, console
 from lanewatch.cli.reports import report
 from lanewatch.cli.rootopts import read_roots
-from lanewatch.cli.status_cmd import WIDE, console
 
 if TYPE_CHECKING:
     from lanewatch.records.writes import WriteEntry

@@ -24,8 +24,8 @@ from lanewatch.actions.results import human_size, sizes_text
 from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trashbox import TrashEntry, list_all, purging_dirs
 from lanewatch.cli import completers
+from lanewatch.cli.actions.ask import confirm, safe
 from lanewatch.cli.common import friendly_errors
-from lanewatch.cli.confirm import confirm, safe
 from lanewatch.cli.duration import Duration
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report

@@ -28,9 +28,9 @@ from typing import Any
 import click
 
 from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.lanes.status_cmd import incident_json, namespace_json
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import read_roots
-from lanewatch.cli.status_cmd import incident_json, namespace_json
 from lanewatch.model.views import Changes, Incident, NamespaceView, NsState
 
 LIVE = (NsState.LIVE, NsState.HUNG)

@@ -19,10 +19,10 @@ from rich.table import Table
 
 from lanewatch.cli.common import cell, fail, friendly_errors, say
 from lanewatch.cli.exits import Exit
-from lanewatch.cli.portsview import outside_lease, port_json
+from lanewatch.cli.lanes.portsview import outside_lease, port_json
+from lanewatch.cli.lanes.status_cmd import console
 from lanewatch.cli.reports import report
 from lanewatch.cli.rootopts import status_roots
-from lanewatch.cli.status_cmd import console
 from lanewatch.lanes.leases import Lease, lease_dir, lease_of, read_leases
 from lanewatch.linux import netsockets
 from lanewatch.model.units import checkout_label

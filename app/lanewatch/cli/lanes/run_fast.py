@@ -4,7 +4,7 @@
 (`run_start` in docs/performance.md). `lanewatch run [--lane L] [--root R] [--checkout C]
 [--heartbeat S] [--fence M] [--fence-shm] [--lane-auto] [--wait[=S]] -- CMD...` is parsed
 here; anything else (help, a value click would refuse, an unknown option, CMD without `--`,
-shell completion) goes to the click command (cli/run_cmd.py), which says what is wrong.
+shell completion) goes to the click command (cli/lanes/run_cmd.py), which says what is wrong.
 tests/unit/test_run_fast.py holds the two parsers equal on what this one takes."""
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def _path_ok(path: str | None, *, folder: bool) -> bool:
 def run_fast(args: Sequence[str]) -> None:
     """Run `lanewatch run ARGS` and exit, or return when click must parse ARGS."""
     params = parse(args, os.environ)
-    if params is None or missing((PROC,)):  # cli/main.py's NEEDS["run"]; click says it
+    if params is None or missing((PROC,)):  # cli/group.py's NEEDS["run"]; click says it
         return
     try:
         run_lane(**params)

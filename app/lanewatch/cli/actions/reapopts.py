@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 import click
 
+from lanewatch.cli.actions.reap_cmd import Size, policy_from
 from lanewatch.cli.common import say
 from lanewatch.cli.duration import Duration
-from lanewatch.cli.reap_cmd import Size, policy_from
 from lanewatch.records import reaping
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -1,5 +1,5 @@
 """`lanewatch run`: run a command inside its lane's namespace. Its usual forms start without
-click (cli/run_fast.py, which does the run for both); this command parses the rest."""
+click (cli/lanes/run_fast.py, which does the run for both); this command parses the rest."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import click
 
-from lanewatch.cli.laneopts import command_after_dashes, fence_options, lane_options
-from lanewatch.cli.run_fast import run_lane
+from lanewatch.cli.lanes.laneopts import command_after_dashes, fence_options, lane_options
+from lanewatch.cli.lanes.run_fast import run_lane
 
 
 @click.command(

@@ -3,8 +3,8 @@
 Reads `<root>/.lanewatch-root/incidents.jsonl` (what every engine and `status` recorded); it
 does not scan. One incident's `--markdown` / `--json` is its report (`records/report.py`), the
 same bytes the dashboard exports. `--ack ID` records an acknowledgement. An ID may be any
-prefix of the ID or of its hash that names one incident (`cli/incident_ids.py`). Exit codes: 0;
-8 for an unknown ID; 2 for a prefix that names more than one (they are listed).
+prefix of the ID or of its hash that names one incident (`cli/records/incident_ids.py`). Exit
+codes: 0; 8 for an unknown ID; 2 for a prefix that names more than one (they are listed).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from rich.text import Text
 
 from lanewatch.cli.common import cell, fail, friendly_errors, say
 from lanewatch.cli.exits import Exit
-from lanewatch.cli.incident_ids import one as one_id
+from lanewatch.cli.lanes.status_cmd import ack_word, console, incident_json
+from lanewatch.cli.records.incident_ids import one as one_id
 from lanewatch.cli.reports import report
 from lanewatch.cli.rootopts import read_roots
-from lanewatch.cli.status_cmd import ack_word, console, incident_json
 from lanewatch.inert import inert
 from lanewatch.model.kinds import kind_of, severity_of
 from lanewatch.model.views import Incident

@@ -25,10 +25,10 @@ from typing import Any
 
 import click
 
+from lanewatch.cli.actions.reapopts import install_reaper, reap_options
 from lanewatch.cli.common import echo_json, fail, friendly_errors, say
-from lanewatch.cli.metricsopts import metrics_args, metrics_options
-from lanewatch.cli.reapopts import install_reaper, reap_options
-from lanewatch.cli.service_unit import UNIT_NAME, manual_command, unit_path, unit_text
+from lanewatch.cli.service.metricsopts import metrics_args, metrics_options
+from lanewatch.cli.service.service_unit import UNIT_NAME, manual_command, unit_path, unit_text
 from lanewatch.lanes.fsutil import write_atomic
 from lanewatch.lanes.roots import state_dir
 from lanewatch.records import service as svc

@@ -22,8 +22,8 @@ from lanewatch.actions.checks import members_text
 from lanewatch.actions.kill import DEFAULT_WAIT, KILLABLE, SIGNALS, KillResult, kill
 from lanewatch.actions.targets import resolve
 from lanewatch.cli import completers
+from lanewatch.cli.actions.ask import confirm, safe
 from lanewatch.cli.common import friendly_errors
-from lanewatch.cli.confirm import confirm, safe
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
 from lanewatch.model.views import NsState

@@ -37,10 +37,10 @@ from typing import Any
 import click
 
 from lanewatch.cli.common import friendly_errors
-from lanewatch.cli.metricsopts import metrics_options
+from lanewatch.cli.lanes.status_cmd import incident_json, namespace_json
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import read_roots
-from lanewatch.cli.status_cmd import incident_json, namespace_json
+from lanewatch.cli.service.metricsopts import metrics_options
 from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert
 from lanewatch.lanes.roots import state_dir
@@ -423,7 +423,7 @@ def record_command(
     beat_path = None
     reaper = None
     if reap:
-        from lanewatch.cli.reaper_thread import ServiceReaper
+        from lanewatch.cli.service.reaper_thread import ServiceReaper
 
         def say_reap(fields: dict[str, object]) -> None:
             with printer._lock:

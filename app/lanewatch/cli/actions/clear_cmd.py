@@ -20,8 +20,8 @@ from lanewatch.actions.results import sizes_text
 from lanewatch.actions.targets import NotFound, Target, TargetError, known_roots, resolve
 from lanewatch.actions.trashbox import list_all
 from lanewatch.cli import completers
+from lanewatch.cli.actions.ask import confirm, safe
 from lanewatch.cli.common import friendly_errors
-from lanewatch.cli.confirm import confirm, safe
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
 

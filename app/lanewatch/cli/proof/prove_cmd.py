@@ -8,7 +8,7 @@ import click
 
 from lanewatch.cli.common import fail, friendly_errors_around_cmd, say
 from lanewatch.cli.exits import Exit
-from lanewatch.cli.laneopts import command_after_dashes, fence_options, lane_options
+from lanewatch.cli.lanes.laneopts import command_after_dashes, fence_options, lane_options
 from lanewatch.proof.prove import prove
 from lanewatch.runner.fence import Mode
 

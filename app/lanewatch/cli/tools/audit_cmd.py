@@ -10,7 +10,7 @@ from lanewatch.audit.audit import run_audit
 from lanewatch.audit.auditreport import markdown, text
 from lanewatch.cli import reports
 from lanewatch.cli.common import friendly_errors, say
-from lanewatch.cli.laneopts import command_after_dashes
+from lanewatch.cli.lanes.laneopts import command_after_dashes
 
 
 @click.command(

@@ -26,8 +26,8 @@ import click
 from lanewatch.actions.reap import Pass, plan, run
 from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import known_roots
+from lanewatch.cli.actions.ask import confirm, safe
 from lanewatch.cli.common import friendly_errors
-from lanewatch.cli.confirm import confirm, safe
 from lanewatch.cli.duration import Duration
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from lanewatch.cli.common import cell, echo_json, friendly_errors
 from lanewatch.cli.exits import Exit
-from lanewatch.cli.portsview import ports_json, ports_text
+from lanewatch.cli.lanes.portsview import ports_json, ports_text
 from lanewatch.cli.reports import schema_id
 from lanewatch.cli.rootopts import status_roots
 from lanewatch.hosts.farviews import split_key
