@@ -238,11 +238,11 @@ def test_with_no_process_started_the_quiet_check_reads_no_process_table(
         return next(iter(reports[-1].evidence.values())).liveness if reports else None
 
     tables: list[int] = []
-    real_table = prober_module.procscan.process_table
+    real_table = prober_module.holders.process_table
     try:
         wait_for(lambda: latest() is Liveness.ALIVE)
         monkeypatch.setattr(
-            prober_module.procscan,
+            prober_module.holders,
             "process_table",
             lambda *a, **k: tables.append(1) or real_table(*a, **k),
         )
