@@ -284,7 +284,7 @@ def far_lane(
     `heartbeat`: its interval (else the default, 5 s)."""
     from lanewatch.lanes.names import namespace_name
     from lanewatch.lanes.stamp import read_stamp
-    from tests.unit.enginekit import _checkout_id
+    from tests.kits.enginekit import _checkout_id
 
     root = home / "root"
     root.mkdir(parents=True, exist_ok=True)

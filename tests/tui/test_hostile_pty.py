@@ -26,8 +26,8 @@ from lanewatch.records.incidents import log_path
 from lanewatch.tui.screens.typeahead import GUARD
 from tests import hostile
 from tests.conftest import LANEWATCH
-from tests.unit.actionkit import register_root
-from tests.unit.enginekit import make_stamp
+from tests.kits.actionkit import register_root
+from tests.kits.enginekit import make_stamp
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.timeout(240)]
 

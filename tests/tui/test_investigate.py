@@ -30,7 +30,7 @@ from lanewatch.tui.screens.files import FileScreen, FilesScreen
 from lanewatch.tui.screens.incident import IncidentScreen
 from lanewatch.tui.screens.main import MainScreen
 from tests.conftest import LANEWATCH
-from tests.unit.attributionkit import privileged, shared_temp_file
+from tests.kits.attributionkit import privileged, shared_temp_file
 from tests.unit.test_attribution import write_cmd
 
 from .conftest import Lanes

@@ -20,7 +20,7 @@ import pytest
 from lanewatch.agents.guard import BAD_INPUT, BLOCK, PASS, bash_targets, decide, main
 from lanewatch.agents.me import Me
 from tests.conftest import LANEWATCH
-from tests.unit.enginekit import start_lane
+from tests.kits.enginekit import start_lane
 
 
 def payload(tool: str, cwd: Path, **tool_input: Any) -> dict[str, Any]:
@@ -234,7 +234,7 @@ def test_a_write_into_the_checkout_of_another_live_lane_is_refused(
 
 
 def test_a_lane_of_my_family_is_mine(root: Path, tmp_path: Path) -> None:
-    from tests.unit.enginekit import make_stamp
+    from tests.kits.enginekit import make_stamp
 
     head = make_stamp(root, "pytest")
     worker = make_stamp(root, "pytest-gw0", family=head.name)

@@ -17,8 +17,8 @@ import pytest
 
 from lanewatch.records import writes
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit.attributionkit import shared_temp_file
-from tests.unit.enginekit import running, start_lane
+from tests.kits.attributionkit import shared_temp_file
+from tests.kits.enginekit import running, start_lane
 
 CLIENT = str(Path(__file__).with_name("mcp_client.py"))
 FIRST, SECOND = '{"receipt": "from A"}\n', '{"receipt": "from B"}\n'
@@ -119,7 +119,7 @@ def test_whoami_says_live_stale_or_released_as_the_owner_is(root: Path) -> None:
     from lanewatch.agents.answers import whoami
     from lanewatch.agents.me import Me
     from lanewatch.lanes.stamp import OwnerState
-    from tests.unit.enginekit import make_stamp
+    from tests.kits.enginekit import make_stamp
 
     def state(ns: Path) -> str:
         me = Me(ns.name.split(".")[-1], str(ns), None, str(root), "none")
@@ -158,7 +158,7 @@ def test_my_collisions_lists_an_open_incident_of_my_lane_as_its_victim(
 def test_release_stale_lists_without_confirm_and_moves_with_it(root: Path) -> None:
     from lanewatch.agents.answers import release_stale
     from lanewatch.agents.me import Me
-    from tests.unit.enginekit import make_stamp
+    from tests.kits.enginekit import make_stamp
 
     mine = make_stamp(root, "me")  # live: this process
     stale = make_stamp(root, "gone", start_ticks=1)  # its pid names another process now

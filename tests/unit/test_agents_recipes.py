@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import LANEWATCH
-from tests.unit.enginekit import start_lane
+from tests.kits.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

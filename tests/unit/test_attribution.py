@@ -25,7 +25,7 @@ from lanewatch.kernel.throttle import Pace
 from lanewatch.records import evidence
 from lanewatch.records.writes import entries, history
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit.attributionkit import (
+from tests.kits.attributionkit import (
     AVAILABLE,
     json_lines,
     kernel_engine,
@@ -35,7 +35,7 @@ from tests.unit.attributionkit import (
     shared_temp_file,
     wait_known,
 )
-from tests.unit.enginekit import start_lane
+from tests.kits.enginekit import start_lane
 
 
 def write_cmd(content: str, target: Path, *, then: str = "") -> tuple[str, ...]:

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from tests.conftest import LANEWATCH
-from tests.unit.actionkit import NOBODY, as_user
+from tests.kits.actionkit import NOBODY, as_user
 
 pytestmark = pytest.mark.unprivileged
 

@@ -30,7 +30,7 @@ from lanewatch.records import evidence
 from lanewatch.records.evidence import SMALL_FILE, EvidenceStore
 from lanewatch.records.writes import WriteLog
 from tests.conftest import wait_for
-from tests.unit.attributionkit import sha
+from tests.kits.attributionkit import sha
 
 # --- the pid clock -------------------------------------------------------------------------
 

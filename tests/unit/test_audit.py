@@ -21,7 +21,7 @@ import pytest
 
 from lanewatch.cli.exits import Exit
 from tests.conftest import LANEWATCH, git, inner_pytest_env, wait_for
-from tests.unit.contractkit import parsed
+from tests.kits.contractkit import parsed
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -15,7 +15,7 @@ import pytest
 
 from lanewatch.cli.exits import Exit
 from tests.conftest import git, wait_for
-from tests.unit.contractkit import parsed
+from tests.kits.contractkit import parsed
 from tests.unit.test_audit import PYTEST, audit, by_path
 
 pytestmark = [

@@ -28,8 +28,8 @@ from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.model.views import NamespaceView, NsState
 from lanewatch.tui.actions_adapter import ActionsAdapter, can_kill, describe_kill
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit import actionkit
-from tests.unit.actionkit import DEADLINE, NOBODY, Procs, alive, as_user, make_stamp
+from tests.kits import actionkit
+from tests.kits.actionkit import DEADLINE, NOBODY, Procs, alive, as_user, make_stamp
 
 lw = actionkit.lw  # the kit's fixtures, found by pytest under these names
 scratch = actionkit.scratch

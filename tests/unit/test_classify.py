@@ -21,8 +21,8 @@ from lanewatch.model.classify import LivenessEvidence, classify
 from lanewatch.model.views import STALE_STATES, Grade, LaneMember, NsState
 from lanewatch.processes.prober import judge
 from tests.conftest import wait_for
-from tests.unit.enginekit import DRIVER, Driver, make_stamp, start_lane, stop_lane
-from tests.unit.userkit import readable_by, shared_temp
+from tests.kits.enginekit import DRIVER, Driver, make_stamp, start_lane, stop_lane
+from tests.kits.userkit import readable_by, shared_temp
 
 HOST, BOOT, NOW = "here", "boot-1", 1_000_000.0
 

@@ -28,8 +28,8 @@ from lanewatch.lanes.lock import lock_path
 from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, OwnerState, read_stamp
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit import actionkit
-from tests.unit.actionkit import (
+from tests.kits import actionkit
+from tests.kits.actionkit import (
     DEADLINE,
     NOBODY,
     Procs,

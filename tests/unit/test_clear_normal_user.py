@@ -17,8 +17,8 @@ import pytest
 
 from lanewatch.actions.trashbox import trash_dir
 from tests.conftest import LANEWATCH
-from tests.unit import actionkit
-from tests.unit.actionkit import NOBODY, Procs, as_user, released_namespace
+from tests.kits import actionkit
+from tests.kits.actionkit import NOBODY, Procs, as_user, released_namespace
 
 pytestmark = pytest.mark.unprivileged
 

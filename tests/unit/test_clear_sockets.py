@@ -20,8 +20,8 @@ import pytest
 
 from lanewatch.actions.trashbox import trash_dir
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit import actionkit
-from tests.unit.actionkit import Procs, released_namespace
+from tests.kits import actionkit
+from tests.kits.actionkit import Procs, released_namespace
 
 pytestmark = pytest.mark.unprivileged
 

@@ -21,7 +21,7 @@ from lanewatch.model.incidents import (
 )
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.kinds import kind_of, severity_of
-from tests.unit.attributionkit import sha
+from tests.kits.attributionkit import sha
 
 
 def kw(path: str, lane: str, t: float, content: bytes = b"x", pid: int = 42) -> KernelWrite:

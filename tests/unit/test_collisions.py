@@ -20,8 +20,8 @@ import pytest
 from lanewatch.records import evidence
 from lanewatch.records.writes import WriteEntry, history
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit.attributionkit import kernel_engine, privileged, sha
-from tests.unit.enginekit import Recorder, start_lane
+from tests.kits.attributionkit import kernel_engine, privileged, sha
+from tests.kits.enginekit import Recorder, start_lane
 
 # Write $1 into $2; once $3 exists, write it again (the same bytes); then stay.
 TWICE = (

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LANEWATCH
-from tests.unit import actionkit
-from tests.unit.actionkit import released_namespace
+from tests.kits import actionkit
+from tests.kits.actionkit import released_namespace
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -15,8 +15,8 @@ import pytest
 from lanewatch.cli.exits import Exit
 from lanewatch.lanes import ledger
 from tests.conftest import LANEWATCH
-from tests.unit import actionkit
-from tests.unit.actionkit import DEADLINE, Procs, alive, released_namespace
+from tests.kits import actionkit
+from tests.kits.actionkit import DEADLINE, Procs, alive, released_namespace
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -17,7 +17,7 @@ from lanewatch.files import walk as scanner
 from lanewatch.files.usage import Usage
 from lanewatch.lanes.stamp import OwnerState
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit.enginekit import make_stamp, running
+from tests.kits.enginekit import make_stamp, running
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

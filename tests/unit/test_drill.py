@@ -10,7 +10,7 @@ import pytest
 from lanewatch.cli.tools.drill_cmd import _print
 from lanewatch.drill.drill import CLASSES, EXIT_BLIND, EXIT_CLOBBERED, DrillReport, LaneReport
 from tests.conftest import LANEWATCH
-from tests.unit.contractkit import parsed
+from tests.kits.contractkit import parsed
 
 
 @pytest.fixture

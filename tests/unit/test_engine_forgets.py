@@ -16,7 +16,7 @@ import pytest
 from lanewatch.actions.clear import clear
 from lanewatch.engine.engine import Engine
 from tests.conftest import wait_for
-from tests.unit.actionkit import released_namespace
+from tests.kits.actionkit import released_namespace
 
 pytestmark = pytest.mark.unprivileged  # a service runs as a normal user too
 

@@ -12,7 +12,7 @@ from lanewatch.engine.tailintake import Arrived
 from lanewatch.engine.worker import Worker
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.model import model as m
-from tests.unit.enginekit import make_stamp
+from tests.kits.enginekit import make_stamp
 
 
 def listed(root: Path) -> Worker:

@@ -20,9 +20,9 @@ from lanewatch.engine.process import EngineProcess, EngineStartError
 from lanewatch.model.views import Changes, SourceHealth
 from lanewatch.records.writes import history
 from tests.conftest import wait_for
-from tests.unit.attributionkit import privileged
-from tests.unit.enginekit import Recorder, make_stamp
-from tests.unit.prockit import alive
+from tests.kits.attributionkit import privileged
+from tests.kits.enginekit import Recorder, make_stamp
+from tests.kits.prockit import alive
 
 
 def files(rec: Recorder, ns: Path) -> int | None:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit.contractkit import valid
-from tests.unit.enginekit import start_lane
+from tests.kits.contractkit import valid
+from tests.kits.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 PROMPT = 1.0  # seconds: an event comes out within this of what it tells

@@ -12,8 +12,8 @@ import pytest
 
 from lanewatch.cli.exits import MEANING, Exit
 from tests.conftest import LANEWATCH
-from tests.unit import actionkit
-from tests.unit.actionkit import make_stamp, released_namespace
+from tests.kits import actionkit
+from tests.kits.actionkit import make_stamp, released_namespace
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -32,7 +32,7 @@ from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.views import IncidentKind
 from lanewatch.processes.prober import ProbeReport
-from tests.unit.enginekit import make_stamp
+from tests.kits.enginekit import make_stamp
 from tests.unit.test_incidents import hold
 
 MAIN, GW0, GW1, OTHER = "/r/c.pytest", "/r/c.pytest-gw0", "/r/c.pytest-gw1", "/r/c.agent"

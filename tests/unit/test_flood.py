@@ -18,8 +18,8 @@ from lanewatch.model.flood import FLOOD_AFTER, is_flood
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.records.incidents import IncidentLog, log_path
 from tests.conftest import wait_for
-from tests.unit.attributionkit import kernel_engine, privileged, sha, shared_temp_dir
-from tests.unit.enginekit import running, start_lane
+from tests.kits.attributionkit import kernel_engine, privileged, sha, shared_temp_dir
+from tests.kits.enginekit import running, start_lane
 
 
 def kw(path: str, lane: str, t: float, pid: int = 42) -> KernelWrite:

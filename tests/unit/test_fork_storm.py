@@ -22,8 +22,8 @@ import pytest
 from lanewatch.linux.proc import LAST_PID, read_int
 from lanewatch.records.writes import entries
 from tests.conftest import wait_for
-from tests.unit.attributionkit import kernel_engine, privileged
-from tests.unit.enginekit import start_lane
+from tests.kits.attributionkit import kernel_engine, privileged
+from tests.kits.enginekit import start_lane
 
 CHILDREN = 40  # writes by children of each of B and C
 OWN = 10  # lanes D0..D9, each one write by its command itself

@@ -15,7 +15,7 @@ from lanewatch.records.incidents import read_all
 from lanewatch.records.report import who
 from lanewatch.tui.columns import intruder_label
 from tests.conftest import wait_for
-from tests.unit.enginekit import Recorder, running, start_lane, stop_lane
+from tests.kits.enginekit import Recorder, running, start_lane, stop_lane
 
 pytestmark = pytest.mark.unprivileged
 

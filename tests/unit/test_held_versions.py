@@ -21,8 +21,8 @@ from lanewatch.model.views import Incident
 from lanewatch.records import writes
 from lanewatch.records.report import Shown, Version, build_report, says, to_json, to_markdown
 from tests.conftest import wait_for
-from tests.unit.attributionkit import shared_temp_file
-from tests.unit.enginekit import running, start_lane
+from tests.kits.attributionkit import shared_temp_file
+from tests.kits.enginekit import running, start_lane
 
 FIRST, SECOND = '{"receipt": "from A"}\n', '{"receipt": "from B"}\n'
 

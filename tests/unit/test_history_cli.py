@@ -16,8 +16,8 @@ import pytest
 
 from lanewatch.records.writes import LOG_FILE, OLD_FILE, WriteEntry, WriteLog, history
 from tests.conftest import LANEWATCH
-from tests.unit.attributionkit import kernel_engine, privileged, sha, wait_known
-from tests.unit.enginekit import start_lane
+from tests.kits.attributionkit import kernel_engine, privileged, sha, wait_known
+from tests.kits.enginekit import start_lane
 
 
 def cli(*args: str, cwd: Path, columns: int | None = None) -> subprocess.CompletedProcess[str]:

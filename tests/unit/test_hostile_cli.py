@@ -27,8 +27,8 @@ from lanewatch.records.incidents import log_path
 from lanewatch.records.writes import WriteEntry, WriteLog
 from tests import hostile
 from tests.conftest import LANEWATCH
-from tests.unit.actionkit import register_root
-from tests.unit.enginekit import make_stamp
+from tests.kits.actionkit import register_root
+from tests.kits.enginekit import make_stamp
 
 # `clear` inspects every process for a cwd or an open file inside: a normal user gets EACCES
 # on root's and is refused (rightly: a permission error is not an answer).

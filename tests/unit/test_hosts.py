@@ -22,6 +22,8 @@ from lanewatch.hosts.stream import HostStream
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.model.views import Changes, NsState
 from tests.conftest import LANEWATCH, wait_for
+from tests.kits.contractkit import valid
+from tests.kits.enginekit import start_lane
 from tests.sshkit import (  # the fixtures, and those they use, by name for pytest to find
     FarLive,
     SshServer,
@@ -35,8 +37,6 @@ from tests.sshkit import (  # the fixtures, and those they use, by name for pyte
     start_far_live,
     write_hosts,
 )
-from tests.unit.contractkit import valid
-from tests.unit.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

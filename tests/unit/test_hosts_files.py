@@ -17,9 +17,9 @@ from lanewatch.hosts.config import Host
 from lanewatch.hosts.farviews import remote_key
 from tests.conftest import lanewatch
 from tests.hostile import FILE_NAMES, check_text
+from tests.kits.contractkit import parsed
 from tests.sshkit import SshServer, far_command, far_lane
 from tests.sshkit import ssh_server as ssh_server  # a fixture
-from tests.unit.contractkit import parsed
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

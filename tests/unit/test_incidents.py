@@ -16,7 +16,7 @@ from lanewatch.model import writers as wr
 from lanewatch.model.views import Incident, IncidentKind
 from lanewatch.records.incidents import IncidentLog, log_path, read_all
 from tests.conftest import wait_for
-from tests.unit.enginekit import make_stamp, running, start_lane, stop_lane
+from tests.kits.enginekit import make_stamp, running, start_lane, stop_lane
 
 A, B = "/r/c.a", "/r/c.b"
 OWNERS = {

@@ -21,9 +21,9 @@ from lanewatch.model import incidents as inc
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.records.writes import WriteEntry, WriteLog
 from tests.conftest import LANEWATCH
-from tests.unit import actionkit
-from tests.unit.actionkit import released_namespace
-from tests.unit.contractkit import report, validator
+from tests.kits import actionkit
+from tests.kits.actionkit import released_namespace
+from tests.kits.contractkit import report, validator
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

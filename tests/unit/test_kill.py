@@ -27,8 +27,8 @@ from lanewatch.lanes.stamp import OwnerState, read_stamp
 from lanewatch.linux.procid import ProcessIdentity, process_state
 from lanewatch.processes.holders import read_stat
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit import actionkit
-from tests.unit.actionkit import (
+from tests.kits import actionkit
+from tests.kits.actionkit import (
     CHECKOUT,
     DEADLINE,
     NOBODY,

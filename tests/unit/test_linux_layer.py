@@ -14,10 +14,10 @@ import pytest
 from lanewatch.actions import mounts as action_mounts
 from lanewatch.kernel import fanignore
 from lanewatch.linux import mountinfo, paths, proc, procid
-from tests.unit import denied_probe
-from tests.unit.actionkit import bind_mounted
-from tests.unit.denied_probe import denied_facts
-from tests.unit.userkit import NOBODY, as_user, script_as
+from tests.kits import denied_probe
+from tests.kits.actionkit import bind_mounted
+from tests.kits.denied_probe import denied_facts
+from tests.kits.userkit import NOBODY, as_user, script_as
 
 DENIED_PROBE = Path(denied_probe.__file__)
 

@@ -27,7 +27,7 @@ from lanewatch.linux import reaper
 from lanewatch.linux.procid import ProcessIdentity, boot_id, start_ticks
 from lanewatch.processes import members, prober
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
-from tests.unit.actionkit import NOBODY, as_user, python_as
+from tests.kits.actionkit import NOBODY, as_user, python_as
 
 pytestmark = pytest.mark.unprivileged  # user journeys: also run as a normal user
 

@@ -14,7 +14,7 @@ from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.processes.holders import process_table
 from lanewatch.processes.members import members_of
 from tests.conftest import wait_for
-from tests.unit.enginekit import make_stamp
+from tests.kits.enginekit import make_stamp
 
 PARENT = "import subprocess, sys; subprocess.Popen(['sleep', '60']); sys.stdin.read()"
 

@@ -27,8 +27,8 @@ from lanewatch import __version__
 from lanewatch.engine import metrics
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit.actionkit import register_root, released_namespace
-from tests.unit.enginekit import make_stamp, running, start_lane, stop_lane
+from tests.kits.actionkit import register_root, released_namespace
+from tests.kits.enginekit import make_stamp, running, start_lane, stop_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -24,8 +24,8 @@ from lanewatch.linux.mountns import mount_ns
 from lanewatch.linux.mountview import MountViews
 from lanewatch.records.writes import entries
 from tests.conftest import git, wait_for
-from tests.unit.attributionkit import kernel_engine, privileged, shared_temp_dir
-from tests.unit.enginekit import start_lane
+from tests.kits.attributionkit import kernel_engine, privileged, shared_temp_dir
+from tests.kits.enginekit import start_lane
 
 UNSHARE = shutil.which("unshare")
 needs_unshare = pytest.mark.skipif(

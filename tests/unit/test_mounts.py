@@ -17,7 +17,7 @@ from lanewatch.actions.mounts import (
     read_mountinfo,
     unescape,
 )
-from tests.unit.actionkit import bind_mounted
+from tests.kits.actionkit import bind_mounted
 
 SAMPLE = (
     b"22 1 0:21 / /proc rw,relatime shared:5 - proc proc rw\n"

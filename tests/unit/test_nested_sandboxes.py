@@ -18,8 +18,8 @@ import pytest
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.records.writes import history
 from tests.conftest import Spawn, Subreaper, lanewatch, wait_for
-from tests.unit.attributionkit import kernel_engine, privileged
-from tests.unit.enginekit import start_lane
+from tests.kits.attributionkit import kernel_engine, privileged
+from tests.kits.enginekit import start_lane
 from tests.unit.test_members import (
     DEADLINE,
     fenced_here,

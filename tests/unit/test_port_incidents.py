@@ -20,7 +20,7 @@ from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.ports import Listener
 from lanewatch.model.views import IncidentKind
 from tests.conftest import wait_for
-from tests.unit.enginekit import running, start_lane
+from tests.kits.enginekit import running, start_lane
 
 ROOT = "/r"
 EPHEMERAL = (32768, 60999)

@@ -28,7 +28,7 @@ from lanewatch.processes.prober import (
     probe,
 )
 from tests.conftest import wait_for
-from tests.unit.enginekit import make_stamp
+from tests.kits.enginekit import make_stamp
 
 
 def _prober(root: Path, pid: int, interval: float) -> tuple[Prober, list[ProbeReport]]:

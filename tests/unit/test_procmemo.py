@@ -18,8 +18,8 @@ from lanewatch.processes import holders
 from lanewatch.processes.holders import Holder
 from lanewatch.processes.memo import ProcMemo, quiet_mark
 from tests.conftest import wait_for
-from tests.unit import prockit
-from tests.unit.prockit import DEADLINE, read_line
+from tests.kits import prockit
+from tests.kits.prockit import DEADLINE, read_line
 
 # Holds PATH open (read or write) with $LANEWATCH_LANE as given, prints "ready FD", then
 # sleeps in a read of stdin; "reopen-write" closes the fd and opens PATH again for writing.

@@ -18,8 +18,8 @@ from lanewatch.linux.procid import ProcessIdentity, process_state
 from lanewatch.processes import holders as procscan
 from lanewatch.processes.holders import Holder, ProcScan
 from tests.conftest import wait_for
-from tests.unit import prockit
-from tests.unit.prockit import DEADLINE, read_line
+from tests.kits import prockit
+from tests.kits.prockit import DEADLINE, read_line
 
 # A helper process: takes hold of TARGET in the way MODE says, prints "ready [PID]" and holds it
 # until its stdin closes.

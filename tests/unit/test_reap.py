@@ -26,9 +26,9 @@ from lanewatch.model.views import NsState
 from lanewatch.records import reaping
 from lanewatch.records.reaping import ReapPolicy
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit import actionkit
-from tests.unit.actionkit import DEADLINE, Procs, make_stamp, released_namespace
-from tests.unit.contractkit import valid
+from tests.kits import actionkit
+from tests.kits.actionkit import DEADLINE, Procs, make_stamp, released_namespace
+from tests.kits.contractkit import valid
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import LANEWATCH, Spawn, wait_for
-from tests.unit.attributionkit import json_lines, privileged, setpriv_prefix, sha
-from tests.unit.contractkit import valid
-from tests.unit.enginekit import start_lane
+from tests.kits.attributionkit import json_lines, privileged, setpriv_prefix, sha
+from tests.kits.contractkit import valid
+from tests.kits.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

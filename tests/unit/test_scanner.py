@@ -15,7 +15,7 @@ from lanewatch.files import walk as scanner
 from lanewatch.lanes.stamp import MAX_STAMP_BYTES, read_stamp, stamp_path
 from lanewatch.model.views import NsState
 from tests.conftest import wait_for
-from tests.unit.enginekit import make_stamp, running
+from tests.kits.enginekit import make_stamp, running
 
 
 def fill(ns: Path, files: int, size: int = 10) -> None:

@@ -15,7 +15,7 @@ from lanewatch.lanes.stamp import StampStatus, parse_stamp, read_stamp, stamp_pa
 from lanewatch.proof.receipts import ReceiptStatus, parse_receipt, read_receipt
 from lanewatch.proof.seal import ensure_key, sealed
 from tests.conftest import lanewatch
-from tests.unit.contractkit import parsed
+from tests.kits.contractkit import parsed
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -23,7 +23,7 @@ from lanewatch.records.evidence import EvidenceStore
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.records.writes import WriteEntry, WriteLog
 from tests.conftest import LANEWATCH, Spawn, wait_for
-from tests.unit.actionkit import NOBODY
+from tests.kits.actionkit import NOBODY
 
 pytestmark = pytest.mark.unprivileged
 

@@ -32,7 +32,7 @@ from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.prober import probe
 from lanewatch.records.incidents import read_all
 from tests.conftest import LANEWATCH, Spawn, wait_for
-from tests.unit.enginekit import start_lane
+from tests.kits.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged
 

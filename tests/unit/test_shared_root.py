@@ -24,9 +24,9 @@ from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.linux import mountinfo
 from lanewatch.linux.mountinfo import network_fstype, parse_mountinfo, read_mountinfo
 from tests.conftest import LANEWATCH, lanewatch, wait_for
-from tests.unit import actionkit
-from tests.unit.contractkit import report
-from tests.unit.enginekit import make_stamp, running
+from tests.kits import actionkit
+from tests.kits.contractkit import report
+from tests.kits.enginekit import make_stamp, running
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -20,8 +20,8 @@ from lanewatch.actions.signals import SignalResult, precheck, send_checked
 from lanewatch.linux.procid import ProcessIdentity, process_state
 from lanewatch.processes import holders
 from tests.conftest import wait_for
-from tests.unit import prockit
-from tests.unit.prockit import DEADLINE, alive, read_line
+from tests.kits import prockit
+from tests.kits.prockit import DEADLINE, alive, read_line
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 METHODS = [True, False]  # use_pidfd: the pidfd path and the psutil fallback

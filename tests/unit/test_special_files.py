@@ -37,9 +37,9 @@ from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, StampStatus
 from lanewatch.records.incidents import IncidentLog
 from lanewatch.records.writes import WriteLog, entries
 from tests.conftest import LANEWATCH, mount_table, plant_special, wait_for
-from tests.unit import actionkit
-from tests.unit.actionkit import released_namespace
-from tests.unit.enginekit import running
+from tests.kits import actionkit
+from tests.kits.actionkit import released_namespace
+from tests.kits.enginekit import running
 
 scratch = actionkit.scratch  # the kit's fixture, found by pytest under this name
 

@@ -18,7 +18,7 @@ from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
 from lanewatch.model.views import Incident
 from lanewatch.records import evidence, writes
 from lanewatch.records.report import file_story, versions
-from tests.unit.enginekit import make_stamp
+from tests.kits.enginekit import make_stamp
 
 
 def takeover(victim: Path, at: float) -> Incident:

@@ -13,7 +13,7 @@ import pytest
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.linux.procid import ProcessIdentity
 from tests.conftest import LANEWATCH
-from tests.unit.enginekit import make_stamp, start_lane, stop_lane
+from tests.kits.enginekit import make_stamp, start_lane, stop_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

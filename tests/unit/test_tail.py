@@ -21,7 +21,7 @@ from lanewatch.lanes.stamp import touch_heartbeat
 from lanewatch.model import incidents as inc
 from lanewatch.records.incidents import IncidentLog
 from tests.conftest import wait_for
-from tests.unit.enginekit import Driver, Recorder, make_stamp, running
+from tests.kits.enginekit import Driver, Recorder, make_stamp, running
 
 
 def files_of(rec: Recorder, ns: Path) -> int | None:

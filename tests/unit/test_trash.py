@@ -23,8 +23,8 @@ from lanewatch.actions.restore import list_trash, restore
 from lanewatch.lanes import ledger
 from lanewatch.proof.gate import parse_duration
 from tests.conftest import LANEWATCH, wait_for
-from tests.unit import actionkit
-from tests.unit.actionkit import (
+from tests.kits import actionkit
+from tests.kits.actionkit import (
     DEADLINE,
     NOBODY,
     Procs,

@@ -24,8 +24,8 @@ from lanewatch.model import writers as wr
 from lanewatch.processes.prober import probe
 from lanewatch.records.writes import entries
 from tests.conftest import git, wait_for
-from tests.unit.attributionkit import kernel_engine, privileged, wait_known
-from tests.unit.enginekit import LaneProc, start_lane
+from tests.kits.attributionkit import kernel_engine, privileged, wait_known
+from tests.kits.enginekit import LaneProc, start_lane
 
 # A lane's command: opens each MODE:PATH (Python's modes: rb read-only, ab append, r+b read
 # and write, wb write), says so by creating READY (outside every prefix), and holds them.

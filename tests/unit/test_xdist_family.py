@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import LANEWATCH, Spawn, inner_pytest_env, wait_for
-from tests.unit.attributionkit import json_lines, privileged, shared_temp_file
-from tests.unit.enginekit import start_lane
+from tests.kits.attributionkit import json_lines, privileged, shared_temp_file
+from tests.kits.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # the prober's judgement, as a normal user runs it
 

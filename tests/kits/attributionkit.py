@@ -21,7 +21,7 @@ from lanewatch.engine.engine import Engine
 from lanewatch.kernel.fanotify import fanotify_available
 from lanewatch.model.views import Evidence, Incident
 from tests.conftest import wait_for
-from tests.unit.enginekit import Recorder, running
+from tests.kits.enginekit import Recorder, running
 
 AVAILABLE, REASON = fanotify_available()
 F = TypeVar("F", bound=Callable[..., object])

@@ -24,13 +24,13 @@ from lanewatch.lanes.roots import Registry, ensure_root
 from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.processes.holders import process_table
 from tests.conftest import LANEWATCH, mount_table, wait_for
-from tests.unit.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for every kit
-from tests.unit.enginekit import LaneProc as Lane  # a `lanewatch run` and its namespace
-from tests.unit.enginekit import make_stamp as make_stamp
-from tests.unit.prockit import alive as alive  # one liveness check for every kit
-from tests.unit.userkit import NOBODY as NOBODY  # code run as another user: userkit
-from tests.unit.userkit import as_user as as_user
-from tests.unit.userkit import python_as as python_as
+from tests.kits.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for every kit
+from tests.kits.enginekit import LaneProc as Lane  # a `lanewatch run` and its namespace
+from tests.kits.enginekit import make_stamp as make_stamp
+from tests.kits.prockit import alive as alive  # one liveness check for every kit
+from tests.kits.userkit import NOBODY as NOBODY  # code run as another user: userkit
+from tests.kits.userkit import as_user as as_user
+from tests.kits.userkit import python_as as python_as
 
 DEADLINE = 20.0
 
@@ -209,7 +209,7 @@ def bind_mounted(source: Path, point: Path) -> Iterator[None]:
             subprocess.run(["umount", str(point)], check=True)
 
 
-# Fixtures of the action tests: a module imports them by name (`from tests.unit.actionkit
+# Fixtures of the action tests: a module imports them by name (`from tests.kits.actionkit
 # import lw, scratch`), which is how pytest finds them there.
 
 

@@ -168,7 +168,7 @@ def running(roots: Sequence[Path], **kwargs: Any) -> Iterator[tuple[Engine, Reco
 class Driver:
     """`engine_driver.py` in a subprocess (optionally behind `prefix`, e.g. unshare), its JSON
     lines collected by a thread, its stderr in `log`. `program` is the interpreter and the
-    script (another user's: a readable copy, tests/unit/userkit.py)."""
+    script (another user's: a readable copy, tests/kits/userkit.py)."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """What the Linux layer says of pid 1 (root's init) to whoever runs it: a process another user
 may not read. Imports lanewatch and the standard library only, so a test can run it as
-`nobody` from a readable copy (tests/unit/userkit.py). Usage: denied_probe.py (prints JSON)."""
+`nobody` from a readable copy (tests/kits/userkit.py). Usage: denied_probe.py (prints JSON)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,3 @@
+"""What the tests share: lanes and engines to test against (`enginekit`, `actionkit`,
+`attributionkit`, `engine_driver`), processes and other users (`prockit`, `userkit`,
+`denied_probe`), the JSON contract (`contractkit`) and an MCP client (`mcp_client`)."""
