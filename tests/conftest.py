@@ -86,7 +86,7 @@ FAST = {
     "test_mounts.py": {"test_real_bind_mount_on_the_same_filesystem"},
     "test_names.py": {"test_sanitise_alike_lanes_claim_distinct_folders"},
     "test_proc_in_linux.py": set(),
-    "test_scanner.py": set(),
+    "test_walk.py": set(),
     "test_stamp.py": set(),
     "test_tail.py": {
         "test_inotify_queue_overflow_is_detected_and_rescanned",

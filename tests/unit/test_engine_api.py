@@ -19,7 +19,7 @@ from lanewatch.hosts.many import ManyHosts
 from lanewatch.hosts.stream import HostStream
 from lanewatch.model import engine_api
 from lanewatch.model.views import NsState
-from tests.unit.test_hosts_flags import a_view
+from tests.fast.test_hosts_flags import a_view
 
 
 def _members(protocol: type) -> dict[str, object]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lanewatch.engine.engine import Engine
 from lanewatch.engine.worker import Worker
-from lanewatch.files import walk as scanner
+from lanewatch.files import walk
 from lanewatch.lanes.stamp import MAX_STAMP_BYTES, read_stamp, stamp_path
 from lanewatch.model.views import NsState
 from tests.conftest import wait_for
@@ -33,7 +33,7 @@ def test_counts_match_a_bare_walk(root: Path) -> None:
     assert len(picture.upserts) == 5
     for ns in nss:
         v = picture.upserts[str(ns)]
-        assert (v.files, v.bytes) == scanner.floor_walk(str(ns))
+        assert (v.files, v.bytes) == walk.floor_walk(str(ns))
         assert v.state is NsState.LIVE  # this test process is the owner
     assert picture.health[0].status == "ok"
 
@@ -140,23 +140,23 @@ def test_scanning_while_namespaces_and_folders_churn(root: Path) -> None:
 def test_ledger_is_read_incrementally(tmp_path: Path) -> None:
     path = tmp_path / "ledger.jsonl"
     path.write_bytes(b'{"event": "claim-refused", "time": 1, "lane": "a"}\n{"event": "rel')
-    first = scanner.read_ledger(str(path))
+    first = walk.read_ledger(str(path))
     assert [line["time"] for line in first.lines] == [1]
     with open(path, "ab") as f:
         f.write(b'eased", "time": 2, "lane": "a", "pid": 5}\n')
-    second = scanner.read_ledger(str(path), first.offset, first.inode)
+    second = walk.read_ledger(str(path), first.offset, first.inode)
     assert [line["event"] for line in second.lines] == ["released"]
     os.replace(tmp_path / "ledger.jsonl", tmp_path / "old")
     path.write_bytes(b'{"event": "killed", "time": 3, "lane": "a"}\n')
-    third = scanner.read_ledger(str(path), second.offset, second.inode)
+    third = walk.read_ledger(str(path), second.offset, second.inode)
     assert [line["event"] for line in third.lines] == ["killed"]  # replaced: read from 0
 
 
 def test_missing_and_unlistable_roots(tmp_path: Path) -> None:
-    assert scanner.list_root(str(tmp_path / "nope")).missing
+    assert walk.list_root(str(tmp_path / "nope")).missing
     f = tmp_path / "file"
     f.write_text("x")
-    assert scanner.list_root(str(f)).error == "not a folder"
+    assert walk.list_root(str(f)).error == "not a folder"
 
 
 def _with_evidence(root: Path) -> Path:
@@ -184,7 +184,7 @@ def test_the_first_walk_counts_and_the_second_reads_ledgers_and_receipts(root: P
     first = w.keeper.flush()
     assert first is not None and not first.incidents
     v = first.upserts[str(ns)]
-    assert (v.files, v.bytes) == scanner.floor_walk(str(ns))
+    assert (v.files, v.bytes) == walk.floor_walk(str(ns))
     w.queue_scan(keys)
     while w.scan_some():
         pass
@@ -240,7 +240,7 @@ def test_a_heartbeat_is_an_mtime_applied_by_the_next_tick_never_a_re_read(root: 
 
 
 def test_the_first_pictures_stamp_reader_answers_as_read_stamp(root: Path, tmp_path: Path) -> None:
-    """`scanner.read_stamp_at` (a path string, no pathlib) against `scheme.stamp.read_stamp`,
+    """`walk.read_stamp_at` (a path string, no pathlib) against `scheme.stamp.read_stamp`,
     on every kind of stamp a namespace can hold."""
     cases: list[Path] = [make_stamp(root, "good"), root / "repo-0123456789ab.none"]
     (root / "repo-0123456789ab.none").mkdir()  # no .lanewatch at all
@@ -269,7 +269,7 @@ def test_the_first_pictures_stamp_reader_answers_as_read_stamp(root: Path, tmp_p
     cases += [exact, linked, meta_linked, fifo, folder, no_stamp]
     statuses = set()
     for ns in cases:
-        want, got = read_stamp(ns), scanner.read_stamp_at(str(ns))
+        want, got = read_stamp(ns), walk.read_stamp_at(str(ns))
         assert got == want, ns.name
         assert (got.detail, got.mtime, got.raw) == (want.detail, want.mtime, want.raw)
         statuses.add(got.status.value)
@@ -289,9 +289,9 @@ def test_the_counting_walk_counts_what_the_full_walk_counts(root: Path) -> None:
     ns = _with_evidence(root)
     fill(ns, 30, size=7)
     (ns / "scratch" / "link").symlink_to("/etc")  # a symlink is a file here, never followed
-    count, full = scanner.count_namespace(str(ns)), scanner.scan_namespace(str(ns))
-    assert (count.files, count.bytes) == (full.files, full.bytes) == scanner.floor_walk(str(ns))
+    count, full = walk.count_namespace(str(ns)), walk.scan_namespace(str(ns))
+    assert (count.files, count.bytes) == (full.files, full.bytes) == walk.floor_walk(str(ns))
     assert (count.last_write, count.stamp_mtime) == (full.last_write, full.stamp_mtime)
     assert not count.vanished and not count.errors
-    gone = scanner.count_namespace(str(root / "repo-0123456789ab.gone"))
+    gone = walk.count_namespace(str(root / "repo-0123456789ab.gone"))
     assert gone.vanished and gone.files == 0
