@@ -1,6 +1,6 @@
 """Families and handed files, as the model judges them (pure): `model/family.py` and the two
 writer detectors, for the prober's holdings and the kernel's writes; and the stamp fields that
-carry them. The real thing (xdist under a recorder) is tests/unit/test_xdist_family.py."""
+carry them. The real thing (xdist under a recorder) is tests/processes/test_xdist_family.py."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.views import IncidentKind
 from lanewatch.processes.prober import ProbeReport
 from tests.kits.enginekit import make_stamp
-from tests.unit.test_incidents import hold
+from tests.processes.test_incidents import hold
 
 MAIN, GW0, GW1, OTHER = "/r/c.pytest", "/r/c.pytest-gw0", "/r/c.pytest-gw1", "/r/c.agent"
 LOG = (2049, 77)  # (device, inode) of the user's /tmp/log

@@ -12,7 +12,7 @@ from lanewatch.model import model as m
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.views import Changes, LaneMember, NsState, merge_changes
-from tests.unit.test_classify import BOOT, HOST, NOW, stamp
+from tests.processes.test_classify import BOOT, HOST, NOW, stamp
 
 KEY, ROOT = "/r/ns", "/r"
 

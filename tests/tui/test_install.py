@@ -118,7 +118,7 @@ def test_bare_lanewatch_opens_the_dashboard_on_every_known_root(
     Registry().add(scratch)
     ran: list[LanewatchApp] = []
     monkeypatch.setattr(LanewatchApp, "run", lambda self, *a, **k: ran.append(self))
-    # pytest's stdin is no terminal, which the dashboard refuses (tests/unit/test_needs_terminal)
+    # pytest's stdin is no terminal, which the dashboard refuses (test_needs_terminal.py)
     monkeypatch.setattr("lanewatch.cli.lanes.dash_cmd.needs_terminal", lambda instead: None)
     cli([], prog_name="lanewatch", standalone_mode=False)
     (app,) = ran

@@ -70,7 +70,7 @@ def canonical(path: str, cwd: str | None = None) -> str:
 def _state_dir() -> str | None:
     """`lanes.roots.state_dir()` in its usual cases ($LANEWATCH_STATE_DIR, then
     `_xdg_state_dir`'s), without importing it; None for the rest (the caller asks it then).
-    tests/unit/test_agents_guard.py holds `known_roots` equal to the registry's answer."""
+    tests/processes/test_agents_guard.py holds `known_roots` equal to the registry's answer."""
     env = os.environ.get("LANEWATCH_STATE_DIR")
     if env:
         return env

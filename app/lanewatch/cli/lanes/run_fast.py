@@ -5,7 +5,7 @@
 [--heartbeat S] [--fence M] [--fence-shm] [--lane-auto] [--wait[=S]] -- CMD...` is parsed
 here; anything else (help, a value click would refuse, an unknown option, CMD without `--`,
 shell completion) goes to the click command (cli/lanes/run_cmd.py), which says what is wrong.
-tests/unit/test_run_fast.py holds the two parsers equal on what this one takes."""
+tests/processes/test_run_fast.py holds the two parsers equal on what this one takes."""
 
 from __future__ import annotations
 

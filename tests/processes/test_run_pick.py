@@ -13,7 +13,7 @@ import pytest
 from lanewatch.lanes import ledger
 from lanewatch.lanes.stamp import OwnerState, read_stamp
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
-from tests.unit.test_run_cli import WAIT_FOR_FILE, ns_of, released, start_run, wait_spawned
+from tests.processes.test_run_cli import WAIT_FOR_FILE, ns_of, released, start_run, wait_spawned
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

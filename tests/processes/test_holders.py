@@ -1,5 +1,5 @@
-"""procscan against real processes: cwd, open files, directory fds, deleted files, mappings,
-lane variables, orphans, unreadable processes and processes vanishing mid-scan."""
+"""`processes.holders` against real processes: cwd, open files, directory fds, deleted files,
+mappings, lane variables, orphans, unreadable processes and processes vanishing mid-scan."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lanewatch.linux.procid import ProcessIdentity, process_state
-from lanewatch.processes import holders as procscan
+from lanewatch.processes import holders
 from lanewatch.processes.holders import Holder, ProcScan
 from tests.conftest import wait_for
 from tests.kits import prockit
@@ -107,7 +107,7 @@ def sleeper(procs: Procs, cwd: Path, env: dict[str, str] | None = None) -> int:
 
 def test_cwd_inside_is_found_with_identity(procs: Procs, ns: Path) -> None:
     pid = sleeper(procs, ns)
-    h = holder_of(procscan.scan([ns]), pid)
+    h = holder_of(holders.scan([ns]), pid)
     assert [(p.kind, p.path, p.directory) for p in h.paths] == [("cwd", str(ns), True)]
     assert h.identity == ProcessIdentity.of(pid)
     assert h.ppid == os.getpid()
@@ -120,7 +120,7 @@ def test_cwd_inside_is_found_with_identity(procs: Procs, ns: Path) -> None:
 def test_open_file_is_found_with_its_mode(procs: Procs, ns: Path, tmp_path: Path) -> None:
     target = ns / "out.txt"
     proc, _ = procs.helper("open", target, cwd=tmp_path)
-    h = holder_of(procscan.scan([ns]), proc.pid)
+    h = holder_of(holders.scan([ns]), proc.pid)
     (held,) = h.paths
     assert (held.kind, held.path, held.access, held.deleted) == ("fd", str(target), "write", False)
     assert held.fd is not None and held.fd > 2
@@ -131,7 +131,7 @@ def test_directory_fd_is_found(procs: Procs, ns: Path, tmp_path: Path) -> None:
     sub = ns / "sub"
     sub.mkdir()
     proc, _ = procs.helper("dirfd", sub, cwd=tmp_path)
-    (held,) = holder_of(procscan.scan([ns]), proc.pid).paths
+    (held,) = holder_of(holders.scan([ns]), proc.pid).paths
     assert (held.kind, held.path, held.access, held.directory) == ("fd", str(sub), "read", True)
 
 
@@ -139,7 +139,7 @@ def test_deleted_file_is_found_and_marked(procs: Procs, ns: Path, tmp_path: Path
     target = ns / "gone.bin"
     proc, _ = procs.helper("deleted", target, cwd=tmp_path)
     assert not target.exists()
-    (held,) = holder_of(procscan.scan([ns]), proc.pid).paths
+    (held,) = holder_of(holders.scan([ns]), proc.pid).paths
     assert (held.kind, held.path, held.deleted) == ("fd", str(target), True)
 
 
@@ -148,7 +148,7 @@ def test_removed_cwd_is_found_and_marked(procs: Procs, ns: Path) -> None:
     sub.mkdir()
     pid = sleeper(procs, sub)
     sub.rmdir()
-    (held,) = holder_of(procscan.scan([ns]), pid).paths
+    (held,) = holder_of(holders.scan([ns]), pid).paths
     assert (held.kind, held.path, held.deleted) == ("cwd", str(sub), True)
 
 
@@ -160,7 +160,7 @@ def test_unlinked_file_with_another_link_is_deleted_here(ns: Path, tmp_path: Pat
     os.link(target, tmp_path / "elsewhere.bin")
     with open(target) as f:
         target.unlink()
-        h = holder_of(procscan.scan([ns]), os.getpid())
+        h = holder_of(holders.scan([ns]), os.getpid())
         (held,) = [p for p in h.paths if p.fd == f.fileno()]
         assert (held.path, held.deleted, held.directory) == (str(target), True, False)
 
@@ -168,7 +168,7 @@ def test_unlinked_file_with_another_link_is_deleted_here(ns: Path, tmp_path: Pat
 def test_a_live_file_named_deleted_is_not_deleted(ns: Path) -> None:
     target = ns / "x (deleted)"
     with open(target, "w") as f:
-        h = holder_of(procscan.scan([ns]), os.getpid())
+        h = holder_of(holders.scan([ns]), os.getpid())
         (held,) = [p for p in h.paths if p.fd == f.fileno()]
         assert (held.path, held.deleted) == (str(target), False)
 
@@ -185,7 +185,7 @@ def test_a_prefix_itself_deleted_or_only_so_named(ns: Path) -> None:
     fd_named = os.open(named, os.O_RDONLY | os.O_DIRECTORY)
     try:
         gone.rmdir()
-        h = holder_of(procscan.scan([gone, ns / "kept"]), os.getpid())
+        h = holder_of(holders.scan([gone, ns / "kept"]), os.getpid())
         held = {p.fd: p for p in h.paths if p.kind == "fd"}
         assert (held[fd_gone].path, held[fd_gone].deleted) == (str(gone), True)
         assert held[fd_gone].directory
@@ -199,10 +199,10 @@ def test_mapping_only_shows_with_maps(procs: Procs, ns: Path, tmp_path: Path) ->
     target = ns / "mapped.bin"
     target.write_bytes(b"x" * 4096)
     proc, _ = procs.helper("map", target, cwd=tmp_path)
-    assert procscan.scan([ns]).holder(proc.pid) is None  # no fd, no cwd: only the mapping
-    (held,) = holder_of(procscan.scan([ns], with_maps=True), proc.pid).paths
+    assert holders.scan([ns]).holder(proc.pid) is None  # no fd, no cwd: only the mapping
+    (held,) = holder_of(holders.scan([ns], with_maps=True), proc.pid).paths
     assert (held.kind, held.path, held.access) == ("map", str(target), "write")  # MAP_SHARED rw
-    assert proc.pid in {h.pid for h in procscan.holders(ns).holders}  # clear's check sees it
+    assert proc.pid in {h.pid for h in holders.holders(ns).holders}  # clear's check sees it
 
 
 def test_access_modes_of_our_own_fds(ns: Path) -> None:
@@ -216,7 +216,7 @@ def test_access_modes_of_our_own_fds(ns: Path) -> None:
         os.open(ns / "r", os.O_RDONLY | os.O_APPEND): "read",  # append, but cannot write
     }
     try:
-        h = holder_of(procscan.scan([ns], with_env=False), os.getpid())
+        h = holder_of(holders.scan([ns], with_env=False), os.getpid())
         seen = {p.fd: p.access for p in h.paths if p.kind == "fd"}
         assert {fd: seen.get(fd) for fd in opened} == opened
     finally:
@@ -227,10 +227,10 @@ def test_access_modes_of_our_own_fds(ns: Path) -> None:
 def test_own_fds_are_ignored_but_our_cwd_is_not(ns: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fd = os.open(ns / "owner.lock", os.O_RDWR | os.O_CREAT)
     try:
-        assert os.getpid() in {h.pid for h in procscan.holders(ns).holders}
-        assert os.getpid() not in {h.pid for h in procscan.holders(ns, own_fds=[fd]).holders}
+        assert os.getpid() in {h.pid for h in holders.holders(ns).holders}
+        assert os.getpid() not in {h.pid for h in holders.holders(ns, own_fds=[fd]).holders}
         monkeypatch.chdir(ns)
-        h = holder_of(procscan.scan([ns], own_fds=[fd]), os.getpid())
+        h = holder_of(holders.scan([ns], own_fds=[fd]), os.getpid())
         assert [p.kind for p in h.paths] == ["cwd"]
     finally:
         os.close(fd)
@@ -239,12 +239,12 @@ def test_own_fds_are_ignored_but_our_cwd_is_not(ns: Path, monkeypatch: pytest.Mo
 def test_lane_variables_from_environ(procs: Procs, ns: Path) -> None:
     env = dict(os.environ, LANEWATCH_LANE="lane [a]", LANEWATCH_NAMESPACE="ck.lane-a")
     pid = sleeper(procs, ns, env=env)
-    h = holder_of(procscan.scan([ns]), pid)
+    h = holder_of(holders.scan([ns]), pid)
     assert (h.lane, h.namespace, h.env_readable) == ("lane [a]", "ck.lane-a", True)
-    bare = holder_of(procscan.scan([ns], with_env=False), pid)
+    bare = holder_of(holders.scan([ns], with_env=False), pid)
     assert (bare.lane, bare.env_readable) == (None, False)
     plain = sleeper(procs, ns, env={k: v for k, v in os.environ.items() if "LANEWATCH" not in k})
-    assert holder_of(procscan.scan([ns]), plain).lane is None
+    assert holder_of(holders.scan([ns]), plain).lane is None
 
 
 def test_forked_child_outlives_its_parent(procs: Procs, ns: Path, tmp_path: Path) -> None:
@@ -253,19 +253,19 @@ def test_forked_child_outlives_its_parent(procs: Procs, ns: Path, tmp_path: Path
     child = int(line.split()[1])
     procs.adopt(child)
     wait_for(lambda: os.readlink(f"/proc/{child}/cwd") == str(ns), DEADLINE, what="child to chdir")
-    assert child in procscan.descendants(parent.pid)
-    assert procscan.ancestors(child)[:2] == [parent.pid, os.getpid()]
+    assert child in holders.descendants(parent.pid)
+    assert holders.ancestors(child)[:2] == [parent.pid, os.getpid()]
 
     assert parent.stdin is not None
     parent.stdin.close()  # the parent exits; the child is re-parented and keeps its cwd
     parent.wait(timeout=DEADLINE)
     wait_for(
-        lambda: procscan.read_stat(child).ppid != parent.pid,  # type: ignore[union-attr]
+        lambda: holders.read_stat(child).ppid != parent.pid,  # type: ignore[union-attr]
         DEADLINE,
         what="child re-parented",
     )
 
-    result = procscan.scan([ns], with_tree=True)
+    result = holders.scan([ns], with_tree=True)
     h = holder_of(result, child)
     assert [(p.kind, p.path) for p in h.paths] == [("cwd", str(ns))]
     assert h.lane == "lane-b"  # the lane still shows, by environment
@@ -278,13 +278,13 @@ def test_stopped_process_still_holds(procs: Procs, ns: Path) -> None:
     pid = sleeper(procs, ns)
     os.kill(pid, signal.SIGSTOP)
     wait_for(lambda: process_state(pid) == "T", DEADLINE, what="stop")
-    assert holder_of(procscan.scan([ns]), pid).stat.state == "T"
+    assert holder_of(holders.scan([ns]), pid).stat.state == "T"
 
 
 def test_zombie_holds_nothing_and_is_not_unreadable(procs: Procs, ns: Path) -> None:
     proc = procs.start(["sh", "-c", "exit 0"], cwd=ns)
     wait_for(lambda: process_state(proc.pid) == "Z", DEADLINE, what="zombie")
-    result = procscan.scan([ns], with_maps=True)
+    result = holders.scan([ns], with_maps=True)
     assert result.holder(proc.pid) is None
     assert proc.pid not in result.unreadable_pids
 
@@ -297,7 +297,7 @@ def test_a_prefix_is_a_folder_not_a_string_prefix(procs: Procs, ns: Path) -> Non
     sibling.mkdir()
     outside = sleeper(procs, sibling)
     inside = sleeper(procs, ns)
-    pids = {h.pid for h in procscan.scan([ns]).holders}
+    pids = {h.pid for h in holders.scan([ns]).holders}
     assert inside in pids
     assert outside not in pids
 
@@ -306,7 +306,7 @@ def test_a_symlinked_prefix_matches_the_kernel_path(procs: Procs, ns: Path, tmp_
     link = tmp_path / "via-link"
     link.symlink_to(ns)
     pid = sleeper(procs, ns)
-    (held,) = holder_of(procscan.scan([link]), pid).paths
+    (held,) = holder_of(holders.scan([link]), pid).paths
     assert held.path == str(ns)
     assert held.prefix == str(link)  # reported under the caller's prefix
 
@@ -316,7 +316,7 @@ def test_several_prefixes(procs: Procs, tmp_path: Path) -> None:
     a.mkdir()
     b.mkdir()
     pa, pb = sleeper(procs, a), sleeper(procs, b)
-    result = procscan.scan([a, b])
+    result = holders.scan([a, b])
     assert holder_of(result, pa).paths[0].prefix == str(a)
     assert holder_of(result, pb).paths[0].prefix == str(b)
 
@@ -335,7 +335,7 @@ def scan_as_nobody(path: Path) -> dict[str, object]:
             os.setgroups([])
             os.setgid(65534)
             os.setuid(65534)
-            r = procscan.holders(path)
+            r = holders.holders(path)
             out = {
                 "holders": [h.pid for h in r.holders],
                 "unreadable": {str(u.pid): [u.what, u.uid] for u in r.unreadable},
@@ -369,7 +369,7 @@ def test_permission_error_is_cannot_tell_never_not_holding(procs: Procs, ns: Pat
 
 
 def test_complete_means_nothing_unreadable(ns: Path) -> None:
-    result = procscan.holders(ns)
+    result = holders.holders(ns)
     assert result.complete == (not result.unreadable and result.hidden is None)
     assert not result.held or all(h.pid for h in result.holders)
 
@@ -389,9 +389,9 @@ def test_processes_vanishing_mid_scan_never_raise(ns: Path) -> None:
     try:
         wait_for(lambda: spawned[0] >= 2, DEADLINE, what="churn to start")
         for _ in range(10):
-            procscan.scan([ns], with_maps=True, with_tree=True)
-            procscan.holders(ns)
-            procscan.process_table()
+            holders.scan([ns], with_maps=True, with_tree=True)
+            holders.holders(ns)
+            holders.process_table()
     finally:
         stop.set()
         for w in workers:
@@ -403,20 +403,20 @@ def test_process_tree(procs: Procs, tmp_path: Path) -> None:
     proc = procs.start(["sh", "-c", "sleep 600 & echo $!; wait"], cwd=tmp_path)
     child = int(read_line(proc))
     procs.adopt(child)  # killing sh would leave the sleep behind
-    assert child in procscan.descendants(proc.pid)
-    assert procscan.ppid_map()[child] == proc.pid
-    assert procscan.ancestors(child)[:2] == [proc.pid, os.getpid()]
-    assert proc.pid in procscan.descendants(os.getpid())
-    table = procscan.scan([tmp_path / "none"], with_tree=True)
+    assert child in holders.descendants(proc.pid)
+    assert holders.ppid_map()[child] == proc.pid
+    assert holders.ancestors(child)[:2] == [proc.pid, os.getpid()]
+    assert proc.pid in holders.descendants(os.getpid())
+    table = holders.scan([tmp_path / "none"], with_tree=True)
     assert child in table.descendants(proc.pid)
     assert table.procs[child].pgid == proc.pid
-    assert procscan.read_stat(child).ppid == proc.pid  # type: ignore[union-attr]
-    assert procscan.read_stat(2**22 + 7) is None  # beyond any pid_max: no such process
+    assert holders.read_stat(child).ppid == proc.pid  # type: ignore[union-attr]
+    assert holders.read_stat(2**22 + 7) is None  # beyond any pid_max: no such process
 
 
 def test_descendants_in_survives_a_ppid_loop() -> None:
-    def st(pid: int, ppid: int) -> procscan.ProcStat:
-        return procscan.ProcStat(pid, "x", "S", ppid, pid, pid, 0, 1)
+    def st(pid: int, ppid: int) -> holders.ProcStat:
+        return holders.ProcStat(pid, "x", "S", ppid, pid, pid, 0, 1)
 
     table = {10: st(10, 11), 11: st(11, 10), 12: st(12, 11)}
-    assert procscan.descendants_in(table, 10) == {11, 12}
+    assert holders.descendants_in(table, 10) == {11, 12}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LANEWATCH, git
-from tests.unit.test_hook import proven
+from tests.processes.test_hook import proven
 
 PROJECT = Path(__file__).resolve().parents[2]
 HOOK_ID = "lanewatch-gate"

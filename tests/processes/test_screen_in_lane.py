@@ -1,7 +1,7 @@
 """`run`'s screen rule (runner/launchers.py `screen_in_lane`): inside a screen window `$STY`
 would hand a screen CMD to the outer session, outside the lane; it is dropped for a CMD that
 starts something and kept for one that talks to sessions already running. Pure: the real
-screen runs in tests/unit/test_launchers.py."""
+screen runs in tests/processes/test_launchers.py."""
 
 from __future__ import annotations
 

@@ -344,7 +344,7 @@ def test_a_fenced_lane_seen_by_a_user_who_cannot_read_its_namespace_is_unknown_n
     """Root's fenced lane, its runner SIGKILLed, its daemon alive: root sees it headless; a
     user who may not read root's /proc/PID/ns/mnt cannot tell, and says unknown (never stale,
     never "no member"). Without a cgroup (whose cgroup.procs anyone may read: then that user
-    sees the members, tests/unit/test_footprint.py)."""
+    sees the members, tests/processes/test_footprint.py)."""
     monkeypatch.setenv("LANEWATCH_CGROUP", "off")
     prefix = as_user(NOBODY)  # root only: a process the other user cannot read
     if not fenced_here():

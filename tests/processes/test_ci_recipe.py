@@ -16,7 +16,7 @@ from tests.conftest import git, inner_pytest_env
 pytestmark = pytest.mark.unprivileged  # CI runners are normal users
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ci.md"
-MARK = "tests/unit/test_ci_recipe.py"
+MARK = "tests/processes/test_ci_recipe.py"
 STEP_RE = re.compile(r"^\s*- name: (?P<name>.+)\n\s*run: (?P<run>.+)$", re.MULTILINE)
 TESTS = "def test_one():\n    assert 1 + 1 == 2\n"
 

@@ -159,7 +159,7 @@ def test_a_hidden_process_listening_on_a_socket_inside_refuses(lw: Procs, scratc
     """An agent started inside the folder (its socket there, as `TMPDIR=… ssh-agent` makes it)
     whose files cannot be seen: the kernel's socket table names the socket, so the clear
     refuses, naming it and the processes it could not inspect of the socket's uid (root's
-    clear refuses the same: tests/unit/test_clear_sockets.py)."""
+    clear refuses the same: tests/processes/test_clear_sockets.py)."""
     user = NormalUser(scratch)
     ns = user.namespace("ag")
     sock = ns / "tmp" / "s"

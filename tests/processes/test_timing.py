@@ -10,7 +10,7 @@ from lanewatch.linux.procid import Liveness
 from lanewatch.model import timing
 from lanewatch.model.classify import classify
 from lanewatch.model.views import NsState
-from tests.unit.test_classify import BOOT, HOST, NOW, ev, read, stamp
+from tests.processes.test_classify import BOOT, HOST, NOW, ev, read, stamp
 
 
 @given(

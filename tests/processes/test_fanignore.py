@@ -16,7 +16,7 @@ import pytest
 from lanewatch.kernel.fanignore import ForeignDirs
 from lanewatch.kernel.fanotify import FanotifyGroup, FanotifyWatcher, fanotify_available
 from tests.conftest import wait_for
-from tests.unit.test_fanotify import Collector, sh_write, umount
+from tests.processes.test_fanotify import Collector, sh_write, umount
 
 AVAILABLE, REASON = fanotify_available()
 pytestmark = [

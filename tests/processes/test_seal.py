@@ -27,7 +27,7 @@ from lanewatch.proof.hooks import install_hook
 from lanewatch.proof.receipts import receipt_path
 from lanewatch.proof.seal import KEY_BYTES, BadSealKey, key_path, load_key
 from tests.conftest import LANEWATCH, git
-from tests.unit.test_hook import git_run
+from tests.processes.test_hook import git_run
 
 # Every field a receipt had before seals, unchanged: the seal is the one field added.
 FIELDS = {

@@ -16,7 +16,7 @@ import pytest
 from lanewatch.cli.exits import Exit
 from tests.conftest import git, wait_for
 from tests.kits.contractkit import parsed
-from tests.unit.test_audit import PYTEST, audit, by_path
+from tests.processes.test_audit import PYTEST, audit, by_path
 
 pytestmark = [
     pytest.mark.privileged,

@@ -71,7 +71,7 @@ def test_the_holder_is_named_not_its_children_and_once_gone_it_says_so(
 def test_gone_holds_until_a_sighting_after_it() -> None:
     from lanewatch.model import incidents as inc
     from lanewatch.model.detectors.foreign_writer import foreign_write
-    from tests.unit.test_attribution_parts import kw
+    from tests.processes.test_attribution_parts import kw
 
     obs = foreign_write(kw("/r/ns.A/tmp/x", pid=50), "/r/ns.A", victim_owner=False)
     assert obs is not None

@@ -12,7 +12,7 @@ import pytest
 
 from lanewatch.proof.hooks import CHAINED, hooks_dir
 from tests.conftest import git
-from tests.unit.test_hook import git_run, lw, proven
+from tests.processes.test_hook import git_run, lw, proven
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -20,7 +20,7 @@ from lanewatch.records.writes import history
 from tests.conftest import Spawn, Subreaper, lanewatch, wait_for
 from tests.kits.attributionkit import kernel_engine, privileged
 from tests.kits.enginekit import start_lane
-from tests.unit.test_members import (
+from tests.processes.test_members import (
     DEADLINE,
     fenced_here,
     member,

@@ -23,7 +23,7 @@ import pytest
 from lanewatch.lanes import ledger
 from lanewatch.linux.procid import start_ticks
 from tests.conftest import LANEWATCH, Spawn, git, lanewatch, wait_for
-from tests.unit.test_members import DEADLINE, fenced_here, ns_of, status_of
+from tests.processes.test_members import DEADLINE, fenced_here, ns_of, status_of
 
 pytestmark = pytest.mark.unprivileged  # user journeys: also run as a normal user
 
