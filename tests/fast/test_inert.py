@@ -1,4 +1,4 @@
-"""`scheme.inert`: untrusted strings shown, never obeyed, by the terminal."""
+"""`lanewatch.inert`: untrusted strings shown, never obeyed, by the terminal."""
 
 from __future__ import annotations
 

@@ -240,7 +240,7 @@ def test_a_heartbeat_is_an_mtime_applied_by_the_next_tick_never_a_re_read(root: 
 
 
 def test_the_first_pictures_stamp_reader_answers_as_read_stamp(root: Path, tmp_path: Path) -> None:
-    """`walk.read_stamp_at` (a path string, no pathlib) against `scheme.stamp.read_stamp`,
+    """`walk.read_stamp_at` (a path string, no pathlib) against `lanes.stamp.read_stamp`,
     on every kind of stamp a namespace can hold."""
     cases: list[Path] = [make_stamp(root, "good"), root / "repo-0123456789ab.none"]
     (root / "repo-0123456789ab.none").mkdir()  # no .lanewatch at all

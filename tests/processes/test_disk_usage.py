@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.files import walk as scanner
+from lanewatch.files import walk
 from lanewatch.files.usage import Usage
 from lanewatch.lanes.stamp import OwnerState
 from tests.conftest import LANEWATCH, wait_for
@@ -84,7 +84,7 @@ def test_walk_and_count_agree_with_du_hard_links_once(tmp_path: Path) -> None:
     ns.mkdir()
     small_files(ns, 200, folders=7)
     expected = du(ns)
-    full, count = scanner.scan_namespace(str(ns)), scanner.count_namespace(str(ns))
+    full, count = walk.scan_namespace(str(ns)), walk.count_namespace(str(ns))
     assert full.allocated == count.allocated
     assert close(full.allocated, expected, 0.02), (full.allocated, expected)
 
@@ -125,7 +125,7 @@ def test_live_engine_keeps_allocated_with_du(root: Path) -> None:
             return None if v is None else v.allocated
 
         def settled() -> bool:  # every event applied: the same as a fresh walk
-            return live() == scanner.scan_namespace(str(ns)).allocated
+            return live() == walk.scan_namespace(str(ns)).allocated
 
         small_files(ns, 400, folders=10)
         wait_for(settled, 20, what="allocated as a walk counts, after writes")

@@ -1,4 +1,4 @@
-"""Kernel ignore marks on busy folders outside the prefixes (sources.fanignore), on the real
+"""Kernel ignore marks on busy folders outside the prefixes (kernel.fanignore), on the real
 kernel: what they hide, what they never hide, and the loss reported when a folder we ignore
 moves under a root. Needs root or CAP_SYS_ADMIN and Linux 6.0; skips otherwise, saying why."""
 
