@@ -11,7 +11,7 @@ import pytest
 
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.logs import InertFormatter
-from tests import hostile
+from tests.kits import hostile
 
 pytestmark = pytest.mark.unprivileged
 

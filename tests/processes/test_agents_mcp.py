@@ -20,7 +20,7 @@ from tests.conftest import LANEWATCH, wait_for
 from tests.kits.attributionkit import shared_temp_file
 from tests.kits.enginekit import running, start_lane
 
-CLIENT = str(Path(__file__).with_name("mcp_client.py"))
+CLIENT = str(Path(__file__).resolve().parents[1] / "kits" / "mcp_client.py")
 FIRST, SECOND = '{"receipt": "from A"}\n', '{"receipt": "from B"}\n'
 
 

@@ -23,7 +23,7 @@ from tests.kits.enginekit import start_lane
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
-CLIENT = str(Path(__file__).with_name("mcp_client.py"))
+CLIENT = str(Path(__file__).resolve().parents[1] / "kits" / "mcp_client.py")
 
 
 def recipe(name: str) -> str:

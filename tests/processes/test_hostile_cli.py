@@ -1,7 +1,7 @@
 """Every human output of the CLI over hostile namespaces: the real `lanewatch` in a subprocess,
 over a real root whose stamps, file names, incident log, write history and evidence store carry
 terminal escapes, C1 controls, bidi overrides, undecodable bytes and Rich markup
-(tests/hostile.py). No hostile byte reaches stdout or stderr; the escapes are shown instead."""
+(tests/kits/hostile.py). No hostile byte reaches stdout or stderr; the escapes are shown instead."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.records.evidence import EvidenceStore
 from lanewatch.records.incidents import log_path
 from lanewatch.records.writes import WriteEntry, WriteLog
-from tests import hostile
 from tests.conftest import LANEWATCH
+from tests.kits import hostile
 from tests.kits.actionkit import register_root
 from tests.kits.enginekit import make_stamp
 

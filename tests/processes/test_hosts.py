@@ -1,4 +1,4 @@
-"""Many hosts: a real OpenSSH server on loopback (tests/sshkit.py) is the second
+"""Many hosts: a real OpenSSH server on loopback (tests/kits/sshkit.py) is the second
 host, with its own state folder and root; the far side runs the real `lanewatch` (hello,
 status, record, kill) that ssh starts there. Nothing about the link is mocked."""
 
@@ -24,7 +24,7 @@ from lanewatch.model.views import Changes, NsState
 from tests.conftest import LANEWATCH, wait_for
 from tests.kits.contractkit import valid
 from tests.kits.enginekit import start_lane
-from tests.sshkit import (  # the fixtures, and those they use, by name for pytest to find
+from tests.kits.sshkit import (  # the fixtures, and those they use, by name for pytest to find
     FarLive,
     SshServer,
     far_command,

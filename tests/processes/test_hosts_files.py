@@ -1,6 +1,6 @@
 """A far lane's files: `lanewatch files KEY --json` lists one namespace
 there, confined to it and following nothing; `hosts/farfiles.listing` fetches it through a real
-sshd on loopback (tests/sshkit.py) and says plainly, with the command to run there, when the
+sshd on loopback (tests/kits/sshkit.py) and says plainly, with the command to run there, when the
 host is unreachable, has no lanewatch, or has one too old to answer."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from lanewatch.hosts import farfiles as far_files
 from lanewatch.hosts.config import Host
 from lanewatch.hosts.farviews import remote_key
 from tests.conftest import lanewatch
-from tests.hostile import FILE_NAMES, check_text
 from tests.kits.contractkit import parsed
-from tests.sshkit import SshServer, far_command, far_lane
-from tests.sshkit import ssh_server as ssh_server  # a fixture
+from tests.kits.hostile import FILE_NAMES, check_text
+from tests.kits.sshkit import SshServer, far_command, far_lane
+from tests.kits.sshkit import ssh_server as ssh_server  # a fixture
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 

@@ -1,4 +1,4 @@
-"""The test kit's ssh server (tests/sshkit.py): its far side never depends on the shell
+"""The test kit's ssh server (tests/kits/sshkit.py): its far side never depends on the shell
 start-up files of whoever runs the suite (a broken ~/.bashrc, a stale pyenv lock, once hung
 every far-host test). docs/flakes.md."""
 
@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from tests.sshkit import ALIAS, SshServer
-from tests.sshkit import ssh_server as ssh_server  # a fixture
+from tests.kits.sshkit import ALIAS, SshServer
+from tests.kits.sshkit import ssh_server as ssh_server  # a fixture
 
 pytestmark = pytest.mark.unprivileged  # also as a normal user, whose home is its own
 
