@@ -52,13 +52,14 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-# Which tests are fast: they start no process, drive no TUI and run no benchmark. They are
-# marked `fast` (`pytest -m fast`); every other test is marked `processes`, `tui` or `bench`
-# (pyproject.toml registers them). A module is listed here, with the tests in it that do start
-# a process; a module not listed counts as `processes`, so a new test is never wrongly fast.
-# `_fast_tests_start_no_process` holds the list to the truth: a fast test that starts one fails.
-FAST = {
-    "test_audit_parts.py": set(),
+# Which tests are fast: they start no process, drive no TUI and run no benchmark. The folder
+# says it (pyproject.toml registers the markers): every test in tests/fast/ is marked `fast`
+# (`pytest -m fast`), in tests/tui/ `tui`, the benchmark's smoke run `bench`, and every other
+# `processes`, so a new test is never wrongly fast. A few files of tests/processes/ hold fast
+# tests beside the ones that start a process: MIXED names each file with the tests in it that
+# do start one, and the rest of it is fast. `_fast_tests_start_no_process` holds both to the
+# truth: a fast test that starts one fails.
+MIXED = {
     "test_attribution_parts.py": {"test_a_real_process_that_exited_is_proven_by_its_start"},
     "test_classify.py": {
         "test_permission_error_reading_proc_is_never_stale",
@@ -66,12 +67,6 @@ FAST = {
         "test_stamp_from_another_host_ignores_local_pids",
         "test_stamp_of_a_dead_pid_is_stale",
     },
-    "test_burst_differences.py": set(),
-    "test_ci_markers.py": set(),
-    "test_collision_records.py": set(),
-    "test_engine_picture.py": set(),
-    "test_family.py": set(),
-    "test_fields.py": set(),
     "test_incidents.py": {
         "test_foreign_receipt",
         "test_foreign_writer_and_unbound_writer",
@@ -79,20 +74,13 @@ FAST = {
         "test_refused_claim_from_the_ledger",
         "test_takeover_seen_by_the_live_engine",
     },
-    "test_incidents_lookup.py": set(),
-    "test_hosts_flags.py": set(),
-    "test_inert.py": set(),
-    "test_model.py": set(),
     "test_mounts.py": {"test_real_bind_mount_on_the_same_filesystem"},
     "test_names.py": {"test_sanitise_alike_lanes_claim_distinct_folders"},
-    "test_scanner.py": set(),
-    "test_stamp.py": set(),
     "test_tail.py": {
         "test_inotify_queue_overflow_is_detected_and_rescanned",
         "test_watch_limit_falls_back_to_polling",
     },
 }
-TUI = {"test_lane_table.py"}  # besides everything under tests/tui/
 BENCH = {"test_bench_smoke.py"}
 # The files that put each runtime dependency to work for real, marked `floors`: .ci/lowest runs
 # them beside the fast tests (`-m "fast or floors"`) with every dependency at its floor. The fast
@@ -100,11 +88,11 @@ BENCH = {"test_bench_smoke.py"}
 # watchdog in test_tail, psutil/rich/click in test_status_cli and test_run_cli,
 # prometheus_client in test_metrics, Textual in tui/test_core.
 FLOORS = {
-    "unit/test_lane.py",
-    "unit/test_tail.py",
-    "unit/test_status_cli.py",
-    "unit/test_run_cli.py",
-    "unit/test_metrics.py",
+    "processes/test_lane.py",
+    "processes/test_tail.py",
+    "processes/test_status_cli.py",
+    "processes/test_run_cli.py",
+    "processes/test_metrics.py",
     "tui/test_core.py",
 }
 
@@ -113,13 +101,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = item.path
         name = getattr(item, "originalname", item.name)
-        if f"{path.parent.name}/{path.name}" in FLOORS:
+        folder = path.parent.name
+        if f"{folder}/{path.name}" in FLOORS:
             item.add_marker(pytest.mark.floors)
-        if path.parent.name == "tui" or path.name in TUI:
+        if folder == "tui":
             item.add_marker(pytest.mark.tui)
         elif path.name in BENCH:
             item.add_marker(pytest.mark.bench)
-        elif path.name in FAST and name not in FAST[path.name]:
+        elif folder == "fast" or (path.name in MIXED and name not in MIXED[path.name]):
             item.add_marker(pytest.mark.fast)
         else:
             item.add_marker(pytest.mark.processes)
@@ -149,8 +138,9 @@ def _fast_tests_start_no_process(
 
     def refuse(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError(
-            f"{request.node.nodeid} is marked fast but starts a process: name it in FAST "
-            "(tests/conftest.py) among the tests of its module that do"
+            f"{request.node.nodeid} is marked fast but starts a process: move it to "
+            "tests/processes/, or name it in MIXED (tests/conftest.py) among the tests of its "
+            "module that do"
         )
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)

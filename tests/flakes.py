@@ -1,9 +1,9 @@
 """The flake hunt: run chosen tests N times, each time in a new random order, beside CPU and
 fork load, and print each test's pass rate (docs/flakes.md). `.ci/flakes` is the entry point.
 
-    .ci/flakes tests/unit/test_collisions.py -m processes --runs 20
-    .ci/flakes --runs 5 --load none tests/unit/test_run_cli.py::test_x   # no load
-    .ci/flakes --seed 1234 --runs 1 tests/unit/test_fanotify.py          # replay one order
+    .ci/flakes tests/processes/test_collisions.py -m processes --runs 20
+    .ci/flakes --runs 5 --load none tests/processes/test_run_cli.py::test_x   # no load
+    .ci/flakes --seed 1234 --runs 1 tests/processes/test_fanotify.py          # replay one order
 
 Each run is one `python -m pytest -n 2` (like CI) with tests/flakes_plugin.py, which shuffles
 the tests with that run's seed and records every outcome. Exit 0 when every test passed every

@@ -9,7 +9,7 @@ would be written back to the terminal as that byte (a C1 `\\x9b` is a CSI) or cr
 
 Escaped: Unicode categories Cc (C0, DEL, C1), Cf (bidi overrides and isolates, zero-width
 spaces and joiners, soft hyphen, BOM, tag characters), Cs (surrogates), Zl and Zp (line and
-paragraph separators). tests/unit/test_inert.py checks the ranges below against `unicodedata`.
+paragraph separators). tests/fast/test_inert.py checks the ranges below against `unicodedata`.
 A backslash is left alone, so `inert` is idempotent: `inert(inert(s)) == inert(s)`.
 
 Stdlib only: the CLI, the dashboard and the exports all import it.

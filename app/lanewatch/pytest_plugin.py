@@ -14,7 +14,7 @@ Asked for, in each process that runs tests:
   all): the capture's temporary files, like everything else, are in the process's own lane.
   The main process tells each worker its lane in the worker's environment (execnet's `env:`
   of the worker's spec, `pytest_xdist_setupnodes`), which the worker reads and drops;
-- the workers' lanes are of the main lane's family (`lanes/family.py`): a worker writing in
+- the workers' lanes are of the main lane's family (`lanes/familyclaim.py`): a worker writing in
   the main lane (its TMPDIR until it claimed) or in a sibling's is never an intruder;
 - TMPDIR/TMP/TEMP, `tempfile.tempdir` and the LANEWATCH_* variables point into the lane, so
   pytest's basetemp (`tmp_path`) and every `tempfile` call land in the lane's `tmp/`; a worker
@@ -156,7 +156,7 @@ def _claim(config: pytest.Config, option: Any, worker_lane: str | None) -> None:
     """Claim the lane (or find the `lanewatch run` around us that owns it) and move TMPDIR and
     the LANEWATCH_* variables into it. A usage error when it cannot be."""
     from lanewatch.errors import LanewatchError
-    from lanewatch.lanes.family import family_of_parent
+    from lanewatch.lanes.familyclaim import family_of_parent
     from lanewatch.lanes.lane import Lane, locate
     from lanewatch.lanes.nested import outer_owner
     from lanewatch.linux.paths import is_under

@@ -7,7 +7,7 @@ each measure in a child process of its own (`tests/bench/fig_*.py`), and prints 
 (`--json`) or a table: `{"figures": {name: {value, unit, floor, ratio, target, target_on, ok,
 note, detail}}, "machine": {...}, "run": {...}}`. `target_on` says whether the target bounds
 the value or the ratio to the floor. `ok` is null when a figure could not be measured; `note`
-says why. Not part of the test suite's pass/fail (`tests/unit/test_bench_smoke.py` only runs
+says why. Not part of the test suite's pass/fail (`tests/journeys/test_bench_smoke.py` only runs
 `--smoke`). docs/performance.md describes every figure, its workload and the scales:
 
 - full: 1,000 namespaces x 100 files, loads of 10 s, idle 20 s, 500 processes (< 10 min);

@@ -2,7 +2,7 @@
 
     python -m tests.bench.fig_hosts [SAMPLES] [INTERVAL_SECONDS]
 
-Starts its own OpenSSH server on loopback (tests/sshkit.py) and one real `lanewatch run` lane
+Starts its own OpenSSH server on loopback (tests/kits/sshkit.py) and one real `lanewatch run` lane
 in a root of its own. One dashboard (`make_app`, headless, 160x50) watches that root twice: the
 local engine (`EngineProcess`, as `lanewatch dash`) and a host stream (`ssh far lanewatch
 record --json --views` on the same root, as `dash --host far`): the lane is two rows, its local
@@ -28,15 +28,15 @@ from typing import Any
 
 from lanewatch.engine.process import EngineProcess
 from lanewatch.hosts.config import Host
+from lanewatch.hosts.farviews import remote_key
 from lanewatch.hosts.many import ManyHosts
 from lanewatch.hosts.stream import HostStream
-from lanewatch.hosts.wire import remote_key
 from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.tui.app import make_app
 from tests.bench.common import SCREEN, emit, summary_ms
 from tests.conftest import wait_for
-from tests.sshkit import far_command, make_server, skip_reason
+from tests.kits.sshkit import far_command, make_server, skip_reason
 
 TARGET_MS = 50.0
 

@@ -1,4 +1,4 @@
-"""Figure `process_probe`: one full probe of the prober (`sources.prober.probe`: liveness of
+"""Figure `process_probe`: one full probe of the prober (`processes.prober.probe`: liveness of
 every local live owner, then who holds what under the roots and shared temp, with environment
 and ancestry) with PROCS extra processes running, against a raw `readlink` of `/proc/*/cwd`
 and of every `/proc/*/fd/*`.

@@ -1,4 +1,4 @@
-"""aider as it behaves on disk, for tests/unit/test_launchers.py.
+"""aider as it behaves on disk, for tests/processes/test_launchers.py.
 
 aider keeps its files at the root of the git checkout it runs in: the chat transcript
 `.aider.chat.history.md` (one `# aider chat started at …` header per run, then each message),

@@ -1,4 +1,4 @@
-"""Claude Code as it behaves on disk and in processes, for tests/unit/test_launchers.py.
+"""Claude Code as it behaves on disk and in processes, for tests/processes/test_launchers.py.
 
 - Its temp folder is `/tmp/claude-UID/`, whatever TMPDIR says (background task output is
   written there: anthropics/claude-code#15700, #35164), one folder per project named by its

@@ -1,4 +1,4 @@
-"""claude-squad (`cs`) as it starts its agents, for tests/unit/test_launchers.py.
+"""claude-squad (`cs`) as it starts its agents, for tests/processes/test_launchers.py.
 
 For each instance claude-squad makes a git worktree of the repository on a branch of its own
 under its config folder (`~/.claude-squad/worktrees/NAME_HEX`, smtg-ai/claude-squad#141,

@@ -1,4 +1,4 @@
-"""Codex CLI's Linux sandbox as it runs each command, for tests/unit/test_launchers.py.
+"""Codex CLI's Linux sandbox as it runs each command, for tests/processes/test_launchers.py.
 
 Codex runs every shell command of the model in bubblewrap (openai/codex
 `codex-rs/linux-sandbox/README.md`; `--unshare-user` always, openai/codex#13624): the whole

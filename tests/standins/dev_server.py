@@ -1,4 +1,4 @@
-"""A dev server as they behave in processes and in /tmp, for tests/unit/test_launchers.py:
+"""A dev server as they behave in processes and in /tmp, for tests/processes/test_launchers.py:
 started in the background (`npm run dev &`, `nohup … &`), it outlives the command that
 started it, listens on a port of its own choosing (here: any free one on 127.0.0.1), and
 writes a pid file at a fixed name in /tmp, as many do.

@@ -1,6 +1,6 @@
 """The dashboard's CPU and MEM columns on a real lane burning a core: the figure
 shown agrees with the kernel's own count for that process (a whole core only where the
-machine has one to spare: see tests/unit/test_footprint.py)."""
+machine has one to spare: see tests/processes/test_footprint.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from lanewatch.tui.app import make_app
 from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets import view_columns
 from lanewatch.tui.widgets.lane_table import plain
-from tests.unit.test_footprint import agree
+from tests.processes.test_footprint import agree
 
 from .conftest import Lanes
 from .helpers import until

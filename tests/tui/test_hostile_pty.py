@@ -1,7 +1,7 @@
 """The real dashboard in a real pty over hostile namespaces: `lanewatch dash` is started as a
 user starts it, keys are typed, and every byte it writes to the terminal is read. The dashboard
 writes escapes of its own, so the check looks for the hostile sequences themselves
-(tests/hostile.py: `\\x1b]0;OWNED`, `\\x1b]52;`, `\\x1b[2JWIPED`, C1, raw undecodable bytes)
+(tests/kits/hostile.py: `\\x1b]0;OWNED`, `\\x1b]52;`, `\\x1b[2JWIPED`, C1, raw undecodable bytes)
 and for the escapes shown in their place."""
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from lanewatch.lanes.stamp import OwnerState
 from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.records.incidents import log_path
 from lanewatch.tui.screens.typeahead_guard import GUARD
-from tests import hostile
 from tests.conftest import LANEWATCH
-from tests.unit.actionkit import register_root
-from tests.unit.enginekit import make_stamp
+from tests.kits import hostile
+from tests.kits.actionkit import register_root
+from tests.kits.enginekit import make_stamp
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.timeout(240)]
 

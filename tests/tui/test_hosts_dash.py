@@ -1,5 +1,5 @@
 """One dashboard, two hosts: a local lane and a lane of the "far" host, a real sshd on
-loopback (tests/sshkit.py) streaming the far side's real `lanewatch record`. The far lane shows
+loopback (tests/kits/sshkit.py) streaming the far side's real `lanewatch record`. The far lane shows
 with its host in the HOST column, is killed from the dashboard through the far lanewatch (the
 dialog names the host), and the host goes degraded when sshd dies and ok when it is back."""
 
@@ -25,8 +25,8 @@ from lanewatch.tui.screens.kill_dialog import KillConfirm
 from lanewatch.tui.screens.trash_screen import TrashScreen
 from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets.lane_table import LaneTable
-from tests.hostile import FILE_NAMES, check_text
-from tests.sshkit import (  # the fixtures, and those they use, by name for pytest to find
+from tests.kits.hostile import FILE_NAMES, check_text
+from tests.kits.sshkit import (  # the fixtures, and those they use, by name for pytest to find
     FarLive,
     SshServer,
     far_command,

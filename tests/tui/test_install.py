@@ -90,7 +90,7 @@ def test_wheel_installs_in_a_fresh_venv_and_the_app_starts(
 def test_the_lane_runner_never_imports_textual(repo: Path, scratch: Path) -> None:
     code = (
         "import sys\n"
-        "from lanewatch.cli.main import cli\n"
+        "from lanewatch.cli.group import cli\n"
         "try:\n"
         f"    cli(['run', '--root', {str(scratch)!r}, '--lane', 'x', '--', 'true'],\n"
         "        prog_name='lanewatch')\n"
@@ -111,15 +111,15 @@ def test_bare_lanewatch_opens_the_dashboard_on_every_known_root(
 ) -> None:
     """`lanewatch` with no command builds the dashboard with `make_app` on the registered roots
     and runs it (here `run` only records the app instead of taking the terminal)."""
-    from lanewatch.cli.main import cli
+    from lanewatch.cli.group import cli
     from lanewatch.lanes.roots import Registry
     from lanewatch.tui.app import LanewatchApp
 
     Registry().add(scratch)
     ran: list[LanewatchApp] = []
     monkeypatch.setattr(LanewatchApp, "run", lambda self, *a, **k: ran.append(self))
-    # pytest's stdin is no terminal, which the dashboard refuses (tests/unit/test_needs_terminal)
-    monkeypatch.setattr("lanewatch.cli.dash_cmd.needs_terminal", lambda instead: None)
+    # pytest's stdin is no terminal, which the dashboard refuses (test_needs_terminal.py)
+    monkeypatch.setattr("lanewatch.cli.lanes.dash_cmd.needs_terminal", lambda instead: None)
     cli([], prog_name="lanewatch", standalone_mode=False)
     (app,) = ran
     assert str(scratch.resolve()) in app.root_paths()

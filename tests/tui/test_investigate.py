@@ -30,8 +30,8 @@ from lanewatch.tui.screens.incident_screen import IncidentScreen
 from lanewatch.tui.screens.main_screen import MainScreen
 from lanewatch.tui.state.dashboard_store import View
 from tests.conftest import LANEWATCH
-from tests.unit.attributionkit import privileged, shared_temp_file
-from tests.unit.test_attribution import write_cmd
+from tests.kits.attributionkit import privileged, shared_temp_file
+from tests.processes.test_attribution import write_cmd
 
 from .conftest import Lanes
 from .helpers import confirm_export, settle, shows, until
@@ -402,7 +402,7 @@ async def test_shared_file_timeline_shows_both_contents_and_the_diff(
     with shared_temp_file() as shared:
         async with app.run_test(size=(160, 100)) as pilot:
             await until(pilot, lambda: app.picture.attribution == "kernel", 30, what="kernel")
-            # unfenced: a fenced lane's /tmp is its own (tests/unit/test_fence.py)
+            # unfenced: a fenced lane's /tmp is its own (tests/processes/test_fence.py)
             lanes.start("A", write_cmd(first, shared, then="exec sleep 60"), fence="none")
             await until(pilot, lambda: len(history([str(scratch)], str(shared))) >= 1, 30, what="A")
             lanes.start("B", write_cmd(second, shared, then="exec sleep 60"), fence="none")

@@ -2,7 +2,7 @@
 
 A key of another host (`NAME:…`, when the dashboard has hosts: `Routes`) goes to that host's
 lanewatch, which runs the action with its own checks; anything else runs here through
-`actions.kill`, `actions.clear` and `actions.trash`. Either way the answer is an
+`actions.kill`, `actions.clear` and `actions.restore`. Either way the answer is an
 `ActionOutcome`. Calls block (a kill waits for its grace period): run them off the UI thread.
 """
 
@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from lanewatch.actions import clear as clear_mod
 from lanewatch.actions import kill as kill_mod
-from lanewatch.actions import trash as trash_mod
+from lanewatch.actions.restore import restore as restore_here
 from lanewatch.actions.trashbox import TrashEntry
 from lanewatch.errors import LanewatchError
 from lanewatch.model.engine_api import FarHost, Result, Routes
@@ -66,7 +66,7 @@ def clear(ns: NamespaceView, label: str, routes: Routes | None) -> ActionOutcome
 
 def restore(item: TrashEntry, routes: Routes | None) -> ActionOutcome:
     """Another host's entry: its lanewatch restores it, with its checks."""
-    here = lambda: trash_mod.restore(item, roots=[Path(item.root)], check=False)  # noqa: E731
+    here = lambda: restore_here(item, roots=[Path(item.root)], check=False)  # noqa: E731
     label = item.lane or item.name
     return _routed("restore", label, item.id, routes, lambda host, i: host.restore(i), here)
 

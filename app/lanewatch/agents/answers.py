@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.agents.me import Me, who_am_i
-from lanewatch.agents.paths import judge, known_roots
+from lanewatch.agents.whosepath import judge, known_roots
 from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert
 from lanewatch.lanes.fsutil import UnsafePath
@@ -97,7 +97,7 @@ def who_wrote(path: str, me: Me | None = None, cwd: str | None = None) -> dict[s
     """Every recorded write of `path`, oldest first: when, which lane (and how that is known),
     size and sha256, and what it held: the first text version whole, then each change as a
     unified diff (the same story an incident report tells, `records/report.py`)."""
-    from lanewatch.agents.paths import canonical
+    from lanewatch.agents.whosepath import canonical
     from lanewatch.records.report import Version, entry_writer, file_story, utc
     from lanewatch.records.writes import HELD_READ, history
 

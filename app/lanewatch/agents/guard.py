@@ -8,7 +8,7 @@ Claude Code's `PreToolUse` hook sends one JSON object on stdin: `hook_event_name
 - Bash: the targets of output redirections (`>`, `>>`, `&>`, `2>`, `>|`), and the operands of
   commands that write what they name (rm, mv, cp and ln's destination, touch, mkdir, tee, ...).
 
-Each is judged by `agents.paths.judge`. A call that would write into another lane's namespace
+Each is judged by `agents.whosepath.judge`. A call that would write into another lane's namespace
 or checkout, or into shared temp from an unfenced lane, is refused: exit 2 (Claude Code's
 blocking code) with one line on stderr, which the agent reads as the reason. Everything else
 exits 0 and prints nothing (an explicit "allow" would skip the user's own permission prompts).
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from lanewatch.agents.me import Me, who_am_i
-from lanewatch.agents.paths import Verdict, judge, known_roots
+from lanewatch.agents.whosepath import Verdict, judge, known_roots
 
 BLOCK, PASS, BAD_INPUT = 2, 0, 1  # Claude Code: 2 blocks, 0 goes on, others are non-blocking
 MAX_PAYLOAD = 16 << 20

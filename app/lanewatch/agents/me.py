@@ -4,15 +4,16 @@
 `LANEWATCH_ROOT` and `LANEWATCH_FENCE` to everything it starts. An MCP client may start its
 servers with a reduced environment (the Python SDK's stdio client passes only HOME, PATH and a
 few more), so where the variables are missing the lane is looked for in the environment of the
-asking process's ancestors (`/proc/PID/environ`, readable for one's own processes), nearest
-first. Either way the namespace is trusted only when its stamp names the same lane: a copied or
-stale variable gives no lane.
+asking process's ancestors (`linux/ancestry.py`: `/proc/PID/environ`, readable for one's own
+processes), nearest first. Either way the namespace is trusted only when its stamp names the
+same lane: a copied or stale variable gives no lane.
 """
 
 from __future__ import annotations
 
 import os
 
+from lanewatch.linux.ancestry import environ_of, parent_of
 from lanewatch.linux.paths import is_under
 
 ENV_LANE = "LANEWATCH_LANE"
@@ -22,7 +23,6 @@ ENV_ROOT = "LANEWATCH_ROOT"
 ENV_FENCE = "LANEWATCH_FENCE"
 WANTED = (ENV_LANE, ENV_NAMESPACE, ENV_CHECKOUT, ENV_ROOT, ENV_FENCE)
 MAX_ANCESTORS = 32
-MAX_ENVIRON = 1 << 20  # bytes of one /proc/PID/environ read
 
 
 class Me:
@@ -76,33 +76,6 @@ def _from(values: dict[str, str], found_in: str) -> Me:
     )
 
 
-def _environ_of(pid: int) -> dict[str, str]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            raw = f.read(MAX_ENVIRON)
-    except OSError:
-        return {}
-    out: dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep and key.decode("ascii", "replace") in WANTED:
-            out[key.decode()] = value.decode("utf-8", "surrogateescape")
-    return out
-
-
-def _parent_of(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read(4096)
-    except OSError:
-        return 0
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[1])
-    except (IndexError, ValueError):
-        return 0
-
-
 STAMP = (".lanewatch", "owner.json")  # lanes/stamp.py: META_DIR, STAMP_FILE
 MAX_STAMP = 64 * 1024
 
@@ -149,11 +122,11 @@ def who_am_i(environ: dict[str, str] | os._Environ[str] | None = None) -> Me:
     for _ in range(MAX_ANCESTORS):
         if pid <= 1:
             break
-        values = _environ_of(pid)
+        values = environ_of(pid, WANTED)
         if values.get(ENV_LANE) and values.get(ENV_NAMESPACE):
             found = _from(values, f"pid {pid}")
             if found.namespace and _stamp_names(found.namespace, found.lane):
                 return found
             break  # the nearest lane's variables are wrong: never guess past them
-        pid = _parent_of(pid)
+        pid = parent_of(pid)
     return Me(found_in="")

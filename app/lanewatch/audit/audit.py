@@ -24,7 +24,11 @@ from pathlib import Path
 from typing import IO
 
 from lanewatch.audit import capture, stopper
-from lanewatch.audit.classify import (
+from lanewatch.audit.auditreport import AuditReport, Finding, Read, Run, Write
+from lanewatch.audit.kernelwatch import KernelWatch
+from lanewatch.audit.portwatch import FIX as PORT_FIX
+from lanewatch.audit.portwatch import PortWatch
+from lanewatch.audit.scopes import (
     TEMPS,
     UNBOUND,
     area_of,
@@ -33,10 +37,6 @@ from lanewatch.audit.classify import (
     is_bytecode_cache,
     scope_of,
 )
-from lanewatch.audit.kernelwatch import KernelWatch
-from lanewatch.audit.portwatch import FIX as PORT_FIX
-from lanewatch.audit.portwatch import PortWatch
-from lanewatch.audit.report import AuditReport, Finding, Read, Run, Write
 from lanewatch.audit.shim import CLOCK, CLOCK_ENV, CLOCK_MODULE, SHIM
 from lanewatch.errors import LanewatchError
 from lanewatch.lanes.checkout import find_checkout, resolve_checkout
@@ -231,7 +231,7 @@ def _collect(
     clocks = {r.index: capture.read_clock(work / f"clock-{r.index}.jsonl") for r in runs}
     found: dict[tuple[str, str], Finding] = {}
     unseen: set[str] = set()
-    bytecode: set[tuple[str, str]] = set()  # left out: see classify.is_bytecode_cache
+    bytecode: set[tuple[str, str]] = set()  # left out: see scopes.is_bytecode_cache
     for run in runs:
         run.log_tail = _tail(Path(run.log))
         try:

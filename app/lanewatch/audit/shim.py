@@ -57,7 +57,7 @@ def overlay():
         return "the kernel refused an overlay on the home folder: %s" % os.strerror(
             ctypes.get_errno())
     for fd, path in opened:
-        if libc.mount(os.fsencode("/proc/self/fd/%d" % fd), os.fsencode(path), None,
+        if libc.mount(os.fsencode(fd_path(fd)), os.fsencode(path), None,
                       4096 | 16384, None) != 0:
             return "cannot keep %s real under the overlay: %s" % (
                 path, os.strerror(ctypes.get_errno()))

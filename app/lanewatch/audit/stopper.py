@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lanewatch.audit.report import Run
+from lanewatch.audit.auditreport import Run
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.linux.proc import read_stat
 

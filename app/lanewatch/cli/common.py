@@ -1,7 +1,7 @@
 """Helpers shared by CLI commands: one way to fail, one way to print JSON, one way to print
 an untrusted string (inert: a terminal escape in a lane name is shown, never sent).
 
-No click at import: `lanewatch run` starts without it (cli/run_fast.py); what prints imports
+No click at import: `lanewatch run` starts without it (cli/lanes/run_fast.py); what prints imports
 it when it prints."""
 
 from __future__ import annotations

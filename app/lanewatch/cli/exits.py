@@ -3,7 +3,7 @@
 A script can rely on them: 3 is always a refusal for safety, never "nobody answered"; 6 is always
 "not inside a checkout", never a usage error. `run` and `prove` exit with CMD's own code when CMD
 ran, so there these numbers can also be CMD's: the line on stderr (`lanewatch: ...`) tells.
-tests/unit/test_exit_codes.py calls each command into each situation and checks the code.
+tests/processes/test_exit_codes.py calls each command into each situation and checks the code.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What `--json` prints: one object with a top-level `schema`, "lanewatch.<name>/<version>".
 
 Each name has a JSON Schema shipped in the wheel (lanewatch/schemas/<name>.json) that the tests
-validate real outputs against (tests/unit/test_json_contract.py). A field renamed keeps its old
+validate real outputs against (tests/processes/test_json_contract.py). A field renamed keeps its old
 name beside the new one for one release; docs/json.md lists both.
 """
 

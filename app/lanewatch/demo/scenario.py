@@ -23,7 +23,7 @@ from filelock import Timeout
 
 from lanewatch.demo import disk
 from lanewatch.demo import writer as writer_program
-from lanewatch.demo.ports import free_port, ipv6_loopback
+from lanewatch.demo.loopback import free_port, ipv6_loopback
 from lanewatch.demo.procs import DemoError, DemoProcess, signal_group, spawn, stop_all, wait_until
 from lanewatch.lanes.budgets import FILE as BUDGETS_FILE
 from lanewatch.lanes.checkout import Checkout

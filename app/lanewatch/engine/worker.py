@@ -246,7 +246,7 @@ class Worker:
     # -- one shot ------------------------------------------------------------------------------
     def one_shot(self, *, probe: bool = True) -> Changes:
         """The whole picture once, without threads or watches (for `lanewatch status`)."""
-        from lanewatch.processes.footprint import Meter, fresh_stat
+        from lanewatch.processes.footprintmeter import Meter, fresh_stat
         from lanewatch.processes.prober import probe as run_probe
 
         keeper = self.keeper

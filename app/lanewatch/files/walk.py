@@ -71,7 +71,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def read_stamp_at(namespace: str) -> StampRead:
-    """`lanes.stamp.read_stamp` for a path string, the same answers (`test_scanner.py` holds
+    """`lanes.stamp.read_stamp` for a path string, the same answers (`test_walk.py` holds
     them side by side), without building five `Path`s per stamp: the first picture reads
     every stamp before it can show a state. Neither `.lanewatch/` nor `owner.json` may be a
     symlink; a non-regular file is refused; nothing is read past the size limit."""

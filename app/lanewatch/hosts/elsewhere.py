@@ -2,7 +2,7 @@
 shows it there. Files, ledgers, owner stamps and the write history live on that host's disk:
 this side never reads its own disk for them (a far `/tmp/x` is not this machine's `/tmp/x`),
 and never shows an empty list that would read as "no files". The far lane's files themselves
-are listed by its own lanewatch (hosts/files.py); these notes are what that listing leaves out,
+are listed by its own lanewatch (hosts/farfiles.py); these notes are what that listing leaves out,
 or what shows when it cannot be had."""
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from types import MappingProxyType
 from lanewatch.errors import LanewatchError
 from lanewatch.hosts import link
 from lanewatch.hosts.actions import FarActions
+from lanewatch.hosts.farviews import SEP, split_key
 from lanewatch.hosts.stream import HostStream
-from lanewatch.hosts.wire import SEP, split_key
 from lanewatch.model.engine_api import EngineApi
 from lanewatch.model.views import Changes, SourceHealth
 

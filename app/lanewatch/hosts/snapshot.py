@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from lanewatch.hosts import flags, link, wire
+from lanewatch.hosts import farviews, flags, link
 from lanewatch.hosts.config import Host
 from lanewatch.hosts.stream import LOST, OK, HostState, judge_hello
 from lanewatch.model.views import Changes, SourceHealth
@@ -30,16 +30,18 @@ def one(host: Host) -> HostPicture:
     if data is None:
         state.status, state.detail = LOST, f"no picture: {answer.why()}"
         return HostPicture(state, Changes(health=(state.health(),), at=time.time()))
-    views = [wire.view(host.name, n) for n in data.get("namespaces") or () if isinstance(n, dict)]
+    views = [
+        farviews.view(host.name, n) for n in data.get("namespaces") or () if isinstance(n, dict)
+    ]
     incidents = [
-        wire.incident(host.name, i) for i in data.get("incidents") or () if isinstance(i, dict)
+        farviews.incident(host.name, i) for i in data.get("incidents") or () if isinstance(i, dict)
     ]
     flag = flags.unbound(incidents)
     if flag is not None:
         state.flags.append(flag)
     state.status, state.detail = OK, f"read from {host.destination}"
     far: list[SourceHealth] = [
-        wire.health(host.name, r) for r in data.get("roots") or () if isinstance(r, dict)
+        farviews.health(host.name, r) for r in data.get("roots") or () if isinstance(r, dict)
     ]
     return HostPicture(
         state,

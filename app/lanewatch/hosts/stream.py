@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import IO, Any
 
-from lanewatch.hosts import flags, link, wire
+from lanewatch.hosts import farviews, flags, link
 from lanewatch.hosts.config import Host
 from lanewatch.model.views import Changes, Incident, NamespaceView, SourceHealth
 
@@ -62,7 +62,7 @@ class HostState:
         status = self.status
         if status == OK and any(f.kind != flags.UNBOUND for f in self.flags):
             status = LOST  # up, but half-migrated: not watching normally
-        return SourceHealth(wire.host_root(self.host.name), status, "; ".join(words))
+        return SourceHealth(farviews.host_root(self.host.name), status, "; ".join(words))
 
     def to_json(self) -> dict[str, Any]:
         hello = self.hello or {}
@@ -227,7 +227,7 @@ class HostStream:
                 continue
             self._line(kind, line)
             if pending is not None and kind == "state":
-                pending.discard(wire.remote_key(self.host.name, str(line.get("key", ""))))
+                pending.discard(farviews.remote_key(self.host.name, str(line.get("key", ""))))
                 expected -= 1
                 if expected <= 0:
                     self._drop(pending)
@@ -247,27 +247,27 @@ class HostStream:
         incidents: dict[str, Incident] = {}
         with self.lock:
             if kind == "state":
-                key = wire.remote_key(name, str(line.get("key", "")))
+                key = farviews.remote_key(name, str(line.get("key", "")))
                 if line.get("state") == "removed":
                     self.views.pop(key, None)
                     removed.add(key)
                 else:
                     data = line.get("view")
-                    v = wire.view(name, data if isinstance(data, Mapping) else line)
+                    v = farviews.view(name, data if isinstance(data, Mapping) else line)
                     self.views[v.key] = v
                     upserts[v.key] = v
             elif kind == "incident":
-                i = wire.incident(name, line)
+                i = farviews.incident(name, line)
                 self.incidents[i.id] = i
                 incidents[i.id] = i
                 self._reflag()
             elif kind == "health":
-                h = wire.health(name, line)
+                h = farviews.health(name, line)
                 self.far_health[h.root] = h
             elif kind == "beats":
                 beats = line.get("beats")
                 for far_key, at in beats.items() if isinstance(beats, Mapping) else ():
-                    key = wire.remote_key(name, str(far_key))
+                    key = farviews.remote_key(name, str(far_key))
                     v = self.views.get(key)
                     if v is not None and isinstance(at, int | float) and not isinstance(at, bool):
                         upserts[key] = self.views[key] = replace(v, heartbeat_at=float(at))

@@ -121,7 +121,7 @@ class Lane:
         ports: int | None = None,
     ) -> None:
         """`family`: the folder name of the lane (same root) that starts this one for its own
-        workers (`lanes/family.py`); `stdio`: the files whoever started the lane handed it
+        workers (`lanes/familyclaim.py`); `stdio`: the files whoever started the lane handed it
         (`lanes/handed.py`), default this process's at the claim; `ports`: how many ports it
         leases (`lanes/leases.py`; None: `$LANEWATCH_PORT_BLOCK`, else 10; 0: none)."""
         self.target = locate(lane, root=root, checkout=checkout)

@@ -42,7 +42,8 @@ def _xdg_state_dir() -> str | None:
     """platformdirs' `user_state_dir("lanewatch")` in its common Linux case, without its import
     (`run` starts without it): `$XDG_STATE_HOME` when absolute, else an absolute `$HOME`'s
     `.local/state`. None for the rest (no or a relative HOME, Android, other systems), which
-    platformdirs answers. tests/unit/test_import_hygiene.py holds the two to the same answer."""
+    platformdirs answers. tests/processes/test_import_hygiene.py holds the two to the same
+    answer."""
     android = os.environ.get("ANDROID_DATA") or hasattr(sys, "getandroidapilevel")
     if sys.platform != "linux" or android:
         return None

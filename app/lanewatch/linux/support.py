@@ -2,7 +2,7 @@
 
 Owners, holders and liveness are read from /proc; the live tail uses inotify (watchdog's inotify
 observer, which fails at import where libc has no inotify functions: macOS, the BSDs). Where one
-is missing, the commands that need it say so in one line (cli/main.py) instead of a traceback.
+is missing, the commands that need it say so in one line (cli/group.py) instead of a traceback.
 """
 
 from __future__ import annotations

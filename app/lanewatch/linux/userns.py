@@ -8,6 +8,7 @@ Written once for three callers: the fence's stub (`runner/fence.py` `STUB`) and 
 (`audit/shim.py` `SHIM`) run this file as source text, ahead of their own, in an interpreter
 of their own (`python -I -S -c`: stdlib only, no lanewatch); the fence's probe calls it in a
 forked child. So: the stdlib only, nothing looked up after the call starts but through `libc`.
+`fd_path` and `mount_namespace` are the /proc paths the stub and the shim use after it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,20 @@ def enter_private_mounts(libc: ctypes.CDLL, as_root: bool) -> tuple[str, int] | 
     if libc.mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
         return "mount /", ctypes.get_errno() or 1
     return None
+
+
+def fd_path(fd: int) -> str:
+    """A path that names what our descriptor `fd` is open on (a bind mount's source: the
+    folder or file itself, even where a mount has hidden its name since)."""
+    return f"/proc/self/fd/{fd}"
+
+
+def mount_namespace() -> str:
+    """This process's mount namespace as the kernel names it (`mnt:[N]`); "" if unreadable."""
+    try:
+        return os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return ""
 
 
 def source() -> str:

@@ -5,7 +5,7 @@ A detector is a pure function of `model/detectors/`, marked `@detects(KIND, read
 under its kind; an intake hands every fact it learns to `kinds.detect(fact)`, which runs the
 detectors that read that type of fact. A fact's fields are its detectors' parameters, passed by
 name: `detect` and a test call a detector alike, and a second detector of one fact takes the
-fields it needs and `**_` for the rest (`tests/unit/test_kinds.py` binds each to its fact).
+fields it needs and `**_` for the rest (`tests/processes/test_kinds.py` binds each to its fact).
 """
 
 from __future__ import annotations

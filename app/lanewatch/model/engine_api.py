@@ -6,7 +6,7 @@ host's stream) satisfy it. `Routes` is what the actions ask of a dashboard of ma
 host a key belongs to, and that host's `FarHost` (its own lanewatch, over ssh, with its own
 checks); `ManyHosts` satisfies it. They live here, below every room that implements or uses
 them, so `actions`, `engine`, `hosts` and `tui` share one definition
-(`tests/unit/test_engine_api.py` checks each implementation against them).
+(`tests/processes/test_engine_api.py` checks each implementation against them).
 """
 
 from __future__ import annotations

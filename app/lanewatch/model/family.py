@@ -1,7 +1,7 @@
 """Families and handed files: two rules the writer detectors share. Pure.
 
 A **family** is a lane and the lanes it starts for its own workers (`pytest`, `pytest-gw0`,
-`pytest-gw1`: `lanes/family.py` proves the link when a worker claims, and the worker's stamp
+`pytest-gw1`: `lanes/familyclaim.py` proves the link when a worker claims, and the worker's stamp
 names its head). Its members are never intruders in each other's namespaces: a worker writes
 in the main lane's `tmp/` before it has one of its own, and they are one piece of work.
 

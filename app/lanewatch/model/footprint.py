@@ -2,7 +2,7 @@
 quiet, how fast its disk grows, and the one judgement the dashboard and `status` share: a
 lane idle on CPU for long while it holds memory (`idle_holding`).
 
-The readings come from `processes/footprint.py` (the prober's thread); these functions only
+The readings come from `processes/footprintmeter.py` (the prober's thread); these functions only
 fold them, with the time each reading carries: no clock here.
 """
 

@@ -8,7 +8,7 @@ words, ranks how bad it is, explains it in one line, and lists its detectors (th
 `model/detection.py`). The registry drives detection: an intake hands each fact it learns to
 `detect`, which runs the detectors that read it. `IncidentKind` is made from the entries. The
 dashboard's colours, its help and empty view, `lanewatch incidents` and the metrics read the
-registry; `tests/unit/test_kinds.py` checks that every detector is registered under the kind it
+registry; `tests/processes/test_kinds.py` checks that every detector is registered under the kind it
 declares, and that the demo's plan and the docs' kinds table list each kind.
 
 Adding a kind (docs/architecture.md, "Add an incident kind"): a detector module in

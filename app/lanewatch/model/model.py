@@ -145,7 +145,7 @@ class Probed:
 
 @dataclass(frozen=True, slots=True)
 class Metered:
-    """Footprint readings of running lanes, by namespace key (`processes/footprint.py`)."""
+    """Footprint readings of running lanes, by namespace key (`processes/footprintmeter.py`)."""
 
     footprints: Mapping[str, Footprint]
 

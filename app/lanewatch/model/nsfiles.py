@@ -1,6 +1,6 @@
 """A namespace's files as the files view and `lanewatch files --json` give them: plain data, read
 on this host (`tui/backend/lane_files.py`) or on another one through its lanewatch
-(`hosts/files.py`)."""
+(`hosts/farfiles.py`)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ An entry says the state in plain words (the help's legend) and how much it asks 
 by its state's name, so a state added to `NsState` with an entry here gets a look at once. A
 state without an entry (a newer engine's) counts as medium: shown, never hidden as "fine".
 
-Adding a state: a member of `NsState`, an entry here (`tests/unit/test_states.py` checks every
+Adding a state: a member of `NsState`, an entry here (`tests/tui/test_glance.py` checks every
 member has one), its rule in `model/classify.py`.
 """
 

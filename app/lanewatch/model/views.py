@@ -42,7 +42,7 @@ class LaneMember:
 
 @dataclass(frozen=True, slots=True)
 class Footprint:
-    """What a lane's processes cost now (`processes/footprint.py` measures it)."""
+    """What a lane's processes cost now (`processes/footprintmeter.py` measures it)."""
 
     at: float  # epoch seconds of the reading
     cpu: float | None  # percent of one core (200: two cores busy) over `window`; None: unknown

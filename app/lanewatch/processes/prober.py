@@ -34,11 +34,10 @@ from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.family import file_ids
 from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.views import Footprint, LaneMember
-from lanewatch.processes import fastprobe, members
-from lanewatch.processes import holders as procscan
+from lanewatch.processes import fastprobe, holders, members
 from lanewatch.processes.checkoutgit import git_common_dir
 from lanewatch.processes.deaths import DeathWatch
-from lanewatch.processes.footprint import Meter, fresh_stat, from_table
+from lanewatch.processes.footprintmeter import Meter, fresh_stat, from_table
 from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
@@ -70,7 +69,7 @@ def judge(
     `procs`: the process table, read at most once by the caller's probe."""
     if stamp.host != procid.hostname():
         return None
-    table = procs if procs is not None else members.lazy_table(procscan.process_table)
+    table = procs if procs is not None else members.lazy_table(holders.process_table)
     owner = ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id)
     if stamp.state is not OwnerState.LIVE:
         if not released or stamp.boot_id != procid.boot_id():
@@ -148,7 +147,7 @@ def judge_once(
     ev = known.get(who, _UNJUDGED)
     table = known.get(_TABLE)
     if not callable(table):
-        table = known[_TABLE] = members.lazy_table(procscan.process_table)
+        table = known[_TABLE] = members.lazy_table(holders.process_table)
     if ev is _UNJUDGED or (isinstance(ev, LivenessEvidence) and ev.liveness is Liveness.UNKNOWN):
         ev = known[who] = judge(key, s, at, table)
     elif isinstance(ev, LivenessEvidence):  # the same owner, another lane: its own members
@@ -191,7 +190,7 @@ def owners_of(
     return out
 
 
-def _lineage(pid: int, procs: dict[int, procscan.ProcStat | None]) -> tuple[int, ...]:
+def _lineage(pid: int, procs: dict[int, holders.ProcStat | None]) -> tuple[int, ...]:
     """`pid`, its parent, grandparent, ...; `procs` holds the stats read so far (the scan's
     holders) and learns each ancestor's the first time it is needed."""
     chain = [pid]
@@ -204,10 +203,10 @@ def _lineage(pid: int, procs: dict[int, procscan.ProcStat | None]) -> tuple[int,
     return tuple(chain)
 
 
-def _stat_of(pid: int, procs: dict[int, procscan.ProcStat | None]) -> procscan.ProcStat | None:
+def _stat_of(pid: int, procs: dict[int, holders.ProcStat | None]) -> holders.ProcStat | None:
     if pid not in procs:
         try:
-            procs[pid] = procscan.read_stat(pid)
+            procs[pid] = holders.read_stat(pid)
         except OSError:  # not readable: the chain stops here, as at a vanished parent
             procs[pid] = None
     return procs[pid]
@@ -223,7 +222,7 @@ class ProbeMemo:
     when both are unchanged (at hundreds of held paths a probe, making them is a cost)."""
 
     procs: ProcMemo = field(default_factory=ProcMemo)
-    made: dict[int, tuple[_Who, tuple[procscan.HeldPath, ...], list[Holding]]] = field(
+    made: dict[int, tuple[_Who, tuple[holders.HeldPath, ...], list[Holding]]] = field(
         default_factory=dict
     )
 
@@ -237,11 +236,11 @@ def holdings(
     # Not `with_tree`: only the holders' ancestors are needed, not every process's stat.
     real = [p for p in prefixes if os.path.isdir(p)]
     procs_memo = memo.procs if memo is not None else None
-    scan = procscan.scan(real, with_env=True, memo=procs_memo, sockets=sockets)
-    procs: dict[int, procscan.ProcStat | None] = dict(scan.procs)
+    scan = holders.scan(real, with_env=True, memo=procs_memo, sockets=sockets)
+    procs: dict[int, holders.ProcStat | None] = dict(scan.procs)
     own = own_pids()
     before = memo.made if memo is not None else {}
-    made: dict[int, tuple[_Who, tuple[procscan.HeldPath, ...], list[Holding]]] = {}
+    made: dict[int, tuple[_Who, tuple[holders.HeldPath, ...], list[Holding]]] = {}
     out: list[Holding] = []
     for h in scan.holders:
         if h.pid in own:
@@ -270,7 +269,7 @@ def holdings(
     return out, partial
 
 
-def _holdings_of(pid: int, who: _Who, paths: Sequence[procscan.HeldPath]) -> list[Holding]:
+def _holdings_of(pid: int, who: _Who, paths: Sequence[holders.HeldPath]) -> list[Holding]:
     ticks, lane, namespace, lineage, pgid, command = who
     return [
         Holding(
@@ -333,7 +332,7 @@ def probe(
     in its environment (`processes/markers.py`), wherever it sits in the process tree."""
     t0 = time.monotonic()
     at = time.time()
-    table = members.lazy_table(procscan.process_table)
+    table = members.lazy_table(holders.process_table)
     evidence = judge_all(stamps, at, table)
     footprints = meter.measure(stamps, evidence, from_table(table), at) if meter else {}
     owners = owners_of(stamps, evidence)
@@ -447,7 +446,7 @@ def _stops_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEvide
 def _ended(pid: int, start_ticks: int) -> bool:
     """The member `pid` (started at `start_ticks`) is no longer running (gone or a zombie)."""
     try:
-        st = procscan.read_stat(pid)
+        st = holders.read_stat(pid)
     except OSError:
         return True
     return st is None or st.start_ticks != start_ticks or st.state in ("Z", "X")

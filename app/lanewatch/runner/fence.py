@@ -187,12 +187,12 @@ try:
     opened += [(os.open(k, os.O_PATH), k) for k in keep]
     for i, (fd, dst) in enumerate(opened):
         if i >= len(binds) and not os.path.exists(dst):
-            if os.path.isdir("/proc/self/fd/%d" % fd):
+            if os.path.isdir(fd_path(fd)):
                 os.makedirs(dst, mode=0o700, exist_ok=True)
             else:
                 os.makedirs(os.path.dirname(dst), mode=0o700, exist_ok=True)
                 os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o600))
-        mount("/proc/self/fd/%d" % fd, dst, 4096 | 16384)
+        mount(fd_path(fd), dst, 4096 | 16384)
         os.close(fd)
 except OSError as exc:
     fail("bind %s" % (exc.filename or "a folder"), exc.errno)
@@ -201,11 +201,7 @@ try:
 except OSError:
     pass
 if report is not None:  # fenced: say in which mount namespace, then let CMD have the pid
-    try:
-        ns = os.readlink("/proc/self/ns/mnt")
-    except OSError:
-        ns = ""
-    os.write(report, ("fenced %s\n" % ns).encode())
+    os.write(report, ("fenced %s\n" % mount_namespace()).encode())
     os.close(report)
 try:
     os.execvp(cmd[0], cmd)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lanewatch.actions import restore as trash_mod
 from lanewatch.actions import routed
-from lanewatch.actions import trash as trash_mod
 from lanewatch.actions.authority import owner_label
 from lanewatch.actions.kill import KILLABLE
 from lanewatch.actions.routed import ActionOutcome
@@ -24,8 +24,8 @@ from lanewatch.errors import LanewatchError
 from lanewatch.hosts import actions as remote
 from lanewatch.hosts import elsewhere
 from lanewatch.hosts.config import Host
+from lanewatch.hosts.farviews import SEP, remote_key, split_key
 from lanewatch.hosts.many import ManyHosts
-from lanewatch.hosts.wire import SEP, remote_key, split_key
 from lanewatch.linux.procid import hostname
 from lanewatch.model.engine_api import EngineApi
 from lanewatch.model.views import STALE_STATES, Incident, NamespaceView, NsState

@@ -49,7 +49,7 @@ class Detail:
 def far_detail(key: str, note: str, listing: NsListing | None = None) -> Detail:
     """Another host's lane: its ledger and stamp are on that host's disk (never this one's,
     where the same path is someone else's): `note` says so. Its recent writes come from
-    `listing` (hosts/files.py) when that host listed them; else `listing.elsewhere` says why
+    `listing` (hosts/farfiles.py) when that host listed them; else `listing.elsewhere` says why
     not, and how to list them there."""
     if listing is None or listing.host is None:
         why = f"Recent writes: {listing.elsewhere} · " if listing and listing.elsewhere else ""

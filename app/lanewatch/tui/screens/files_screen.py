@@ -16,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from lanewatch.hosts import elsewhere
-from lanewatch.hosts import files as far_files
+from lanewatch.hosts import farfiles as far_files
 from lanewatch.inert import inert, inert_lines
 from lanewatch.tui.backend.lane_files import NsFile, list_files, read_file
 from lanewatch.tui.plumbing.messages import CopyPath, FileLoaded, FilesLoaded, post_quietly

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lanewatch.hosts import elsewhere
-from lanewatch.hosts import files as far_files
+from lanewatch.hosts import farfiles as far_files
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.backend.lane_details import Detail, far_detail, load_detail
 from lanewatch.tui.plumbing.call_after import call_after

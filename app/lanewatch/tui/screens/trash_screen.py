@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from lanewatch.hosts.wire import split_key
+from lanewatch.hosts.farviews import split_key
 from lanewatch.inert import inert
 from lanewatch.linux.procid import hostname
 from lanewatch.tui.backend.actions_adapter import TrashItem

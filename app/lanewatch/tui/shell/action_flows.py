@@ -17,7 +17,7 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 
-from lanewatch.hosts.wire import split_key
+from lanewatch.hosts.farviews import split_key
 from lanewatch.inert import inert
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.backend.actions_adapter import (

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from textual.screen import ModalScreen
 
-from lanewatch.hosts.wire import host_fixes
+from lanewatch.hosts.farviews import host_fixes
 from lanewatch.tui.plumbing.call_after import call_after
 from lanewatch.tui.screens.incident_screen import IncidentScreen
 from lanewatch.tui.shell import staleness

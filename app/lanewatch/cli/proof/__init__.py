@@ -1,0 +1,1 @@
+"""Commands of receipts and gates (`proof/`): `prove`, `gate` and `hook` (the git hooks)."""

@@ -1,0 +1,1 @@
+"""Commands that read what the roots keep (`records/`): `incidents` and `history`."""

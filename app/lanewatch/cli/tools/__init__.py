@@ -1,0 +1,1 @@
+"""Tools around lanes: `demo`, `drill`, `audit`, and `completion` (the shell's script)."""

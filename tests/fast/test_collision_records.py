@@ -1,0 +1,150 @@
+"""One collision per shared file (or per victim lane), naming every writer; acknowledgement
+covering the evidence seen up to then; automatic resolution; old kind names read.
+Pure: records and observations only (the end-to-end tests are in test_collisions.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from lanewatch.cli.lanes.status_cmd import incident_json
+from lanewatch.model.detectors.foreign_writer import foreign_write
+from lanewatch.model.detectors.unbound_writer import unbound_write
+from lanewatch.model.incidents import (
+    QUIET_FOR,
+    RESOLVER,
+    IncidentRecord,
+    merge,
+    merge_records,
+    record_from_json,
+    resolve_quiet,
+)
+from lanewatch.model.kernelwrites import KernelWrite
+from lanewatch.model.kinds import kind_of, severity_of
+from tests.kits.attributionkit import sha
+
+
+def kw(path: str, lane: str, t: float, content: bytes = b"x", pid: int = 42) -> KernelWrite:
+    return KernelWrite(
+        path=path,
+        time=t,
+        event="close-write",
+        size=len(content),
+        sha256=sha(content),
+        pid=pid,
+        start_ticks=7,
+        lane=lane,
+        namespace=f"/r/ck.{lane}",
+        checkout_id="ck",
+        checkout_path="/work/co",
+        command=("sh",),
+        how="$LANEWATCH_NAMESPACE",
+        writer=f"pid {pid} (lane {lane}): sh",
+    )
+
+
+def shared(*writes: KernelWrite) -> IncidentRecord:
+    rec = None
+    for w in writes:
+        obs = unbound_write(w, ["/r"])
+        assert obs is not None
+        rec = merge(rec, obs, "/r")
+    assert rec is not None
+    return rec
+
+
+def test_two_lanes_writing_one_shared_file_are_one_incident_naming_both() -> None:
+    one = shared(kw("/tmp/receipt.json", "agent-1", 1.0))
+    assert one.summary == "agent-1 writes /tmp/receipt.json outside its lane"
+    both = shared(
+        kw("/tmp/receipt.json", "agent-1", 1.0), kw("/tmp/receipt.json", "agent-2", 2.0, pid=50)
+    )
+    assert both.id == one.id and both.path == "/tmp/receipt.json"
+    assert both.summary == "agent-1 and agent-2 both write /tmp/receipt.json"
+    assert [w["lane"] for w in both.writers] == ["agent-1", "agent-2"]
+    assert [w["pid"] for w in both.writers] == [42, 50]
+    other = shared(kw("/tmp/other.json", "agent-1", 1.0))
+    assert other.id != one.id  # another file, another collision
+    # The kind reads plainly; its severity and label are the registry's.
+    assert both.kind == "shared-file" and kind_of(both.kind) is not None
+    out = incident_json(both.to_view())
+    assert [w["lane"] for w in out["writers"]] == ["agent-1", "agent-2"]
+    assert out["path"] == "/tmp/receipt.json" and out["acknowledged"] is False
+
+
+def test_every_lane_writing_in_one_lane_is_one_incident() -> None:
+    rec = None
+    for lane, t in (("B", 1.0), ("C", 2.0), ("B", 3.0)):
+        obs = foreign_write(kw(f"/r/ck.A/tmp/{lane}{t}", lane, t), "/r/ck.A", victim_owner=False)
+        assert obs is not None
+        rec = merge(rec, obs, "/r")
+        if lane == "B" and t == 1.0:
+            assert rec.summary == "B writes in the namespace /r/ck.A: /r/ck.A/tmp/B1.0"
+    assert rec is not None and rec.count == 3
+    assert [(w["lane"], w["count"]) for w in rec.writers] == [("B", 2), ("C", 1)]
+    assert rec.summary == "B and C write in the namespace /r/ck.A"
+    obs = foreign_write(kw("/r/ck.A/x", "B", 4.0), "/r/ck.A", victim_owner=False, victim_lane="A")
+    assert obs is not None and merge(rec, obs).summary == "B and C write in A's lane"
+
+
+def test_acknowledgement_covers_what_was_seen_and_new_evidence_reopens() -> None:
+    rec = shared(kw("/tmp/r.json", "agent-1", 1.0))
+    acked = replace(rec, ack_at=5.0, ack_by="me")
+    assert acked.acknowledged and not acked.reopened
+    # The same write seen again (a restart, a second engine): still acknowledged.
+    obs = unbound_write(kw("/tmp/r.json", "agent-1", 1.0), ["/r"])
+    assert obs is not None and merge(acked, obs).acknowledged
+    # The same lane writes the same content again, after the acknowledgement: new evidence.
+    again = unbound_write(kw("/tmp/r.json", "agent-1", 6.0), ["/r"])
+    assert again is not None
+    reopened = merge(acked, again)
+    assert not reopened.acknowledged and reopened.reopened and reopened.count == 1
+    assert reopened.to_view().reopened and not reopened.to_view().acknowledged
+    # It survives the disk, and a second engine's older copy does not hide it.
+    back = record_from_json(json.loads(json.dumps(reopened.to_json())), "/r")
+    assert back is not None and back.reopened
+    assert merge_records(acked, back).reopened and merge_records(back, acked).reopened
+    # Acknowledged again: closed again.
+    assert replace(reopened, ack_at=7.0).acknowledged
+
+
+def test_an_incident_whose_writers_are_gone_and_quiet_is_resolved_saying_so() -> None:
+    rec = shared(kw("/tmp/r.json", "agent-1", 1.0), kw("/tmp/r.json", "agent-2", 2.0, pid=50))
+    quiet = 2.0 + QUIET_FOR + 1
+    assert resolve_quiet(rec, 2.0 + QUIET_FOR - 1, lambda _p, _t: True) is None  # too soon
+    assert resolve_quiet(rec, quiet, lambda pid, _t: pid == 42) is None  # agent-2 still runs
+    done = resolve_quiet(rec, quiet, lambda _p, _t: True)
+    assert done is not None and done.acknowledged and done.resolved and done.ack_by == RESOLVER
+    assert "resolved automatically" in done.ack_note
+    view = done.to_view()
+    assert view.resolved and view.acknowledged and view.ack_note == done.ack_note
+    again = unbound_write(kw("/tmp/r.json", "agent-3", quiet + 1, pid=60), ["/r"])
+    assert again is not None
+    back = merge(done, again)
+    assert not back.acknowledged and not back.resolved and back.reopened
+    assert back.summary == "agent-1, agent-2 and agent-3 all write /tmp/r.json"
+
+
+def test_records_with_the_old_kind_names_still_read() -> None:
+    old = {
+        "schema": 1,
+        "id": "unbound-writer-0123456789ab",
+        "kind": "unbound-writer",
+        "victim": None,
+        "intruder": {"lane": "a", "namespace": "/r/ck.a", "pid": 9, "command": ["sh"]},
+        "first_seen": 1.0,
+        "last_seen": 2.0,
+        "count": 1,
+        "summary": "pid 9 of lane a wrote /tmp/x outside its namespace",
+        "ack_at": 3.0,
+        "ack_by": "me",
+        "evidence": [{"path": "/tmp/x", "time": 2.0, "grade": "known", "key": "k"}],
+    }
+    rec = record_from_json(old)
+    assert rec is not None and rec.kind == "shared-file" and rec.id == old["id"]
+    assert rec.acknowledged and rec.summary == old["summary"]
+    assert [(w["lane"], w["pid"]) for w in rec.writers] == [("a", 9)]
+    foreign = record_from_json({**old, "kind": "foreign-writer"})
+    assert foreign is not None and foreign.kind == "cross-lane-write"
+    # A view of an old name (a record from an older engine in memory) keeps its severity.
+    assert severity_of("unbound-writer") == severity_of("shared-file")

@@ -1,0 +1,67 @@
+"""`lanewatch audit` lists the ports its runs listen on outside their leases: the
+migration queue's "tests bind :8000". Real runs of a sample command in 2 fenced lanes of 2
+worktrees; only loopback is bound."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lanewatch.demo.loopback import free_port
+from tests.conftest import LANEWATCH, git
+
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
+# Listen on PORT (retrying while the other run holds it) for a moment, then on $PORT (its lease):
+# both runs listen on the fixed port, one after the other; their own ports are no finding.
+SERVER = """
+import os, socket, sys, time
+def hold(port, seconds):
+    deadline = time.monotonic() + 60
+    while True:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            s.close()
+            if time.monotonic() > deadline:
+                sys.exit(3)
+            time.sleep(0.05)
+    s.listen()
+    time.sleep(seconds)
+    s.close()
+hold(int(sys.argv[1]), 1.0)
+hold(int(os.environ["PORT"]), 1.0)
+"""
+
+
+def test_two_runs_on_one_fixed_port_are_a_collision_in_the_queue(tmp_path: Path) -> None:
+    repo = tmp_path / "sample"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "server.py").write_text(SERVER)
+    git("add", "server.py", cwd=repo)
+    git("commit", "-q", "-m", "sample", cwd=repo)
+    port = free_port()
+    cmd = [sys.executable, "server.py", str(port)]
+    done = subprocess.run(
+        [*LANEWATCH, "audit", "--parallel", "2", "--json", "--", *cmd],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    report = json.loads(done.stdout)
+    assert [r["exit_code"] for r in report["runs"]] == [0, 0], done.stderr
+    (finding,) = [f for f in report["findings"] if f["path"].startswith(":")]
+    assert finding["path"] == f":{port}"
+    assert finding["scope"] == "unbound" and finding["owner"] == "ports"
+    assert finding["shared"] and finding["runs"] == [0, 1]
+    assert "$PORT" in finding["fix"]
+    assert done.returncode == 4, done.stderr

@@ -1,0 +1,120 @@
+"""`lanewatch audit` as root: fanotify sees every write by the runs' processes, anywhere (here a
+"product" folder under tmp_path, outside /tmp's private fence and HOME's overlay), and the reads
+of each written file; a run reading what another run wrote fails the audit. A process that is
+no member of a run, writing in the same folder meanwhile, is not reported.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lanewatch.cli.exits import Exit
+from tests.conftest import git, wait_for
+from tests.kits.contractkit import parsed
+from tests.processes.test_audit import PYTEST, audit, by_path
+
+pytestmark = [
+    pytest.mark.privileged,
+    pytest.mark.skipif(os.geteuid() != 0, reason="kernel attribution needs root"),
+]
+
+SAMPLE = """
+import os
+import pathlib
+import time
+
+PRODUCT = pathlib.Path(os.environ["AUDIT_PRODUCT"])
+
+def test_build():
+    out = PRODUCT / "build" / "artifact.bin"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("artifact")
+
+def test_gate():
+    # Run 0 publishes; run 1's gate reads what run 0 published (its checkout's name says which).
+    feed = PRODUCT / "feed.txt"
+    if pathlib.Path.cwd().name.endswith("-0"):
+        feed.write_text("from run 0")
+        return
+    deadline = time.monotonic() + 60
+    while not feed.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for _ in range(40):  # a gate that polls the artifact
+        feed.read_text()
+        time.sleep(0.05)
+"""
+
+NEIGHBOUR = """
+import pathlib, sys, time
+out = pathlib.Path(sys.argv[1])
+while True:
+    out.write_text(str(time.time()))
+    time.sleep(0.05)
+"""
+
+
+def test_as_root_every_write_of_the_runs_is_seen_and_a_read_across_runs_fails(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "sample"
+    repo.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    product = tmp_path / "product"
+    product.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "test_sample.py").write_text(SAMPLE)
+    git("add", "test_sample.py", cwd=repo)
+    git("commit", "-q", "-m", "sample", cwd=repo)
+    neighbour_file = product / "neighbour.txt"
+    # Not a member of any run: another test, another user's job on the same machine.
+    neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(neighbour_file)])
+    try:
+        wait_for(neighbour_file.exists, 30, what="the neighbour writes")
+        before = neighbour_file.stat().st_mtime_ns
+        done = audit(
+            "--parallel",
+            "2",
+            "--json",
+            "--",
+            *PYTEST,
+            cwd=repo,
+            home=home,
+            env={"AUDIT_PRODUCT": str(product)},
+        )
+        assert neighbour_file.stat().st_mtime_ns > before  # it wrote while the audit ran
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
+    report = parsed("audit", done.stdout)
+    assert report["kernel"] == "on", report["kernel"]
+    assert [r["exit_code"] for r in report["runs"]] == [0, 0], report["runs"]
+    found = by_path(report)
+    artifact = found[str(product / "build" / "artifact.bin")]
+    assert (artifact["scope"], artifact["shared"], artifact["runs"]) == (
+        "product-scoped",
+        True,
+        [0, 1],
+    )
+    assert artifact["tests"] == ["test_sample.py::test_build"]
+    assert artifact["reads_seen"] and not artifact["read_by_other_run"]
+    feed = found[str(product / "feed.txt")]
+    assert (feed["shared"], feed["runs"], feed["read_by_other_run"]) == (False, [0], True)
+    assert {r["run"] for r in feed["reads"]} == {1}
+    assert {t for r in feed["reads"] for t in r["tests"]} == {"test_sample.py::test_gate"}
+    assert report["read_by_other_run"] == 1
+    assert str(neighbour_file) not in found  # the neighbour is no run's
+    assert not any("kernel attribution needs root" in u for u in report["unseen"])
+
+    done = audit(
+        "--markdown", "--", *PYTEST, cwd=repo, home=home, env={"AUDIT_PRODUCT": str(product)}
+    )
+    assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
+    assert "run 1 read what run 0 wrote" in done.stdout
+    assert "**READ BY ANOTHER RUN**" in done.stdout
