@@ -15,7 +15,7 @@ import pytest
 from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.incidents import merge
 from lanewatch.model.kernelwrites import KernelWrite
-from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.incident_log import IncidentLog
 from tests.conftest import LANEWATCH
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user

@@ -137,7 +137,7 @@ def test_my_collisions_lists_an_open_incident_of_my_lane_as_its_victim(
 ) -> None:
     from lanewatch.agents.answers import my_collisions
     from lanewatch.agents.me import Me
-    from lanewatch.records.incidents import read_all
+    from lanewatch.records.incident_log import read_all
 
     with running([root]):
         lane = start_lane(procs, repo, root, "A")

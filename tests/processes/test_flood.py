@@ -16,7 +16,7 @@ from lanewatch.model import model as m
 from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.flood import FLOOD_AFTER, is_flood
 from lanewatch.model.kernelwrites import KernelWrite
-from lanewatch.records.incidents import IncidentLog, log_path
+from lanewatch.records.incident_log import IncidentLog, log_path
 from tests.conftest import wait_for
 from tests.kits.attributionkit import kernel_engine, privileged, sha, shared_temp_dir
 from tests.kits.enginekit import running, start_lane

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lanewatch.model.views import Incident
-from lanewatch.records.incidents import read_all
+from lanewatch.records.incident_log import read_all
 from lanewatch.records.report import who
 from lanewatch.tui.widgets.view_columns import intruder_label
 from tests.conftest import wait_for

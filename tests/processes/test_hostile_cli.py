@@ -23,7 +23,7 @@ from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import OwnerState
 from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.records.evidence import EvidenceStore
-from lanewatch.records.incidents import log_path
+from lanewatch.records.incident_log import log_path
 from lanewatch.records.writes import WriteEntry, WriteLog
 from tests.conftest import LANEWATCH
 from tests.kits import hostile

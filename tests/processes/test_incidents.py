@@ -18,7 +18,7 @@ from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.kinds import IncidentKind
 from lanewatch.model.observation import Observation, incident_id
 from lanewatch.model.views import Incident
-from lanewatch.records.incidents import IncidentLog, log_path, read_all
+from lanewatch.records.incident_log import IncidentLog, log_path, read_all
 from tests.conftest import wait_for
 from tests.kits.enginekit import make_stamp, running, start_lane, stop_lane
 

@@ -16,7 +16,7 @@ from lanewatch.cli.exits import Exit
 from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.incidents import merge
 from lanewatch.model.kernelwrites import KernelWrite
-from lanewatch.records.incidents import IncidentLog, IncidentRecord
+from lanewatch.records.incident_log import IncidentLog, IncidentRecord
 from tests.conftest import LANEWATCH
 
 pytestmark = pytest.mark.unprivileged

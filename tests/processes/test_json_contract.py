@@ -19,7 +19,7 @@ import pytest
 from lanewatch.cli.reports import NAMES, schema_id
 from lanewatch.model import incidents as inc
 from lanewatch.model.detectors.refused_claim import refused_claim
-from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.incident_log import IncidentLog
 from lanewatch.records.writes import WriteEntry, WriteLog
 from tests.conftest import LANEWATCH
 from tests.kits import actionkit

@@ -20,7 +20,7 @@ import pytest
 from lanewatch.cli.service.service_unit import manual_command, unit_text
 from lanewatch.records import service as svc
 from lanewatch.records.evidence import EvidenceStore
-from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.incident_log import IncidentLog
 from lanewatch.records.writes import WriteEntry, WriteLog
 from tests.conftest import LANEWATCH, Spawn, wait_for
 from tests.kits.actionkit import NOBODY

@@ -30,7 +30,7 @@ import pytest
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.prober import probe
-from lanewatch.records.incidents import read_all
+from lanewatch.records.incident_log import read_all
 from tests.conftest import LANEWATCH, Spawn, wait_for
 from tests.kits.enginekit import start_lane
 

@@ -34,7 +34,7 @@ from lanewatch.lanes import ledger
 from lanewatch.lanes.fsutil import NotAFile, open_regular, read_nofollow
 from lanewatch.lanes.roots import ROOT_META, Registry
 from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, StampStatus, read_stamp
-from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.incident_log import IncidentLog
 from lanewatch.records.writes import WriteLog, entries
 from tests.conftest import LANEWATCH, mount_table, plant_special, wait_for
 from tests.kits import actionkit

@@ -20,7 +20,7 @@ from lanewatch.kernel.writefacts import KernelBatch
 from lanewatch.lanes.stamp import touch_heartbeat
 from lanewatch.model import incidents as inc
 from lanewatch.model.detectors.refused_claim import refused_claim
-from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.incident_log import IncidentLog
 from tests.conftest import wait_for
 from tests.kits.enginekit import Driver, Recorder, make_stamp, running
 

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.kernel.fanotify import fanotify_available
-from lanewatch.records.incidents import read_all
+from lanewatch.records.incident_log import read_all
 
 LANEWATCH = [sys.executable, "-m", "lanewatch"]
 CHILDREN = 20  # mount namespaces each churn lane makes, besides its fence

@@ -22,7 +22,7 @@ import pytest
 from lanewatch.lanes import ledger
 from lanewatch.lanes.stamp import OwnerState
 from lanewatch.linux.procid import ProcessIdentity
-from lanewatch.records.incidents import log_path
+from lanewatch.records.incident_log import log_path
 from lanewatch.tui.screens.typeahead_guard import GUARD
 from tests.conftest import LANEWATCH
 from tests.kits import hostile

@@ -21,7 +21,7 @@ from lanewatch.engine.engine import Engine
 from lanewatch.lanes.roots import state_dir
 from lanewatch.model.views import Incident, NsState
 from lanewatch.records.evidence import load
-from lanewatch.records.incidents import read_all
+from lanewatch.records.incident_log import read_all
 from lanewatch.records.writes import history
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.backend.report_export import default_folder

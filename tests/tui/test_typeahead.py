@@ -18,7 +18,7 @@ from textual.widgets import Input
 
 from lanewatch.linux.procid import hostname
 from lanewatch.model.views import NsState
-from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.incident_log import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.backend.report_export import default_folder
 from lanewatch.tui.screens.confirm_dialog import ConfirmScreen

@@ -11,7 +11,7 @@ import pytest
 from textual.command import CommandPalette
 
 from lanewatch.lanes.roots import state_dir
-from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.incident_log import IncidentLog
 from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.backend.report_export import default_folder
 from lanewatch.tui.screens.confirm_dialog import ConfirmScreen

@@ -156,7 +156,7 @@ def _involves(record: Any, me: Me) -> bool:
 def my_collisions(me: Me | None = None) -> dict[str, Any]:
     """The open incidents (not acknowledged, or reopened) in which my lane is the victim or a
     writer, as the recorders wrote them in the roots' incident logs."""
-    from lanewatch.records.incidents import read_all
+    from lanewatch.records.incident_log import read_all
     from lanewatch.records.report import utc
 
     me = _bound(_me(me))

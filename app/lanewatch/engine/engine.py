@@ -36,7 +36,7 @@ from lanewatch.model.views import (
     merge_changes,
 )
 from lanewatch.processes.prober import Prober
-from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.incident_log import IncidentLog
 
 log = logging.getLogger(__name__)
 

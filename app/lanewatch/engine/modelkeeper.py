@@ -18,7 +18,7 @@ from lanewatch.linux import procid
 from lanewatch.model import incidents as inc
 from lanewatch.model import model as m
 from lanewatch.model.views import Changes, NamespaceView, SourceHealth
-from lanewatch.records.incidents import IncidentLog
+from lanewatch.records.incident_log import IncidentLog
 
 PERSIST_LAST_SEEN = 60.0  # a last_seen-only change is written at most this often
 RESOLVE_EVERY = 10.0  # seconds between two looks for incidents to resolve automatically

@@ -153,7 +153,7 @@ def incidents_command(
     INCIDENT_ID may be shortened to any prefix of it, or of its hash, that names one incident.
     """
     from lanewatch.engine.engine import acknowledge, resolve_roots
-    from lanewatch.records.incidents import read_all
+    from lanewatch.records.incident_log import read_all
 
     if as_json and as_markdown:
         raise click.UsageError("--json and --markdown exclude each other")

@@ -182,7 +182,7 @@ def status_command(as_json: bool) -> None:
 
 
 def _open_incidents(states: list[svc.ServiceState]) -> int:
-    from lanewatch.records.incidents import read_all
+    from lanewatch.records.incident_log import read_all
 
     roots = sorted({r for s in states if s.beat for r in s.beat.roots if Path(r).is_dir()})
     with contextlib.suppress(OSError):
