@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "audit": "audit_cmd:audit_command",
     "status": "status_cmd:status_command",
     "ports": "ports_cmd:ports_command",
+    "forward": "forward_cmd:forward_command",
     "incidents": "incidents_cmd:incidents_command",
     "kill": "kill_cmd:kill_command",
     "clear": "clear_cmd:clear_command",
@@ -68,6 +69,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "prove": _PROC_ONLY,
     "drill": _PROC_ONLY,
     "audit": _PROC_ONLY,
+    "forward": _PROC_ONLY,  # the lane's command's namespaces, re-checked before entering
     "kill": _PROC_ONLY,  # who holds what, and a pidfd re-check before the signal
     "clear": _PROC_ONLY,
     "restore": _PROC_ONLY,
