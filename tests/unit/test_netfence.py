@@ -1,0 +1,165 @@
+"""`run --fence net` and `lanewatch forward`: every lane its own 127.0.0.1, one published on
+the host's loopback. Real lanes, real namespaces, real slirp4netns; only loopback and the
+lanes' own namespaces are addressed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lanewatch.lanes.lane import locate
+from lanewatch.lanes.stamp import read_stamp
+from lanewatch.runner import fence as fences
+from lanewatch.runner import netfence
+from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
+
+pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
+
+# In the lane: serve the checkout's `served/` on 127.0.0.1:3000, read back who.txt through it,
+# print it, then keep serving until stopped.
+SERVE_AND_READ = textwrap.dedent(
+    """
+    import subprocess, sys, time, urllib.request
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "3000", "--bind", "127.0.0.1"],
+        cwd="served", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:3000/who.txt", timeout=2) as r:
+                print(r.read().decode(), flush=True)
+                break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                print("server-failed", server.poll(), flush=True)
+                sys.exit(1)
+            time.sleep(0.05)
+    sys.exit(server.wait())
+    """
+)
+
+
+def _why_not() -> str | None:
+    path, why = netfence.tool()
+    if not path:
+        return why
+    return fences.kernel_refusal()
+
+
+def _serving(spawn: Spawn, checkout: Path, who: str) -> subprocess.Popen[bytes]:
+    served = checkout / "served"
+    served.mkdir()
+    (served / "who.txt").write_text(who)
+    args = [*LANEWATCH, "run", "--lane", "web", "--fence", "net", "--"]
+    return spawn(
+        [*args, sys.executable, "-c", SERVE_AND_READ],
+        cwd=checkout,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    os.killpg(proc.pid, signal.SIGINT)
+    return proc.wait(timeout=30)
+
+
+def test_two_lanes_serve_on_their_own_3000_and_forward_publishes_one(
+    spawn: Spawn, worktrees: tuple[Path, Path]
+) -> None:
+    why = _why_not()
+    if why is not None:
+        pytest.skip(f"no network fence here: {why}")
+    lanes = [_serving(spawn, wt, f"lane-{i}") for i, wt in enumerate(worktrees)]
+    for i, proc in enumerate(lanes):
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode().strip()  # the lane's own 127.0.0.1:3000
+        assert line == f"lane-{i}", (line, proc.stderr.read().decode() if proc.poll() else "")
+    # Both serve at once on one port: neither has exited (EADDRINUSE would end it).
+    assert [proc.poll() for proc in lanes] == [None, None]
+
+    first = locate("web", checkout=worktrees[0]).namespace
+    stamp = read_stamp(first).stamp
+    assert stamp is not None and stamp.net_ns and stamp.net_ns.startswith("net:[")
+    assert stamp.fence_private is not None and "network" in stamp.fence_private
+
+    fwd = spawn(
+        [*LANEWATCH, "forward", first.name, "3000", "0"],
+        cwd=worktrees[0],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert fwd.stdout is not None
+    said = fwd.stdout.readline().decode()
+    found = re.search(r"http://127\.0\.0\.1:(\d+)/", said)
+    assert found, (said, fwd.stderr.read().decode() if fwd.poll() is not None else "")
+    with urllib.request.urlopen(found.group(0) + "who.txt", timeout=10) as r:
+        assert r.read().decode() == "lane-0"
+    assert _stop(fwd) == 0
+
+    for proc in lanes:
+        _stop(proc)
+    wait_for(lambda: read_stamp(first).stamp.released_at is not None, what="lane released")  # type: ignore[union-attr]
+
+
+def test_forward_refuses_a_lane_that_is_not_net_fenced(
+    spawn: Spawn, worktrees: tuple[Path, Path]
+) -> None:
+    main = worktrees[0]
+    ready = main / "ready"
+    script = f'touch "{ready}"; exec sleep 60'
+    lane = spawn(
+        [*LANEWATCH, "run", "--lane", "plain", "--", "sh", "-c", script],
+        cwd=main,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(ready.exists, timeout=30, what="the lane's command")
+    ns = locate("plain", checkout=main).namespace
+    wait_for(lambda: (s := read_stamp(ns).stamp) is not None and s.child_pid, what="child pid")
+    done = lanewatch("forward", ns.name, "3000", "0", cwd=main)
+    assert done.returncode == 3, done.stderr
+    assert "is not net-fenced" in done.stderr
+    assert "--fence net" in done.stderr
+    _stop(lane)
+    gone = lanewatch("forward", "no-such-lane", "3000", cwd=main)
+    assert gone.returncode == 8, gone.stderr
+
+
+def test_without_slirp4netns_the_lane_runs_and_says_it_shares_the_network(
+    worktrees: tuple[Path, Path], tmp_path: Path
+) -> None:
+    if fences.kernel_refusal() is not None:
+        pytest.skip(f"the kernel refuses the fence here: {fences.kernel_refusal()}")
+    empty = tmp_path / "no-tools"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}  # no slirp4netns (and no bwrap) to be found
+    sh = shutil.which("sh")
+    assert sh is not None
+    done = lanewatch(
+        "run", "--lane", "n", "--fence", "net", "--", sh, "-c", 'echo "$LANEWATCH_NET"',
+        cwd=worktrees[0],
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "shared"
+    lines = [line for line in done.stderr.splitlines() if "private network" in line]
+    assert len(lines) == 1 and "slirp4netns is not installed" in lines[0], done.stderr
+    stamp = read_stamp(locate("n", checkout=worktrees[0]).namespace).stamp
+    assert stamp is not None and stamp.net_ns is None
+    assert stamp.net_note is not None and "slirp4netns" in stamp.net_note
+    assert stamp.fence == "kernel" and stamp.fence_private == ["/tmp", "/var/tmp"]
+    shown = json.loads(lanewatch("status", "--json", cwd=worktrees[0]).stdout)
+    notes = [ns.get("fence_note") for ns in shown["namespaces"]]
+    assert any(note and "no private network" in note for note in notes), notes
