@@ -163,3 +163,24 @@ def test_without_slirp4netns_the_lane_runs_and_says_it_shares_the_network(
     shown = json.loads(lanewatch("status", "--json", cwd=worktrees[0]).stdout)
     notes = [ns.get("fence_note") for ns in shown["namespaces"]]
     assert any(note and "no private network" in note for note in notes), notes
+
+
+@pytest.mark.tui
+def test_the_dashboards_hint_names_the_forward_command_and_the_url() -> None:
+    from lanewatch.model.views import NamespaceView, NsState
+    from lanewatch.tui.forwardhint import forward_hint
+
+    def view(name: str, *private: str) -> NamespaceView:
+        return NamespaceView(
+            key=f"/r/{name}", root="/r", name=name, lane="web", checkout_id=None,
+            checkout_path=None, host=None, pid=None, user=None, command=(),
+            state=NsState.LIVE, reason="", grade="known", started_at=None, heartbeat_at=None,
+            heartbeat_interval=None, released_at=None, exit_code=None, last_write=None,
+            files=None, bytes=None, write_rate=(), stamp_status="ok", incident_ids=(),
+            fence_private=private, lease=(20000, 10),
+        )  # fmt: skip
+
+    title, said = forward_hint(view("repo-web", "/tmp", "/var/tmp", "network"))
+    assert title == "forward a port"
+    assert "lanewatch forward repo-web 20000" in said and "http://127.0.0.1:20000/" in said
+    assert "--fence net" in forward_hint(view("repo-x", "/tmp"))[1]

@@ -591,6 +591,14 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         if isinstance(row, NamespaceView):
             self.lw.copy_path(row.key)
 
+    def action_forward_port(self) -> None:
+        row = self.selected_row()
+        if isinstance(row, NamespaceView):
+            from lanewatch.tui.forwardhint import forward_hint
+
+            title, message = forward_hint(row)
+            self.lw.notify(message, title=title, markup=False, timeout=15)
+
     def action_back(self) -> None:
         if self.came_from is not None:
             incident, self.came_from = self.came_from, None
