@@ -165,6 +165,37 @@ def test_without_slirp4netns_the_lane_runs_and_says_it_shares_the_network(
     assert any(note and "no private network" in note for note in notes), notes
 
 
+def test_when_slirp4netns_fails_the_command_runs_once_without_a_private_network(
+    worktrees: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A slirp4netns that refuses (here a stand-in that exits 1, as one does without
+    /dev/net/tun): the stub ends before CMD, the runner starts it again without the network
+    namespace; CMD runs once, and the line says why."""
+    why = _why_not()
+    if why is not None:
+        pytest.skip(f"no network fence here: {why}")
+    tools = tmp_path / "refusing tools"
+    tools.mkdir()
+    fake = tools / "slirp4netns"
+    fake.write_text("#!/bin/sh\necho 'cannot open /dev/net/tun' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+    ran = tmp_path / "ran"
+    script = f'echo "$LANEWATCH_NET"; echo once >> "{ran}"'
+    done = lanewatch(
+        "run", "--lane", "n", "--fence", "net", "--", "sh", "-c", script,
+        cwd=worktrees[0],
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "shared"
+    assert ran.read_text() == "once\n"
+    lines = [line for line in done.stderr.splitlines() if "private network" in line]
+    assert len(lines) == 1 and "slirp4netns could not connect" in lines[0], done.stderr
+    stamp = read_stamp(locate("n", checkout=worktrees[0]).namespace).stamp
+    assert stamp is not None and stamp.net_ns is None and stamp.fence == "kernel"
+
+
 @pytest.mark.tui
 def test_the_dashboards_hint_names_the_forward_command_and_the_url() -> None:
     from lanewatch.model.views import NamespaceView, NsState

@@ -55,17 +55,24 @@ class Slirp:
     proc: subprocess.Popen[bytes]
     exit_fd: int
     ticks: int | None
+    net_ns: str | None = None  # the namespace it connects ("net:[N]"), as the stub reported
 
     @property
     def before_entry(self) -> tuple[int, int]:
         """(pid, start ticks): what the runner's linger must not wait for (runner/linger.py)."""
         return self.proc.pid, self.ticks or 0
 
-    def stop(self) -> None:
+    def close(self) -> None:
+        """Close its exit pipe: it ends on its own (about 20 ms: libslirp's teardown)."""
         if self.exit_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.exit_fd)
             self.exit_fd = -1
+
+    def stop(self) -> None:
+        """`close`, and reap it: a PID 1 that reaps no orphans (a container's, this kind of
+        VM's) would keep it a zombie for ever."""
+        self.close()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -207,7 +207,7 @@ def run_in_lane(
         forwarder.target(proc.pid)
         if slirp is not None:  # the lane's network stack: not the lane's to wait for
             before = before | {slirp.before_entry}
-        return _supervise(lane, proc, forwarder, cmd[0], mnt_ns, before, cgroup)
+        return _supervise(lane, proc, forwarder, cmd[0], mnt_ns, before, cgroup, slirp)
     finally:
         if slirp is not None:
             slirp.stop()  # after the lane's last process: its daemons kept their network
@@ -317,7 +317,7 @@ def _connect(
         with contextlib.suppress(OSError):  # the stub is gone: CMD's exit says what happened
             os.write(go, b"g")
         os.close(go)
-        lane.update_stamp(net_ns=said.net_ns)
+        slirp.net_ns = said.net_ns  # written with the child's pid (`_supervise`)
         return slirp
     os.close(go)  # the stub exits 125 at EOF, before CMD
     proc.wait()
@@ -363,6 +363,7 @@ def _supervise(
     mnt_ns: str | None = None,
     before: Before = frozenset(),
     cgroup: LaneCgroup | None = None,
+    slirp: Slirp | None = None,
 ) -> int:
     code = 1
     try:
@@ -372,6 +373,8 @@ def _supervise(
             except OSError:
                 ticks = None
             fenced_in = {"mnt_ns": mnt_ns} if mnt_ns else {}
+            if slirp is not None and slirp.net_ns:
+                fenced_in["net_ns"] = slirp.net_ns
             grouped = cgroup.stamp_fields() if cgroup is not None else {}
             lane.update_stamp(
                 child_pid=proc.pid,
@@ -398,6 +401,8 @@ def _supervise(
             before,
         )
     finally:
+        if slirp is not None:
+            slirp.close()  # the lane's last process is gone: it ends while we release
         _reap_on_the_way_out(proc)
         lane.release(exit_code=code)
     return code
