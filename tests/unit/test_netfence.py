@@ -19,8 +19,10 @@ import pytest
 
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import read_stamp
+from lanewatch.model.views import LaneMember, NamespaceView, NsState
 from lanewatch.runner import fence as fences
 from lanewatch.runner import netfence
+from lanewatch.tui.forwardhint import forward_hint, lane_ports
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
@@ -93,6 +95,10 @@ def test_two_lanes_serve_on_their_own_3000_and_forward_publishes_one(
     stamp = read_stamp(first).stamp
     assert stamp is not None and stamp.net_ns and stamp.net_ns.startswith("net:[")
     assert stamp.fence_private is not None and "network" in stamp.fence_private
+    assert stamp.child_pid is not None and stamp.child_start_ticks is not None
+    # The dashboard's `o` reads the lane's own listeners through one of its processes.
+    member = LaneMember(stamp.child_pid, stamp.child_start_ticks, "python", None, "descendant")
+    assert lane_ports(_view(first.name, (member,), "/tmp", "/var/tmp", "network")) == [3000]
 
     fwd = spawn(
         [*LANEWATCH, "forward", first.name, "3000", "0"],
@@ -198,20 +204,18 @@ def test_when_slirp4netns_fails_the_command_runs_once_without_a_private_network(
 
 @pytest.mark.tui
 def test_the_dashboards_hint_names_the_forward_command_and_the_url() -> None:
-    from lanewatch.model.views import NamespaceView, NsState
-    from lanewatch.tui.forwardhint import forward_hint
-
-    def view(name: str, *private: str) -> NamespaceView:
-        return NamespaceView(
-            key=f"/r/{name}", root="/r", name=name, lane="web", checkout_id=None,
-            checkout_path=None, host=None, pid=None, user=None, command=(),
-            state=NsState.LIVE, reason="", grade="known", started_at=None, heartbeat_at=None,
-            heartbeat_interval=None, released_at=None, exit_code=None, last_write=None,
-            files=None, bytes=None, write_rate=(), stamp_status="ok", incident_ids=(),
-            fence_private=private, lease=(20000, 10),
-        )  # fmt: skip
-
-    title, said = forward_hint(view("repo-web", "/tmp", "/var/tmp", "network"))
-    assert title == "forward a port"
+    title, said = forward_hint(_view("repo-web", (), "/tmp", "/var/tmp", "network"))
+    assert title == "forward"  # no process of it running: its PORT, the lease's first
     assert "lanewatch forward repo-web 20000" in said and "http://127.0.0.1:20000/" in said
-    assert "--fence net" in forward_hint(view("repo-x", "/tmp"))[1]
+    assert "--fence net" in forward_hint(_view("repo-x", (), "/tmp"))[1]
+
+
+def _view(name: str, members: tuple[LaneMember, ...], *private: str) -> NamespaceView:
+    return NamespaceView(
+        key=f"/r/{name}", root="/r", name=name, lane="web", checkout_id=None,
+        checkout_path=None, host=None, pid=None, user=None, command=(),
+        state=NsState.LIVE, reason="", grade="known", started_at=None, heartbeat_at=None,
+        heartbeat_interval=None, released_at=None, exit_code=None, last_write=None,
+        files=None, bytes=None, write_rate=(), stamp_status="ok", incident_ids=(),
+        fence_private=private, lease=(20000, 10), members=members,
+    )  # fmt: skip

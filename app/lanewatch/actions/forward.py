@@ -119,10 +119,12 @@ def _copy(src: socket.socket, dst: socket.socket) -> None:
         dst.shutdown(socket.SHUT_WR)
 
 
-def judge(stamp: Stamp | None, lane: str, allow_other_user: bool) -> Stamp:
-    """The stamp, when its lane may be forwarded from here; else ForwardRefused saying why."""
+def judge(stamp: Stamp | None, lane: str, allow_other_user: bool, unread: str = "") -> Stamp:
+    """The stamp, when its lane may be forwarded from here; else ForwardRefused saying why
+    (`unread`: why the stamp could not be read)."""
     if stamp is None:
-        raise ForwardRefused(f"lane {lane!r} has no readable stamp: is it running?")
+        why = f" ({unread})" if unread else ""
+        raise ForwardRefused(f"lane {lane!r}: its stamp cannot be read here{why}")
     if stamp.host != hostname():
         raise ForwardRefused(f"lane {lane!r} runs on {stamp.host}, not here")
     if stamp.state is OwnerState.RELEASED or stamp.released_at is not None:
@@ -161,7 +163,8 @@ def open_forward(
     and every thread started after: the caller must have no other thread yet)."""
     lane = target.name
     read = read_stamp(target.path)
-    stamp = judge(read.stamp if read.ok else None, lane, allow_other_user)
+    unread = f"{read.status.value}: {read.detail}" if read.detail else read.status.value
+    stamp = judge(read.stamp if read.ok else None, lane, allow_other_user, unread)
     lane = stamp.lane
     listener = _listen(port if host_port is None else host_port, host_port is None)
     try:

@@ -11,21 +11,24 @@ from __future__ import annotations
 import shlex
 
 from lanewatch.inert import inert
+from lanewatch.linux import netsockets
+from lanewatch.linux.netns import ns_id
+from lanewatch.linux.procid import start_ticks
 from lanewatch.model.views import NamespaceView
 
 
 def forward_hint(ns: NamespaceView) -> tuple[str, str]:
-    """(title, message) for the lane `ns`; plain text, made inert."""
+    """(title, message) for the lane `ns`; plain text, made inert. For a `--fence net` lane
+    the ports its processes listen on in its own namespace are read now (`lane_ports`)."""
     lane = ns.lane or ns.name
     port = str(ns.lease[0]) if ns.lease is not None else "PORT"
     if "network" in ns.fence_private:
-        command = f"lanewatch forward {shlex.quote(ns.name)} {port}"
-        url = f"http://127.0.0.1:{port}/"
-        message = (
-            f"lane {lane} has a loopback of its own. In a terminal: {command} "
-            f"(then open {url}; Ctrl-C stops it; HOSTPORT 0 takes any free port)"
-        )
-        return "forward a port", inert(message)
+        seen = lane_ports(ns)
+        if not seen:
+            said = f"lane {lane} listens on no TCP port in its own loopback yet"
+            return "forward", inert(f"{said}; then: {forward_line(ns, port)}")
+        lines = "; ".join(forward_line(ns, str(p)) for p in seen)
+        return "forward", inert(f"in a terminal (Ctrl-C stops it): {lines}")
     if ns.ports:
         urls = ", ".join(
             sorted({f"http://127.0.0.1:{p.port}/" for p in ns.ports if p.proto == "tcp"})
@@ -36,3 +39,27 @@ def forward_hint(ns: NamespaceView) -> tuple[str, str]:
         f"lane {lane} listens on no port seen here; its PORT is {port} "
         "(`lanewatch run --fence net` gives a lane a loopback of its own)"
     )
+
+
+def forward_line(ns: NamespaceView, port: str = "PORT") -> str:
+    """`lanewatch forward NAME PORT -> http://127.0.0.1:PORT/`; not yet inert."""
+    return f"lanewatch forward {shlex.quote(ns.name)} {port} -> http://127.0.0.1:{port}/"
+
+
+def lane_ports(ns: NamespaceView) -> list[int]:
+    """The TCP ports the net-fenced lane `ns` listens on in its own namespace, read from one of
+    its running processes' `/proc/PID/net` in a namespace other than ours (the prober reads
+    only our namespace's tables);
+    kept only if that pid is still the same process once read. Empty when none can be read."""
+    ours = ns_id("self", "net")
+    for member in ns.members:
+        theirs = ns_id(member.pid, "net")
+        if theirs is None or theirs == ours:
+            continue  # slirp4netns (on the host's side), or a namespace we may not read
+        found = netsockets.listening(f"/proc/{member.pid}/net")
+        if start_ticks(member.pid) != member.start_ticks:
+            continue  # gone or reused meanwhile: what was read may be another's
+        tcp = {s.port for s in found if s.proto == "tcp" and not s.address.startswith("::ffff")}
+        if found or tcp:
+            return sorted(tcp)
+    return []
