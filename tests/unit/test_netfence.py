@@ -100,23 +100,40 @@ def test_two_lanes_serve_on_their_own_3000_and_forward_publishes_one(
     member = LaneMember(stamp.child_pid, stamp.child_start_ticks, "python", None, "descendant")
     assert lane_ports(_view(first.name, (member,), "/tmp", "/var/tmp", "network")) == [3000]
 
-    fwd = spawn(
-        [*LANEWATCH, "forward", first.name, "3000", "0"],
-        cwd=worktrees[0],
+    # Published on the host's loopback: one by Ctrl-C's end, the other until its lane ends.
+    fwd = _forward(spawn, worktrees[0], first.name)
+    with urllib.request.urlopen(_url(fwd) + "who.txt", timeout=10) as r:
+        assert r.read().decode() == "lane-0"
+    assert _stop(fwd) == 0
+    second = locate("web", checkout=worktrees[1]).namespace
+    fwd = _forward(spawn, worktrees[1], second.name)
+    with urllib.request.urlopen(_url(fwd) + "who.txt", timeout=10) as r:
+        assert r.read().decode() == "lane-1"
+    for proc in lanes:
+        _stop(proc)
+    assert fwd.wait(timeout=30) == 0  # the lane ended: so does its forward
+    assert fwd.stderr is not None and "ended" in fwd.stderr.read().decode()
+
+
+def _forward(spawn: Spawn, cwd: Path, name: str) -> subprocess.Popen[bytes]:
+    return spawn(
+        [*LANEWATCH, "forward", name, "3000", "0"],
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+
+
+def _url(fwd: subprocess.Popen[bytes]) -> str:
+    """The URL `forward` prints on its first line."""
     assert fwd.stdout is not None
     said = fwd.stdout.readline().decode()
     found = re.search(r"http://127\.0\.0\.1:(\d+)/", said)
-    assert found, (said, fwd.stderr.read().decode() if fwd.poll() is not None else "")
-    with urllib.request.urlopen(found.group(0) + "who.txt", timeout=10) as r:
-        assert r.read().decode() == "lane-0"
-    assert _stop(fwd) == 0
-
-    for proc in lanes:
-        _stop(proc)
-    wait_for(lambda: read_stamp(first).stamp.released_at is not None, what="lane released")  # type: ignore[union-attr]
+    assert found, (
+        said,
+        fwd.stderr.read().decode() if fwd.stderr and fwd.poll() is not None else "",
+    )
+    return found.group(0)
 
 
 def test_forward_refuses_a_lane_that_is_not_net_fenced(
