@@ -219,6 +219,52 @@ def test_when_slirp4netns_fails_the_command_runs_once_without_a_private_network(
     assert stamp is not None and stamp.net_ns is None and stamp.fence == "kernel"
 
 
+def no_net_namespaces() -> list[str] | None:
+    """A prefix that runs a command as this uid (a normal uid inside, as test_fence's
+    `no_user_namespaces`) where the kernel refuses new network namespaces: a user namespace
+    whose user.max_net_namespaces is 0. The kernel's own answer; None where it cannot be made."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    uid, gid = os.getuid() or 1000, os.getgid() or 1000
+    inner = f'exec {unshare} --user --map-user={uid} --map-group={gid} -- "$@"'
+    script = f"echo 0 > /proc/sys/user/max_net_namespaces && {inner}"
+    prefix = [unshare, "--user", "--map-root-user", "--", "sh", "-c", script, "sh"]
+    probe = subprocess.run(
+        [*prefix, unshare, "--user", "--net", "true"], capture_output=True, text=True
+    )
+    if probe.returncode == 0 or "No space left" not in probe.stderr:
+        return None
+    return prefix
+
+
+def test_where_the_kernel_refuses_a_network_namespace_the_lane_runs_fenced_without_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    prefix = no_net_namespaces()
+    if prefix is None:
+        pytest.skip("cannot make a place where the kernel refuses network namespaces")
+    if not netfence.tool()[0]:
+        pytest.skip(f"no network fence here to be refused: {netfence.tool()[1]}")
+    ran = tmp_path / "ran"
+    cmd = ["sh", "-c", f'echo "$LANEWATCH_NET $LANEWATCH_FENCE"; echo once >> "{ran}"']
+    done = subprocess.run(
+        [*prefix, *LANEWATCH, "run", "--lane", "k", "--fence", "net", "--", *cmd],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "shared kernel"  # /tmp still fenced, the network shared
+    assert ran.read_text() == "once\n"
+    lines = [line for line in done.stderr.splitlines() if "private network" in line]
+    assert len(lines) == 1 and "no network namespace" in lines[0], done.stderr
+    stamp = read_stamp(locate("k", checkout=repo).namespace).stamp
+    assert stamp is not None and stamp.net_ns is None and stamp.fence == "kernel"
+    assert "user.max_net_namespaces" in (stamp.net_note or "")
+
+
 @pytest.mark.tui
 def test_the_dashboards_hint_names_the_forward_command_and_the_url() -> None:
     title, said = forward_hint(_view("repo-web", (), "/tmp", "/var/tmp", "network"))

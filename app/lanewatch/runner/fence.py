@@ -479,11 +479,19 @@ def read_report(fd: int) -> Report:
     if words[0] == "refused" and len(words) == 3 and words[1].isdigit():
         err, what = int(words[1]), words[2]
         if what == "unshare net":
-            return Report(net_refusal=f"no network namespace ({os.strerror(err)})")
+            return Report(net_refusal=_no_netns(err))
         if what in _KERNEL_STEPS:
             return Report(refusal=why_refused(err, os.geteuid() == 0))
         return Report(refusal=f"the fence could not be built ({what}: {os.strerror(err)})")
     return Report()
+
+
+def _no_netns(err: int) -> str:
+    """The kernel's refusal of a network namespace, naming the setting where one did."""
+    if err in (errno.ENOSPC, errno.EUSERS):
+        # The limit that bit may be an enclosing user namespace's: no number of ours to show.
+        return "no network namespace: user.max_net_namespaces is 0 or reached"
+    return f"no network namespace ({os.strerror(err)}: a seccomp filter or a container?)"
 
 
 def own_mount_ns(pid: int, reported: str | None) -> str | None:
