@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 
@@ -32,6 +31,8 @@ MTU = "65520"  # slirp4netns's largest: fewer, larger packets through the user-m
 
 def tool() -> tuple[str, str]:
     """(slirp4netns's path, "") where the network fence can be tried, else ("", why not)."""
+    import shutil  # `--fence net` only: `run` starts without it
+
     path = shutil.which("slirp4netns")
     if path is None:
         return "", "slirp4netns is not installed (Debian: apt-get install slirp4netns)"

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lanewatch.inert import inert
 from lanewatch.lanes import ledger
@@ -37,8 +37,10 @@ from lanewatch.runner.linger import (
     signal_descendants,
     wait_for_command,
 )
-from lanewatch.runner.netfence import Slirp, connect, no_net_line
 from lanewatch.runner.pick import Interrupted, WaitInterrupted
+
+if TYPE_CHECKING:
+    from lanewatch.runner.netfence import Slirp
 
 FORWARDED = (
     signal.SIGINT,
@@ -258,7 +260,7 @@ def _start(
                 print(line, file=sys.stderr, flush=True)
             elif fence.fenced and fence.net_note and not said_unfenced and reading < 0:
                 said_unfenced = True  # `--fence net` without the network namespace
-                _say(no_net_line(repr(lane.name), fence.net_note))
+                _say(_no_net_line(lane, fence))
             if reading < 0:
                 _say(told)
             fds = tuple(fd for fd in (report, waiting) if fd >= 0)
@@ -283,7 +285,7 @@ def _start(
             os.close(go)
         if isinstance(proc, int) or said.refusal is None:
             if fence.net_note and not said_unfenced:
-                _say(no_net_line(repr(lane.name), fence.net_note))
+                _say(_no_net_line(lane, fence))
             _say(told)
             ns = fences.own_mount_ns(proc.pid, said.mnt_ns) if said.mnt_ns else None
             return proc, ns if not isinstance(proc, int) else None, None
@@ -305,6 +307,8 @@ def _connect(
     """The stub waits in its network namespace: connect it (slirp4netns) and let CMD run, or
     end the stub (CMD has not run), take the network namespace off the lane's fence, say why
     and return None, so the caller starts CMD again."""
+    from lanewatch.runner.netfence import Slirp, connect  # `--fence net` only
+
     why = said.net_refusal
     slirp: Slirp | str | None = None
     if why is None and said.net_ns is None:
@@ -324,6 +328,12 @@ def _connect(
     lane.fence = fences.without_net(fence, why or "no network namespace")
     lane.update_stamp(**lane.fence_fields())
     return None
+
+
+def _no_net_line(lane: Lane, fence: fences.Fence) -> str:
+    from lanewatch.runner.netfence import no_net_line  # `--fence net` only
+
+    return no_net_line(repr(lane.name), fence.net_note)
 
 
 def _say(line: str | None) -> None:
