@@ -74,6 +74,8 @@ class PortWatch:
             lease = stamps[one.owner.key].ports if one.owner.key in stamps else None
             if run is None or (lease and lease[0] <= port < lease[0] + lease[1]):
                 continue
+            if one.socket.private:  # a --fence net run's own loopback: shared with no one
+                continue
             if self._ephemeral[0] <= port <= self._ephemeral[1]:
                 continue
             self.seen.setdefault((run, one.socket.proto, port), now)
