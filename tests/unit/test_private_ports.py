@@ -94,7 +94,10 @@ def test_a_private_port_is_no_collision_even_on_another_lanes_lease() -> None:
 
 
 def test_a_private_port_says_so_in_the_cell() -> None:
-    assert ports_cell([LanePort("tcp", "127.0.0.1", 3000, 1, private=True)]) == "3000 (private)"
+    mine = LanePort("tcp", "127.0.0.1", 3000, 1, private=True)
+    assert ports_cell([mine]) == "3000 private"  # fits the 12 columns of PORTS
+    host = LanePort("tcp", "127.0.0.1", 8000, 1)
+    assert ports_cell([mine, host]) == "3000 (private) 8000"
     assert LanePort("udp", "::1", 53, 1, private=True).shown == "53/udp (private)"
 
 

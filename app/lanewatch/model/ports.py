@@ -72,11 +72,16 @@ def ports_by_lane(found: Iterable[Listener]) -> dict[str, tuple[LanePort, ...]]:
 
 def ports_cell(ports: Iterable[LanePort], limit: int = 2) -> str:
     """A narrow PORTS cell: "3000 8000", "3000 +2" when there are more; "" for none. One
-    port listened on both IPv4 and IPv6 counts once."""
-    labels = list(dict.fromkeys(p.shown for p in ports))
+    port listened on both IPv4 and IPv6 counts once. A `--fence net` lane's ports are all in
+    its own namespace: "3000 private" (a lane with both kinds: "3000 (private) 8000")."""
+    ports = list(ports)
+    every = bool(ports) and all(p.private for p in ports)
+    labels = list(dict.fromkeys(p.label if every else p.shown for p in ports))
     if len(labels) <= limit:
-        return " ".join(labels)
-    return " ".join(labels[: limit - 1]) + f" +{len(labels) - limit + 1}"
+        cell = " ".join(labels)
+    else:
+        cell = " ".join(labels[: limit - 1]) + f" +{len(labels) - limit + 1}"
+    return f"{cell} private" if every else cell
 
 
 def ports_line(lease: tuple[int, int] | None, ports: Iterable[LanePort]) -> str:
