@@ -5,9 +5,9 @@ is in, parsed as ours are (`linux/netsockets.py`), each socket marked `private`.
 Why /proc/PID/net and not the kernel's socket diagnostics after `setns`: a normal user's lane
 has a user namespace of its own, which owns its network namespace; entering it takes entering
 that user namespace first, which the kernel refuses a threaded process (the prober is a thread
-of the engine): only a helper process could, a fork per read. The tables cost ~5 ms a read (the
-kernel walks its hash tables), so they are read only when the namespace's socket counts moved
-(`counts`: `/proc/PID/net/sockstat` and `sockstat6`, ~0.01 ms, counters of that namespace alone).
+of the engine): only a helper process could, a fork per read. The tables cost 5-10 ms a read
+(the kernel walks its hash tables), so they are read only when the namespace's socket counts
+moved (`counts`: `/proc/PID/net/sockstat` and `sockstat6`, ~0.1 ms, that namespace's alone).
 
 Identity: `/proc/PID` is opened once as a directory and everything is read through that
 descriptor (a reused pid reads as gone, never as another process); before the tables, its start
