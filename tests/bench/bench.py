@@ -64,6 +64,7 @@ FIGURES = (
     "run_start",
     "net_fence",
     "forward",
+    "private_ports",
     "corpus",
     "guard",
 )
@@ -72,6 +73,7 @@ LIGHT = {
     "run_start",
     "net_fence",
     "forward",
+    "private_ports",
     "corpus",
     "guard",
 }  # figures that need no workload tree
@@ -212,7 +214,7 @@ class Bench:
     def run(self) -> None:
         step = self.step
         step(("fence", "run_start"), "ms", 30, "value", self.fence)
-        step(("net_fence", "forward"), "ms", 30, "value", self.net_fence)
+        step(("net_fence", "forward", "private_ports"), "ms", 30, "value", self.net_fence)
         step(("corpus",), "incidents", 0, "value", self.corpus)
         step(("guard",), "ms", 50, "value", self.guard)
         if self.only is not None and self.only <= LIGHT:
@@ -363,6 +365,7 @@ class Bench:
             why = "no network fence here (slirp4netns, /dev/net/tun or the kernel refuse)"
             self.figures["net_fence"] = missing("ms", 30, "value", why)
             self.figures["forward"] = missing("ms", 4.0, "ratio", why)
+            self.figures["private_ports"] = missing("ms", 0.5, "value", why)
             return
         self.figures["net_fence"] = figure(
             ms["net"] - ms["tmp"], "ms", None, 30, detail=detail, digits=1
@@ -376,6 +379,16 @@ class Bench:
             "ratio",
             detail={**{k: r[k] for k in keys}, "load": r.get("load")},
             digits=1,
+        )
+        # A net-fenced lane's look between probes (its socket counts; docs/ports.md), target
+        # 0.5 ms per lane per look; the tables' read, done only when they moved, in the detail.
+        self.figures["private_ports"] = figure(
+            r["private_look_ms"],
+            "ms",
+            None,
+            0.5,
+            detail={"tables_ms": round(r["private_tables_ms"], 2), "load": r.get("load")},
+            digits=2,
         )
 
     def guard(self) -> None:

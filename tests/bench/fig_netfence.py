@@ -3,6 +3,10 @@ how fast a forwarded port carries bytes against a direct connection.
 
     python -m tests.bench.fig_netfence WORK REPS
 
+`private_ports`: with that lane serving, what the prober's look at its namespace costs between
+probes (`PrivateNets.pairs`: its socket counts, the tables unread while they stay), and one read
+of its tables (`netnsports.listening`), medians.
+
 `net_fence`: `lanewatch run --fence net -- true` against `lanewatch run -- true` (the /tmp
 fence), alternating REPS times after one untimed run of each; medians and minimums of wall
 clock, start to exit. `forward`: a server sends SIZE bytes to each connection; the time to
@@ -24,6 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lanewatch.lanes.stamp import read_stamp
+from lanewatch.linux import netnsports
+from lanewatch.linux.procid import Liveness
+from lanewatch.model.classify import LivenessEvidence
+from lanewatch.processes.privateports import PrivateNets
 from tests.bench.common import emit
 
 SIZE = 256 * 1024 * 1024
@@ -95,6 +104,7 @@ def throughput(repo: Path, env: dict[str, str]) -> dict[str, Any]:
     try:
         direct_s = _read_all(int(_line(direct)))
         _line(lane)
+        private = private_reads(Path(env["LANEWATCH_ROOT"]))
         fwd = subprocess.Popen(
             [*lw, "forward", "served", "3000", "0", "--root", env["LANEWATCH_ROOT"]],
             stdout=subprocess.PIPE,
@@ -115,6 +125,32 @@ def throughput(repo: Path, env: dict[str, str]) -> dict[str, Any]:
         "direct_mb_s": round(mb / direct_s),
         "forwarded_mb_s": round(mb / forwarded_s),
         "bytes": SIZE,
+        **private,
+    }
+
+
+def _median_ms(fn: Any, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def private_reads(root: Path) -> dict[str, Any]:
+    """The look between probes and one read of the tables, in the serving lane's namespace."""
+    (ns,) = root.glob("*.served")
+    s = read_stamp(ns).stamp
+    assert s is not None and s.net_ns and s.child_pid and s.child_start_ticks
+    ev = LivenessEvidence(s.pid, s.start_ticks, Liveness.ALIVE, "bench", time.time())
+    nets = PrivateNets()
+    if not any(sock.port == 3000 for sock in nets.read({str(ns): s}, {str(ns): ev}).values()):
+        raise RuntimeError("the lane's :3000 was not read in its namespace")
+    pid, ticks, net = s.child_pid, s.child_start_ticks, s.net_ns
+    return {
+        "private_look_ms": _median_ms(nets.pairs, 200),
+        "private_tables_ms": _median_ms(lambda: netnsports.listening(pid, ticks, net), 20),
     }
 
 
