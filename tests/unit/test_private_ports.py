@@ -7,7 +7,6 @@ Real lanes in real network namespaces with real slirp4netns and real `http.serve
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -23,13 +22,14 @@ from lanewatch.linux.netsockets import Listening
 from lanewatch.linux.procid import start_ticks
 from lanewatch.model.detectors import port_clash
 from lanewatch.model.holdings import Holding, Owner
-from lanewatch.model.ports import Listener, ports_cell
+from lanewatch.model.ports import Listener, ports_cell, ports_from_json
 from lanewatch.model.views import IncidentKind, LanePort
 from lanewatch.processes import privateports
 from lanewatch.processes.prober import _listening_now, judge_all, probe
 from lanewatch.runner import fence as fences
 from lanewatch.runner import netfence
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
+from tests.unit.contractkit import parsed
 from tests.unit.enginekit import LaneProc, running, start_lane
 
 # In the lane: wait for a file `go` in the working folder (no process starts meanwhile), then
@@ -101,6 +101,14 @@ def test_a_private_port_says_so_in_the_cell() -> None:
     assert LanePort("udp", "::1", 53, 1, private=True).shown == "53/udp (private)"
 
 
+def test_a_far_hosts_private_port_comes_back_from_its_json() -> None:
+    back = ports_from_json([{"proto": "tcp", "address": "127.0.0.1", "port": 3000, "pid": 7,
+                             "command": "x", "private": True}])  # fmt: skip
+    assert [(p.port, p.private) for p in back] == [(3000, True)]
+    old = ports_from_json([{"proto": "tcp", "address": "::1", "port": 80, "pid": 7}])
+    assert [p.private for p in old] == [False]  # a far lanewatch before `private`
+
+
 def test_no_net_fenced_lane_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a lane whose stamp names a network namespace, no namespace is read: a spy on the
     two readers (the only stand-in here; the stamps are this test's own lanes')."""
@@ -135,7 +143,7 @@ def test_two_net_fenced_lanes_on_3000_are_listed_private(
 
     def both() -> list[dict[str, object]] | None:
         done = lanewatch("ports", "--json", cwd=main)
-        listeners = json.loads(done.stdout)["listeners"] if done.returncode == 0 else []
+        listeners = parsed("ports", done.stdout)["listeners"] if done.returncode == 0 else []
         return listeners if len(listeners) == 2 else None
 
     listeners = wait_for(both, timeout=30, what="both lanes' :3000 in `lanewatch ports`")
@@ -152,7 +160,7 @@ def test_two_net_fenced_lanes_on_3000_are_listed_private(
         label = str(li["checkout_id"]).split("-")[0][:4]
         assert any(label in line for line in lines), (label, lines)
 
-    status = json.loads(lanewatch("status", "--json", cwd=main).stdout)
+    status = parsed("status", lanewatch("status", "--json", cwd=main).stdout)
     for ns in status["namespaces"]:
         if ns["key"] in {li["namespace"] for li in listeners}:
             assert [(p["port"], p["private"]) for p in ns["ports"]] == [(3000, True)]
