@@ -62,10 +62,21 @@ FIGURES = (
     "process_probe",
     "fence",
     "run_start",
+    "net_fence",
+    "forward",
+    "private_ports",
     "corpus",
     "guard",
 )
-LIGHT = {"fence", "run_start", "corpus", "guard"}  # figures that need no workload tree
+LIGHT = {
+    "fence",
+    "run_start",
+    "net_fence",
+    "forward",
+    "private_ports",
+    "corpus",
+    "guard",
+}  # figures that need no workload tree
 
 
 class ChildFailed(RuntimeError):
@@ -203,6 +214,7 @@ class Bench:
     def run(self) -> None:
         step = self.step
         step(("fence", "run_start"), "ms", 30, "value", self.fence)
+        step(("net_fence", "forward", "private_ports"), "ms", 30, "value", self.net_fence)
         step(("corpus",), "incidents", 0, "value", self.corpus)
         step(("guard",), "ms", 50, "value", self.guard)
         if self.only is not None and self.only <= LIGHT:
@@ -335,6 +347,48 @@ class Bench:
             self.figures["fence"] = figure(extra, "ms", None, 30, detail=detail, digits=1)
         self.figures["run_start"] = figure(
             ms["unfenced"], "ms", ms["python"], 150, detail=detail, digits=1
+        )
+
+    def net_fence(self) -> None:
+        """`--fence net` over the /tmp fence (target <= 30 ms); a forwarded port's time to
+        carry 256 MiB against a direct connection's (target <= 4x: two Python threads copy)."""
+        r = self.child("fig_netfence", self.work, self.scale.fence_reps)
+        ms = {k: r[k] * 1000 for k in ("tmp", "net")}
+        detail = {
+            "net": r["how"],
+            "net_ms": round(ms["net"], 1),
+            "tmp_fence_ms": round(ms["tmp"], 1),
+            **{f"{k}_min_ms": round(r[f"{k}_min"] * 1000, 1) for k in ms},
+            "load": r.get("load"),
+        }
+        if r["how"] != "private":
+            why = "no network fence here (slirp4netns, /dev/net/tun or the kernel refuse)"
+            self.figures["net_fence"] = missing("ms", 30, "value", why)
+            self.figures["forward"] = missing("ms", 4.0, "ratio", why)
+            self.figures["private_ports"] = missing("ms", 0.5, "value", why)
+            return
+        self.figures["net_fence"] = figure(
+            ms["net"] - ms["tmp"], "ms", None, 30, detail=detail, digits=1
+        )
+        keys = ("direct_mb_s", "forwarded_mb_s", "bytes")
+        self.figures["forward"] = figure(
+            r["forwarded_s"] * 1000,
+            "ms",
+            r["direct_s"] * 1000,
+            4.0,
+            "ratio",
+            detail={**{k: r[k] for k in keys}, "load": r.get("load")},
+            digits=1,
+        )
+        # A net-fenced lane's look between probes (its socket counts; docs/ports.md), target
+        # 0.5 ms per lane per look; the tables' read, done only when they moved, in the detail.
+        self.figures["private_ports"] = figure(
+            r["private_look_ms"],
+            "ms",
+            None,
+            0.5,
+            detail={"tables_ms": round(r["private_tables_ms"], 2), "load": r.get("load")},
+            digits=2,
         )
 
     def guard(self) -> None:

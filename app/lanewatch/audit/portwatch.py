@@ -17,6 +17,7 @@ from pathlib import Path
 from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
 from lanewatch.linux.netsockets import ephemeral_range
 from lanewatch.model.ports import listeners
+from lanewatch.processes.privateports import PrivateNets
 from lanewatch.processes.prober import probe
 
 SAMPLE_EVERY = 0.25
@@ -35,6 +36,7 @@ class PortWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ephemeral = ephemeral_range()
+        self._private = PrivateNets()  # a --fence net run's tables read again only on a change
 
     def add_lane(self, run: int, namespace: str) -> None:
         self.runs[namespace] = run
@@ -63,7 +65,7 @@ class PortWatch:
         if not stamps:
             return
         try:
-            report = probe(stamps, [], full=False)
+            report = probe(stamps, [], full=False, private=self._private)
         except OSError as exc:  # /proc unreadable as a whole
             self.failed = f"the runs' ports could not be read: {exc.strerror or exc}"
             return
@@ -73,6 +75,8 @@ class PortWatch:
             port = one.socket.port
             lease = stamps[one.owner.key].ports if one.owner.key in stamps else None
             if run is None or (lease and lease[0] <= port < lease[0] + lease[1]):
+                continue
+            if one.socket.private:  # a --fence net run's own loopback: shared with no one
                 continue
             if self._ephemeral[0] <= port <= self._ephemeral[1]:
                 continue

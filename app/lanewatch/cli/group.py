@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "audit": "tools.audit_cmd:audit_command",
     "status": "lanes.status_cmd:status_command",
     "ports": "lanes.ports_cmd:ports_command",
+    "forward": "lanes.forward_cmd:forward_command",
     "incidents": "records.incidents_cmd:incidents_command",
     "kill": "actions.kill_cmd:kill_command",
     "clear": "actions.clear_cmd:clear_command",
@@ -69,6 +70,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "prove": _PROC_ONLY,
     "drill": _PROC_ONLY,
     "audit": _PROC_ONLY,
+    "forward": _PROC_ONLY,  # the lane's command's namespaces, re-checked before entering
     "kill": _PROC_ONLY,  # who holds what, and a pidfd re-check before the signal
     "clear": _PROC_ONLY,
     "restore": _PROC_ONLY,

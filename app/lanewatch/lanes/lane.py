@@ -242,7 +242,7 @@ class Lane:
         f = self.fence
         if f is None:
             return {}
-        return {"fence": f.how, "fence_note": f.note, "fence_private": f.private}
+        return f.stamp_fields()
 
     def _check_not_moved(self) -> None:
         """Refuse rather than write into a namespace a clear moved away while we claimed."""

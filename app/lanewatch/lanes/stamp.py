@@ -99,12 +99,19 @@ class Stamp:
     cgroup_note: str | None = None
     # The lane's port lease (`lanes/leases.py`): [first port, count]; None: it holds none.
     ports: list[int] | None = None
+    # `--fence net` (runner/netfence.py): the network namespace CMD runs in ("net:[4026533]"),
+    # when it has one of its own; else `net_note` says why a lane that asked for one has none.
+    net_ns: str | None = None
+    net_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
         # Stamps without them keep their shape.
-        for name in ("mnt_ns", "family", "stdio", "cgroup", "cgroup_note", "ports"):
+        for name in (
+            *("mnt_ns", "family", "stdio", "cgroup", "cgroup_note", "ports"),
+            *("net_ns", "net_note"),
+        ):
             if data[name] is None:
                 del data[name]
         return data
@@ -136,7 +143,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "released_at": (int, float),
     **dict.fromkeys(("fence", "fence_note"), (str,)),
     "fence_private": (list,),
-    **dict.fromkeys(("mnt_ns", "family", "cgroup", "cgroup_note"), (str,)),
+    **dict.fromkeys(("mnt_ns", "family", "cgroup", "cgroup_note", "net_ns", "net_note"), (str,)),
     "scheme": (int,),
     "stdio": (list,),
     "ports": (list,),

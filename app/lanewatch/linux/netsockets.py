@@ -9,7 +9,8 @@ test's UDP echo). Each row names the socket's inode; a process's fd on it reads
 filtered in the kernel): the cheap question the prober asks twice a second.
 
 Blind spots: the tables are those of *our* network namespace: a process in another one (a
-container, `--fence net`) lists its sockets in `/proc/PID/net/*`, not here. A socket that
+container, `--fence net`) lists its sockets in `/proc/PID/net/*`, not here (a `--fence net`
+lane's are read there by `linux/netnsports.py`). A socket that
 listens and closes between two reads is never seen.
 """
 
@@ -33,13 +34,18 @@ _DEFAULT_EPHEMERAL = (32768, 60999)  # the kernel's own default
 @dataclass(frozen=True, slots=True)
 class Listening:
     """One listening socket: `proto` "tcp" or "udp", the local address and port, its inode
-    and the uid the kernel says created it."""
+    and the uid the kernel says created it; `private`: in a network namespace other than ours
+    (a `--fence net` lane's, `linux/netnsports.py`), where it collides with nobody's."""
 
     proto: str
     address: str
     port: int
     inode: int
     uid: int
+    private: bool = False
+
+    def as_private(self) -> Listening:
+        return Listening(self.proto, self.address, self.port, self.inode, self.uid, True)
 
     @property
     def link(self) -> str:

@@ -59,6 +59,14 @@ def mount_namespace() -> str:
         return ""
 
 
+def net_namespace() -> str:
+    """This process's network namespace as the kernel names it (`net:[N]`); "" if unreadable."""
+    try:
+        return os.readlink("/proc/self/ns/net")
+    except OSError:
+        return ""
+
+
 def source() -> str:
     """This file's text, for a stub that runs it ahead of its own."""
     with open(__file__, encoding="utf-8") as f:

@@ -31,7 +31,8 @@ class Listener:
     @property
     def port(self) -> LanePort:
         s, h = self.socket, self.holding
-        return LanePort(s.proto, s.address, s.port, h.pid, " ".join(h.command)[:200])
+        command = " ".join(h.command)[:200]
+        return LanePort(s.proto, s.address, s.port, h.pid, command, s.private)
 
 
 def listeners(
@@ -74,11 +75,16 @@ def ports_by_lane(found: Iterable[Listener]) -> dict[str, tuple[LanePort, ...]]:
 
 def ports_cell(ports: Iterable[LanePort], limit: int = 2) -> str:
     """A narrow PORTS cell: "3000 8000", "3000 +2" when there are more; "" for none. One
-    port listened on both IPv4 and IPv6 counts once."""
-    labels = list(dict.fromkeys(p.label for p in ports))
+    port listened on both IPv4 and IPv6 counts once. A `--fence net` lane's ports are all in
+    its own namespace: "3000 private" (a lane with both kinds: "3000 (private) 8000")."""
+    ports = list(ports)
+    every = bool(ports) and all(p.private for p in ports)
+    labels = list(dict.fromkeys(p.label if every else p.shown for p in ports))
     if len(labels) <= limit:
-        return " ".join(labels)
-    return " ".join(labels[: limit - 1]) + f" +{len(labels) - limit + 1}"
+        cell = " ".join(labels)
+    else:
+        cell = " ".join(labels[: limit - 1]) + f" +{len(labels) - limit + 1}"
+    return f"{cell} private" if every else cell
 
 
 def ports_line(lease: tuple[int, int] | None, ports: Iterable[LanePort]) -> str:
@@ -86,7 +92,7 @@ def ports_line(lease: tuple[int, int] | None, ports: Iterable[LanePort]) -> str:
     parts = []
     if lease is not None:
         parts.append(f"leases {lease[0]}-{lease[0] + lease[1] - 1}")
-    heard = [f"{p.label} ({p.address}, pid {p.pid})" for p in ports]
+    heard = [f"{p.shown} ({p.address}, pid {p.pid})" for p in ports]
     if heard:
         parts.append("listens on " + ", ".join(heard))
     return "; ".join(parts)
@@ -115,7 +121,8 @@ def ports_from_json(value: object) -> tuple[LanePort, ...]:
             continue
         if type(port) is not int or type(pid) is not int:
             continue
-        out.append(LanePort(proto, address, port, pid, str(p.get("command", ""))))
+        private = p.get("private") is True
+        out.append(LanePort(proto, address, port, pid, str(p.get("command", "")), private))
     return tuple(out)
 
 

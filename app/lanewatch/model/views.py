@@ -62,11 +62,18 @@ class LanePort:
     port: int
     pid: int  # the eldest of the lane's processes holding it
     command: str = ""  # its command line; untrusted text
+    # In the lane's own network namespace (`--fence net`): collides with no one's.
+    private: bool = False
 
     @property
     def label(self) -> str:
         """`3000`, or `3000/udp`: how a PORTS cell and `lanewatch ports` name it."""
         return str(self.port) if self.proto == "tcp" else f"{self.port}/{self.proto}"
+
+    @property
+    def shown(self) -> str:
+        """`label`, with ` (private)` for a port of the lane's own network namespace."""
+        return f"{self.label} (private)" if self.private else self.label
 
 
 class Grade(StrEnum):

@@ -41,6 +41,7 @@ from lanewatch.processes.footprintmeter import Meter, fresh_stat, from_table
 from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
+from lanewatch.processes.privateports import PrivateNets
 
 log = logging.getLogger(__name__)
 
@@ -324,12 +325,14 @@ def probe(
     memo: ProbeMemo | None = None,
     markers: MarkerMemo | None = None,
     meter: Meter | None = None,
+    private: PrivateNets | None = None,
 ) -> ProbeReport:
     """Liveness of every local live owner, then (if any) who holds what: every process
     (`full`), or only the processes of live lanes, found from the process tree (fast).
     A caller that probes again and again passes its own `memo` (the same report, cheaper),
     and its `markers`: the fast probe then also reads every process carrying a lane's marker
-    in its environment (`processes/markers.py`), wherever it sits in the process tree."""
+    in its environment (`processes/markers.py`), wherever it sits in the process tree.
+    `private`: the caller's memory of the `--fence net` lanes' sockets (`privateports`)."""
     t0 = time.monotonic()
     at = time.time()
     table = members.lazy_table(holders.process_table)
@@ -339,6 +342,9 @@ def probe(
     held: tuple[Holding, ...] | None = None
     partial = None
     listening = netsockets.by_link(_TABLES.listening()) if owners else {}
+    if owners:  # a --fence net lane's sockets are in its own namespace's tables
+        private = private if private is not None else PrivateNets()
+        listening = {**listening, **private.read(stamps, evidence, fresh=full)}
     if owners and full:
         found, partial = holdings(prefixes, memo, listening.keys())
         held = tuple(found)
@@ -458,14 +464,18 @@ _TABLES = netsockets.Tables()  # /proc/net parsed again only when a listener cam
 _EPHEMERAL = netsockets.ephemeral_range()
 
 
-def _listening_now() -> frozenset[int]:
+def _listening_now(private: PrivateNets | None = None) -> frozenset[int]:
     """The inodes of the listening sockets on a port someone chose (outside the kernel's
     ephemeral range, where every `bind` to port 0 lands): a lane that starts or stops listening
     on one is probed at the next round, not at the next full scan. Sockets of port 0 binds
     (test servers, by the hundred on a busy machine) never wake the prober: they are no port
-    incident, and the PORTS column learns of them at the probe's own pace."""
+    incident, and the PORTS column learns of them at the probe's own pace. With `private`, the
+    `--fence net` lanes' too (read again only where their socket counts moved)."""
     low, high = _EPHEMERAL
-    return frozenset(i for port, i in netsockets.listening_pairs() if not low <= port <= high)
+    pairs = netsockets.listening_pairs()
+    if private is not None and (theirs := private.pairs()):
+        pairs |= theirs
+    return frozenset(i for port, i in pairs if not low <= port <= high)
 
 
 def _identities(stamps: Mapping[str, Stamp]) -> frozenset[tuple[object, ...]]:
@@ -499,6 +509,7 @@ class Prober:
         self._memo = ProbeMemo()  # used by this prober's thread only
         self._markers = MarkerMemo()  # the same
         self._meter = Meter()  # the same
+        self._private = PrivateNets()  # the same
         self._prompted = float("-inf")  # monotonic time of the last prompt probe asked for
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
@@ -558,7 +569,7 @@ class Prober:
                     return True
             elif deaths.wait(step):
                 return True
-            if listened is not None and _listening_now() != listened:
+            if listened is not None and _listening_now(self._private) != listened:
                 return True
         return True
 
@@ -591,7 +602,7 @@ class Prober:
                 if stamps is not seen:  # the worker hands the same mapping while none changed
                     seen, ids = stamps, _identities(stamps)
                 now = time.monotonic()
-                sockets = _listening_now() if stamps else frozenset()
+                sockets = _listening_now(self._private) if stamps else frozenset()
                 due = (
                     not watched
                     or self._now.is_set()
@@ -629,6 +640,7 @@ class Prober:
                             memo=self._memo,
                             markers=self._markers,
                             meter=self._meter,
+                            private=self._private,
                         )
                     except OSError as exc:  # /proc unreadable as a whole: say so, keep trying
                         log.warning("process probe failed: %s", exc)

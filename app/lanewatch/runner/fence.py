@@ -27,9 +27,10 @@ import errno
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from lanewatch.errors import FenceRefused
 from lanewatch.linux import userns
@@ -38,6 +39,7 @@ from lanewatch.linux.proc import namespace_link, sysctl
 ENV_FENCE = "LANEWATCH_FENCE"  # exported to CMD: "kernel", "bwrap" or "none"
 ENV_FENCE_WITH = "LANEWATCH_FENCE_WITH"  # force one way: "kernel" or "bwrap" (tests, debugging)
 ENV_FENCE_REQUIRE = "LANEWATCH_FENCE_REQUIRE"  # "1": `auto` becomes `require` (fail closed)
+ENV_NET = "LANEWATCH_NET"  # exported to CMD: "private" (`--fence net` got it) or "shared"
 TMP_MOUNTS = ("/tmp", "/var/tmp")
 SHM_MOUNT = "/dev/shm"
 # The lane's folder seen at each private mount point (`tmp/` is the lane's TMPDIR already).
@@ -55,6 +57,7 @@ class Mode(StrEnum):
     TMP = "tmp"  # fence, or refuse to run
     REQUIRE = "require"  # the same as `tmp`, by the name a team looks for
     NONE = "none"  # never fence
+    NET = "net"  # `auto`, and a network namespace of its own (runner/netfence.py)
 
     @property
     def refuses_unfenced(self) -> bool:
@@ -91,10 +94,27 @@ class Fence:
     binds: tuple[tuple[str, str], ...] = ()  # (the lane's folder, the mount point it shows at)
     kept: tuple[str, ...] = ()  # entries of /tmp or /var/tmp the lane still needs (see `kept`)
     bwrap: str = ""  # bwrap's path, when how == "bwrap"
+    # `--fence net`: slirp4netns's path when CMD gets a network namespace of its own (the
+    # kernel way only); else `net_note` says why a lane that asked for one runs without it.
+    net: str = ""
+    net_note: str = ""
 
     @property
     def fenced(self) -> bool:
         return self.how != "none"
+
+    def stamp_fields(self) -> dict[str, Any]:
+        """The stamp's words for this fence: `fence_private` lists `network` beside the mount
+        points when CMD has a network namespace of its own; `fence_note` says why a fenced lane
+        that asked for one has none (`--fence net`), `net_note` keeps that alone."""
+        note = self.note
+        if self.fenced and self.net_note:
+            note = f"no private network: {self.net_note}"
+        private = [*self.private, *(["network"] if self.net else [])]
+        out: dict[str, Any] = {"fence": self.how, "fence_note": note, "fence_private": private}
+        if self.net_note:
+            out["net_note"] = self.net_note
+        return out
 
     @property
     def private(self) -> list[str]:
@@ -122,10 +142,16 @@ class Fence:
         return shutil.which(argv[0], path=env.get("PATH")) is not None
 
     def wrap(
-        self, argv: Sequence[str], env: Mapping[str, str], report: int | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        report: int | None = None,
+        go_ahead: int | None = None,
     ) -> list[str]:
         """`argv` as the fence runs it (`wraps`). `report`: a pipe's write end the stub tells
-        how it went (`read_report`); the kernel way only."""
+        how it went (`read_report`); the kernel way only. `go_ahead` (`net` only): a pipe's
+        read end the stub waits on, once in its network namespace, before it execs CMD: `g`
+        once the runner has connected the namespace (runner/netfence.py), else it exits 125."""
         argv = list(argv)
         if not self.wraps(argv, env):
             return argv
@@ -140,7 +166,8 @@ class Fence:
             return [*out, "--", *argv]
         # The stub's arguments, plain words (json would cost the stub `re`'s import): the
         # report fd (-1: none), the binds as pairs, the kept paths, each list after its count.
-        spec = ["-1" if report is None else str(report), str(len(self.binds))]
+        go = "-1" if go_ahead is None or not self.net else str(go_ahead)
+        spec = ["-1" if report is None else str(report), go, str(len(self.binds))]
         spec += [part for bind in self.binds for part in bind]
         spec += [str(len(self.kept)), *self.kept]
         return [sys.executable, "-I", "-S", "-c", STUB, *spec, *argv]
@@ -152,7 +179,7 @@ def _under(real: str, top: str) -> bool:
     return real == top or real.startswith(top.rstrip("/") + "/")
 
 
-# The kernel way, run as `python -I -S -c STUB FD N SRC DST... M KEPT... CMD...` (`Fence.wrap`):
+# The kernel way, run as `python -I -S -c STUB FD GO N SRC DST... M KEPT... CMD...` (`Fence.wrap`):
 # stdlib only, no site, no lanewatch: linux/userns.py's text, then this.
 STUB = (
     userns.source()
@@ -160,6 +187,8 @@ STUB = (
 import ctypes, os, sys
 args = sys.argv[1:]
 report = int(args[0]) if args[0] != "-1" else None
+go = int(args[1]) if args[1] != "-1" else None
+args = args[1:]
 n = int(args[1])
 binds = [(args[2 + 2 * i], args[3 + 2 * i]) for i in range(n)]
 m = int(args[2 + 2 * n])
@@ -181,6 +210,8 @@ cwd = os.getcwd()
 failed = enter_private_mounts(libc, os.getuid() == 0)  # linux/userns.py, run ahead of this
 if failed is not None:
     fail(*failed)
+if go is not None and libc.unshare(0x40000000) != 0:  # CLONE_NEWNET: `--fence net`
+    fail("unshare net")
 # Open every source before the first mount hides it (the lane's folders may lie under /tmp).
 try:
     opened = [(os.open(s, os.O_PATH | os.O_DIRECTORY), d) for s, d in binds]
@@ -201,8 +232,17 @@ try:
 except OSError:
     pass
 if report is not None:  # fenced: say in which mount namespace, then let CMD have the pid
-    os.write(report, ("fenced %s\n" % mount_namespace()).encode())
+    ns = mount_namespace()
+    if go is not None and ns:
+        net = net_namespace()
+        ns = f"{ns} {net}" if net else ""
+    os.write(report, ("fenced %s\n" % ns).encode())
     os.close(report)
+if go is not None:  # the runner connects the namespace (slirp4netns), then says go
+    ready = os.read(go, 1) == b"g"
+    os.close(go)
+    if not ready:
+        os._exit(125)
 try:
     os.execvp(cmd[0], cmd)
 except OSError as exc:
@@ -350,17 +390,39 @@ def decide(mode: Mode, namespace: Path, need: Need, *, shm: bool = False) -> Fen
     keep = kept(need.paths, [m for _, m in binds])
     forced = os.environ.get(ENV_FENCE_WITH, "")
     if forced == "bwrap":
-        return _without_kernel(mode, binds, keep, None)
-    refusal = None if mode is Mode.AUTO else kernel_refusal()
+        return _asked_net(mode, _without_kernel(mode, binds, keep, None))
+    refusal = None if mode in (Mode.AUTO, Mode.NET) else kernel_refusal()
     if refusal is None:
-        return Fence("kernel", "", binds, keep)
+        return _asked_net(mode, Fence("kernel", "", binds, keep))
     return _without_kernel(mode, binds, keep, refusal)
+
+
+def _asked_net(mode: Mode, fence: Fence) -> Fence:
+    """`fence`, with a network namespace of its own where `--fence net` asked for one and the
+    kernel way builds it with slirp4netns installed; else saying why not (`net_note`)."""
+    if mode is not Mode.NET:
+        return fence
+    from lanewatch.runner import netfence
+
+    if fence.how != "kernel":
+        why = f"the network fence is built the kernel's way only; this lane's is {fence.how}"
+        return replace(fence, net_note=why)
+    tool, why = netfence.tool()
+    return replace(fence, net=tool) if tool else replace(fence, net_note=why)
+
+
+def without_net(fence: Fence, why: str) -> Fence:
+    """The same fence without its network namespace, saying why (`--fence net` refused)."""
+    return replace(fence, net="", net_note=why)
 
 
 def fall_back(fence: Fence, refusal: str) -> Fence:
     """After the stub said `refusal` (`auto` only): bubblewrap where it works, else unfenced,
     saying why."""
-    return _without_kernel(Mode.AUTO, fence.binds, fence.kept, refusal)
+    back = _without_kernel(Mode.AUTO, fence.binds, fence.kept, refusal)
+    if fence.net or fence.net_note:  # `--fence net` asked: say it has no network of its own
+        return replace(back, net_note=f"no namespaces here: {refusal}")
+    return back
 
 
 def _without_kernel(
@@ -392,6 +454,8 @@ class Report:
 
     mnt_ns: str | None = None
     refusal: str | None = None
+    net_ns: str | None = None  # `--fence net`: the network namespace it made ("net:[N]")
+    net_refusal: str | None = None  # `--fence net`: it could not make one (CMD did not run)
 
 
 def read_report(fd: int) -> Report:
@@ -408,13 +472,24 @@ def read_report(fd: int) -> Report:
     words = b"".join(chunks).decode(errors="replace").strip().split(" ", 2)
     if words[0] == "fenced":
         ns = words[1] if len(words) > 1 and words[1].startswith("mnt:[") else None
-        return Report(mnt_ns=ns)
+        net = words[2] if len(words) > 2 and words[2].startswith("net:[") else None
+        return Report(mnt_ns=ns, net_ns=net)
     if words[0] == "refused" and len(words) == 3 and words[1].isdigit():
         err, what = int(words[1]), words[2]
+        if what == "unshare net":
+            return Report(net_refusal=_no_netns(err))
         if what in _KERNEL_STEPS:
             return Report(refusal=why_refused(err, os.geteuid() == 0))
         return Report(refusal=f"the fence could not be built ({what}: {os.strerror(err)})")
     return Report()
+
+
+def _no_netns(err: int) -> str:
+    """The kernel's refusal of a network namespace, naming the setting where one did."""
+    if err in (errno.ENOSPC, errno.EUSERS):
+        # The limit that bit may be an enclosing user namespace's: no number of ours to show.
+        return "no network namespace: user.max_net_namespaces is 0 or reached"
+    return f"no network namespace ({os.strerror(err)}: a seccomp filter or a container?)"
 
 
 def own_mount_ns(pid: int, reported: str | None) -> str | None:
@@ -478,6 +553,7 @@ def command_for(
     tmp: Path,
     state: Path,
     report: int | None = None,
+    go_ahead: int | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """CMD's argv and environment in its (claimed) lane: inside the fence TMPDIR is /tmp;
     without it, a short TMPDIR (`short_tmp`), with a warning when a socket would not fit.
@@ -492,7 +568,8 @@ def command_for(
         if warning is not None:
             sys.stderr.write(f"lanewatch: warning: {warning}\n")
     out.update({"TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir, ENV_FENCE: fence.how})
-    return fence.wrap(argv, out, report), out
+    out[ENV_NET] = "private" if fence.net and fence.wraps(argv, out) else "shared"
+    return fence.wrap(argv, out, report, go_ahead), out
 
 
 def describe(how: str | None, note: str | None, private: Sequence[str] | None) -> str | None:
@@ -502,4 +579,5 @@ def describe(how: str | None, note: str | None, private: Sequence[str] | None) -
         return None
     if how == "none":
         return f"unfenced: {note}" if note else "unfenced"
-    return f"private {', '.join(private or ())} ({how})"
+    said = f"private {', '.join(private or ())} ({how})"
+    return f"{said}; {note}" if note else said

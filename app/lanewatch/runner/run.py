@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lanewatch.inert import inert
 from lanewatch.lanes import ledger
@@ -38,6 +38,9 @@ from lanewatch.runner.linger import (
     wait_for_command,
 )
 from lanewatch.runner.pick import Interrupted, WaitInterrupted
+
+if TYPE_CHECKING:
+    from lanewatch.runner.netfence import Slirp
 
 FORWARDED = (
     signal.SIGINT,
@@ -179,6 +182,7 @@ def run_in_lane(
     forwarder = _Forwarder()
     fence = fences.chosen(fence, os.environ)
     cgroup: LaneCgroup | None = None
+    slirp: Slirp | None = None
     try:
         _decide_fence(lane, fence, shm)
         forwarder.install()
@@ -198,13 +202,17 @@ def run_in_lane(
         become_subreaper()  # if it cannot, processes that daemonize leave the tree, as before
         before = processes_before()  # an embedding program's own children are not the lane's
         cgroup = LaneCgroup.make(lane)
-        proc, mnt_ns = _start(lane, cmd, fence, cgroup)
+        proc, mnt_ns, slirp = _start(lane, cmd, fence, cgroup)
         if isinstance(proc, int):
             lane.release(exit_code=proc, event="spawn-failed")
             return proc
         forwarder.target(proc.pid)
-        return _supervise(lane, proc, forwarder, cmd[0], mnt_ns, before, cgroup)
+        if slirp is not None:  # the lane's network stack: not the lane's to wait for
+            before = before | {slirp.before_entry}
+        return _supervise(lane, proc, forwarder, cmd[0], mnt_ns, before, cgroup, slirp)
     finally:
+        if slirp is not None:
+            slirp.stop()  # after the lane's last process: its daemons kept their network
         forwarder.restore()
         if cgroup is not None:
             cgroup.remove()
@@ -214,13 +222,15 @@ def run_in_lane(
 
 def _start(
     lane: Lane, cmd: Sequence[str], mode: fences.Mode, cgroup: LaneCgroup | None = None
-) -> tuple[subprocess.Popen[bytes] | int, str | None]:
+) -> tuple[subprocess.Popen[bytes] | int, str | None, Slirp | None]:
     """Start CMD in its claimed lane, fenced as `lane.fence` says; with the mount namespace
-    it runs in when the fence gave it one of its own (`stamp.mnt_ns`).
+    it runs in when the fence gave it one of its own (`stamp.mnt_ns`), and the slirp4netns
+    that connects its network namespace (`--fence net`, runner/netfence.py).
 
     The kernel way reports through a pipe (`fences.read_report`): where the kernel refuses,
     `auto` chooses again (`fences.fall_back`: bubblewrap, or unfenced saying why), writes
-    that into the stamp and starts CMD again; CMD itself had not run."""
+    that into the stamp and starts CMD again; CMD itself had not run. So does `--fence net`
+    where the network namespace cannot be made or connected (`fences.without_net`)."""
     said_unfenced = False
     while True:
         fence = lane.fence
@@ -228,31 +238,57 @@ def _start(
         base = {**os.environ, **lane.env()}
         stub = fence.how == "kernel" and fence.wraps(cmd, base)
         reading, report = os.pipe() if stub else (-1, -1)
+        waiting, go = os.pipe() if stub and fence.net else (-1, -1)
         try:
             argv, env = fences.command_for(
-                fence, cmd, base, lane.tmp_dir, state_dir(), None if report < 0 else report
+                fence,
+                cmd,
+                base,
+                lane.tmp_dir,
+                state_dir(),
+                None if report < 0 else report,
+                None if waiting < 0 else waiting,
             )
             # tmux's line: said once this fence is CMD's (a refusing kernel changes it).
             env, told = tmux_in_lane(cmd, env, lane.name, fence.hides)
             if told is None:
                 env, told = screen_in_lane(cmd, env, lane.name)
-            if mode is fences.Mode.AUTO and not fence.fenced and not said_unfenced:
+            asked = mode in (fences.Mode.AUTO, fences.Mode.NET)
+            if asked and not fence.fenced and not said_unfenced:
                 said_unfenced = True  # once, and only where the fence fell, not for --fence none
                 line = fences.unfenced_line(inert(repr(lane.name)), inert(fence.note))
                 print(line, file=sys.stderr, flush=True)
+            elif fence.fenced and fence.net_note and not said_unfenced and reading < 0:
+                said_unfenced = True  # `--fence net` without the network namespace
+                _say(_no_net_line(lane, fence))
             if reading < 0:
                 _say(told)
-            proc = _spawn(argv, env, () if report < 0 else (report,), cgroup)
+            fds = tuple(fd for fd in (report, waiting) if fd >= 0)
+            proc = _spawn(argv, env, fds, cgroup)
         finally:
-            if report >= 0:
-                os.close(report)  # the stub holds the only write end now: EOF at its exec
+            for fd in (report, waiting):
+                if fd >= 0:
+                    os.close(fd)  # the stub holds the only ends now: EOF at its exec
         if reading < 0:
-            return proc, None
+            if go >= 0:
+                os.close(go)
+            return proc, None, None
         said = fences.read_report(reading)
-        if isinstance(proc, int) or said.refusal is None:
+        if not isinstance(proc, int) and said.refusal is None and go >= 0:
+            slirp = _connect(lane, fence, proc, said, go)
+            if slirp is None:
+                continue  # CMD did not run: started again without the network namespace
             _say(told)
             ns = fences.own_mount_ns(proc.pid, said.mnt_ns) if said.mnt_ns else None
-            return proc, ns if not isinstance(proc, int) else None
+            return proc, ns, slirp
+        if go >= 0:
+            os.close(go)
+        if isinstance(proc, int) or said.refusal is None:
+            if fence.net_note and not said_unfenced:
+                _say(_no_net_line(lane, fence))
+            _say(told)
+            ns = fences.own_mount_ns(proc.pid, said.mnt_ns) if said.mnt_ns else None
+            return proc, ns if not isinstance(proc, int) else None, None
         proc.wait()  # exited 125 before CMD ran
         if mode is not fences.Mode.AUTO:
             print(
@@ -263,6 +299,41 @@ def _start(
             return proc.returncode, None
         lane.fence = fences.fall_back(fence, said.refusal)
         lane.update_stamp(**lane.fence_fields())
+
+
+def _connect(
+    lane: Lane, fence: fences.Fence, proc: subprocess.Popen[bytes], said: fences.Report, go: int
+) -> Slirp | None:
+    """The stub waits in its network namespace: connect it (slirp4netns) and let CMD run, or
+    end the stub (CMD has not run), take the network namespace off the lane's fence, say why
+    and return None, so the caller starts CMD again."""
+    from lanewatch.runner.netfence import Slirp, connect  # `--fence net` only
+
+    why = said.net_refusal
+    slirp: Slirp | str | None = None
+    if why is None and said.net_ns is None:
+        why = "the stub did not report its network namespace"
+    if why is None:
+        slirp = connect(fence.net, proc.pid)
+        if isinstance(slirp, str):
+            why = slirp
+    if isinstance(slirp, Slirp):
+        with contextlib.suppress(OSError):  # the stub is gone: CMD's exit says what happened
+            os.write(go, b"g")
+        os.close(go)
+        slirp.net_ns = said.net_ns  # written with the child's pid (`_supervise`)
+        return slirp
+    os.close(go)  # the stub exits 125 at EOF, before CMD
+    proc.wait()
+    lane.fence = fences.without_net(fence, why or "no network namespace")
+    lane.update_stamp(**lane.fence_fields())
+    return None
+
+
+def _no_net_line(lane: Lane, fence: fences.Fence) -> str:
+    from lanewatch.runner.netfence import no_net_line  # `--fence net` only
+
+    return no_net_line(repr(lane.name), fence.net_note)
 
 
 def _say(line: str | None) -> None:
@@ -302,6 +373,7 @@ def _supervise(
     mnt_ns: str | None = None,
     before: Before = frozenset(),
     cgroup: LaneCgroup | None = None,
+    slirp: Slirp | None = None,
 ) -> int:
     code = 1
     try:
@@ -311,6 +383,8 @@ def _supervise(
             except OSError:
                 ticks = None
             fenced_in = {"mnt_ns": mnt_ns} if mnt_ns else {}
+            if slirp is not None and slirp.net_ns:
+                fenced_in["net_ns"] = slirp.net_ns
             grouped = cgroup.stamp_fields() if cgroup is not None else {}
             lane.update_stamp(
                 child_pid=proc.pid,
@@ -337,6 +411,8 @@ def _supervise(
             before,
         )
     finally:
+        if slirp is not None:
+            slirp.close()  # the lane's last process is gone: it ends while we release
         _reap_on_the_way_out(proc)
         lane.release(exit_code=code)
     return code

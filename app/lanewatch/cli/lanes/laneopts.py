@@ -59,7 +59,8 @@ def fence_options(func: F) -> F:
         default=Mode.AUTO.value,
         show_default=True,
         help="Private /tmp and /var/tmp: auto (where the kernel allows, else say so), "
-        "require or tmp (or refuse: exit 3; also $LANEWATCH_FENCE_REQUIRE=1), none.",
+        "require or tmp (or refuse: exit 3; also $LANEWATCH_FENCE_REQUIRE=1), none; net: "
+        "auto and a private loopback and network (slirp4netns; else say so).",
     )(func)
 
 

@@ -3,9 +3,10 @@ lane of the known roots listens on; with PORT, which lane is on it.
 
 The listening side comes from one probe of the roots' live lanes (the one `status` makes): a
 process of a root we do not read (another user's, as a normal user) is not named, though its
-lease is (the lease folder is the machine's). Exit codes: 0; with PORT, 8 when no lane of the
-known roots listens on it (the line says whether it is leased, and whether something else
-listens there).
+lease is (the lease folder is the machine's). A `--fence net` lane's port is in its own
+network namespace (`private`): it is listed, and collides with no one's. Exit codes: 0; with
+PORT, 8 when no lane of the known roots listens on it (the line says whether it is leased, and
+whether something else listens there).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def _answer(port: int, leases: Sequence[Lease], on: Sequence[tuple[NamespaceView
     for v, p in on:
         where = checkout_label(v.checkout_id, v.checkout_path, "-")
         whose = "" if not outside_lease(v, p) else _whose(port, leases)
+        whose = " (private: the lane's own loopback)" if p.private else whose
         say(f":{p.label} lane {v.lane or v.name} ({where}) pid {p.pid} {p.command[:80]}{whose}")
 
 
@@ -132,6 +134,7 @@ def _tables(leases: Sequence[Lease], on: Sequence[tuple[NamespaceView, LanePort]
     for v, p in on:
         where = checkout_label(v.checkout_id, v.checkout_path, "-")
         mine = "own" if not outside_lease(v, p) else _whose(p.port, leases).strip(" ()")
+        mine = "private" if p.private else mine
         listening.add_row(
             p.label,
             p.address,

@@ -19,6 +19,7 @@ def port_json(p: LanePort) -> dict[str, Any]:
         "port": p.port,
         "pid": p.pid,
         "command": p.command,
+        "private": p.private,
     }
 
 
@@ -44,5 +45,5 @@ def ports_text(v: NamespaceView) -> Text:
     shown = ports_cell(v.ports)
     if not shown:
         return Text("-", style="dim")
-    odd = any(outside_lease(v, p) for p in v.ports)
+    odd = any(outside_lease(v, p) and not p.private for p in v.ports)
     return Text(inert(shown), style="yellow" if odd else "")

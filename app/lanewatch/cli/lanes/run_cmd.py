@@ -54,7 +54,8 @@ def run_command(
     encoded), 3 when another owner holds the lane (after --wait SECONDS, or when all of
     --lane-auto's lanes are busy) or --fence require (tmp, $LANEWATCH_FENCE_REQUIRE=1) cannot
     fence here, 6 when unbound (docs/exit-codes.md). Unfenced where the kernel refuses (auto),
-    it says so in one line on stderr.
+    it says so in one line on stderr. --fence net adds a loopback and network of the lane's
+    own (slirp4netns; `lanewatch forward` publishes a port), or says why it could not.
     """
     argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
     if lane_auto and wait is not None:

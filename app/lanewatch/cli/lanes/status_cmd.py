@@ -352,7 +352,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
     if any(v.grade == "inferred" for v in changes.upserts.values()):
         console.print(cell("?: inferred from timing or open files, not known from the kernel"))
     for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
-        if v.state is NsState.LIVE and v.fence == "none":
+        if v.state is NsState.LIVE and (v.fence == "none" or v.fence_note):
             words = fence_words(v.fence, v.fence_note, v.fence_private)
             console.print(cell(f"lane {v.lane}: {words}", style="yellow"))
     for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):

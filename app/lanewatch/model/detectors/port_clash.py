@@ -9,7 +9,10 @@ incident per port, naming every lane.
 Not a collision: a process of no lane; a lane and its family (`model/family.py`: a pytest
 worker listening on its head's `$PORT`); a lane on its own lease; a port the kernel picked
 (one in its ephemeral range, `bind(("", 0))`: two lanes drawing the same number at different
-times chose nothing); a lease whose owner is gone (`leases.read_leases` keeps live ones only).
+times chose nothing); a lease whose owner is gone (`leases.read_leases` keeps live ones only);
+a socket in a `--fence net` lane's own network namespace (`Listening.private`), even on a port
+leased to another lane or one another lane also listens on: no one else can bind it or reach it
+there, so it takes nothing from anyone.
 Both are graded inferred: the prober saw the process hold the listening socket.
 """
 
@@ -76,6 +79,8 @@ def leased(
     **_: object,
 ) -> Observation | None:
     """`one` listens on a port leased to another lane (not of its family)."""
+    if one.socket.private:
+        return None
     lease = lease_of(one.socket.port, leases)
     if lease is None or in_own_lease(one, leases, stamped):
         return None
@@ -106,6 +111,8 @@ def shared(
     """`one` listens outside every lease on a port another lane used: an observation for each
     lane of the port (so the incident names them all), or none."""
     port = one.socket.port
+    if one.socket.private:  # never remembered either: a later lane on the host takes nothing
+        return []
     if lease_of(port, leases) is not None or ephemeral[0] <= port <= ephemeral[1]:
         return []
     others = memory.note(one)

@@ -30,6 +30,7 @@ KEYS: list[BindingType] = [
     Binding("t", "ask('trash')", "Trash / restore", show=False),
     Binding("l", "files", "Files of the lane", show=False),
     Binding("y", "copy_path", "Copy path", show=False),
+    Binding("o", "forward_port", "Reach a port (forward)", show=False),
     Binding("backspace", "back", "Back to incident", show=False),
     Binding("greater_than_sign,f6", "sort(1)", "Sort next column", show=False),
     Binding("less_than_sign", "sort(-1)", "Sort previous column", show=False),

@@ -47,6 +47,7 @@ from lanewatch.tui.screens.main_selection import Selection
 from lanewatch.tui.screens.main_table_controls import FilterControl, SortControl
 from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
 from lanewatch.tui.state.dashboard_store import VIEW_TITLES, View, view_of
+from lanewatch.tui.state.forward_hint import forward_hint
 from lanewatch.tui.widgets import view_columns
 from lanewatch.tui.widgets.detail_pane import DetailPane
 from lanewatch.tui.widgets.lane_table import LaneTable
@@ -280,6 +281,12 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         row = self.selection.row()
         if isinstance(row, NamespaceView):
             self.post_message(CopyPath(row.key))
+
+    def action_forward_port(self) -> None:
+        row = self.selection.row()
+        if isinstance(row, NamespaceView):
+            title, message = forward_hint(row)
+            self.notify(message, title=title, markup=False, timeout=15)
 
     def action_back(self) -> None:
         if self.came_from is not None:

@@ -21,6 +21,7 @@ from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.runner.fence import describe
 from lanewatch.tui.backend.lane_details import Detail
 from lanewatch.tui.state import humanize
+from lanewatch.tui.state.forward_hint import forward_line
 from lanewatch.tui.state.humanize import lane_label
 from lanewatch.tui.state.incident_status import incident_state, state_line
 from lanewatch.tui.widgets.view_columns import ROLE_STYLES, STATE_STYLES, intruder_label
@@ -73,6 +74,8 @@ def namespace_renderable(
         owner.add_row("fence", _t(fence))
     if ns.lease is not None or ns.ports:
         owner.add_row("ports", _t(ports_line(ns.lease, ns.ports)))
+    if "network" in ns.fence_private:  # a `--fence net` lane: how to reach its ports
+        owner.add_row("forward", _t(f"{forward_line(ns)} (o: the ports it listens on)"))
     owner.add_row("stamp", _t(ns.stamp_status))
     # another host's scheme, or an older one (None: no stamp)
     if ns.scheme not in (None, SCHEME_VERSION) and ns.stamp_status == "ok":
