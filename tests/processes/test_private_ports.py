@@ -22,8 +22,9 @@ from lanewatch.linux.netsockets import Listening
 from lanewatch.linux.procid import start_ticks
 from lanewatch.model.detectors import port_clash
 from lanewatch.model.holdings import Holding, Owner
+from lanewatch.model.kinds import IncidentKind
 from lanewatch.model.ports import Listener, ports_cell, ports_from_json
-from lanewatch.model.views import IncidentKind, LanePort
+from lanewatch.model.views import LanePort
 from lanewatch.processes import privateports
 from lanewatch.processes.prober import _listening_now, judge_all, probe
 from lanewatch.runner import fence as fences
