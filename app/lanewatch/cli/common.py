@@ -119,6 +119,18 @@ def ago(t: float | None, now: float, unknown: str) -> str:
     return f"{age:.0f}s ago"
 
 
+def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Several click options (or other decorators) as one, in the order written: the same as
+    stacking them in that order above the command."""
+
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
 def echo_json(data: Any) -> None:
     import click  # see the module's docstring
 
