@@ -184,6 +184,13 @@ def _result(
     return SignalResult(outcome, code, reason, identity, sig, group)
 
 
+def _exited_before(identity: ProcessIdentity, sig: int, group: bool) -> SignalResult:
+    """The target was checked, then it was gone when the signal went."""
+    return _result(
+        "gone", "exited", f"pid {identity.pid} exited before the signal", identity, sig, group
+    )
+
+
 def _static_checks(identity: ProcessIdentity, sig: int, group: bool) -> SignalResult | None:
     """Refusals that need no look at the target: init, ourselves, our parents, other boots."""
     pid = identity.pid
@@ -298,9 +305,7 @@ def _via_pidfd(
         else:
             signal.pidfd_send_signal(pidfd, sig)
     except ProcessLookupError:
-        return _result(
-            "gone", "exited", f"pid {identity.pid} exited before the signal", identity, sig, group
-        )
+        return _exited_before(identity, sig, group)
     except PermissionError as exc:
         return _result("refused", "denied", f"kernel refused: {exc.strerror}", identity, sig, group)
     return _sent(identity, sig, group, st, "pidfd", stopped)
@@ -328,16 +333,12 @@ def _via_psutil(
     try:
         if group:
             if not proc.is_running():  # re-checks the create time; then the same tiny window
-                return _result(
-                    "gone", "exited", f"pid {pid} exited before the signal", identity, sig, group
-                )
+                return _exited_before(identity, sig, group)
             os.killpg(st.pgid, sig)
         else:
             proc.send_signal(sig)  # re-checks the create time right before kill(2)
     except (psutil.NoSuchProcess, ProcessLookupError):
-        return _result(
-            "gone", "exited", f"pid {pid} exited before the signal", identity, sig, group
-        )
+        return _exited_before(identity, sig, group)
     except (psutil.AccessDenied, PermissionError) as exc:
         return _result("refused", "denied", f"kernel refused: {exc}", identity, sig, group)
     return _sent(identity, sig, group, st, "psutil", stopped)

@@ -108,6 +108,29 @@ def friendly_errors_around_cmd(func: F) -> F:
     return _friendly(func, Exit.RUN_FAILED)
 
 
+def ago(t: float | None, now: float, unknown: str) -> str:
+    """How long before `now` `t` was, in its largest whole unit: "3h ago"; `unknown` for None."""
+    if t is None:
+        return unknown
+    age = max(0.0, now - t)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if age >= size:
+            return f"{age / size:.0f}{unit} ago"
+    return f"{age:.0f}s ago"
+
+
+def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Several click options (or other decorators) as one, in the order written: the same as
+    stacking them in that order above the command."""
+
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
 def echo_json(data: Any) -> None:
     import click  # see the module's docstring
 

@@ -95,6 +95,16 @@ def _writes(ev: FanEvent) -> str | None:
     return ev.path.removesuffix(" (deleted)")
 
 
+def _writers_by_path(events: Sequence[FanEvent]) -> dict[str, set[int]]:
+    """The pids that wrote each path, by the write events among `events`."""
+    pids: dict[str, set[int]] = {}
+    for ev in events:
+        path = _writes(ev)
+        if path is not None:
+            pids.setdefault(path, set()).add(ev.pid)
+    return pids
+
+
 def _race(f: Fact | Lost) -> None:
     if isinstance(f, Fact) and f.sample is not None:
         f.sample, f.raced = None, True
@@ -105,11 +115,7 @@ def raced_within(facts: Sequence[Fact | Lost], events: Sequence[FanEvent]) -> No
     kernel also merges a process's events into its earlier queued one, so their order does not
     say which came last): a file two processes wrote in the batch has no known writer of its
     content."""
-    pids: dict[str, set[int]] = {}
-    for ev in events:
-        path = _writes(ev)
-        if path is not None:
-            pids.setdefault(path, set()).add(ev.pid)
+    pids = _writers_by_path(events)
     for f in facts:
         if isinstance(f, Fact) and len(pids.get(f.path, ())) > 1:
             _race(f)
@@ -119,11 +125,7 @@ def raced_after(held: Sequence[Fact | Lost], events: Sequence[FanEvent]) -> None
     """Events were queued when `held`'s contents were read; this read holds them (and maybe
     later ones: counted too, to be safe): another process's write of a file we read may have
     come before our read."""
-    by_path: dict[str, set[int]] = {}
-    for ev in events:
-        path = _writes(ev)
-        if path is not None:
-            by_path.setdefault(path, set()).add(ev.pid)
+    by_path = _writers_by_path(events)
     for f in held:
         if isinstance(f, Fact) and by_path.get(f.path, set()) - {f.writer.pid}:
             _race(f)

@@ -124,18 +124,23 @@ def ensure_real_dir(path: Path, mode: int = 0o755) -> Path:
     return path
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write `data` to `path` by temp file in the same folder, fsync, rename.
 
-    The rename replaces a symlink at `path` rather than writing through it.
+    The rename replaces a symlink at `path` rather than writing through it. `mode`: the file's
+    mode whatever the umask (set before the rename; the temp file is the owner's alone until
+    then); None: 0o644 less the umask.
     """
     parent = path.parent
     tmp = parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    create = 0o644 if mode is None else 0o700
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, create)
     try:
         with os.fdopen(fd, "wb", closefd=True) as f:
             f.write(data)
             f.flush()
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -160,7 +165,7 @@ def fsync_dir(path: Path) -> None:
 
 def read_nofollow(path: Path, limit: int) -> bytes:
     """Read at most `limit` + 1 bytes of a regular file, refusing symlinks."""
-    return _read_all(open_regular(path, os.O_RDONLY), limit)[0]
+    return read_all(open_regular(path, os.O_RDONLY), limit)[0]
 
 
 def read_nofollow_in(folder: Path, name: str, limit: int) -> tuple[bytes, os.stat_result]:
@@ -171,11 +176,12 @@ def read_nofollow_in(folder: Path, name: str, limit: int) -> tuple[bytes, os.sta
         fd = open_regular(name, os.O_RDONLY, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
-    return _read_all(fd, limit)
+    return read_all(fd, limit)
 
 
-def _read_all(fd: int, limit: int) -> tuple[bytes, os.stat_result]:
-    """Read from (and close) `fd`, a regular file (`open_regular` checked it)."""
+def read_all(fd: int, limit: int) -> tuple[bytes, os.stat_result]:
+    """At most `limit` + 1 bytes of `fd`, a regular file (`open_regular` checked it), and its
+    stat; closes `fd`."""
     try:
         st = os.fstat(fd)
         chunks: list[bytes] = []

@@ -19,12 +19,16 @@ is read again (a process may `unshare` or `setns` meanwhile): any mismatch and n
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 from lanewatch.linux.netsockets import TABLES, Listening, parse
 from lanewatch.linux.proc import PROC, parse_stat
 
 _SOCKSTAT = ("net/sockstat", "net/sockstat6")
 _COUNTED = {"TCP:", "UDP:", "TCP6:", "UDP6:"}
+
+T = TypeVar("T")
 
 
 def our_net() -> str | None:
@@ -74,49 +78,54 @@ def _same(fd: int, pid: int, start_ticks: int, net_ns: str) -> bool:
     return st is not None and st.start_ticks == start_ticks
 
 
-def counts(pid: int, start_ticks: int, net_ns: str) -> tuple[int, ...] | None:
-    """How many TCP and UDP sockets (IPv4, IPv6) are in use in `pid`'s network namespace,
-    when `pid` is still that process and in `net_ns`: a cheap "did a socket come or go there".
-    None when that cannot be told."""
+def _through(pid: int, start_ticks: int, net_ns: str, read: Callable[[int], T | None]) -> T | None:
+    """`read(fd)` of `/proc/PID` opened as `fd`, kept when the process is (`pid`, `start_ticks`)
+    in `net_ns` before the read and still in `net_ns` after it; None otherwise."""
     fd = _open(pid)
     if fd is None:
         return None
     try:
         if not _same(fd, pid, start_ticks, net_ns):
             return None
-        out: list[int] = []
-        for name in _SOCKSTAT:
-            data = _read(fd, name)
-            for line in (data or b"").decode("ascii", "replace").splitlines():
-                words = line.split()
-                if len(words) >= 3 and words[0] in _COUNTED and words[1] == "inuse":
-                    out.append(int(words[2]) if words[2].isdigit() else -1)
-        return tuple(out) if _net_of(fd) == net_ns else None
+        out = read(fd)
+        return out if out is not None and _net_of(fd) == net_ns else None
     finally:
         os.close(fd)
+
+
+def counts(pid: int, start_ticks: int, net_ns: str) -> tuple[int, ...] | None:
+    """How many TCP and UDP sockets (IPv4, IPv6) are in use in `pid`'s network namespace,
+    when `pid` is still that process and in `net_ns`: a cheap "did a socket come or go there".
+    None when that cannot be told."""
+    return _through(pid, start_ticks, net_ns, _counts)
+
+
+def _counts(fd: int) -> tuple[int, ...]:
+    out: list[int] = []
+    for name in _SOCKSTAT:
+        data = _read(fd, name)
+        for line in (data or b"").decode("ascii", "replace").splitlines():
+            words = line.split()
+            if len(words) >= 3 and words[0] in _COUNTED and words[1] == "inuse":
+                out.append(int(words[2]) if words[2].isdigit() else -1)
+    return tuple(out)
 
 
 def listening(pid: int, start_ticks: int, net_ns: str) -> list[Listening] | None:
     """Every listening TCP and UDP socket (IPv4 and IPv6) of the network namespace `net_ns`,
     read through `pid` (started at `start_ticks`), each `private`; None when `pid` is no longer
     that process, is in another namespace (ours included), or its tables cannot be read."""
-    fd = _open(pid)
-    if fd is None:
-        return None
-    try:
-        if not _same(fd, pid, start_ticks, net_ns):
-            return None
-        out: list[Listening] = []
-        read = 0
-        for name, _family in TABLES:
-            data = _read(fd, f"net/{name}")
-            if data is None:
-                continue  # no IPv6 in there: the others are still true
-            read += 1
-            text = data.decode("ascii", "replace")
-            out.extend(s.as_private() for s in parse(text, name.rstrip("6")))
-        if not read or _net_of(fd) != net_ns:
-            return None
-        return out
-    finally:
-        os.close(fd)
+    return _through(pid, start_ticks, net_ns, _listening)
+
+
+def _listening(fd: int) -> list[Listening] | None:
+    out: list[Listening] = []
+    read = 0
+    for name, _family in TABLES:
+        data = _read(fd, f"net/{name}")
+        if data is None:
+            continue  # no IPv6 in there: the others are still true
+        read += 1
+        text = data.decode("ascii", "replace")
+        out.extend(s.as_private() for s in parse(text, name.rstrip("6")))
+    return out if read else None

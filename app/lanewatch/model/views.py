@@ -177,6 +177,15 @@ class Incident:
     ack_note: str = ""  # why it was resolved automatically
     evidence_at: float | None = None  # the newest evidence (a write repeated counts again)
 
+    @property
+    def ack_state(self) -> str:
+        """ "resolved", "acknowledged", "reopened", or "" (open, never acknowledged)."""
+        if self.resolved:
+            return "resolved"
+        if self.acknowledged:
+            return "acknowledged"
+        return "reopened" if self.reopened else ""
+
 
 @dataclass(frozen=True, slots=True)
 class SourceHealth:

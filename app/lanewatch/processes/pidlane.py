@@ -428,21 +428,15 @@ class PidLanes:
                     return Writer(pid, ticks, False, how=how)
                 o, key, lane, how, _own = found
                 via = f", descending from pid {parent}" if len(chain) > 1 else ""
-                return Writer(
+                return self._lane_writer(
                     pid,
                     ticks,
-                    True,
-                    lane,
+                    o,
                     key,
-                    self._root_of(key),
-                    o.checkout_id if o else None,
-                    o.checkout_path if o else None,
+                    lane,
                     (f"[exited child of pid {chain[0]}]",),
-                    how=f"a child of pid {chain[0]}{via} ({how}); "
+                    f"a child of pid {chain[0]}{via} ({how}); "
                     "exited before we read the event (process connector)",
-                    owner_pid=o.pid if o else None,
-                    git_common_dir=o.git_common_dir if o else None,
-                    **_lane_facts(o),
                 )
             if plife.born == float("-inf"):
                 return unknown  # an older process, gone, never seen: its lane is not known
@@ -542,19 +536,36 @@ class PidLanes:
         if found is None:
             return Writer(proc.pid, proc.start_ticks, True, command=proc.command, how="no lane")
         o, key, lane, how, is_owner = found
+        return self._lane_writer(
+            proc.pid, proc.start_ticks, o, key, lane, proc.command, how + suffix, owner=is_owner
+        )
+
+    def _lane_writer(
+        self,
+        pid: int,
+        ticks: int,
+        o: OwnerId | None,
+        key: str,
+        lane: str,
+        command: tuple[str, ...],
+        how: str,
+        owner: bool = False,
+    ) -> Writer:
+        """An identified writer in `lane` (namespace `key`), with what its lane's owner `o`
+        says of the checkout and the lane."""
         return Writer(
-            proc.pid,
-            proc.start_ticks,
+            pid,
+            ticks,
             True,
             lane,
             key,
             self._root_of(key),
             o.checkout_id if o else None,
             o.checkout_path if o else None,
-            proc.command,
-            how=how + suffix,
+            command,
+            how=how,
             owner_pid=o.pid if o else None,
-            owner=is_owner,
+            owner=owner,
             git_common_dir=o.git_common_dir if o else None,
             **_lane_facts(o),
         )

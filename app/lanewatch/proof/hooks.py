@@ -16,7 +16,6 @@ not-yet-executable hook.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import shutil
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from lanewatch.errors import LanewatchError
 from lanewatch.lanes.checkout import resolve_checkout
-from lanewatch.lanes.fsutil import fsync_dir
+from lanewatch.lanes.fsutil import fsync_dir, write_atomic
 from lanewatch.proof.gate import format_duration
 from lanewatch.proof.gitstate import GitFailed, run_git
 from lanewatch.proof.receipts import encode_step
@@ -133,20 +132,7 @@ def render_hook(
 
 
 def _write_executable(path: Path, text: str) -> None:
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o700)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode())
-            f.flush()
-            os.fchmod(f.fileno(), 0o755)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    write_atomic(path, text.encode(), mode=0o755)
 
 
 def _backup(path: Path) -> Path:

@@ -31,7 +31,13 @@ from typing import Any
 from lanewatch.errors import BadLaneName, LanewatchError
 from lanewatch.lanes import ledger
 from lanewatch.lanes.fields import Rejected, load_versioned, strings, take
-from lanewatch.lanes.fsutil import UnsafePath, ensure_real_dir, open_regular, write_atomic
+from lanewatch.lanes.fsutil import (
+    UnsafePath,
+    ensure_real_dir,
+    open_regular,
+    read_all,
+    write_atomic,
+)
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, RECEIPTS_DIR, Lane, LaneTarget, locate
 from lanewatch.lanes.names import decode_lane, encode_lane
 from lanewatch.lanes.nested import holding
@@ -243,18 +249,7 @@ def _read_below(namespace: Path, parts: Sequence[str]) -> bytes:
         file_fd = open_regular(parts[-1], os.O_RDONLY, dir_fd=fd)  # NotAFile: a FIFO...
     finally:
         os.close(fd)
-    try:
-        chunks: list[bytes] = []
-        remaining = MAX_RECEIPT_BYTES + 1
-        while remaining > 0:
-            chunk = os.read(file_fd, min(remaining, 65536))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(file_fd)
+    return read_all(file_fd, MAX_RECEIPT_BYTES)[0]
 
 
 def read_receipt(namespace: Path, step: str) -> ReceiptRead:

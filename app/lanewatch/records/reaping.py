@@ -24,7 +24,7 @@ import os
 import re
 import time
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -75,16 +75,15 @@ class ReapPolicy:
 
     @property
     def active(self) -> bool:
-        return any(v is not None for v in (self.age, self.trash_retention, self.budget))
+        return bool(self._limits())
+
+    def _limits(self) -> list[tuple[str, float]]:
+        """The limits that are set, (name, value), in the order people read them."""
+        named = {"age": self.age, "trash_retention": self.trash_retention, "budget": self.budget}
+        return [(name, value) for name, value in named.items() if value is not None]
 
     def describe(self) -> str:
-        parts = []
-        if self.age is not None:
-            parts.append(f"clear after {format_duration(self.age)} idle")
-        if self.trash_retention is not None:
-            parts.append(f"purge trash after {format_duration(self.trash_retention)}")
-        if self.budget is not None:
-            parts.append(f"budget {_gib(self.budget)} per root")
+        parts = [_LIMIT_WORDS[name](value) for name, value in self._limits()]
         return ", ".join(parts) or "nothing to do (no age, trash_retention or budget)"
 
     def to_json(self) -> dict[str, Any]:
@@ -92,14 +91,18 @@ class ReapPolicy:
 
     def to_toml(self) -> str:
         lines = ["# Written by `lanewatch service install --reap-…`; docs/reaper.md.", "[reap]"]
-        if self.age is not None:
-            lines.append(f'age = "{_seconds(self.age)}"')
-        if self.trash_retention is not None:
-            lines.append(f'trash_retention = "{_seconds(self.trash_retention)}"')
-        if self.budget is not None:
-            lines.append(f"budget = {self.budget}")
+        for name, value in self._limits():  # a budget is bytes; the others are durations
+            text = str(value) if name == "budget" else f'"{_seconds(value)}"'
+            lines.append(f"{name} = {text}")
         lines.append(f'every = "{_seconds(self.every)}"')
         return "\n".join(lines) + "\n"
+
+
+_LIMIT_WORDS: dict[str, Callable[[float], str]] = {
+    "age": lambda v: f"clear after {format_duration(v)} idle",
+    "trash_retention": lambda v: f"purge trash after {format_duration(v)}",
+    "budget": lambda v: f"budget {_gib(int(v))} per root",
+}
 
 
 def _seconds(value: float) -> str:

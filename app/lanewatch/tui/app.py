@@ -36,6 +36,7 @@ from lanewatch.tui.plumbing.messages import (
     ScreenRequest,
     post_quietly,
 )
+from lanewatch.tui.plumbing.thread_work import in_thread
 from lanewatch.tui.screens.main_screen import MainScreen
 from lanewatch.tui.screens.message_log import MessageLog
 from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
@@ -208,14 +209,7 @@ class LanewatchApp(App[None]):
         self.leaving.guard_resume(self._terminal)
         self.push_screen(self.main)
         self.set_interval(TICK, self._tick, name="ages")
-        self.run_worker(
-            self._start_engine,
-            thread=True,
-            exclusive=True,
-            group="engine",
-            description="start the engine",
-            exit_on_error=False,
-        )
+        in_thread(self, self._start_engine, "engine", "start the engine")
 
     def _start_engine(self) -> None:
         try:
@@ -301,14 +295,7 @@ class LanewatchApp(App[None]):
             self._terminal = None  # it hung up: the app is leaving
         if self.monotonic() - self._reaper_at >= REAPER_EVERY:
             self._reaper_at = self.monotonic()
-            self.run_worker(
-                self._read_reaper,
-                thread=True,
-                exclusive=True,
-                group="reaper",
-                description="read the reaper's last pass",
-                exit_on_error=False,
-            )
+            in_thread(self, self._read_reaper, "reaper", "read the reaper's last pass")
         if self.main_live() and self.screen is self.main:
             self.main.rows.tick()
 

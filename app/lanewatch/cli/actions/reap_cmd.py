@@ -27,7 +27,7 @@ from lanewatch.actions.reap import Pass, plan, run
 from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import known_roots
 from lanewatch.cli.actions.ask import confirm, safe
-from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.common import friendly_errors, options
 from lanewatch.cli.duration import Duration
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
@@ -71,29 +71,24 @@ def policy_from(
     )
 
 
-def policy_options(f: click.decorators.FC) -> click.decorators.FC:
-    for option in reversed(
-        [
-            click.option(
-                "--age",
-                type=Duration(),
-                help="Clear stale, orphan and released namespaces idle this long (7d, 12h).",
-            ),
-            click.option(
-                "--trash-retention",
-                type=Duration(),
-                help="Purge trash entries cleared this long ago.",
-            ),
-            click.option(
-                "--budget",
-                type=Size(),
-                help="Per root: clear the oldest stale first while its namespaces hold more "
-                "than this on disk (20G).",
-            ),
-        ]
-    ):
-        f = option(f)
-    return f
+policy_options = options(
+    click.option(
+        "--age",
+        type=Duration(),
+        help="Clear stale, orphan and released namespaces idle this long (7d, 12h).",
+    ),
+    click.option(
+        "--trash-retention",
+        type=Duration(),
+        help="Purge trash entries cleared this long ago.",
+    ),
+    click.option(
+        "--budget",
+        type=Size(),
+        help="Per root: clear the oldest stale first while its namespaces hold more "
+        "than this on disk (20G).",
+    ),
+)
 
 
 @click.command("reap")

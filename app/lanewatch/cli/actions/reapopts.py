@@ -4,52 +4,41 @@ are: a bad value is a usage error (exit 2) and no unit is written."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 import click
 
 from lanewatch.cli.actions.reap_cmd import Size, policy_from
-from lanewatch.cli.common import say
+from lanewatch.cli.common import options, say
 from lanewatch.cli.duration import Duration
 from lanewatch.records import reaping
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def reap_options(f: F) -> F:
-    for option in reversed(
-        [
-            click.option(
-                "--reap",
-                "reap_on",
-                is_flag=True,
-                help="The service also runs the reaper, by the policy in reap.toml.",
-            ),
-            click.option(
-                "--reap-age",
-                type=Duration(),
-                help="Reaper: clear stale, orphan and released namespaces idle this long (2d).",
-            ),
-            click.option(
-                "--reap-trash-retention",
-                type=Duration(),
-                help="Reaper: purge trash entries cleared this long ago (7d).",
-            ),
-            click.option(
-                "--reap-budget",
-                type=Size(),
-                help="Reaper: per root, clear the oldest stale first above this on disk (20G).",
-            ),
-            click.option(
-                "--reap-every",
-                type=Duration(),
-                help="Reaper: one pass this often.  [default: 10m]",
-            ),
-        ]
-    ):
-        f = option(f)
-    return f
+reap_options = options(
+    click.option(
+        "--reap",
+        "reap_on",
+        is_flag=True,
+        help="The service also runs the reaper, by the policy in reap.toml.",
+    ),
+    click.option(
+        "--reap-age",
+        type=Duration(),
+        help="Reaper: clear stale, orphan and released namespaces idle this long (2d).",
+    ),
+    click.option(
+        "--reap-trash-retention",
+        type=Duration(),
+        help="Reaper: purge trash entries cleared this long ago (7d).",
+    ),
+    click.option(
+        "--reap-budget",
+        type=Size(),
+        help="Reaper: per root, clear the oldest stale first above this on disk (20G).",
+    ),
+    click.option(
+        "--reap-every",
+        type=Duration(),
+        help="Reaper: one pass this often.  [default: 10m]",
+    ),
+)
 
 
 def install_reaper(

@@ -25,7 +25,7 @@ from lanewatch.actions.targets import known_roots
 from lanewatch.actions.trashbox import TrashEntry, list_all, purging_dirs
 from lanewatch.cli import completers
 from lanewatch.cli.actions.ask import confirm, safe
-from lanewatch.cli.common import friendly_errors
+from lanewatch.cli.common import ago, friendly_errors
 from lanewatch.cli.duration import Duration
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
@@ -150,10 +150,4 @@ def _plan(entries: list[TrashEntry]) -> list[str]:
 
 
 def _ago(t: float | None, now: float) -> str:
-    if t is None:
-        return "?"
-    age = max(0.0, now - t)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if age >= size:
-            return f"{age / size:.0f}{unit} ago"
-    return f"{age:.0f}s ago"
+    return ago(t, now, unknown="?")

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from lanewatch.cli import completers
+from lanewatch.cli.common import options
 from lanewatch.cli.rootopts import lane_root
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE
 from lanewatch.lanes.stamp import MAX_HEARTBEAT
@@ -16,32 +17,25 @@ from lanewatch.runner.fence import Mode
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def lane_options(func: F) -> F:
-    """--lane, --root, --checkout, --heartbeat."""
-    for option in reversed(
-        [
-            click.option(
-                "--lane",
-                "lane",
-                envvar=ENV_LANE,
-                default=DEFAULT_LANE,
-                show_default=True,
-                help=f"Lane name (default: ${ENV_LANE}, else '{DEFAULT_LANE}').",
-                shell_complete=completers.lanes,
-            ),
-            lane_root,
-            click.option(
-                "--checkout", type=click.Path(), help="Bind to this checkout instead of cwd."
-            ),
-            click.option(
-                "--heartbeat",
-                type=click.FloatRange(min=0.05, max=MAX_HEARTBEAT),
-                help="Heartbeat interval in seconds (default: $LANEWATCH_HEARTBEAT, else 5).",
-            ),
-        ]
-    ):
-        func = option(func)
-    return func
+# --lane, --root, --checkout, --heartbeat.
+lane_options = options(
+    click.option(
+        "--lane",
+        "lane",
+        envvar=ENV_LANE,
+        default=DEFAULT_LANE,
+        show_default=True,
+        help=f"Lane name (default: ${ENV_LANE}, else '{DEFAULT_LANE}').",
+        shell_complete=completers.lanes,
+    ),
+    lane_root,
+    click.option("--checkout", type=click.Path(), help="Bind to this checkout instead of cwd."),
+    click.option(
+        "--heartbeat",
+        type=click.FloatRange(min=0.05, max=MAX_HEARTBEAT),
+        help="Heartbeat interval in seconds (default: $LANEWATCH_HEARTBEAT, else 5).",
+    ),
+)
 
 
 def fence_options(func: F) -> F:

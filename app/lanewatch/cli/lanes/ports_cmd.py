@@ -29,21 +29,15 @@ from lanewatch.linux import netsockets
 from lanewatch.model.units import checkout_label
 from lanewatch.model.views import LanePort, NamespaceView
 
+# A lease in `ports --json`, key by key (`last` is a property).
+LEASE_FIELDS = (
+    "first", "last", "count", "lane", "namespace", "checkout_id", "user", "uid", "pid", "host",
+    "taken_at",
+)  # fmt: skip
+
 
 def _lease_json(lease: Lease) -> dict[str, Any]:
-    return {
-        "first": lease.first,
-        "last": lease.last,
-        "count": lease.count,
-        "lane": lease.lane,
-        "namespace": lease.namespace,
-        "checkout_id": lease.checkout_id,
-        "user": lease.user,
-        "uid": lease.uid,
-        "pid": lease.pid,
-        "host": lease.host,
-        "taken_at": lease.taken_at,
-    }
+    return {k: getattr(lease, k) for k in LEASE_FIELDS}
 
 
 def _listener_json(v: NamespaceView, p: LanePort, leases: Sequence[Lease]) -> dict[str, Any]:

@@ -11,16 +11,11 @@ from lanewatch.inert import inert
 from lanewatch.model.ports import ports_cell
 from lanewatch.model.views import LanePort, NamespaceView
 
+PORT_FIELDS = ("proto", "address", "port", "pid", "command", "private")
+
 
 def port_json(p: LanePort) -> dict[str, Any]:
-    return {
-        "proto": p.proto,
-        "address": p.address,
-        "port": p.port,
-        "pid": p.pid,
-        "command": p.command,
-        "private": p.private,
-    }
+    return {k: getattr(p, k) for k in PORT_FIELDS}
 
 
 def ports_json(v: NamespaceView) -> dict[str, Any]:

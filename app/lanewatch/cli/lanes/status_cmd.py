@@ -194,11 +194,8 @@ def writer_json(w: Mapping[str, Any]) -> dict[str, Any]:
 
 def ack_word(i: Incident) -> str:
     """The ack column: "yes", "resolved" (by lanewatch), "reopened" (new evidence since)."""
-    if i.resolved:
-        return "resolved"
-    if i.acknowledged:
-        return "yes"
-    return "reopened" if i.reopened else ""
+    state = i.ack_state
+    return "yes" if state == "acknowledged" else state
 
 
 def incident_json(i: Incident, *, evidence: bool = False) -> dict[str, Any]:

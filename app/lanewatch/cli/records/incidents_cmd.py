@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lanewatch.cli.common import cell, fail, friendly_errors, say
+from lanewatch.cli.common import ago, cell, fail, friendly_errors, say
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.lanes.status_cmd import ack_word, console, incident_json
 from lanewatch.cli.records.incident_ids import one as one_id
@@ -63,13 +63,7 @@ def _time(t: float | None) -> str:
 
 
 def _ago(t: float | None, now: float) -> str:
-    if t is None:
-        return "-"
-    age = max(0.0, now - t)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if age >= size:
-            return f"{age / size:.0f}{unit} ago"
-    return f"{age:.0f}s ago"
+    return ago(t, now, unknown="-")
 
 
 def _said(i: Incident) -> str:

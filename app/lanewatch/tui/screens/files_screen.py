@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -20,6 +20,7 @@ from lanewatch.hosts import farfiles as far_files
 from lanewatch.inert import inert, inert_lines
 from lanewatch.tui.backend.lane_files import NsFile, list_files, read_file
 from lanewatch.tui.plumbing.messages import CopyPath, FileLoaded, FilesLoaded, post_quietly
+from lanewatch.tui.plumbing.thread_work import thread_work
 from lanewatch.tui.state import humanize
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, duration_key, number_key
 from lanewatch.tui.widgets.view_columns import untrusted
@@ -75,7 +76,7 @@ class FilesScreen(Screen[None]):
     def action_reload(self) -> None:
         self._load()
 
-    @work(thread=True, exclusive=True, group="files", description="list files", exit_on_error=False)
+    @thread_work("files", "list files")
     def _load(self) -> None:
         far = self.state.adapter.host_of(self.key)
         if far is not None:  # on that host's disk: its lanewatch lists them (never this disk)
@@ -161,7 +162,7 @@ class FileScreen(Screen[None]):
         self.query_one("#file-body").focus()
         self._load()
 
-    @work(thread=True, exclusive=True, group="file", description="read a file", exit_on_error=False)
+    @thread_work("file", "read a file")
     def _load(self) -> None:
         post_quietly(self, FileLoaded(read_file(Path(self.namespace), self.rel)))
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -41,6 +41,7 @@ from lanewatch.tui.plumbing.messages import (
     ReportLoaded,
     post_quietly,
 )
+from lanewatch.tui.plumbing.thread_work import thread_work
 from lanewatch.tui.screens.path_prompt import PathPrompt
 from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
 from lanewatch.tui.state import humanize
@@ -213,13 +214,7 @@ class IncidentScreen(TypeaheadGuard, Screen[None]):
             self.refresh_bindings()
         self._load(self.incident, self.victim)
 
-    @work(
-        thread=True,
-        exclusive=True,
-        group="report",
-        description="read the incident's stamp and ledger",
-        exit_on_error=False,
-    )
+    @thread_work("report", "read the incident's stamp and ledger")
     def _load(self, incident: Incident, victim: NamespaceView | None) -> None:
         if self.elsewhere is not None:  # another host's: its facts are on its disk
             report = far_report(incident)

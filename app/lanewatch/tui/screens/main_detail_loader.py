@@ -17,6 +17,7 @@ from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.backend.lane_details import Detail, far_detail, load_detail
 from lanewatch.tui.plumbing.call_after import call_after
 from lanewatch.tui.plumbing.messages import DetailLoaded, post_quietly
+from lanewatch.tui.plumbing.thread_work import in_thread
 from lanewatch.tui.widgets.detail_pane import DetailPane, incident_renderable, namespace_renderable
 
 if TYPE_CHECKING:
@@ -98,14 +99,7 @@ class DetailLoader:
             # Read here, on the UI thread: the worker gets copies.
             incidents = self.state.picture.incidents_of(key)
             read = partial(self._read, key, self.state.roots(), incidents)
-            self.screen.run_worker(
-                read,
-                thread=True,
-                exclusive=True,
-                group="detail",
-                description="read the selected namespace",
-                exit_on_error=False,
-            )
+            in_thread(self.screen, read, "detail", "read the selected namespace")
         elif self._read_timer is None:
             self._read_timer = call_after(self.screen, wait, self._timed_read)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -19,6 +19,7 @@ from lanewatch.inert import inert
 from lanewatch.linux.procid import hostname
 from lanewatch.tui.backend.actions_adapter import TrashItem
 from lanewatch.tui.plumbing.messages import TrashLoaded, post_quietly
+from lanewatch.tui.plumbing.thread_work import thread_work
 from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
 from lanewatch.tui.state import humanize
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
@@ -75,13 +76,7 @@ class TrashScreen(TypeaheadGuard, ModalScreen[TrashItem | None]):
         self.query_one(LaneTable).focus()
         self._load()
 
-    @work(
-        thread=True,
-        exclusive=True,
-        group="trash",
-        description="list the trash",
-        exit_on_error=False,
-    )
+    @thread_work("trash", "list the trash")
     def _load(self) -> None:
         errors = []
         try:

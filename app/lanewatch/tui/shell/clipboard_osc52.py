@@ -21,44 +21,42 @@ class Told:
     message: str
 
 
-def tmux_clipboard(env: dict[str, str] | None = None) -> str | None:
-    """tmux's `set-clipboard` ("on", "external", "off"), or None when not under tmux (or
-    tmux does not answer)."""
-    env = dict(os.environ) if env is None else env
+def _tmux(
+    args: list[str], env: dict[str, str], feed: str | None = None
+) -> subprocess.CompletedProcess[str] | None:
+    """Run `tmux ARGS` (with `feed` on its stdin); None when there is no tmux or it did not run
+    in time."""
     tmux = shutil.which("tmux")
-    if not env.get("TMUX") or tmux is None:
+    if tmux is None:
         return None
     try:
-        out = subprocess.run(
-            [tmux, "show-options", "-gv", "set-clipboard"],
+        return subprocess.run(
+            [tmux, *args],
+            input=feed,
+            stdin=subprocess.DEVNULL if feed is None else None,
             capture_output=True,
             text=True,
             timeout=TMUX_TIMEOUT,
-            stdin=subprocess.DEVNULL,
             env=env,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def tmux_clipboard(env: dict[str, str] | None = None) -> str | None:
+    """tmux's `set-clipboard` ("on", "external", "off"), or None when not under tmux (or
+    tmux does not answer)."""
+    env = dict(os.environ) if env is None else env
+    if not env.get("TMUX"):
+        return None
+    out = _tmux(["show-options", "-gv", "set-clipboard"], env)
+    return out.stdout.strip() or None if out is not None and out.returncode == 0 else None
 
 
 def to_tmux_buffer(text: str, env: dict[str, str] | None = None) -> bool:
     """`text` into tmux's paste buffer (and, `-w`, the terminal's clipboard where tmux can)."""
-    tmux = shutil.which("tmux")
-    if tmux is None:
-        return False
-    try:
-        out = subprocess.run(
-            [tmux, "load-buffer", "-w", "-"],
-            input=text,
-            capture_output=True,
-            text=True,
-            timeout=TMUX_TIMEOUT,
-            env=dict(os.environ) if env is None else env,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0
+    out = _tmux(["load-buffer", "-w", "-"], dict(os.environ) if env is None else env, feed=text)
+    return out is not None and out.returncode == 0
 
 
 def after_osc52(text: str, env: dict[str, str] | None = None) -> Told:

@@ -11,11 +11,7 @@ from lanewatch.tui.state import humanize
 
 def incident_state(incident: Incident) -> str:
     """ "resolved", "acknowledged", "reopened", or "" (open, never acknowledged)."""
-    if incident.resolved:
-        return "resolved"
-    if incident.acknowledged:
-        return "acknowledged"
-    return "reopened" if incident.reopened else ""
+    return incident.ack_state
 
 
 def reopened_by(incident: Incident) -> str:

@@ -83,54 +83,45 @@ class LaneTable(ScrollView, can_focus=True):
     zebra_stripes: reactive[bool] = reactive(False)
     """Style even and odd rows with the `--even-row` / `--odd-row` component classes."""
 
-    class RowHighlighted(Message):
+    class TableMessage(Message):
+        """A message from this table: `control` is the table (what `@on` selectors match)."""
+
+        def __init__(self, table: LaneTable) -> None:
+            super().__init__()
+            self.table = table
+
+        @property
+        def control(self) -> LaneTable:
+            return self.table
+
+    class RowHighlighted(TableMessage):
         """The cursor moved to another row (or the table emptied: `key` is None)."""
 
         def __init__(self, table: LaneTable, key: RowKey | None) -> None:
-            super().__init__()
-            self.table = table
+            super().__init__(table)
             self.key = key
 
-        @property
-        def control(self) -> LaneTable:
-            return self.table
-
-    class RowSelected(Message):
+    class RowSelected(TableMessage):
         """The user chose the cursor row (enter, or a click on the highlighted row)."""
 
         def __init__(self, table: LaneTable, key: RowKey) -> None:
-            super().__init__()
-            self.table = table
+            super().__init__(table)
             self.key = key
 
-        @property
-        def control(self) -> LaneTable:
-            return self.table
-
-    class MarksChanged(Message):
+    class MarksChanged(TableMessage):
         """The set of marked rows changed."""
 
         def __init__(self, table: LaneTable, marked: frozenset[RowKey]) -> None:
-            super().__init__()
-            self.table = table
+            super().__init__(table)
             self.marked = marked
 
-        @property
-        def control(self) -> LaneTable:
-            return self.table
-
-    class SortChanged(Message):
+    class SortChanged(TableMessage):
         """The sort column or direction changed (also from a header click)."""
 
         def __init__(self, table: LaneTable, column: str | None, reverse: bool) -> None:
-            super().__init__()
-            self.table = table
+            super().__init__(table)
             self.column = column
             self.reverse = reverse
-
-        @property
-        def control(self) -> LaneTable:
-            return self.table
 
     def __init__(
         self,
