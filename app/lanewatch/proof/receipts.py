@@ -32,9 +32,16 @@ from lanewatch.errors import BadLaneName, LanewatchError
 from lanewatch.lanes import ledger
 from lanewatch.lanes.fields import Rejected, load_versioned, strings, take
 from lanewatch.lanes.fsutil import UnsafePath, ensure_real_dir, open_regular, write_atomic
-from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, RECEIPTS_DIR, Lane, LaneTarget, locate
+from lanewatch.lanes.lane import (
+    DEFAULT_LANE,
+    ENV_LANE,
+    RECEIPTS_DIR,
+    Lane,
+    LaneTarget,
+    holding,
+    locate,
+)
 from lanewatch.lanes.names import decode_lane, encode_lane
-from lanewatch.lanes.nested import holding
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.lanes.stamp import OwnerState
 from lanewatch.linux.procid import hostname
