@@ -9,24 +9,26 @@ heartbeat interval. Releasing marks the stamp `released` and frees the lock; fil
 from __future__ import annotations
 
 import atexit
+import contextlib
 import getpass
 import os
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from lanewatch.errors import BadValue, ClaimRefused, LanewatchError
 from lanewatch.lanes import ledger
-from lanewatch.lanes.checkout import Checkout, resolve_checkout
+from lanewatch.lanes.checkout import resolve_checkout
 from lanewatch.lanes.fsutil import ensure_real_dir
 from lanewatch.lanes.handed import stdio_now
 from lanewatch.lanes.leasing import LaneLease
 from lanewatch.lanes.lock import NamespaceLock
 from lanewatch.lanes.names import namespace_name
+from lanewatch.lanes.nested import outer_owner
 from lanewatch.lanes.roots import Registry, default_root, ensure_root
 from lanewatch.lanes.stamp import (
     META_DIR,
@@ -39,6 +41,7 @@ from lanewatch.lanes.stamp import (
     valid_heartbeat,
     write_stamp,
 )
+from lanewatch.lanes.target import ENV_NAMESPACE, LaneTarget
 from lanewatch.linux.procid import Liveness, ProcessIdentity, hostname, liveness
 
 if TYPE_CHECKING:  # the runner (above) sets it; the Lane only writes it down
@@ -46,7 +49,6 @@ if TYPE_CHECKING:  # the runner (above) sets it; the Lane only writes it down
 
 DEFAULT_LANE = "default"
 ENV_LANE = "LANEWATCH_LANE"
-ENV_NAMESPACE = "LANEWATCH_NAMESPACE"
 TMP_DIR = "tmp"
 SCRATCH_DIR = "scratch"
 RECEIPTS_DIR = "receipts"
@@ -80,16 +82,6 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return str(os.getuid())
-
-
-@dataclass(frozen=True, slots=True)
-class LaneTarget:
-    """Where a lane lives, before anyone claims it."""
-
-    checkout: Checkout
-    lane: str
-    root: Path
-    namespace: Path
 
 
 def locate(
@@ -341,8 +333,6 @@ def scratch_dir_for(
     lane (a live ancestor, see `lanes.nested`), nothing is claimed: the run is the owner.
     Raises Unbound outside a checkout and ClaimRefused when another live process owns the lane.
     """
-    from lanewatch.lanes.nested import outer_owner  # nested imports this module
-
     target = locate(name, root=root, checkout=checkout)
     if outer_owner(target) is not None:
         return ensure_real_dir(target.namespace / SCRATCH_DIR)
@@ -355,6 +345,26 @@ def scratch_dir_for(
             if len(_process_lanes) == 1:
                 atexit.register(_release_process_lanes)
     return lane.scratch_dir
+
+
+@contextlib.contextmanager
+def holding(target: LaneTarget, *, command: list[str] | None = None) -> Iterator[Path]:
+    """Be entitled to write into `target`'s namespace for the `with` block.
+
+    Inside the owning `lanewatch run`, nothing is claimed; otherwise the lane is claimed for the
+    block (ClaimRefused if another owner holds it) and released after.
+    """
+    if outer_owner(target) is not None:
+        yield target.namespace
+        return
+    lane = Lane(
+        target.lane,
+        root=target.root,
+        checkout=target.checkout.root,
+        command=list(command) if command is not None else list(sys.argv),
+    )
+    with lane:
+        yield lane.namespace
 
 
 def _release_process_lanes() -> None:

@@ -13,7 +13,7 @@ from lanewatch.lanes.leases import Holder, Lease, LeaseUnavailable, block_size, 
 from lanewatch.linux.procid import ProcessIdentity
 
 if TYPE_CHECKING:
-    from lanewatch.lanes.lane import LaneTarget
+    from lanewatch.lanes.target import LaneTarget
 
 
 class LaneLease:

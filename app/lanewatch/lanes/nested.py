@@ -15,14 +15,10 @@ owner has it).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 
-from lanewatch.lanes.lane import ENV_NAMESPACE, Lane, LaneTarget
 from lanewatch.lanes.stamp import OwnerState, Stamp, read_stamp
+from lanewatch.lanes.target import ENV_NAMESPACE, LaneTarget
 from lanewatch.linux.proc import read_stat
 from lanewatch.linux.procid import ProbeError, boot_id, hostname, start_ticks
 
@@ -67,23 +63,3 @@ def outer_owner(target: LaneTarget) -> Stamp | None:
     if stamp.host != hostname() or (stamp.boot_id and stamp.boot_id != boot_id()):
         return None
     return stamp if is_ancestor(stamp.pid, stamp.start_ticks) else None
-
-
-@contextlib.contextmanager
-def holding(target: LaneTarget, *, command: list[str] | None = None) -> Iterator[Path]:
-    """Be entitled to write into `target`'s namespace for the `with` block.
-
-    Inside the owning `lanewatch run`, nothing is claimed; otherwise the lane is claimed for the
-    block (ClaimRefused if another owner holds it) and released after.
-    """
-    if outer_owner(target) is not None:
-        yield target.namespace
-        return
-    lane = Lane(
-        target.lane,
-        root=target.root,
-        checkout=target.checkout.root,
-        command=list(command) if command is not None else list(sys.argv),
-    )
-    with lane:
-        yield lane.namespace

@@ -48,40 +48,14 @@ from lanewatch.linux.proc import read_at as _read
 from lanewatch.linux.proc import stat_at as _stat_at
 from lanewatch.linux.proc import why as _why
 from lanewatch.linux.procid import ProcessIdentity, boot_id
+from lanewatch.processes.held import Access, HeldPath
 from lanewatch.processes.memo import FdFacts, ProcMemo, Reading, Seen, quiet_mark
-
-# "socket": an fd on a listening socket the caller named (`scan(sockets=...)`): its path is the
-# fd's link, `socket:[INODE]` (`linux/netsockets.py`).
-HoldKind = Literal["cwd", "root", "fd", "map", "socket"]
-# How an fd was opened; "path" is an O_PATH fd (neither reads nor writes). A mapping is
-# "write" only when it is shared and writable (a private writable mapping never reaches the file).
-Access = Literal["read", "write", "readwrite", "path"]
 
 LANE_VAR = "LANEWATCH_LANE"
 NAMESPACE_VAR = "LANEWATCH_NAMESPACE"
 
 _LANE_KEY = LANE_VAR.encode() + b"="
 _NAMESPACE_KEY = NAMESPACE_VAR.encode() + b"="
-
-
-@dataclass(frozen=True, slots=True)
-class HeldPath:
-    """One path a process holds under a prefix."""
-
-    path: str  # as the kernel prints it, without the " (deleted)" suffix
-    kind: HoldKind
-    prefix: str  # the caller's prefix (made absolute) that this path lies under
-    fd: int | None = None
-    access: Access | None = None  # None for cwd and root
-    deleted: bool = False
-    directory: bool = False  # a cwd, a root, or an fd open on a folder
-    # (device, inode) of a file open for writing: which file, whatever its name now (a file
-    # handed to a lane by whoever started it, `model/family.py`); None: not read.
-    file_id: tuple[int, int] | None = None
-
-    @property
-    def writable(self) -> bool:
-        return self.access in ("write", "readwrite")
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from lanewatch.linux.proc import read_at
 
 if TYPE_CHECKING:
-    from lanewatch.processes.holders import HeldPath
+    from lanewatch.processes.held import HeldPath
 
 # fd name -> what it held (under a prefix, without " (deleted)"); reused as is, so a caller can
 # tell an unchanged holder by identity

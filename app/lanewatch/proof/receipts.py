@@ -38,9 +38,16 @@ from lanewatch.lanes.fsutil import (
     read_all,
     write_atomic,
 )
-from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE, RECEIPTS_DIR, Lane, LaneTarget, locate
+from lanewatch.lanes.lane import (
+    DEFAULT_LANE,
+    ENV_LANE,
+    RECEIPTS_DIR,
+    Lane,
+    LaneTarget,
+    holding,
+    locate,
+)
 from lanewatch.lanes.names import decode_lane, encode_lane
-from lanewatch.lanes.nested import holding
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.lanes.stamp import OwnerState
 from lanewatch.linux.procid import hostname

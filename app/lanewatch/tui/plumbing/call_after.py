@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any, Protocol
 
-from textual.message_pump import MessagePump
+
+class Pump(Protocol):
+    """What `call_after` needs of a Textual `MessagePump` (an app, a screen, a widget)."""
+
+    def call_next(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None: ...
 
 
-def call_after(
-    pump: MessagePump, delay: float, callback: Callable[[], object]
-) -> asyncio.TimerHandle:
+def call_after(pump: Pump, delay: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
     """Call `callback` on `pump`'s loop after `delay` seconds (at once if not positive);
     `.cancel()` the handle to drop it. Call from the UI thread."""
     loop = asyncio.get_running_loop()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Protocol
 
 from textual.message import Message
-from textual.message_pump import MessagePump
 
 from lanewatch.model.views import Incident
 from lanewatch.tui.backend.actions_adapter import ActionOutcome, TrashItem
@@ -99,7 +99,13 @@ class FileLoaded(Message):
     content: FileContent
 
 
-def post_quietly(target: MessagePump, message: Message) -> None:
+class Poster(Protocol):
+    """What `post_quietly` needs of a Textual `MessagePump` (an app, a screen, a widget)."""
+
+    def post_message(self, message: Message) -> bool: ...
+
+
+def post_quietly(target: Poster, message: Message) -> None:
     """Post from any thread; a no-op once the app's loop has closed (shutdown)."""
     with contextlib.suppress(RuntimeError):  # "Event loop is closed"
         target.post_message(message)

@@ -3,9 +3,10 @@ empty state and the footer's keys; each touched only when what it shows changed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar, overload
 
 from rich.text import Text
+from textual.widget import Widget
 from textual.widgets import Static
 
 from lanewatch.tui.screens.main_keys import ORDER
@@ -15,8 +16,10 @@ from lanewatch.tui.widgets.status_line import StatusLine, StatusState
 from lanewatch.tui.widgets.viewbar import ViewBar
 
 if TYPE_CHECKING:
-    from lanewatch.tui.screens.main_screen import MainScreen
     from lanewatch.tui.state.dashboard_state import DashboardState
+    from lanewatch.tui.widgets.lane_table import LaneTable
+
+W = TypeVar("W", bound=Widget)
 
 # The keys whose footer entry depends on the selection or the mode: (action, parameters).
 _BY_SELECTION = ("kill", "clear", "acknowledge", "open", "export", "unmark", "sort")
@@ -27,10 +30,35 @@ GATED_ACTIONS: tuple[tuple[str, tuple[object, ...]], ...] = (
 )
 
 
+class ChromeScreen(Protocol):
+    """What the chrome uses of the screen that owns it (`MainScreen`)."""
+
+    view: View
+    paused: bool
+    follow: bool
+
+    @property
+    def focused(self) -> Widget | None: ...
+
+    def live(self) -> bool: ...
+
+    def table(self, view: View | None = None) -> LaneTable: ...
+
+    @overload
+    def query_one(self, selector: type[W]) -> W: ...
+
+    @overload
+    def query_one(self, selector: str, expect_type: type[W]) -> W: ...
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None: ...
+
+    def refresh_bindings(self) -> None: ...
+
+
 class MainChrome:
     """Owned by the main screen (composition)."""
 
-    def __init__(self, screen: MainScreen, state: DashboardState) -> None:
+    def __init__(self, screen: ChromeScreen, state: DashboardState) -> None:
         self.screen = screen
         self.state = state
         self._bindings_signature: tuple[object, ...] = ()

@@ -6,10 +6,14 @@ most every `DETAIL_REFRESH` (`FAR_DETAIL_REFRESH` for another host's lane: one s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from textual.message import Message
+from textual.widget import Widget
 
 from lanewatch.hosts import elsewhere
 from lanewatch.hosts import farfiles as far_files
@@ -21,8 +25,10 @@ from lanewatch.tui.plumbing.thread_work import in_thread
 from lanewatch.tui.widgets.detail_pane import DetailPane, incident_renderable, namespace_renderable
 
 if TYPE_CHECKING:
-    from lanewatch.tui.screens.main_screen import MainScreen
+    from lanewatch.tui.screens.main_selection import Selection
     from lanewatch.tui.state.dashboard_state import DashboardState
+
+W = TypeVar("W", bound=Widget)
 
 DETAIL_REFRESH = 2.0  # at most one re-read of the selected row's ledger and files this often
 FAR_DETAIL_REFRESH = 10.0  # the same for another host's lane: one ssh round trip each
@@ -30,11 +36,37 @@ FAR_RECENT = 32  # entries a far host lists for the pane (its RECENT_WRITES newe
 DETAIL_REDRAW = 0.5  # while the selected row keeps changing, its pane redraws at most this often
 
 
+class DetailScreen(Protocol):
+    """What the loader uses of the screen that owns it (`MainScreen`)."""
+
+    selection: Selection
+
+    def live(self) -> bool: ...
+
+    def query_one(self, selector: type[W]) -> W: ...
+
+    def run_worker(
+        self,
+        work: Callable[[], Any],
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> Any: ...
+
+    def call_next(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None: ...
+
+    def post_message(self, message: Message) -> bool: ...
+
+
 class DetailLoader:
     """Owned by the main screen (composition): the screen hands it the `DetailLoaded` its
     worker posts back."""
 
-    def __init__(self, screen: MainScreen, state: DashboardState) -> None:
+    def __init__(self, screen: DetailScreen, state: DashboardState) -> None:
         self.screen = screen
         self.state = state
         self.detail: Detail | None = None  # the slow part, for the row `_key`

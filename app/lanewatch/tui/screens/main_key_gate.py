@@ -5,15 +5,20 @@ why a key did nothing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from lanewatch.model.views import NamespaceView
+from textual.binding import BindingsMap
+from textual.widget import Widget
+
+from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.backend.actions_adapter import can_kill
 from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets.lane_table import LaneTable
 
 if TYPE_CHECKING:
-    from lanewatch.tui.screens.main_screen import MainScreen
+    from textual.notifications import SeverityLevel
+
+    from lanewatch.tui.screens.main_selection import Selection
 
 # A key of these that does not apply says why, instead of doing nothing without a word.
 ELSEWHERE = {
@@ -24,10 +29,36 @@ ELSEWHERE = {
 TOLD = frozenset((*ELSEWHERE, "export"))
 
 
+class GatedScreen(Protocol):
+    """What the gate uses of the screen that owns it (`MainScreen`)."""
+
+    selection: Selection
+    view: View
+    came_from: Incident | None
+    paused: bool
+    follow: bool
+    _bindings: BindingsMap  # Textual's own: the screen's keys, as the footer shows them
+
+    @property
+    def focused(self) -> Widget | None: ...
+
+    def table(self, view: View | None = None) -> LaneTable: ...
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
+
+
 class MainKeyGate:
     """Owned by the main screen (composition)."""
 
-    def __init__(self, screen: MainScreen) -> None:
+    def __init__(self, screen: GatedScreen) -> None:
         self.screen = screen
 
     def check(self, action: str, parameters: tuple[object, ...] = ()) -> bool | None:

@@ -4,7 +4,7 @@ for the rows on screen, and "follow" keeps the cursor on the newest activity."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.screens.main_keys import ORDER
@@ -13,16 +13,35 @@ from lanewatch.tui.widgets import view_columns
 from lanewatch.tui.widgets.lane_table import Cell
 
 if TYPE_CHECKING:
-    from lanewatch.tui.screens.main_screen import MainScreen
+    from textual.geometry import Size
+
+    from lanewatch.tui.screens.main_chrome import MainChrome
+    from lanewatch.tui.screens.main_detail_loader import DetailLoader
     from lanewatch.tui.state.dashboard_state import DashboardState
+    from lanewatch.tui.widgets.lane_table import LaneTable
 
 TICK_MARGIN = 3  # rows above and below the viewport whose ages move on each second
+
+
+class RowsScreen(Protocol):
+    """What the rows use of the screen that owns them (`MainScreen`)."""
+
+    view: View
+    paused: bool
+    follow: bool
+    chrome: MainChrome
+    details: DetailLoader
+
+    @property
+    def size(self) -> Size: ...
+
+    def table(self, view: View | None = None) -> LaneTable: ...
 
 
 class MainRows:
     """Owned by the main screen (composition)."""
 
-    def __init__(self, screen: MainScreen, state: DashboardState) -> None:
+    def __init__(self, screen: RowsScreen, state: DashboardState) -> None:
         self.screen = screen
         self.state = state
         # Per view and row key: when one of the row's ages next shows another text.

@@ -5,7 +5,8 @@ the clipboard, a rescan and a catch-up drain. Screens post; they never call the 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from textual.binding import Binding, BindingType
 
@@ -34,13 +35,69 @@ from lanewatch.tui.shell import clipboard_osc52
 from lanewatch.tui.widgets.lane_table import LaneTable
 
 if TYPE_CHECKING:
-    from lanewatch.tui.app import LanewatchApp
+    from textual.notifications import SeverityLevel
+    from textual.screen import Screen
+
+    from lanewatch.model.engine_api import EngineApi
+    from lanewatch.tui.screens.main_screen import MainScreen
+    from lanewatch.tui.shell.action_flows import ActionFlows
+    from lanewatch.tui.state.dashboard_state import DashboardState
+    from lanewatch.tui.state.dashboard_store import Picture
+
+
+class NavigatorHost(Protocol):
+    """What the navigator uses of the app that owns it (`LanewatchApp`)."""
+
+    BINDINGS: ClassVar[list[BindingType]]
+    main: MainScreen
+    picture: Picture
+    engine: EngineApi
+    state: DashboardState
+    flows: ActionFlows
+
+    @property
+    def screen(self) -> Screen[Any]: ...
+
+    @property
+    def screen_stack(self) -> list[Screen[Any]]: ...
+
+    def drain(self) -> None: ...
+
+    def push_screen(self, screen: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+    def pop_screen(self) -> Any: ...
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
+
+    def copy_to_clipboard(self, text: str) -> None: ...
+
+    def call_from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+
+    def run_worker(
+        self,
+        work: Callable[[], Any],
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> Any: ...
 
 
 class Navigator:
     """The app's answers to its screens. Owned by the app (composition: it holds the app)."""
 
-    def __init__(self, app: LanewatchApp) -> None:
+    def __init__(self, app: NavigatorHost) -> None:
         self.app = app
 
     def handle(self, request: ScreenRequest) -> None:

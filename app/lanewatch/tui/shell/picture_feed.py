@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.screen import ModalScreen
 
@@ -14,18 +15,54 @@ from lanewatch.hosts.farviews import host_fixes
 from lanewatch.tui.plumbing.call_after import call_after
 from lanewatch.tui.screens.incident_screen import IncidentScreen
 from lanewatch.tui.shell import staleness
-from lanewatch.tui.shell.leaving import HUNG_UP
+from lanewatch.tui.shell.leaving import HUNG_UP, Leaving
 
 if TYPE_CHECKING:
-    from lanewatch.tui.app import LanewatchApp
+    from textual.notifications import SeverityLevel
+    from textual.screen import Screen
+
+    from lanewatch.model.engine_api import EngineApi
+    from lanewatch.tui.plumbing.change_buffer import ChangeBuffer
+    from lanewatch.tui.screens.main_screen import MainScreen
+    from lanewatch.tui.state.dashboard_state import DashboardState
+    from lanewatch.tui.state.dashboard_store import Picture
 
 log = logging.getLogger(__name__)
 
 FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
 
 
+class FeedHost(Protocol):
+    """What the feed uses of the app that owns it (`LanewatchApp`)."""
+
+    main: MainScreen
+    picture: Picture
+    buffer: ChangeBuffer
+    engine: EngineApi
+    state: DashboardState
+    leaving: Leaving
+    monotonic: Callable[[], float]
+
+    @property
+    def screen(self) -> Screen[Any]: ...
+
+    def main_live(self) -> bool: ...
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
+
+    def call_next(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None: ...
+
+
 class PictureFeed:
-    def __init__(self, app: LanewatchApp) -> None:
+    def __init__(self, app: FeedHost) -> None:
         self.app = app
         self._last_drain = 0.0
         self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled

@@ -7,20 +7,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lanewatch.tui.widgets.lane_table._cells import measure
 from lanewatch.tui.widgets.lane_table._column import Cell, RowKey
 
 if TYPE_CHECKING:
-    from lanewatch.tui.widgets.lane_table._table import LaneTable
+    from lanewatch.tui.widgets.lane_table._cursor import CursorKeeper
+    from lanewatch.tui.widgets.lane_table._order import RowOrder
+    from lanewatch.tui.widgets.lane_table._painter import RowPainter
+
+
+class BatchTable(Protocol):
+    """What a batch uses of the table it changes (`LaneTable`)."""
+
+    order: RowOrder
+    painter: RowPainter
+    cursor: CursorKeeper
+    tones: dict[RowKey, str]
+
+    def rebuild(self) -> None: ...
 
 
 @dataclass(slots=True)
 class RowBatch:
     """What one `apply` or `update_cells` changed."""
 
-    table: LaneTable
+    table: BatchTable
     changed: list[RowKey] = field(default_factory=list)  # rows replaced in place
     recheck: set[int] = field(default_factory=set)  # auto columns whose widest may have shrunk
     grown: bool = False  # an auto column's widest cell grew

@@ -5,21 +5,54 @@ view scrolls to the cursor only if the cursor was in view."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lanewatch.tui.widgets.lane_table._column import RowKey
 from lanewatch.tui.widgets.lane_table._order import nearest
 
 if TYPE_CHECKING:
-    from lanewatch.tui.widgets.lane_table._table import LaneTable
+    from textual.geometry import Offset, Region, Size
+    from textual.message import Message
+
+    from lanewatch.tui.widgets.lane_table._order import RowOrder
+    from lanewatch.tui.widgets.lane_table._painter import RowPainter
+
+
+class CursorTable(Protocol):
+    """What the cursor uses of the table that owns it (`LaneTable`)."""
+
+    order: RowOrder
+    painter: RowPainter
+
+    @property
+    def RowHighlighted(self) -> Callable[[Any, RowKey | None], Message]: ...
+
+    @property
+    def MarksChanged(self) -> Callable[[Any, frozenset[RowKey]], Message]: ...
+
+    @property
+    def is_mounted(self) -> bool: ...
+
+    @property
+    def size(self) -> Size: ...
+
+    @property
+    def scroll_offset(self) -> Offset: ...
+
+    @property
+    def scrollable_content_region(self) -> Region: ...
+
+    def scroll_to(self, *, y: float | None = None, animate: bool = True) -> None: ...
+
+    def post_message(self, message: Message) -> bool: ...
 
 
 class CursorKeeper:
     """Owned by a `LaneTable` (composition): it moves the table's scroll and posts its
     `RowHighlighted` and `MarksChanged`."""
 
-    def __init__(self, table: LaneTable) -> None:
+    def __init__(self, table: CursorTable) -> None:
         self.table = table
         self.order = table.order
         self.key: RowKey | None = None

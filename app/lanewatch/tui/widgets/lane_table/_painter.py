@@ -6,7 +6,7 @@ change repaints only the lines on screen whose rows changed."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -20,7 +20,58 @@ from lanewatch.tui.widgets.lane_table._column import Cell, Column, RowKey
 from lanewatch.tui.widgets.lane_table._free_width import share
 
 if TYPE_CHECKING:
-    from lanewatch.tui.widgets.lane_table._table import LaneTable
+    from textual.app import App
+    from textual.css.styles import RenderStyles
+    from textual.geometry import Offset
+
+    from lanewatch.tui.widgets.lane_table._order import RowOrder
+
+
+class CursorMarks(Protocol):
+    """What the painter reads of the table's cursor (`CursorKeeper`)."""
+
+    @property
+    def key(self) -> RowKey | None: ...
+
+    @property
+    def marked(self) -> set[RowKey]: ...
+
+    @property
+    def page_height(self) -> int: ...
+
+
+class PaintedTable(Protocol):
+    """What the painter uses of the table that owns it (`LaneTable`)."""
+
+    columns: tuple[Column, ...]
+    order: RowOrder
+    tones: dict[RowKey, str]
+    row_renders: int
+
+    @property
+    def cursor(self) -> CursorMarks: ...
+
+    @property
+    def zebra_stripes(self) -> bool: ...
+
+    @property
+    def app(self) -> App[Any]: ...
+
+    @property
+    def is_mounted(self) -> bool: ...
+
+    @property
+    def scroll_offset(self) -> Offset: ...
+
+    @property
+    def scrollable_content_region(self) -> Region: ...
+
+    def get_component_styles(self, *names: str) -> RenderStyles: ...
+
+    def get_component_rich_style(self, *names: str, partial: bool = False) -> Style: ...
+
+    def refresh(self, *regions: Region) -> object: ...
+
 
 _SORT_MARKS = {False: " ▲", True: " ▼"}
 _SORT_MARK_WIDTH = 2
@@ -37,7 +88,7 @@ class RowPainter:
     """Owned by a `LaneTable` (composition): it reads the table's rows, order, tones, marks
     and cursor, and its component styles."""
 
-    def __init__(self, table: LaneTable, cell_padding: int, cache_size: int) -> None:
+    def __init__(self, table: PaintedTable, cell_padding: int, cache_size: int) -> None:
         self.table = table
         self.columns: tuple[Column, ...] = table.columns
         self.pad = " " * cell_padding
