@@ -75,7 +75,7 @@ async def test_marks_select_several_targets() -> None:
 async def test_help_lists_every_key_and_docs_cover_them() -> None:
     app, _ = app_with()
     docs = DOCS.read_text(encoding="utf-8")
-    async with app.run_test(size=(100, 100)) as pilot:  # tall enough for every group
+    async with app.run_test(size=(100, 140)) as pilot:  # tall enough for every group
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         text = await shows(pilot, "Views and rows")
