@@ -131,6 +131,16 @@ def liveness(identity: ProcessIdentity) -> tuple[Liveness, str]:
     return Liveness.ALIVE, f"pid {identity.pid} alive"
 
 
+ENDED = frozenset({Liveness.DEAD, Liveness.REUSED, Liveness.ZOMBIE})
+
+
+def ended(pid: int, start_ticks: int) -> bool:
+    """Whether the process `pid` started at `start_ticks` no longer runs (gone, its pid
+    reused, a zombie): `liveness`'s verdict, so a read that was denied or made no sense
+    (UNKNOWN) never counts as an end."""
+    return liveness(ProcessIdentity(pid, start_ticks, ""))[0] in ENDED
+
+
 def owner_uid(identity: ProcessIdentity) -> int | None:
     """The real uid of the process `identity` names, or None when that cannot be told (gone,
     reused, unreadable). The start ticks are read again after the uid, so a pid reused in

@@ -60,8 +60,12 @@ class Meter:
         evidence: Mapping[str, LivenessEvidence],
         stat_of: StatOf,
         at: float | None = None,
+        *,
+        every: bool = True,
     ) -> dict[str, Footprint]:
-        """A reading of every lane of `evidence` with members (or a cgroup), by key."""
+        """A reading of every lane of `evidence` with members (or a cgroup), by key.
+        `every`: False when `evidence` holds only some of the running lanes (the others' last
+        readings are kept for their next rate)."""
         at = time.time() if at is None else at
         now = boot_clock()
         out: dict[str, Footprint] = {}
@@ -86,8 +90,9 @@ class Meter:
                 groups.add(path)
                 reading = self._from_cgroup(path, stamp, reading, now)
             out[key] = reading
-        self._ticks = {k: v for k, v in self._ticks.items() if k in seen}
-        self._usec = {k: v for k, v in self._usec.items() if k in groups}
+        if every:
+            self._ticks = {k: v for k, v in self._ticks.items() if k in seen}
+            self._usec = {k: v for k, v in self._usec.items() if k in groups}
         return out
 
     def _rate(
