@@ -81,20 +81,21 @@ def judge(
             stamp.pid, stamp.start_ticks, Liveness.DEAD, "released", at, members=found,
             unreadable=unknown,
         )  # fmt: skip
-    alive, why = procid.liveness(owner)
+    now = table()  # read once per probe; its stats tell the owner's and the child's lives
+    alive, why = procid.liveness(owner, now.get(stamp.pid))
     child: Liveness | None = None
     child_why = ""
     child_uid = None
     if alive is Liveness.ALIVE and stamp.child_pid and stamp.child_start_ticks:
         command = ProcessIdentity(stamp.child_pid, stamp.child_start_ticks, stamp.boot_id)
-        child, child_why = procid.liveness(command)
+        child, child_why = procid.liveness(command, now.get(stamp.child_pid))
         child_uid = procid.owner_uid(command) if child in _RUNNING else None
     held = lock.is_lock_held(Path(namespace)) if alive is Liveness.UNKNOWN else None
     uid = procid.owner_uid(owner) if alive in _RUNNING else None
-    found = _members(namespace, stamp, alive, table())
+    found = _members(namespace, stamp, alive, now)
     unknown = 0
     if not found and alive not in (*_RUNNING, Liveness.UNKNOWN, Liveness.OTHER_BOOT):
-        unknown = members.unreadable(stamp, namespace, table())
+        unknown = members.unreadable(stamp, namespace, now)
     return LivenessEvidence(
         stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, held, uid, child_uid,
         found, unknown,
@@ -369,10 +370,14 @@ def in_our_words(held: Sequence[Holding], views: MountViews | None = None) -> tu
     mine = views is None
     views = views or MountViews()
     out: list[Holding] = []
+    seen: dict[int, Callable[[str], str] | None] = {}  # each holder's view, asked once
     try:
         for h in held:
             if any(is_under(h.path, t) for t in SHARED_TEMP):
-                path = views.ours(h.pid, h.path)
+                if h.pid not in seen:
+                    seen[h.pid] = views.of(h.pid)
+                view = seen[h.pid]
+                path = h.path if view is None else view(h.path)
                 if path != h.path:
                     h = replace(h, path=path)
             out.append(h)
