@@ -121,6 +121,7 @@ def _denied(
     return read
 
 
+@pytest.mark.processes
 def test_a_member_whose_stat_is_denied_is_not_taken_for_ended(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
