@@ -2,7 +2,9 @@
 
 Read in the prober's pass: a probe's process table already holds each member's CPU ticks and
 resident pages (`linux/proc.ProcStat`), so a probe adds no read; between two probes the
-`Prober` meters the members it last found, one /proc/PID/stat each (no walk of /proc).
+`Prober` meters the members it last found, one /proc/PID/stat each (no walk of /proc): every
+round a lane whose processes used CPU at their last reading, the others at each quiet check
+(`processes/quietpace.py`).
 
 CPU is a rate, so it takes two readings: a process read before gets (its ticks now − then) /
 the time between; a process read for the first time gets its ticks over its whole life (the
