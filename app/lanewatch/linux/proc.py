@@ -113,22 +113,33 @@ class ProcStatus:
     cap_eff: int | None  # effective capabilities (a bit mask)
 
 
+def _status_line(data: bytes, key: bytes) -> bytes:
+    """The value of the line `key` ("Uid:") of /proc/PID/status content; b"" if none."""
+    if data.startswith(key):
+        start = len(key)
+    else:
+        start = data.find(b"\n" + key)
+        if start < 0:
+            return b""
+        start += 1 + len(key)
+    end = data.find(b"\n", start)
+    return data[start:] if end < 0 else data[start:end]
+
+
 def parse_status(data: bytes) -> ProcStatus:
-    """The one parser of /proc/PID/status."""
-    state = None
-    tgid = uid = euid = cap = None
-    for line in data.splitlines():
-        key, _, value = line.partition(b":")
-        with contextlib.suppress(IndexError, ValueError):
-            if key == b"State":
-                state = value.split()[0].decode("ascii", "replace")
-            elif key == b"Tgid":
-                tgid = int(value)
-            elif key == b"Uid":
-                ids = value.split()
-                uid, euid = int(ids[0]), int(ids[1])
-            elif key == b"CapEff":
-                cap = int(value, 16)
+    """The one parser of /proc/PID/status (the four lines it needs are looked up, not every
+    line split: the prober reads one per owner at each probe)."""
+    state = tgid = uid = euid = cap = None
+    words = _status_line(data, b"State:").split()
+    if words:
+        state = words[0].decode("ascii", "replace")
+    with contextlib.suppress(ValueError):
+        tgid = int(_status_line(data, b"Tgid:"))
+    ids = _status_line(data, b"Uid:").split()
+    with contextlib.suppress(IndexError, ValueError):
+        uid, euid = int(ids[0]), int(ids[1])
+    with contextlib.suppress(ValueError):
+        cap = int(_status_line(data, b"CapEff:"), 16)
     return ProcStatus(state, tgid, uid, euid, cap)
 
 

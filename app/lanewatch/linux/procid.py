@@ -111,12 +111,16 @@ class Liveness(Enum):
     UNKNOWN = "unknown"  # could not tell (permission error): never read as dead
 
 
-def liveness(identity: ProcessIdentity) -> tuple[Liveness, str]:
-    """Judge whether the process named by `identity` still runs on this host, with a reason."""
+def liveness(identity: ProcessIdentity, known: ProcStat | None = None) -> tuple[Liveness, str]:
+    """Judge whether the process named by `identity` still runs on this host, with a reason.
+    `known`: its stat as read a moment ago (a probe's process table holds every process's),
+    used instead of a read of its own; without it (not in the table: gone, or unreadable)
+    the process is asked itself, so a denied read is still UNKNOWN, never DEAD."""
     if identity.boot_id and boot_id() and identity.boot_id != boot_id():
         return Liveness.OTHER_BOOT, "stamp written before this boot"
     try:
-        st = _stat(identity.pid)  # one read gives both start ticks and state
+        # one read gives both start ticks and state
+        st = known if known is not None and known.pid == identity.pid else _stat(identity.pid)
         if st is None:
             return Liveness.DEAD, f"pid {identity.pid} does not exist"
         if st.start_ticks != identity.start_ticks:
@@ -129,6 +133,16 @@ def liveness(identity: ProcessIdentity) -> tuple[Liveness, str]:
     if state in ("T", "t"):
         return Liveness.STOPPED, f"pid {identity.pid} is stopped"
     return Liveness.ALIVE, f"pid {identity.pid} alive"
+
+
+ENDED = frozenset({Liveness.DEAD, Liveness.REUSED, Liveness.ZOMBIE})
+
+
+def ended(pid: int, start_ticks: int) -> bool:
+    """Whether the process `pid` started at `start_ticks` no longer runs (gone, its pid
+    reused, a zombie): `liveness`'s verdict, so a read that was denied or made no sense
+    (UNKNOWN) never counts as an end."""
+    return liveness(ProcessIdentity(pid, start_ticks, ""))[0] in ENDED
 
 
 def owner_uid(identity: ProcessIdentity) -> int | None:

@@ -46,12 +46,24 @@ def is_child_subreaper() -> bool:
     return bool(flag.value)
 
 
-def descendants(pid: int, procs: Mapping[int, ProcStat] | None = None) -> list[ProcStat]:
-    """Every running descendant of `pid` (zombies left out), nearest first."""
-    procs = stat_table() if procs is None else procs
+Children = Mapping[int, list[ProcStat]]
+
+
+def children_of(procs: Mapping[int, ProcStat]) -> dict[int, list[ProcStat]]:
+    """Each process's children in `procs`, by parent pid."""
     children: dict[int, list[ProcStat]] = {}
     for st in procs.values():
         children.setdefault(st.ppid, []).append(st)
+    return children
+
+
+def descendants(
+    pid: int, procs: Mapping[int, ProcStat] | None = None, children: Children | None = None
+) -> list[ProcStat]:
+    """Every running descendant of `pid` (zombies left out), nearest first. `children`:
+    `children_of(procs)`, for a caller asking about many pids of one table."""
+    if children is None:
+        children = children_of(stat_table() if procs is None else procs)
     out: list[ProcStat] = []
     seen = {pid}
     todo = list(children.get(pid, ()))

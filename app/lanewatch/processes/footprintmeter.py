@@ -2,7 +2,9 @@
 
 Read in the prober's pass: a probe's process table already holds each member's CPU ticks and
 resident pages (`linux/proc.ProcStat`), so a probe adds no read; between two probes the
-`Prober` meters the members it last found, one /proc/PID/stat each (no walk of /proc).
+`Prober` meters the members it last found, one /proc/PID/stat each (no walk of /proc): every
+round a lane whose processes used CPU at their last reading, the others at each quiet check
+(`processes/quietpace.py`).
 
 CPU is a rate, so it takes two readings: a process read before gets (its ticks now − then) /
 the time between; a process read for the first time gets its ticks over its whole life (the
@@ -60,8 +62,12 @@ class Meter:
         evidence: Mapping[str, LivenessEvidence],
         stat_of: StatOf,
         at: float | None = None,
+        *,
+        every: bool = True,
     ) -> dict[str, Footprint]:
-        """A reading of every lane of `evidence` with members (or a cgroup), by key."""
+        """A reading of every lane of `evidence` with members (or a cgroup), by key.
+        `every`: False when `evidence` holds only some of the running lanes (the others' last
+        readings are kept for their next rate)."""
         at = time.time() if at is None else at
         now = boot_clock()
         out: dict[str, Footprint] = {}
@@ -86,8 +92,9 @@ class Meter:
                 groups.add(path)
                 reading = self._from_cgroup(path, stamp, reading, now)
             out[key] = reading
-        self._ticks = {k: v for k, v in self._ticks.items() if k in seen}
-        self._usec = {k: v for k, v in self._usec.items() if k in groups}
+        if every:
+            self._ticks = {k: v for k, v in self._ticks.items() if k in seen}
+            self._usec = {k: v for k, v in self._usec.items() if k in groups}
         return out
 
     def _rate(

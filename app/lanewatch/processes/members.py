@@ -60,7 +60,7 @@ from lanewatch.linux.proc import (
     is_denied,
     namespace_link,
 )
-from lanewatch.linux.reaper import descendants
+from lanewatch.linux.reaper import Children, children_of, descendants
 from lanewatch.model.views import LaneMember
 from lanewatch.processes.ownpids import own_pids
 from lanewatch.processes.pidclock import CLK_TCK, boottime
@@ -277,8 +277,9 @@ def members_of(
     """The running processes of the lane `stamp` names (its runner left out), from `procs`."""
     skip = own_pids() | {stamp.pid}
     found: dict[int, str] = {}
+    children = _tree.of(procs)
     if runner_alive and _may_be_runner(stamp, procs):
-        for st in descendants(stamp.pid, procs):
+        for st in descendants(stamp.pid, procs, children):
             found.setdefault(st.pid, "descendant")
     for st in _group(stamp, procs):
         found.setdefault(st.pid, "group")
@@ -286,7 +287,7 @@ def members_of(
         for pid, how in _marked(stamp, namespace, procs):
             found.setdefault(pid, how)
         for pid in list(found):
-            for st in descendants(pid, procs):
+            for st in descendants(pid, procs, children):
                 found.setdefault(st.pid, "descendant")
     for pid in _in_cgroup(stamp):
         if pid in procs:
@@ -301,6 +302,29 @@ def members_of(
         out.append(LaneMember(pid, st.start_ticks, command, when, how, uid, st.pgid))
     _facts.forget_gone(procs)
     return tuple(out)
+
+
+class _Tree:
+    """The children index of the last table asked about: a probe asks `members_of` once per
+    lane with one table, and indexing it each time cost more than the rest of the probe (a
+    table is never changed once read: `lazy_table`, `stat_table`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: tuple[Table, int, Children] | None = None
+
+    def of(self, procs: Table) -> Children:
+        with self._lock:
+            last = self._last
+        if last is not None and last[0] is procs and last[1] == len(procs):
+            return last[2]
+        children = children_of(procs)
+        with self._lock:
+            self._last = (procs, len(procs), children)
+        return children
+
+
+_tree = _Tree()
 
 
 def _may_be_runner(stamp: Stamp, procs: Table) -> bool:

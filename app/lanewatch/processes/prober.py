@@ -4,7 +4,8 @@
 `judge_all` asks once per owner identity (one process may own many lanes).
 `holdings` reads /proc once (`processes.holders`) for every process with its cwd or an open file
 under the roots or shared temp, and tags it with its lane evidence: $LANEWATCH_NAMESPACE,
-$LANEWATCH_LANE and its ancestry; between two such full scans (every 60 s) the fast probe
+$LANEWATCH_LANE and its ancestry; between two such full scans (`processes/quietpace.py`: every
+60 s, or every 5 minutes while no process starts and nothing is written) the fast probe
 (`processes.fastprobe`) reads only the processes of live lanes. `Prober` runs on its own thread,
 as a one-shot timer re-armed after each run (runs never overlap), and hands a `ProbeReport` to
 the worker. It keeps a `ProbeMemo` so that a full scan reads again only what can have changed
@@ -42,17 +43,14 @@ from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
 from lanewatch.processes.privateports import PrivateNets
+from lanewatch.processes.quietpace import SOCKETS_EVERY, QuietPace
 
 log = logging.getLogger(__name__)
 
-FULL_SCAN_EVERY = 60.0  # seconds between two full /proc scans; fast probes in between
 QUIET_EVERY = 5  # when nothing changed, a probe every this many intervals (10 s at 2 s)
 # A data write in a namespace asks for a probe at once (who wrote may still hold it), but at
 # most one such prompt probe this often: a flood of writes costs 4 fast probes a second.
 PROMPT_GAP = 0.25
-# While lanes live, the listening sockets are read this often between probes (the kernel's socket
-# diagnostics, ~0.2 ms): a port a lane opens is probed within about this (within 2 s).
-SOCKETS_EVERY = 0.5
 
 
 def judge(
@@ -83,20 +81,21 @@ def judge(
             stamp.pid, stamp.start_ticks, Liveness.DEAD, "released", at, members=found,
             unreadable=unknown,
         )  # fmt: skip
-    alive, why = procid.liveness(owner)
+    now = table()  # read once per probe; its stats tell the owner's and the child's lives
+    alive, why = procid.liveness(owner, now.get(stamp.pid))
     child: Liveness | None = None
     child_why = ""
     child_uid = None
     if alive is Liveness.ALIVE and stamp.child_pid and stamp.child_start_ticks:
         command = ProcessIdentity(stamp.child_pid, stamp.child_start_ticks, stamp.boot_id)
-        child, child_why = procid.liveness(command)
+        child, child_why = procid.liveness(command, now.get(stamp.child_pid))
         child_uid = procid.owner_uid(command) if child in _RUNNING else None
     held = lock.is_lock_held(Path(namespace)) if alive is Liveness.UNKNOWN else None
     uid = procid.owner_uid(owner) if alive in _RUNNING else None
-    found = _members(namespace, stamp, alive, table())
+    found = _members(namespace, stamp, alive, now)
     unknown = 0
     if not found and alive not in (*_RUNNING, Liveness.UNKNOWN, Liveness.OTHER_BOOT):
-        unknown = members.unreadable(stamp, namespace, table())
+        unknown = members.unreadable(stamp, namespace, now)
     return LivenessEvidence(
         stamp.pid, stamp.start_ticks, alive, why, at, child, child_why, held, uid, child_uid,
         found, unknown,
@@ -376,10 +375,14 @@ def in_our_words(held: Sequence[Holding], views: MountViews | None = None) -> tu
     mine = views is None
     views = views or MountViews()
     out: list[Holding] = []
+    seen: dict[int, Callable[[str], str] | None] = {}  # each holder's view, asked once
     try:
         for h in held:
             if any(is_under(h.path, t) for t in SHARED_TEMP):
-                path = views.ours(h.pid, h.path)
+                if h.pid not in seen:
+                    seen[h.pid] = views.of(h.pid)
+                view = seen[h.pid]
+                path = h.path if view is None else view(h.path)
                 if path != h.path:
                     h = replace(h, path=path)
             out.append(h)
@@ -443,19 +446,10 @@ def _stops_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEvide
             return True
         for m in ev.members:
             if m.pid not in gone:
-                gone[m.pid] = _ended(m.pid, m.start_ticks)
+                gone[m.pid] = procid.ended(m.pid, m.start_ticks)
             if gone[m.pid]:
                 return True
     return False
-
-
-def _ended(pid: int, start_ticks: int) -> bool:
-    """The member `pid` (started at `start_ticks`) is no longer running (gone or a zombie)."""
-    try:
-        st = holders.read_stat(pid)
-    except OSError:
-        return True
-    return st is None or st.start_ticks != start_ticks or st.state in ("Z", "X")
 
 
 _TABLES = netsockets.Tables()  # /proc/net parsed again only when a listener came or went
@@ -510,6 +504,7 @@ class Prober:
         self._markers = MarkerMemo()  # the same
         self._meter = Meter()  # the same
         self._private = PrivateNets()  # the same
+        self._pace = QuietPace()  # the same
         self._prompted = float("-inf")  # monotonic time of the last prompt probe asked for
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
@@ -546,18 +541,29 @@ class Prober:
             self._thread.join(timeout)
 
     def _metering(
-        self, stamps: Mapping[str, Stamp], verdicts: Mapping[str, LivenessEvidence]
+        self,
+        stamps: Mapping[str, Stamp],
+        verdicts: Mapping[str, LivenessEvidence],
+        every: bool,
     ) -> None:
         """Between two probes: the footprint of the lanes running at the last one, from their
-        members' stat alone (a round that found nothing running sends nothing)."""
-        found = self._meter.measure(stamps, verdicts, fresh_stat)
+        members' stat alone (a round that found nothing running sends nothing); `every`: of
+        all of them, else only of those that used CPU at their last reading (`quietpace`)."""
+        if not every:
+            keys = self._pace.metered(verdicts.keys())
+            if not keys:
+                return
+            verdicts = {k: verdicts[k] for k in keys}
+        found = self._meter.measure(stamps, verdicts, fresh_stat, every=every)
+        self._pace.read(found, every=every)
         if found and not self._stop.is_set():
             self._sink(Metering(time.time(), found))
 
     def _wait(self, deaths: DeathWatch | None, listened: frozenset[int] | None) -> bool:
         """Wait one interval; True when woken early (a death, a poke, or, with `listened`,
-        a change of the listening sockets: looked at every SOCKETS_EVERY seconds, so a lane
-        that binds another's port is probed within about that, whatever the interval)."""
+        a change of the listening sockets: looked at every SOCKETS_EVERY seconds while a
+        process started lately, so a lane that binds another's port is probed within about
+        that, whatever the interval; see `processes/quietpace.py`)."""
         end = time.monotonic() + self.interval
         while not self._stop.is_set():
             left = end - time.monotonic()
@@ -569,14 +575,19 @@ class Prober:
                     return True
             elif deaths.wait(step):
                 return True
-            if listened is not None and _listening_now(self._private) != listened:
+            if (
+                listened is not None
+                and self._pace.sockets_due(time.monotonic())
+                and _listening_now(self._private) != listened
+            ):
                 return True
         return True
 
     def _run(self) -> None:
         """A probe every `interval` while something may change: an owner came, went, was
         rewritten, or cannot be watched (stopped, unreadable, no pidfd), a data file was
-        written, or a poke came; and a full probe every FULL_SCAN_EVERY seconds. Otherwise
+        written, or a poke came; and a full probe every FULL_SCAN_EVERY seconds when something
+        changed since the last, else every FULL_SCAN_QUIET (`processes/quietpace.py`). Otherwise
         (quiet) a death wakes the wait at once through its pidfd, and every QUIET_EVERY
         intervals the owners are only asked whether they stopped (`_verdicts_changed`): no
         process table, no holdings, no report unless a verdict changed."""
@@ -589,7 +600,8 @@ class Prober:
         last: frozenset[tuple[object, ...]] | None = None
         verdicts: Mapping[str, LivenessEvidence] = {}
         watched = False
-        last_check = next_full = float("-inf")
+        pace = self._pace
+        last_check = float("-inf")
         # ns_last_pid when the verdicts were last read in full: unchanged, no process started
         # since (so none joined a lane, and no pid was reused).
         judged_pid: int | None = None
@@ -602,17 +614,21 @@ class Prober:
                 if stamps is not seen:  # the worker hands the same mapping while none changed
                     seen, ids = stamps, _identities(stamps)
                 now = time.monotonic()
-                sockets = _listening_now(self._private) if stamps else frozenset()
+                fresh = bool(stamps) and pace.sockets_due(now)
+                sockets = (
+                    _listening_now(self._private) if fresh else listened if stamps else frozenset()
+                )
+                full = pace.full_due(now)
                 due = (
                     not watched
                     or self._now.is_set()
                     or self._active
                     or ids != last
-                    or now >= next_full
                     or sockets != listened
-                )
-                if not due and now - last_check >= self.interval * QUIET_EVERY - 0.05:
-                    last_check = now
+                )  # a cause, not the clock
+                checked = False
+                if not due and not full and now - last_check >= self.interval * QUIET_EVERY - 0.05:
+                    last_check, checked = now, True
                     self.checks += 1
                     started = read_int(LAST_PID)
                     if started is not None and started == judged_pid:
@@ -621,14 +637,14 @@ class Prober:
                     else:
                         judged_pid = started
                         due = _verdicts_changed(stamps, verdicts)
-                if not due and any(ev.members for ev in verdicts.values()):
-                    self._metering(stamps, verdicts)
-                if due:
+                if not due and not full and any(ev.members for ev in verdicts.values()):
+                    self._metering(stamps, verdicts, every=checked)
+                if due or full:
                     self._now.clear()
                     self._active = False
-                    full = now >= next_full
-                    if full:
-                        next_full = now + FULL_SCAN_EVERY
+                    pace.probed(now, full=full, caused=due)
+                    if stamps and not fresh:  # the probe reads them: compare with these
+                        sockets = _listening_now(self._private)
                     self.runs += 1
                     last_check, last, listened = now, ids, sockets
                     judged_pid = read_int(LAST_PID)  # before the probe: a start during it counts
@@ -647,6 +663,7 @@ class Prober:
                         watched = False
                     else:
                         verdicts = report.evidence
+                        pace.read(report.footprints, every=True)
                         if deaths is not None:
                             pids, complete = _watchable(report, stamps)
                             watched = deaths.watch(pids) and complete
