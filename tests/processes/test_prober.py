@@ -222,9 +222,12 @@ def test_a_stamp_whose_claims_cannot_be_so_makes_no_lane_members(root: Path) -> 
 
 
 def _no_process_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A quiet machine: no pid handed out. Cannot exist on a shared test machine, so the
-    prober's read of ns_last_pid is the one thing replaced."""
+    """A quiet machine: no pid handed out, no socket opened or closed to listen. Neither can
+    exist on a shared test machine (other tests and users start processes and servers; a change
+    of the machine's listening set rightly wakes a probe, which reads the process table), so
+    the prober's reads of ns_last_pid and of the listening set are the two things replaced."""
     monkeypatch.setattr(prober_module, "read_int", lambda path: 4242)
+    monkeypatch.setattr(prober_module, "_listening_now", lambda *a, **k: frozenset())
 
 
 def test_with_no_process_started_the_quiet_check_reads_no_process_table(
