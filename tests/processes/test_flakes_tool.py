@@ -94,7 +94,7 @@ def test_a_hunt_over_the_suites_own_files_records_their_outcomes(tmp_path: Path)
     """The suite's conftest clears lanewatch's variables from the environment at start: the
     hunt's seed and log must survive it, or every run reports no test (and looks green)."""
     report = tmp_path / "report.json"
-    target = str(REPO / "tests" / "unit" / "test_burst_differences.py")
+    target = str(REPO / "tests" / "fast" / "test_burst_differences.py")
     command = [sys.executable, str(REPO / "tests" / "flakes.py"), target, "-n", "0"]
     out = subprocess.run(
         [*command, "--load", "none", "--runs", "1", "--json", str(report)],
