@@ -33,6 +33,9 @@ FIGURES = {
     "process_probe",
     "fence",
     "run_start",
+    "net_fence",
+    "forward",
+    "private_ports",
     "corpus",
     "guard",
 }
