@@ -155,6 +155,37 @@ def test_prepare_refuses_a_folder_that_is_not_the_demos(tmp_path: Path) -> None:
     assert (base / "precious.txt").read_text() == "mine"
 
 
+def test_the_demo_folder_is_removed_by_its_identity_and_only_it(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A removal cut short by a file written meanwhile (the dashboard's engine logs the demo's
+    end in its root) can leave the folder without its marker: the folder `prepare` made is
+    still known by the descriptor it keeps. One put in its place, or a symlink, is never
+    removed."""
+    base = tmp_path / "demo"
+    made = disk.prepare(base)
+    request.addfinalizer(lambda: os.close(made))
+    (base / "root" / ".lanewatch-root").mkdir(parents=True)
+    (base / "root" / ".lanewatch-root" / "incidents.jsonl").write_text("{}\n")
+    assert disk.read_marker(base) is None  # as after a pass that took the marker first
+    assert disk.remove_demo_folder(base, made) and not base.exists()
+
+    base.mkdir()
+    (base / "precious.txt").write_text("mine")
+    assert not disk.remove_demo_folder(base, made)  # another folder now: another inode
+    assert (base / "precious.txt").read_text() == "mine"
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.txt").write_text("mine")
+    link = tmp_path / "link"
+    link.symlink_to(elsewhere)
+    there = os.open(elsewhere, os.O_RDONLY | os.O_DIRECTORY)
+    request.addfinalizer(lambda: os.close(there))
+    assert not disk.remove_demo_folder(link, there)
+    assert (elsewhere / "precious.txt").read_text() == "mine"
+
+
 def test_prepare_clears_a_crashed_demo_and_only_its_processes(tmp_path: Path) -> None:
     base = tmp_path / "demo"
     base.mkdir()
@@ -170,7 +201,7 @@ def test_prepare_clears_a_crashed_demo_and_only_its_processes(tmp_path: Path) ->
         disk.save_marker(base, ProcessIdentity.current(), shared, [mine, reused])
         (base / "leftover").write_text("x")
 
-        disk.prepare(base)
+        os.close(disk.prepare(base))
 
         assert ours.wait(timeout=10) == -signal.SIGKILL
         assert other.poll() is None
@@ -242,7 +273,7 @@ def test_demo_killed_outright_takes_its_processes_along(tmp_path: Path) -> None:
     proc.wait(timeout=10)
     wait_for(lambda: all(_gone(i) for i in idents), 15)
     # The next demo clears what the dead one left on disk, temp folder included.
-    disk.prepare(base)
+    os.close(disk.prepare(base))
     assert list(base.iterdir()) == []
     assert list(_shared(tmp_path).iterdir()) == []
 
@@ -259,9 +290,14 @@ def test_cli_opens_the_dashboard_on_the_demo_root_and_stops_on_sigterm(
             os.kill(os.getpid(), signal.SIGTERM)  # handled: stops the demo, leaves run()
 
     def make_app(
-        roots: list[Path], *, demo_note: str | None = None, on_leave: Any = None
+        roots: list[Path],
+        *,
+        demo_note: str | None = None,
+        on_leave: Any = None,
+        on_abandon: Any = None,
     ) -> FakeApp:
         seen["roots"], seen["note"], seen["on_leave"] = roots, demo_note, on_leave
+        seen["on_abandon"] = on_abandon
         return FakeApp()
 
     created: list[DemoScenario] = []
@@ -282,6 +318,7 @@ def test_cli_opens_the_dashboard_on_the_demo_root_and_stops_on_sigterm(
     (scenario,) = created
     assert seen["roots"] == [scenario.scratch_root]
     assert seen["on_leave"] == scenario.stop  # the dashboard stops the demo at its signal
+    assert seen["on_abandon"] == scenario.remove_files  # and removes its files if abandoned
     assert "takeover" in seen["note"] and str(scenario.scratch_root) in seen["note"]
     assert scenario.takeover_delay > 0  # the takeover happens in front of the dashboard
     assert len(seen["alive"]) >= 8

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -32,6 +33,7 @@ from lanewatch.linux.procid import ProcessIdentity, hostname
 MARKER = ".lanewatch-demo.json"
 TMP_MARKER = ".lanewatch-demo"
 KIND = "lanewatch-demo"
+REMOVE_PASSES = 5  # rmtree passes over a folder something still writes in
 
 
 def default_base() -> Path:
@@ -82,8 +84,10 @@ def _leftovers(marker: dict[str, Any]) -> list[DemoProcess]:
     return found
 
 
-def prepare(base: Path) -> None:
-    """Make `base` a fresh, empty demo folder. Only a folder with our marker is ever removed.
+def prepare(base: Path) -> int:
+    """Make `base` a fresh, empty demo folder; a descriptor of it, by which it is removed again
+    (held open, its inode cannot be reused by another folder). Only a folder with our marker
+    is ever removed here.
 
     Processes a crashed earlier demo left behind (it records them in its marker) are killed
     first, each only if its pid still has the recorded start time.
@@ -104,11 +108,35 @@ def prepare(base: Path) -> None:
         remove_shared_tmp(marker.get("shared_tmp"), base)
         shutil.rmtree(base)
     base.mkdir(mode=0o755)
+    return os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
 
 
-def remove_demo_folder(base: Path) -> None:
-    if read_marker(base) is not None and not base.is_symlink():
+def remove_demo_folder(base: Path, made: int | None = None) -> bool:
+    """Remove the demo folder: the one `prepare` made (`made`, its descriptor), else one with
+    our marker; never a symlink. True once it is gone.
+
+    A process still writing in it (the dashboard's engine logs the incidents of the demo's
+    ending processes in the root until it stops itself) can add a file while `rmtree` goes,
+    which leaves the folder, maybe without its marker: so it is tried again, a few times, by
+    the identity read once."""
+    try:
+        st = os.lstat(base)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if made is not None:
+        mine = os.fstat(made)
+        ours = (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+    else:
+        ours = read_marker(base) is not None
+    if not stat.S_ISDIR(st.st_mode) or not ours:
+        return False
+    for _ in range(REMOVE_PASSES):
         shutil.rmtree(base, ignore_errors=True)
+        if not os.path.lexists(base):
+            return True
+    return False
 
 
 def make_shared_tmp(parent: Path | None, base: Path) -> Path:

@@ -152,6 +152,7 @@ class DemoScenario:
         self._lock = disk.demo_lock(self.layout.base)
         self._me: ProcessIdentity | None = None
         self._prepared = False
+        self._made: int | None = None  # a descriptor of the demo folder (`disk.prepare`)
         self._started = False
         self._stopping = False
         self._fixed_port: int | None = None  # the port web and api both listen on
@@ -187,6 +188,7 @@ class DemoScenario:
             self._build()
         except BaseException:
             self.stop()
+            self._forget_folder()
             raise
         self.build_seconds = time.monotonic() - began
         return self
@@ -200,10 +202,7 @@ class DemoScenario:
         old = signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED)
         try:
             self.leftover = stop_all(self.processes)
-            if self._prepared:
-                disk.remove_shared_tmp(self.shared_tmp, self.base)
-                if not self.keep:
-                    disk.remove_demo_folder(self.base)
+            self.remove_files()
         finally:
             if self._lock.is_locked:
                 self._lock.release()
@@ -220,6 +219,23 @@ class DemoScenario:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+        self.remove_files()  # again: the dashboard and its engine, which wrote in it, are gone
+        self._forget_folder()
+
+    def _forget_folder(self) -> None:
+        if self._made is not None:
+            os.close(self._made)
+            self._made = None
+
+    def remove_files(self) -> None:
+        """Remove the demo's folder in shared temp, and its own folder unless `keep`. At stop,
+        again when the dashboard has ended, and before a process that had to be abandoned ends
+        (`tui.shell.leaving`): idempotent, never blocking on anything but the disk."""
+        if not self._prepared:
+            return
+        disk.remove_shared_tmp(self.shared_tmp, self.base)
+        if not self.keep:
+            disk.remove_demo_folder(self.base, self._made)
 
     def namespace(self, checkout: str, lane: str) -> Path:
         return self.scratch_root / namespace_name(self.checkouts[checkout].checkout_id, lane)
@@ -249,7 +265,7 @@ class DemoScenario:
     # -- building ---------------------------------------------------------------------------
     def _build(self) -> None:
         lay = self.layout
-        disk.prepare(lay.base)
+        self._made = disk.prepare(lay.base)
         self._prepared = True
         self._me = ProcessIdentity.current()
         self.shared_tmp = disk.make_shared_tmp(self._shared_parent, lay.base)

@@ -338,12 +338,14 @@ def make_app(
     demo_note: str | None = None,
     clock: Callable[[], float] | None = None,
     on_leave: Callable[[], object] | None = None,
+    on_abandon: Callable[[], object] | None = None,
 ) -> LanewatchApp:
     """The dashboard on `roots` (None: every registered root). Starts nothing until it runs;
     the app owns the engine from then on and stops it when it exits.
 
     `clock` (wall time, for the ages shown) is for tests that freeze time. `on_leave` runs at
-    once when a signal or a hung-up terminal ends the app (the demo stops its processes there).
+    once when a signal or a hung-up terminal ends the app (the demo stops its processes there);
+    `on_abandon` before a process that did not end within the grace is ended anyway.
     """
     if engine is None:
         from lanewatch.engine.process import EngineProcess
@@ -358,4 +360,5 @@ def make_app(
             paths = []
     app = LanewatchApp(engine, root_paths=paths, demo_note=demo_note, clock=clock or time.time)
     app.leaving.before = on_leave
+    app.leaving.last = on_abandon
     return app

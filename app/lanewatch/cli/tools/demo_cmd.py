@@ -133,7 +133,10 @@ def demo_command(keep: bool, no_ui: bool) -> None:
         with guard, scenario:
             if make_app is not None:
                 app = make_app(
-                    [scenario.scratch_root], demo_note=scenario.note, on_leave=scenario.stop
+                    [scenario.scratch_root],
+                    demo_note=scenario.note,
+                    on_leave=scenario.stop,
+                    on_abandon=scenario.remove_files,
                 )
                 app.run()
                 code = app.leaving.code  # SIGTERM, SIGHUP or a hung-up terminal: 128+N

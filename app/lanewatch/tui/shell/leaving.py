@@ -14,8 +14,9 @@ that ignored SIGTERM and SIGHUP). So:
 - whatever asked the app to leave also starts a watchdog: if the process still runs `GRACE`
   seconds later (a shutdown blocked on the terminal, a thread that never ends), it restores what
   it can of a live terminal and ends the process with `os._exit` and the same code. Nothing is
-  lost by that: the demo stopped its processes at the signal already, and the engine process
-  stops when its stdin ends, which `os._exit` closes.
+  lost by that: the demo stopped its processes at the signal already (and removes its files
+  once more then: `last`), and the engine process stops when its stdin ends, which `os._exit`
+  closes.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Leaving:
         self.grace = grace
         self.code: int | None = None  # 128+N once leaving was asked
         self.before: Callable[[], object] | None = None  # the demo stops its processes here
+        self.last: Callable[[], object] | None = None  # an abandoned process's last act
 
     @contextlib.contextmanager
     def on_signals(self) -> Iterator[Leaving]:
@@ -118,8 +120,12 @@ class Leaving:
 
     def _abandon(self, code: int) -> None:
         """The process is still here `grace` seconds after it was asked to leave. Nothing here
-        may block: no logging (its handler can write to the terminal that holds everything up)."""
+        may block: no logging (its handler can write to the terminal that holds everything up).
+        `last` runs first (the demo removes its files, which its `with` block would have)."""
         restore_terminal(self.app)
+        if self.last is not None:
+            with contextlib.suppress(Exception):
+                self.last()
         os._exit(code)
 
 
