@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from lanewatch.kernel.attribution import Attribution, KernelBatch
 from lanewatch.kernel.throttle import Pace
 from lanewatch.records import evidence
 from lanewatch.records.writes import entries, history
-from tests.conftest import LANEWATCH, wait_for
+from tests.conftest import LANEWATCH, inner_pytest_env, wait_for
 from tests.kits.attributionkit import (
     AVAILABLE,
     json_lines,
@@ -329,6 +330,77 @@ def test_a_flood_makes_the_reader_rest_and_no_thread_of_ours_loses_priority(
         writer.kill()
         writer.wait()
         attr.stop()
+
+
+OWNER_PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "lanewatch"]
+OWNER_PYTEST += ["-p", "no:randomly", "-p", "no:xdist"]
+IN_PROCESS_OWNER = """
+import os
+from pathlib import Path
+
+def test_writes_in_shared_temp():
+    Path(os.environ["ESCAPE"]).write_text("from the owner")
+"""
+
+
+@privileged
+def test_an_in_process_owners_write_right_after_its_stamp_is_its_lanes(
+    tmp_path: Path, repo: Path, root: Path
+) -> None:
+    """`pytest -p lanewatch` owns its lane and runs the tests itself, so no environment names
+    its lane: only its stamp. Its first write in shared temp can be read before the attribution
+    thread has handled that stamp (seen in CI under load: the write was dropped as no lane's).
+    The reader learns a stamp as it reads it. Here the attribution thread is held in its sink
+    on a first write while the owner writes its stamp and then the shared file."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    escape = shared / "escape.json"
+    held, release = threading.Event(), threading.Event()
+    batches: list[KernelBatch] = []
+
+    def sink(batch: KernelBatch) -> None:
+        held.set()
+        release.wait(120)
+        batches.append(batch)
+
+    attr = Attribution([str(root)], sink, shared=[str(shared)])  # no owners from a model
+    read: list[str] = []  # a spy on what the reader hands on; the real method runs
+    settle = attr._settle
+
+    def spy(events: Any, facts: list[Any]) -> None:
+        read.extend(f.path for f in facts if hasattr(f, "path"))
+        settle(events, facts)
+
+    attr._settle = spy  # type: ignore[method-assign]
+    attr.start()
+    try:
+        first = root / "ck-0123456789ab.first" / "tmp"
+        first.mkdir(parents=True)
+        subprocess.run(["sh", "-c", 'printf x > "$1"', "sh", first / "f"], check=True)
+        assert held.wait(30), "the attribution thread never got the first write"
+        (repo / "test_owner.py").write_text(IN_PROCESS_OWNER)
+        env = {**os.environ, "LANEWATCH_ROOT": str(root), "ESCAPE": str(escape)}
+        done = subprocess.run(
+            [*OWNER_PYTEST, "test_owner.py"],
+            cwd=repo,
+            env=inner_pytest_env(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout.decode(errors="replace")
+        wait_for(lambda: str(escape) in read, 30, what="the owner's write read and kept")
+        release.set()
+
+        def seen() -> list[Any]:
+            return [o for b in list(batches) for o, _ in b.observations if o.path == str(escape)]
+
+        (obs,) = wait_for(seen, 30, what="the owner's write in shared temp judged")
+    finally:
+        release.set()
+        attr.stop()
+    assert obs.kind == "shared-file" and obs.intruder["lane"] == "pytest"
+    assert obs.evidence.grade == "known"
 
 
 def test_status_says_inferred_without_cap_sys_admin(root: Path, tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ threads of its own:
 - the reader (`lanewatch-fanotify`), in the watcher's callback while the event descriptors are
   open: sorts each event's path (a namespace's file, shared temp, or ours: dropped), maps the
   pid to a lane (`processes.pidlane`, with the event's pidfd), and at a close-after-write reads
-  the file through the event's descriptor (size, sha256, and the bytes of a small file). It
+  the file through the event's descriptor (size, sha256, and the bytes of a small file). A
+  stamp's owner is learned there and then, before the batch's later events are mapped. It
   hands plain facts to a queue and returns: no disk writes, no waiting.
 - the attribution thread (`lanewatch-attribution`): turns facts into `KernelWrite`s and
   incidents (`kernel.writefacts`, `model.kernelwrites`) and hands them to the engine
@@ -303,6 +304,12 @@ class Attribution:
                 # write comes later, if at all). We cannot tell: not tied to this writer.
                 fact.sample, fact.raced = None, True
             facts.append(fact)
+            if zone[0] == "ns" and is_stamp(path):
+                # Its owner is known before the next event is resolved, not when the
+                # attribution thread gets to it: an in-process owner (`pytest -p lanewatch`)
+                # writes in shared temp right after its stamp, and a write there by a process
+                # of no lane is dropped above.
+                self._stamps_seen([fact])
         self._settle(events, facts)
 
     def _in_our_words(self, ev: FanEvent, path: str) -> str:
@@ -387,8 +394,6 @@ class Attribution:
     def _handle(self, items: list[Fact | Lost]) -> None:
         lost = [i for i in items if isinstance(i, Lost)]
         facts = [i for i in items if isinstance(i, Fact)]
-        if any(is_stamp(f.path) for f in facts):
-            self._stamps_seen(facts)
         self._refresh_owners()
         facts = self._uncontested(facts)
         ready = self._retry_pending() + [f for f in facts if not self._park(f)]
@@ -497,7 +502,8 @@ class Attribution:
             self.lanes.set_owners(self._owners())
 
     def _stamps_seen(self, facts: Sequence[Fact]) -> None:
-        """A stamp rewritten: learn its owner now, not when the engine gets to it."""
+        """A stamp rewritten: learn its owner now (on the reader's thread, as its event is
+        read), not when the engine gets to it."""
         found = []
         for f in facts:
             if not (f.victim and f.root and f.sample is not None and f.sample.complete):
