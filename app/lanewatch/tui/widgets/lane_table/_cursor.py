@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lanewatch.tui.widgets.lane_table._column import RowKey
 from lanewatch.tui.widgets.lane_table._order import nearest
+from lanewatch.tui.widgets.lane_table._viewport import Viewport
 
 if TYPE_CHECKING:
-    from textual.geometry import Offset, Region, Size
+    from textual.geometry import Size
     from textual.message import Message
 
     from lanewatch.tui.widgets.lane_table._order import RowOrder
     from lanewatch.tui.widgets.lane_table._painter import RowPainter
 
 
-class CursorTable(Protocol):
+class CursorTable(Viewport, Protocol):
     """What the cursor uses of the table that owns it (`LaneTable`)."""
 
     order: RowOrder
@@ -32,16 +33,7 @@ class CursorTable(Protocol):
     def MarksChanged(self) -> Callable[[Any, frozenset[RowKey]], Message]: ...
 
     @property
-    def is_mounted(self) -> bool: ...
-
-    @property
     def size(self) -> Size: ...
-
-    @property
-    def scroll_offset(self) -> Offset: ...
-
-    @property
-    def scrollable_content_region(self) -> Region: ...
 
     def scroll_to(self, *, y: float | None = None, animate: bool = True) -> None: ...
 
