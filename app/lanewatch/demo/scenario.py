@@ -425,10 +425,11 @@ class DemoScenario:
 
     def _hang(self, run: LaneRun) -> None:
         assert run.writer is not None
-        for proc in (run.runner, run.writer):
+        both = (run.runner, run.writer)
+        for proc in both:
             signal_group(proc, signal.SIGSTOP)
         wait_until(
-            lambda: all(liveness(p.ident)[0] is Liveness.STOPPED for p in (run.runner, run.writer)),
+            lambda: all(liveness(p.ident)[0] is Liveness.STOPPED for p in both),
             self.timeout,
             f"lane {run.lane} to stop",
         )

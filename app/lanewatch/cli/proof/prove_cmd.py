@@ -52,7 +52,7 @@ def prove_command(step: str, where: LaneRun, quiet: bool, cmd: tuple[str, ...]) 
     if receipt is None or result.path is None:
         fail(f"{step!r} exited {result.exit_code} but no receipt was written", Exit.RUN_FAILED)
     if not quiet:
-        where = " (inside the outer run's lane)" if result.nested else ""
+        inside = " (inside the outer run's lane)" if result.nested else ""
         state = (
             f"HEAD {receipt.git_head[:12]}, {'dirty' if receipt.dirty else 'clean'}"
             if receipt.git_head
@@ -60,7 +60,7 @@ def prove_command(step: str, where: LaneRun, quiet: bool, cmd: tuple[str, ...]) 
         )
         say(
             f"lanewatch: receipt {step!r}: {receipt.outcome.value} (exit {receipt.exit_code}), "
-            f"{state}{where} -> {result.path}",
+            f"{state}{inside} -> {result.path}",
             err=True,
         )
         if receipt.changed_during_run:

@@ -75,7 +75,7 @@ class CursorKeeper:
         # The chosen row is hidden by the filter: highlight its nearest shown neighbour.
         return nearest(order.ordered, wanted, order.position.__contains__)
 
-    def set(self, key: RowKey | None, *, chosen: bool, scroll: bool = True) -> None:
+    def place(self, key: RowKey | None, *, chosen: bool, scroll: bool = True) -> None:
         # Only the user chooses; a cursor moved by a filter still belongs to the chosen row.
         if chosen or self.wanted is None:
             self.wanted = key
@@ -109,7 +109,7 @@ class CursorKeeper:
             return
         index = self.index or 0
         target = min(max(index + delta, 0), len(visible) - 1)
-        self.set(visible[target], chosen=True)
+        self.place(visible[target], chosen=True)
 
     def go(self, where: str) -> None:
         """Up, down, a page up or down, the first or the last row (the table's keys)."""
