@@ -65,8 +65,8 @@ FIGURES = (
     "net_fence",
     "forward",
     "private_ports",
-    "corpus",
     "guard",
+    "corpus",
 )
 LIGHT = {
     "fence",

@@ -34,6 +34,7 @@ from lanewatch.linux.procid import Liveness
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.processes.privateports import PrivateNets
 from tests.bench.common import emit
+from tests.bench.run_timing import RUN, alternate, every_time, medians, run_repo, said
 
 SIZE = 256 * 1024 * 1024
 # Listens on 127.0.0.1:PORT (0: any), says the port, sends SIZE bytes to each connection.
@@ -48,12 +49,6 @@ while True:
         c.sendall(block)
     c.close()
 """
-
-
-def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
 
 
 def _read_all(port: int) -> float:
@@ -156,35 +151,17 @@ def private_reads(root: Path) -> dict[str, Any]:
 
 def main(args: list[str]) -> None:
     work, reps = Path(args[0]), int(args[1])
-    repo = work / "netfence-repo"
-    repo.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["LANEWATCH_ROOT"] = str(work / "netfence-root")
+    repo, env = run_repo(work, "netfence")
     load_before = os.getloadavg()[0]
-    run = [sys.executable, "-m", "lanewatch", "run", "--lane", "bench"]
-    how = subprocess.run(
-        [*run, "--fence", "net", "--", "sh", "-c", 'echo "$LANEWATCH_NET"'],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    measures = {"tmp": [*run, "--", "true"], "net": [*run, "--fence", "net", "--", "true"]}
-    times: dict[str, list[float]] = {name: [] for name in measures}
-    for argv in measures.values():
-        _timed(argv, repo, env)  # warm the caches
-    for _ in range(reps):
-        for name, argv in measures.items():
-            times[name].append(_timed(argv, repo, env))
-    result: dict[str, Any] = {name: statistics.median(t) for name, t in times.items()}
-    result.update({f"{name}_min": min(t) for name, t in times.items()})
+    how = said([*RUN, "--fence", "net", "--", "sh", "-c", 'echo "$LANEWATCH_NET"'], repo, env)
+    measures = {"tmp": [*RUN, "--", "true"], "net": [*RUN, "--fence", "net", "--", "true"]}
+    times = alternate(measures, reps, repo, env)
+    result = medians(times)
     result["how"] = how
     if how == "private":
         result.update(throughput(repo, env))
     result["load"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
-    result.update({f"{name}_s": [round(x, 4) for x in t] for name, t in times.items()})
+    result.update(every_time(times))
     emit(result)
 
 

@@ -15,30 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench import bench
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench.py"
 FIELDS = {"value", "unit", "floor", "ratio", "target", "target_on", "ok", "note", "detail"}
-FIGURES = {
-    "first_picture",
-    "first_picture_cold",
-    "first_screen",
-    "write_to_model",
-    "write_to_screen",
-    "frame_one_cell",
-    "burst",
-    "idle_cpu",
-    "service_cpu",
-    "foreign_writes",
-    "rss",
-    "heartbeats",
-    "process_probe",
-    "fence",
-    "run_start",
-    "net_fence",
-    "forward",
-    "private_ports",
-    "corpus",
-    "guard",
-}
+# The bench's own list, which tests/fast/test_bench_figures_doc.py holds to docs/performance.md.
+FIGURES = set(bench.FIGURES)
 
 
 @pytest.mark.slow

@@ -10,7 +10,9 @@ import select
 import signal
 import subprocess
 import time
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -89,3 +91,31 @@ class Procs:
                 if stream is not None:
                     stream.close()
         set_subreaper(False)
+
+
+P = TypeVar("P", bound=Procs)
+
+
+def procs_fixture(kind: type[P]) -> Callable[[], Iterator[P]]:
+    """The `procs` fixture of a module whose processes are a `kind` (its own `Procs`, with the
+    helpers it starts): `procs = prockit.procs_fixture(Procs)`. All are killed and reaped at
+    the test's end."""
+
+    @pytest.fixture(name="procs")
+    def procs() -> Iterator[P]:
+        started = kind()
+        try:
+            yield started
+        finally:
+            started.close()
+
+    return procs
+
+
+@pytest.fixture
+def ns(tmp_path: Path) -> Path:
+    """A namespace folder for the scanner to look under (`tmp_path/root/ns`), resolved; a
+    module takes it by name: `ns = prockit.ns`."""
+    d = tmp_path / "root" / "ns"
+    d.mkdir(parents=True)
+    return d.resolve()

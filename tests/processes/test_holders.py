@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,20 +68,8 @@ class Procs(prockit.Procs):
         return proc, line
 
 
-@pytest.fixture
-def procs() -> Iterator[Procs]:
-    p = Procs()
-    try:
-        yield p
-    finally:
-        p.close()
-
-
-@pytest.fixture
-def ns(tmp_path: Path) -> Path:
-    d = tmp_path / "root" / "ns"
-    d.mkdir(parents=True)
-    return d.resolve()
+procs = prockit.procs_fixture(Procs)
+ns = prockit.ns  # the kit's fixture, found by pytest under this name
 
 
 def holder_of(result: ProcScan, pid: int) -> Holder:

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,20 +45,8 @@ class Procs(prockit.Procs):
         return proc
 
 
-@pytest.fixture
-def procs() -> Iterator[Procs]:
-    p = Procs()
-    try:
-        yield p
-    finally:
-        p.close()
-
-
-@pytest.fixture
-def ns(tmp_path: Path) -> Path:
-    d = tmp_path / "root" / "ns"
-    d.mkdir(parents=True)
-    return d.resolve()
+procs = prockit.procs_fixture(Procs)
+ns = prockit.ns  # the kit's fixture, found by pytest under this name
 
 
 def said(h: Holder | None) -> object:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -36,13 +35,7 @@ class Procs(prockit.Procs):
         return proc
 
 
-@pytest.fixture
-def procs() -> Iterator[Procs]:
-    p = Procs()
-    try:
-        yield p
-    finally:
-        p.close()
+procs = prockit.procs_fixture(Procs)
 
 
 def exited(pidfd: int) -> bool:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager
 
 import pytest
@@ -73,10 +74,18 @@ def run(app: Host) -> AbstractAsyncContextManager[Pilot[None]]:
     return app.run_test(size=SIZE, message_hook=app.record)
 
 
-async def test_upsert_and_remove_by_key() -> None:
-    app = Host()
+@contextlib.asynccontextmanager
+async def hosted(
+    columns: Iterable[Column] = COLUMNS,
+) -> AsyncIterator[tuple[Host, Pilot[None], LaneTable]]:
+    """A `Host` running headless (`run`): the app, its pilot and its table."""
+    app = Host(columns)
     async with run(app) as pilot:
-        table = app.table
+        yield app, pilot, app.table
+
+
+async def test_upsert_and_remove_by_key() -> None:
+    async with hosted() as (_app, pilot, table):
         table.apply(lanes(5))
         assert table.visible_keys == ("k0", "k1", "k2", "k3", "k4")
         table.apply({"k2": ("renamed", "2 kB", "2s"), "k9": ("new", "9 kB", "9s")}, ["k0"])
@@ -93,9 +102,7 @@ async def test_upsert_and_remove_by_key() -> None:
 
 
 async def test_one_cell_change_rerenders_only_that_row() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (app, pilot, table):
         table.apply(lanes(1000))
         table.sort_by("name")  # an active sort on another column must not cause a re-sort
         await until(pilot, lambda: table.line_renders > 0, 5.0, interval=None)
@@ -130,9 +137,7 @@ async def test_one_cell_change_rerenders_only_that_row() -> None:
 
 
 async def test_plain_strings_are_never_markup() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (app, pilot, table):
         table.apply(
             {
                 "a": ("[red]x", "[bold]1[/bold]", "1s"),
@@ -154,9 +159,7 @@ async def test_plain_strings_are_never_markup() -> None:
 
 
 async def test_sort_numbers_durations_stable_and_reversible() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (app, pilot, table):
         table.apply(
             {
                 "a": ("a", "2 MB", "1h"),
@@ -187,9 +190,7 @@ async def test_sort_numbers_durations_stable_and_reversible() -> None:
 
 
 async def test_header_click_sorts_and_toggles() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (_app, pilot, table):
         table.apply({"a": ("b", "1", "1s"), "b": ("a", "2", "2s")})
         await pilot.pause()
         await pilot.click(LaneTable, offset=(2, 0))
@@ -201,9 +202,7 @@ async def test_header_click_sorts_and_toggles() -> None:
 
 
 async def test_filter_keeps_cursor_and_marks() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (_app, pilot, table):
         table.apply(
             {
                 "a": ("Alpha", "1", "1s"),
@@ -241,9 +240,7 @@ async def test_filter_keeps_cursor_and_marks() -> None:
 
 
 async def test_cursor_follows_key_and_falls_to_neighbour() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (app, pilot, table):
         table.apply(lanes(6))
         table.focus()
         await pilot.pause()
@@ -271,9 +268,7 @@ async def test_cursor_follows_key_and_falls_to_neighbour() -> None:
 
 
 async def test_keyboard_and_mouse_navigation() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (app, pilot, table):
         table.apply(lanes(100))
         table.focus()
         await pilot.pause()
@@ -299,9 +294,7 @@ async def test_keyboard_and_mouse_navigation() -> None:
 
 
 async def test_new_rows_do_not_yank_a_view_scrolled_away() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (_app, pilot, table):
         table.apply(lanes(100))
         table.focus()
         await pilot.pause()
@@ -316,9 +309,7 @@ async def test_new_rows_do_not_yank_a_view_scrolled_away() -> None:
 
 
 async def test_marks_are_keys_and_drop_with_their_rows() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (app, pilot, table):
         table.apply(lanes(4))
         table.focus()
         await pilot.pause()
@@ -340,9 +331,7 @@ async def test_marks_are_keys_and_drop_with_their_rows() -> None:
 
 async def test_auto_width_grows_shrinks_and_fixed_truncates() -> None:
     columns = (Column("name", "N", min_width=4), Column("path", "P", width=6))
-    app = Host(columns)
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted(columns) as (_app, pilot, table):
         table.apply({"a": ("ab", "/short"), "b": ("a-much-longer-name", "/a/long/path")})
         await pilot.pause()
         assert table.render_line(2).text.startswith(" a-much-longer-name  /a/lo… ")
@@ -352,9 +341,7 @@ async def test_auto_width_grows_shrinks_and_fixed_truncates() -> None:
 
 
 async def test_zebra_rows_take_their_component_style() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (_app, pilot, table):
         table.apply(lanes(4))
         await pilot.pause()
         plain_row = table.render_line(3)
@@ -394,9 +381,7 @@ def test_sort_keys() -> None:
 
 
 async def test_update_cells_replaces_only_the_cells_given() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (app, pilot, table):
         table.apply(lanes(30))
         table.sort_by("name")
         await until(pilot, lambda: table.line_renders > 0, 5.0, interval=None)
@@ -438,9 +423,7 @@ async def test_update_cells_replaces_only_the_cells_given() -> None:
 
 
 async def test_ages_moving_on_together_keep_a_sort_on_them_without_a_full_repaint() -> None:
-    app = Host()
-    async with run(app) as pilot:
-        table = app.table
+    async with hosted() as (_app, pilot, table):
         table.apply({f"k{i}": (f"lane-{i:03}", "1 kB", f"{10 * i}s") for i in range(30)})
         table.sort_by("age", reverse=True)
         order = table.visible_keys

@@ -192,9 +192,9 @@ def kill_target(
     changed = seen.changed(stamp) if seen is not None else None
     if changed is not None:
         return end("refused", f"refused to kill {target.label}: {changed}")
-    why = why_not_killable_by_us(a, allow_other_user)
-    if why is not None:
-        return end("refused", f"refused to kill {target.label}: {why}")
+    not_ours = why_not_killable_by_us(a, allow_other_user)
+    if not_ours is not None:
+        return end("refused", f"refused to kill {target.label}: {not_ours}")
     plan = _Plan(_owner(stamp), _group(stamp), allow_other_user, stamp.uid)
     plan.members = lambda: _members_now(target.path, stamp, plan.owner)
     plan.boot = stamp.boot_id

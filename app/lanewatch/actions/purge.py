@@ -138,14 +138,15 @@ def _purge_root(
             except FileNotFoundError:
                 continue  # purged by someone else meanwhile
             except OSError as exc:  # EBUSY: the entry itself is a mount point
-                items.append(_failed(root, entry.id, entry.name, exc.strerror, entry.bytes))
+                why = exc.strerror or str(exc)
+                items.append(_failed(root, entry.id, entry.name, why, entry.bytes))
                 continue
             fd = _claim(trash / doomed)
             if fd is not None:
                 work.append((doomed, entry, fd))
-    for name, entry, fd in work:  # the deletes run outside the lock: clears need not wait
+    for name, held_entry, fd in work:  # the deletes run outside the lock: clears need not wait
         try:
-            items.append(_delete(root, trash / name, entry, reaper))
+            items.append(_delete(root, trash / name, held_entry, reaper))
         finally:
             os.close(fd)
     return items

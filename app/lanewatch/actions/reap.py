@@ -235,7 +235,7 @@ def _purges(steps: list[Step], policy: ReapPolicy, dry_run: bool, now: float | N
     result = purge(
         roots,
         older_than=policy.trash_retention,
-        only=set(by_id),
+        only={i for i in by_id if i is not None},
         now=now,
         reaper=f"in the trash ≥ {format_duration(policy.trash_retention)}",
     )

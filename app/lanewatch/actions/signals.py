@@ -37,7 +37,9 @@ from __future__ import annotations
 import errno
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 import psutil
@@ -91,6 +93,10 @@ class SignalResult:
         return signal_name(self.signal)
 
 
+# `_verify` bound to one request: a method calls it once it holds its handle on the process.
+Check = Callable[[], "SignalResult | ProcStat"]
+
+
 def signal_name(sig: int) -> str:
     try:
         return signal.Signals(sig).name
@@ -121,6 +127,7 @@ def send_checked(
     early = _static_checks(identity, sig, group)
     if early is not None:
         return early
+    check = partial(_verify, identity, sig, group, allow_other_user, expect_uid)
     want_pidfd = _have_pidfd() if use_pidfd is None else use_pidfd
     if want_pidfd:
         try:
@@ -137,14 +144,14 @@ def send_checked(
                 return _result("gone", "exited", why, identity, sig, group)
             if use_pidfd is None and exc.errno in (errno.ENOSYS, errno.EPERM):
                 # seccomp / old kernel
-                return _via_psutil(identity, sig, group, allow_other_user, expect_uid)
+                return _via_psutil(identity, sig, group, check)
             why = f"pidfd_open: {exc.strerror}"
             return _result("refused", "cannot-tell", why, identity, sig, group)
         try:
-            return _via_pidfd(pidfd, identity, sig, group, allow_other_user, expect_uid)
+            return _via_pidfd(pidfd, identity, sig, group, check)
         finally:
             os.close(pidfd)
-    return _via_psutil(identity, sig, group, allow_other_user, expect_uid)
+    return _via_psutil(identity, sig, group, check)
 
 
 def precheck(
@@ -284,18 +291,11 @@ def _verify(
 
 
 def _via_pidfd(
-    pidfd: int,
-    identity: ProcessIdentity,
-    sig: int,
-    group: bool,
-    allow_other_user: bool,
-    expect_uid: int | None,
+    pidfd: int, identity: ProcessIdentity, sig: int, group: bool, check: Check
 ) -> SignalResult:
-    verdict = _verify(identity, sig, group, allow_other_user, expect_uid)
-    if isinstance(verdict, SignalResult):
-        return verdict
-    st = verdict
-    stopped = st.state in ("T", "t")
+    st = check()
+    if isinstance(st, SignalResult):
+        return st
     try:
         if group:
             # Probe the leader through its pidfd: it succeeds while the leader is unreaped
@@ -308,16 +308,10 @@ def _via_pidfd(
         return _exited_before(identity, sig, group)
     except PermissionError as exc:
         return _result("refused", "denied", f"kernel refused: {exc.strerror}", identity, sig, group)
-    return _sent(identity, sig, group, st, "pidfd", stopped)
+    return _sent(identity, sig, group, st, "pidfd")
 
 
-def _via_psutil(
-    identity: ProcessIdentity,
-    sig: int,
-    group: bool,
-    allow_other_user: bool,
-    expect_uid: int | None,
-) -> SignalResult:
+def _via_psutil(identity: ProcessIdentity, sig: int, group: bool, check: Check) -> SignalResult:
     pid = identity.pid
     try:
         proc = psutil.Process(pid)  # records the create time now, before our check
@@ -325,11 +319,9 @@ def _via_psutil(
         return _result("gone", "exited", f"pid {pid} has exited", identity, sig, group)
     except psutil.AccessDenied as exc:
         return _result("refused", "cannot-tell", str(exc), identity, sig, group)
-    verdict = _verify(identity, sig, group, allow_other_user, expect_uid)
-    if isinstance(verdict, SignalResult):
-        return verdict
-    st = verdict
-    stopped = st.state in ("T", "t")
+    st = check()
+    if isinstance(st, SignalResult):
+        return st
     try:
         if group:
             if not proc.is_running():  # re-checks the create time; then the same tiny window
@@ -341,7 +333,7 @@ def _via_psutil(
         return _exited_before(identity, sig, group)
     except (psutil.AccessDenied, PermissionError) as exc:
         return _result("refused", "denied", f"kernel refused: {exc}", identity, sig, group)
-    return _sent(identity, sig, group, st, "psutil", stopped)
+    return _sent(identity, sig, group, st, "psutil")
 
 
 def _sent(
@@ -350,8 +342,8 @@ def _sent(
     group: bool,
     st: ProcStat,
     method: Method,
-    stopped: bool,
 ) -> SignalResult:
+    stopped = st.state in ("T", "t")  # as checked just before the signal
     target = f"process group {st.pgid}" if group else f"pid {identity.pid} ({st.comm})"
     note = " (it is stopped: pending until SIGCONT)" if stopped and sig != signal.SIGKILL else ""
     return SignalResult(

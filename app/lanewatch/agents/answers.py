@@ -215,7 +215,7 @@ def release_stale(confirm: bool = False, me: Me | None = None) -> dict[str, Any]
         if t.name.startswith(prefix) and str(t.path) != me.namespace
     ]
     seen = [a for a in (assess(t) for t in chosen) if a.state in STALE_STATES]
-    results = []
+    results: list[dict[str, str | None]] = []
     for a in seen:
         try:
             r = clear_target(a.target, dry_run=not confirm, seen=Seen.of(a.stamp))

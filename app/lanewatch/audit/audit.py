@@ -67,7 +67,7 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _add_worktrees(repo: str, work: Path, count: int) -> list[str]:
-    made = []
+    made: list[str] = []
     for i in range(count):
         path = work / f"checkout-{i}"
         done = _git("-C", repo, "worktree", "add", "--detach", "-q", str(path), "HEAD")
@@ -186,7 +186,7 @@ def _run_all(
             full = [sys.executable, "-m", "lanewatch", "run", "--lane", lane, "--root", str(root)]
             full += ["--checkout", place, "--fence", "tmp", "--", sys.executable, "-I", "-S"]
             full += ["-c", SHIM, json.dumps(spec), *argv]
-            log = open(run.log, "wb")  # noqa: SIM115 (closed below, when the run ends)
+            log: IO[bytes] = open(run.log, "wb")  # noqa: SIM115 (closed below, when the run ends)
             proc = subprocess.Popen(
                 full,
                 cwd=place,

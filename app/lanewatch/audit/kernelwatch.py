@@ -34,7 +34,7 @@ from lanewatch.kernel.fanotify import (
 )
 from lanewatch.lanes.lane import ENV_NAMESPACE
 from lanewatch.linux.mountinfo import read_mountinfo
-from lanewatch.linux.proc import environ_values, read_file, read_stat
+from lanewatch.linux.proc import ProcStat, environ_values, read_file, read_stat
 
 READ_MASK = FAN_ACCESS | FAN_CLOSE_NOWRITE
 # Filesystems no tool writes files to (or that fanotify cannot mark): never marked.
@@ -194,7 +194,8 @@ class KernelWatch:
         with self._lock:
             runs, namespaces = dict(self._runs), dict(self._namespaces)
         found: int | None = None
-        here, depth = st, 0
+        here: ProcStat | None = st
+        depth = 0
         while here is not None and depth < MAX_DEPTH:
             if here.pid in runs:
                 found = runs[here.pid]

@@ -8,7 +8,6 @@ temp folder is made with `tempfile.mkdtemp` and carries a marker naming the demo
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import os
 import shutil
@@ -28,7 +27,7 @@ from lanewatch.lanes.fsutil import write_atomic
 from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.roots import state_dir
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
-from lanewatch.linux.procid import ProcessIdentity, hostname
+from lanewatch.linux.procid import ProcessIdentity, hostname, user_name
 
 MARKER = ".lanewatch-demo.json"
 TMP_MARKER = ".lanewatch-demo"
@@ -212,13 +211,6 @@ def plant_orphan(namespace: Path, *, stamp: bytes | None, age: float, files: int
         os.utime(p, (then, then))
 
 
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())
-
-
 def plant_foreign_receipt(namespace: Path, step: str, other: Checkout, lane: str) -> Path:
     """A well-formed passing receipt in `namespace/receipts/` that names another checkout.
 
@@ -242,7 +234,7 @@ def plant_foreign_receipt(namespace: Path, step: str, other: Checkout, lane: str
         "changed_during_run": None,
         "pid": os.getpid(),
         "host": hostname(),
-        "user": _user(),
+        "user": user_name(),
         "started_at": now - 42.0,
         "finished_at": now,
         "command": ["pytest", "-q"],

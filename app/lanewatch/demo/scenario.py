@@ -17,7 +17,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from filelock import Timeout
 
@@ -212,12 +211,7 @@ class DemoScenario:
     def __enter__(self) -> DemoScenario:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.stop()
         self.remove_files()  # again: the dashboard and its engine, which wrote in it, are gone
         self._forget_folder()
@@ -431,10 +425,11 @@ class DemoScenario:
 
     def _hang(self, run: LaneRun) -> None:
         assert run.writer is not None
-        for proc in (run.runner, run.writer):
+        both = (run.runner, run.writer)
+        for proc in both:
             signal_group(proc, signal.SIGSTOP)
         wait_until(
-            lambda: all(liveness(p.ident)[0] is Liveness.STOPPED for p in (run.runner, run.writer)),
+            lambda: all(liveness(p.ident)[0] is Liveness.STOPPED for p in both),
             self.timeout,
             f"lane {run.lane} to stop",
         )

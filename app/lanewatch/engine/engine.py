@@ -49,7 +49,8 @@ def resolve_roots(roots: Sequence[str | os.PathLike[str]] | None) -> list[str]:
     return list(dict.fromkeys(str(canonical_root(p)) for p in paths))
 
 
-def _user() -> str | None:
+def acting_user() -> str | None:
+    """Who acknowledges an incident here (its `acknowledged_by`): the login name, else None."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):
@@ -282,7 +283,7 @@ class Engine:
 
     def acknowledge(self, incident_id: str) -> None:
         if self._thread is not None and self._thread.is_alive():
-            self._worker.queue.put(("ack", incident_id, _user()))
+            self._worker.queue.put(("ack", incident_id, acting_user()))
             return
         acknowledge(self.roots, incident_id)
 
@@ -436,5 +437,5 @@ def acknowledge(roots: Sequence[str], incident_id: str, by: str | None = None) -
         rec = ilog.known.get(incident_id)
         if rec is not None:
             found = True
-            ilog.persist([replace(rec, ack_at=time.time(), ack_by=by or _user())])
+            ilog.persist([replace(rec, ack_at=time.time(), ack_by=by or acting_user())])
     return found

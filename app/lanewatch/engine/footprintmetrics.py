@@ -5,7 +5,7 @@ bound). Read from the engine's picture when scraped, like every series of `metri
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -43,7 +43,9 @@ def footprint_metrics(picture: Changes, roots: list[str]) -> Iterator[Metric]:
         labels=["root", "membership"],
     )
     now = picture.at or time.time()
-    sums: dict[str, Counter[str]] = {k: Counter() for k in ("cpu", "mem", "growth", "idle")}
+    sums: dict[str, defaultdict[str, float]] = {
+        k: defaultdict(float) for k in ("cpu", "mem", "growth", "idle")
+    }
     kinds: Counter[tuple[str, str]] = Counter()
     for v in picture.upserts.values():
         f = v.footprint

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import getpass
 import itertools
 import logging
 import os
@@ -38,7 +37,7 @@ from typing import IO, Any
 
 import lanewatch
 from lanewatch.engine import wire
-from lanewatch.engine.engine import resolve_roots
+from lanewatch.engine.engine import acting_user, resolve_roots
 from lanewatch.model.views import Changes, HealthStatus, SourceHealth
 
 log = logging.getLogger(__name__)
@@ -51,13 +50,6 @@ SILENCE_RESTART = 30.0  # seconds without a frame (it sends one a second) before
 
 class EngineStartError(RuntimeError):
     """The engine process could not start, or its engine refused to."""
-
-
-def _user() -> str | None:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return None
 
 
 def _child_env() -> dict[str, str]:
@@ -158,7 +150,7 @@ class EngineProcess:
         self._send(("rescan",))
 
     def acknowledge(self, incident_id: str) -> None:
-        if not self._send(("ack", incident_id, _user())):
+        if not self._send(("ack", incident_id, acting_user())):
             from lanewatch.engine.engine import acknowledge
 
             acknowledge(self.roots, incident_id)

@@ -268,9 +268,13 @@ class HostStream:
                 beats = line.get("beats")
                 for far_key, at in beats.items() if isinstance(beats, Mapping) else ():
                     key = farviews.remote_key(name, str(far_key))
-                    v = self.views.get(key)
-                    if v is not None and isinstance(at, int | float) and not isinstance(at, bool):
-                        upserts[key] = self.views[key] = replace(v, heartbeat_at=float(at))
+                    seen = self.views.get(key)
+                    if (
+                        seen is not None
+                        and isinstance(at, int | float)
+                        and not isinstance(at, bool)
+                    ):
+                        upserts[key] = self.views[key] = replace(seen, heartbeat_at=float(at))
             else:
                 return
         self._tell(upserts, removed, incidents)

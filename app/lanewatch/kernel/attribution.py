@@ -34,7 +34,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from lanewatch.kernel.fanignore import foreign_dirs_available
 from lanewatch.kernel.fanotify import (
@@ -61,7 +61,7 @@ from lanewatch.lanes.stamp import META_DIR, parse_stamp
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP, is_under
 from lanewatch.linux.proc import pidfd_alive, pin
-from lanewatch.processes.pidclock import PidClock
+from lanewatch.processes.pidclock import Mark, PidClock
 from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
 from lanewatch.processes.proclives import ProcLives
 from lanewatch.records.evidence import SMALL_FILE
@@ -259,7 +259,8 @@ class Attribution:
         self._batch_began = time.monotonic()
         self.pace.count(len(events))
         watcher = self._watcher
-        window = watcher.window if watcher is not None else None
+        # What our `before_read` (the pid clock's `mark`) returned before the read.
+        window = cast("Mark | None", watcher.window) if watcher is not None else None
         if watcher is not None:
             self.lanes.pidfds = watcher.reports_pidfds
         at = time.time()

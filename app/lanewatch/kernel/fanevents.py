@@ -17,7 +17,6 @@ import struct
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 
 from lanewatch.linux.fanotify_abi import (
     EVENT_METADATA,
@@ -338,9 +337,7 @@ class EventBatch:
     def __enter__(self) -> EventBatch:
         return self
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     def __del__(self) -> None:

@@ -36,7 +36,6 @@ import termios
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
-from types import TracebackType
 
 from lanewatch.kernel.fanevents import (
     DEFAULT_HASH_LIMIT,
@@ -290,9 +289,7 @@ class FanotifyGroup:
     def __enter__(self) -> FanotifyGroup:
         return self
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
 
@@ -460,9 +457,7 @@ class FanotifyWatcher:
         self.start()
         return self
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.stop()
 
     def _accept(self, path: str) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import getpass
 import os
 import sys
 import threading
@@ -42,7 +41,7 @@ from lanewatch.lanes.stamp import (
     write_stamp,
 )
 from lanewatch.lanes.target import ENV_NAMESPACE, LaneTarget
-from lanewatch.linux.procid import Liveness, ProcessIdentity, hostname, liveness
+from lanewatch.linux.procid import Liveness, ProcessIdentity, hostname, liveness, user_name
 
 if TYPE_CHECKING:  # the runner (above) sets it; the Lane only writes it down
     from lanewatch.runner.fence import Fence
@@ -75,13 +74,6 @@ def _may_hold_lock(stamp: Stamp) -> bool:
         return True  # a shared root: another host's pids cannot be judged from here
     state, _ = liveness(ProcessIdentity(stamp.pid, stamp.start_ticks, stamp.boot_id))
     return state not in (Liveness.DEAD, Liveness.ZOMBIE, Liveness.REUSED, Liveness.OTHER_BOOT)
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())
 
 
 def locate(
@@ -194,7 +186,7 @@ class Lane:
             for sub in (TMP_DIR, SCRATCH_DIR, RECEIPTS_DIR):
                 ensure_real_dir(t.namespace / sub)
             me = ProcessIdentity.current()
-            leased = self.ports.take(me, _user(), self.name, t)
+            leased = self.ports.take(me, user_name(), self.name, t)
             now = time.time()
             self._stamp = Stamp(
                 lane=self.name,
@@ -205,7 +197,7 @@ class Lane:
                 boot_id=me.boot_id,
                 pid=me.pid,
                 start_ticks=me.start_ticks,
-                user=_user(),
+                user=user_name(),
                 uid=os.getuid(),
                 command=self.command,
                 started_at=now,

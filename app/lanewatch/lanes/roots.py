@@ -10,6 +10,7 @@ is an error, never rebuilt: it may be fine.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import json
@@ -215,7 +216,7 @@ class Registry:
         others = [e for e in entries if e.path != default]
         return [registered[0] if registered else RootEntry(default, 0.0), *others]
 
-    def paths(self) -> list[Path]:
+    def paths(self) -> builtins.list[Path]:  # `list` here is the method above
         return [Path(e.path) for e in self.list()]
 
     def add(self, root: str | os.PathLike[str]) -> tuple[Path, bool]:

@@ -70,7 +70,7 @@ def _control(op: int, filtered: bool) -> bytes:
     return _NLMSGHDR.pack(_NLMSGHDR.size + len(cn), NLMSG_DONE, 0, 0, os.getpid()) + cn
 
 
-def fork_of(data: bytes) -> tuple[int, int, int] | None:
+def fork_of(data: bytes | bytearray) -> tuple[int, int, int] | None:
     """(parent tgid, child pid, child tgid) of a fork datagram, threads included."""
     body = _NLMSGHDR.size + _CN_MSG.size
     if len(data) < body + _EVENT.size + _FORK.size:
@@ -109,7 +109,7 @@ def lives(data: bytes | bytearray) -> list[tuple[bool, int, int, int]]:
     return out
 
 
-def parse(data: bytes) -> list[ProcEvent]:
+def parse(data: bytes | bytearray) -> list[ProcEvent]:
     """The forks and exits of thread group leaders in one datagram (threads are skipped: a
     fanotify event names a process by its thread group id)."""
     out: list[ProcEvent] = []

@@ -7,6 +7,7 @@ since boot (field 22 of /proc/PID/stat) together with the boot id does.
 from __future__ import annotations
 
 import functools
+import getpass
 import os
 from dataclasses import dataclass
 from enum import Enum
@@ -29,6 +30,15 @@ def hostname() -> str:
     """This host's name, as socket.gethostname() gives it (both are uname's nodename), without
     the socket module's import cost for `run`."""
     return os.uname().nodename
+
+
+def user_name() -> str:
+    """This process's user, as a stamp and a receipt name it: the login name (`$LOGNAME`,
+    `$USER`, else the password database), else the uid as digits."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
 
 
 class ProbeError(Exception):

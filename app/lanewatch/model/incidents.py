@@ -163,7 +163,8 @@ def record_from_json(obj: object, root: str = "") -> IncidentRecord | None:
         t = _opt(item, "time", (int, float))
         if t is None:
             continue
-        grade = item.get("grade") if item.get("grade") in ("known", "inferred") else "inferred"
+        given = item.get("grade")
+        grade = given if given in ("known", "inferred") and isinstance(given, str) else "inferred"
         evidence.append(
             Evidence(
                 path=_opt(item, "path", str),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 
 MAX_WRITERS = 32  # lanes named per incident; the first ones stay
 MAX_PIDS = 16  # (pid, start ticks) kept per writer, newest last: what "gone" is judged on
@@ -80,7 +80,7 @@ def _join(old: Mapping[str, Any], new: Mapping[str, Any], *, counted: bool) -> d
     return out
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

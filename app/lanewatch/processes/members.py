@@ -81,7 +81,7 @@ class _Facts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: dict[tuple[int, int, str], tuple[int | None, str | None, str | None, str]] = {}
-        self._shown: dict[tuple[int, int, str, int, int], bool | None] = {}
+        self._shown: dict[tuple[int, int, str, int, int, str], bool | None] = {}
 
     def of(self, st: ProcStat) -> tuple[int | None, str | None, str | None, str]:
         key = (st.pid, st.start_ticks, st.comm)
@@ -294,12 +294,12 @@ def members_of(
             found.setdefault(pid, "cgroup")
     out = []
     for pid, how in sorted(found.items()):
-        st = procs.get(pid)
-        if pid in skip or pid <= 1 or st is None or st.kernel_thread or st.state in ("Z", "X"):
+        p = procs.get(pid)
+        if pid in skip or pid <= 1 or p is None or p.kernel_thread or p.state in ("Z", "X"):
             continue
-        uid, _marker, _ns, command = _facts.of(st)
-        when = started_at(st.start_ticks)
-        out.append(LaneMember(pid, st.start_ticks, command, when, how, uid, st.pgid))
+        uid, _marker, _ns, command = _facts.of(p)
+        when = started_at(p.start_ticks)
+        out.append(LaneMember(pid, p.start_ticks, command, when, how, uid, p.pgid))
     _facts.forget_gone(procs)
     return tuple(out)
 

@@ -113,9 +113,10 @@ class PidClock:
             looked: list[int] = []
             first = 0
             if lookahead:
-                first = self._last_pid.read()
-                if first is None:
+                read = self._last_pid.read()
+                if read is None:
                     return None
+                first = read
                 ahead = [self._wrap(first + i) for i in range(1, LOOKAHEAD + 1)]
                 # an os.access: no exception raised per free pid, unlike os.path.exists
                 looked = [p for p in ahead if not exists(p)]

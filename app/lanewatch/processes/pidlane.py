@@ -34,6 +34,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux.paths import is_below
@@ -596,7 +597,13 @@ def _lane(proc: _Proc, owners: Owners) -> tuple[OwnerId | None, str, str, str, b
     return None
 
 
-def _lane_facts(o: OwnerId | None) -> dict[str, object]:
+class _LaneFacts(TypedDict, total=False):
+    family: str | None
+    handed: frozenset[tuple[int, int]] | None
+    runner: bool
+
+
+def _lane_facts(o: OwnerId | None) -> _LaneFacts:
     """What the writer detectors need of the writer's lane: its family, the files it was
     handed, whether its owner is a `lanewatch run` (`model/family.py`)."""
     if o is None:

@@ -22,6 +22,7 @@ import errno
 import logging
 import os
 import select
+import socket
 import threading
 import time
 from collections import deque
@@ -60,7 +61,7 @@ class ProcLives:
     def __init__(self) -> None:
         self.available = False
         self.reason = "not started"
-        self._sock = None
+        self._sock: socket.socket | None = None
         self._lock = threading.Lock()
         self._lives: dict[int, list[Life]] = {}
         self._order: deque[Life] = deque()  # by birth, for expiry

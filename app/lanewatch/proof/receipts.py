@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import getpass
 import json
 import os
 import re
@@ -50,7 +49,7 @@ from lanewatch.lanes.lane import (
 from lanewatch.lanes.names import decode_lane, encode_lane
 from lanewatch.lanes.scheme import SCHEME_VERSION
 from lanewatch.lanes.stamp import OwnerState
-from lanewatch.linux.procid import hostname
+from lanewatch.linux.procid import hostname, user_name
 from lanewatch.proof.gitstate import GitState, read_git_state
 from lanewatch.proof.seal import SealKey, ensure_key, sealed
 
@@ -330,13 +329,6 @@ def history(namespace: Path, step: str) -> list[ReceiptRead]:
     return reads
 
 
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())
-
-
 def make_receipt(
     step: str,
     target: LaneTarget,
@@ -373,7 +365,7 @@ def make_receipt(
         changed_during_run=changed,
         pid=os.getpid(),
         host=hostname(),
-        user=_user(),
+        user=user_name(),
         started_at=started_at,
         finished_at=max(finished_at, started_at),
         command=tuple(command),

@@ -287,8 +287,9 @@ def _start(
             if fence.net_note and not said_unfenced:
                 _say(_no_net_line(lane, fence))
             _say(told)
-            ns = fences.own_mount_ns(proc.pid, said.mnt_ns) if said.mnt_ns else None
-            return proc, ns if not isinstance(proc, int) else None, None
+            if isinstance(proc, int) or not said.mnt_ns:
+                return proc, None, None
+            return proc, fences.own_mount_ns(proc.pid, said.mnt_ns), None
         proc.wait()  # exited 125 before CMD ran
         if mode is not fences.Mode.AUTO:
             print(
@@ -296,7 +297,7 @@ def _start(
                 file=sys.stderr,
                 flush=True,
             )
-            return proc.returncode, None
+            return proc.returncode, None, None
         lane.fence = fences.fall_back(fence, said.refusal)
         lane.update_stamp(**lane.fence_fields())
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -27,7 +27,7 @@ from lanewatch.actions.reap import Pass, plan, run
 from lanewatch.actions.results import human_size
 from lanewatch.actions.targets import known_roots
 from lanewatch.cli.actions.ask import confirm, safe
-from lanewatch.cli.common import friendly_errors, options
+from lanewatch.cli.common import F, friendly_errors, options
 from lanewatch.cli.duration import Duration
 from lanewatch.cli.exits import Exit
 from lanewatch.cli.reports import report
@@ -71,29 +71,30 @@ def policy_from(
     )
 
 
-policy_options = options(
-    click.option(
-        "--age",
-        type=Duration(),
-        help="Clear stale, orphan and released namespaces idle this long (7d, 12h).",
-    ),
-    click.option(
-        "--trash-retention",
-        type=Duration(),
-        help="Purge trash entries cleared this long ago.",
-    ),
-    click.option(
-        "--budget",
-        type=Size(),
-        help="Per root: clear the oldest stale first while its namespaces hold more "
+def policy_options(prefix: str = "") -> Callable[[F], F]:
+    """--age, --trash-retention, --budget: the policy's values (reap.toml's keys), named
+    `--{prefix}age` … (`service install --reap-age`, cli/actions/reapopts.py)."""
+    said = {
+        "age": "Clear stale, orphan and released namespaces idle this long (2d, 12h).",
+        "trash-retention": "Purge trash entries cleared this long ago (7d).",
+        "budget": "Per root, clear the oldest stale first while its namespaces hold more "
         "than this on disk (20G).",
-    ),
-)
+    }
+    return options(
+        *(
+            click.option(
+                f"--{prefix}{name}",
+                type=Size() if name == "budget" else Duration(),
+                help=f"Reaper: {text[0].lower()}{text[1:]}" if prefix else text,
+            )
+            for name, text in said.items()
+        )
+    )
 
 
 @click.command("reap")
 @read_roots
-@policy_options
+@policy_options()
 @click.option("--config", type=click.Path(dir_okay=False), help="The policy file (reap.toml).")
 @click.option("--dry-run", is_flag=True, help="Show what the next pass would do; change nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask (needed without a terminal).")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from lanewatch.cli.actions.reap_cmd import Size, policy_from
+from lanewatch.cli.actions.reap_cmd import policy_from, policy_options
 from lanewatch.cli.common import options, say
 from lanewatch.cli.duration import Duration
 from lanewatch.records import reaping
@@ -18,21 +18,7 @@ reap_options = options(
         is_flag=True,
         help="The service also runs the reaper, by the policy in reap.toml.",
     ),
-    click.option(
-        "--reap-age",
-        type=Duration(),
-        help="Reaper: clear stale, orphan and released namespaces idle this long (2d).",
-    ),
-    click.option(
-        "--reap-trash-retention",
-        type=Duration(),
-        help="Reaper: purge trash entries cleared this long ago (7d).",
-    ),
-    click.option(
-        "--reap-budget",
-        type=Size(),
-        help="Reaper: per root, clear the oldest stale first above this on disk (20G).",
-    ),
+    policy_options("reap-"),
     click.option(
         "--reap-every",
         type=Duration(),

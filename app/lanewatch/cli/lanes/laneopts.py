@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -9,6 +10,7 @@ import click
 
 from lanewatch.cli import completers
 from lanewatch.cli.common import options
+from lanewatch.cli.lanes.run_fast import LaneRun
 from lanewatch.cli.rootopts import lane_root
 from lanewatch.lanes.lane import DEFAULT_LANE, ENV_LANE
 from lanewatch.lanes.stamp import MAX_HEARTBEAT
@@ -56,6 +58,17 @@ def fence_options(func: F) -> F:
         "require or tmp (or refuse: exit 3; also $LANEWATCH_FENCE_REQUIRE=1), none; net: "
         "auto and a private loopback and network (slirp4netns; else say so).",
     )(func)
+
+
+def lane_run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`lane_options` and `fence_options`, handed to the command as one `LaneRun` (its
+    keyword argument `where`)."""
+
+    @functools.wraps(func)
+    def packed(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, where=LaneRun.take(kwargs), **kwargs)
+
+    return lane_options(fence_options(packed))
 
 
 def command_after_dashes(cmd: tuple[str, ...], usage: str) -> list[str]:

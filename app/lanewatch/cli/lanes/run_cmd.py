@@ -7,15 +7,14 @@ import math
 
 import click
 
-from lanewatch.cli.lanes.laneopts import command_after_dashes, fence_options, lane_options
-from lanewatch.cli.lanes.run_fast import run_lane
+from lanewatch.cli.lanes.laneopts import command_after_dashes, lane_run_options
+from lanewatch.cli.lanes.run_fast import LaneRun, run_lane
 
 
 @click.command(
     "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
-@lane_options
-@fence_options
+@lane_run_options
 @click.option(
     "--lane-auto",
     "lane_auto",
@@ -33,17 +32,7 @@ from lanewatch.cli.lanes.run_fast import run_lane
     help="When the lane is busy, wait for it (for ever, or up to SECONDS; then exit 3).",
 )
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_command(
-    lane: str,
-    root: str | None,
-    checkout: str | None,
-    heartbeat: float | None,
-    fence: str,
-    fence_shm: bool,
-    lane_auto: bool,
-    wait: float | None,
-    cmd: tuple[str, ...],
-) -> None:
+def run_command(where: LaneRun, lane_auto: bool, wait: float | None, cmd: tuple[str, ...]) -> None:
     """Claim the lane's namespace and run CMD in it.
 
     CMD gets a private /tmp and /var/tmp, folders of the lane's namespace (--fence, see
@@ -60,4 +49,4 @@ def run_command(
     argv = command_after_dashes(cmd, "lanewatch run [OPTIONS] -- CMD [ARGS]...")
     if lane_auto and wait is not None:
         raise click.UsageError("--lane-auto and --wait exclude each other: take another, or wait")
-    run_lane(lane, root, checkout, heartbeat, fence, fence_shm, lane_auto, wait, argv)
+    run_lane(where, lane_auto, wait, argv)

@@ -14,6 +14,7 @@ import os
 import stat
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, NoReturn
 
 from lanewatch.cli.common import friendly_errors_around_cmd, say
@@ -30,22 +31,33 @@ _FLAGS = {"--fence-shm", "--lane-auto"}
 _COMPLETE = "_LANEWATCH_COMPLETE"  # click's shell completion asks through this
 
 
+@dataclass(frozen=True, slots=True)
+class LaneRun:
+    """Which lane CMD runs in, and fenced how: the options `run` and `prove` share
+    (cli/lanes/laneopts.py `lane_run_options`), as one value."""
+
+    lane: str
+    root: str | None
+    checkout: str | None
+    heartbeat: float | None
+    fence: str  # a `Mode` value
+    fence_shm: bool
+
+    @classmethod
+    def take(cls, params: dict[str, Any]) -> LaneRun:
+        """The options, popped off a command's keyword arguments (the rest stay)."""
+        return cls(**{f.name: params.pop(f.name) for f in fields(cls)})
+
+
 @friendly_errors_around_cmd
-def run_lane(
-    lane: str,
-    root: str | None,
-    checkout: str | None,
-    heartbeat: float | None,
-    fence: str,
-    fence_shm: bool,
-    lane_auto: bool,
-    wait: float | None,
-    argv: list[str],
-) -> NoReturn:
+def run_lane(where: LaneRun, lane_auto: bool, wait: float | None, argv: list[str]) -> NoReturn:
     """Claim the lane's namespace, run CMD (`argv`) in it, exit with its code."""
+    lane = where.lane
 
     def make(name: str) -> Lane:
-        return Lane(name, root=root, checkout=checkout, heartbeat=heartbeat, command=argv)
+        return Lane(
+            name, root=where.root, checkout=where.checkout, heartbeat=where.heartbeat, command=argv
+        )
 
     def next_free(_interrupted: Interrupted) -> Lane:
         taken = claim_next_free(make, lane)
@@ -67,7 +79,7 @@ def run_lane(
     if not lane_auto:
         _refuse_own_lane(owner)
     claim = next_free if lane_auto else waiting if wait is not None else None
-    sys.exit(run_in_lane(owner, argv, claim=claim, fence=Mode(fence), shm=fence_shm))
+    sys.exit(run_in_lane(owner, argv, claim=claim, fence=Mode(where.fence), shm=where.fence_shm))
 
 
 def _refuse_own_lane(owner: Lane) -> None:
@@ -85,7 +97,8 @@ def _refuse_own_lane(owner: Lane) -> None:
 
 
 def parse(args: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any] | None:
-    """`run_lane`'s arguments from `run`'s own (after `run`), or None: click must parse these."""
+    """The click command's parameters (`LaneRun`'s, `lane_auto`, `wait`) and `argv` from
+    `run`'s own arguments (after `run`), or None: click must parse these."""
     if environ.get(_COMPLETE):
         return None
     given: dict[str, str] = {}
@@ -171,7 +184,7 @@ def run_fast(args: Sequence[str]) -> None:
     if params is None or missing((PROC,)):  # cli/group.py's NEEDS["run"]; click says it
         return
     try:
-        run_lane(**params)
+        run_lane(LaneRun.take(params), **params)
     except (EOFError, KeyboardInterrupt):  # as click's standalone mode says it
         print(file=sys.stderr)
         print("Aborted!", file=sys.stderr)

@@ -325,7 +325,7 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
     for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
         # `?`: the state was inferred, as the dashboard says it.
         state = v.state.value + ("?" if v.grade == "inferred" else "")
-        cells = {
+        cells: dict[str, str | Text] = {
             "state": Text(state, style=_STATE_STYLE.get(v.state, "")),
             "lane": cell(v.lane if v.lane is not None else v.name),
             "pid": Text(str(v.pid) if v.pid else "-"),
@@ -354,9 +354,9 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             console.print(cell(f"lane {v.lane}: {words}", style="yellow"))
     for v in sorted(changes.upserts.values(), key=lambda v: (v.root, v.name)):
         if v.state is NsState.HEADLESS:
-            shown = ", ".join(f"pid {m.pid} ({m.command[:60]})" for m in v.members[:5])
+            listed = ", ".join(f"pid {m.pid} ({m.command[:60]})" for m in v.members[:5])
             more = f" and {len(v.members) - 5} more" if len(v.members) > 5 else ""
-            line = f"{v.lane or v.name}: runner gone, still running: {shown}{more}"
+            line = f"{v.lane or v.name}: runner gone, still running: {listed}{more}"
             console.print(cell(line, style=_STATE_STYLE[NsState.HEADLESS]))
     if any(roles_of(v, open_) for v in changes.upserts.values()):
         console.print(cell(f"!: what the lane is to an open collision: {LEGEND}"))
@@ -389,14 +389,14 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
             continue  # said below, host by host
         style = "red" if h.status in _BAD_HEALTH else "dim"
         console.print(cell(f"root {h.root}: {h.status} ({h.detail})", style=style))
-    for state in hosts:
-        hello = state.hello or {}
-        said = f"host {state.host.name}: {state.status} ({state.detail})"
+    for far in hosts:
+        hello = far.hello or {}
+        said = f"host {far.host.name}: {far.status} ({far.detail})"
         if hello.get("version"):
             said += f", lanewatch {hello['version']}, scheme {hello.get('scheme')}"
-        style = "dim" if state.status == "ok" and not state.flags else "red"
+        style = "dim" if far.status == "ok" and not far.flags else "red"
         console.print(cell(said, style=style))
-        for flag in state.flags:
+        for flag in far.flags:
             console.print(cell(f"  {flag.detail}", style="bold red"))
             console.print(cell(f"  fix: {flag.fix}", style="bold"))
     if changes.attribution:

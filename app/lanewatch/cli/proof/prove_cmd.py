@@ -8,29 +8,19 @@ import click
 
 from lanewatch.cli.common import fail, friendly_errors_around_cmd, say
 from lanewatch.cli.exits import Exit
-from lanewatch.cli.lanes.laneopts import command_after_dashes, fence_options, lane_options
+from lanewatch.cli.lanes.laneopts import command_after_dashes, lane_run_options
+from lanewatch.cli.lanes.run_fast import LaneRun
 from lanewatch.proof.prove import prove
 from lanewatch.runner.fence import Mode
 
 
 @click.command("prove", context_settings={"ignore_unknown_options": True})
 @click.argument("step")
-@lane_options
-@fence_options
+@lane_run_options
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the receipt line on stderr.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @friendly_errors_around_cmd
-def prove_command(
-    step: str,
-    lane: str,
-    root: str | None,
-    checkout: str | None,
-    heartbeat: float | None,
-    fence: str,
-    fence_shm: bool,
-    quiet: bool,
-    cmd: tuple[str, ...],
-) -> None:
+def prove_command(step: str, where: LaneRun, quiet: bool, cmd: tuple[str, ...]) -> None:
     """Run CMD as STEP in its lane (as `lanewatch run` does) and write STEP's receipt.
 
     Put `--` before CMD: `lanewatch prove tests --lane agent-1 -- pytest -x`.
@@ -49,12 +39,12 @@ def prove_command(
         result = prove(
             step,
             argv,
-            lane=lane,
-            root=root,
-            checkout=checkout,
-            heartbeat=heartbeat,
-            fence=Mode(fence),
-            shm=fence_shm,
+            lane=where.lane,
+            root=where.root,
+            checkout=where.checkout,
+            heartbeat=where.heartbeat,
+            fence=Mode(where.fence),
+            shm=where.fence_shm,
         )
     except OSError as exc:
         fail(f"could not write the receipt of {step!r}: {exc}", Exit.RUN_FAILED)
@@ -62,7 +52,7 @@ def prove_command(
     if receipt is None or result.path is None:
         fail(f"{step!r} exited {result.exit_code} but no receipt was written", Exit.RUN_FAILED)
     if not quiet:
-        where = " (inside the outer run's lane)" if result.nested else ""
+        inside = " (inside the outer run's lane)" if result.nested else ""
         state = (
             f"HEAD {receipt.git_head[:12]}, {'dirty' if receipt.dirty else 'clean'}"
             if receipt.git_head
@@ -70,7 +60,7 @@ def prove_command(
         )
         say(
             f"lanewatch: receipt {step!r}: {receipt.outcome.value} (exit {receipt.exit_code}), "
-            f"{state}{where} -> {result.path}",
+            f"{state}{inside} -> {result.path}",
             err=True,
         )
         if receipt.changed_during_run:

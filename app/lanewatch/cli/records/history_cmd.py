@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from lanewatch.cli.common import cell, fail, friendly_errors
 from lanewatch.cli.exits import Exit
@@ -80,7 +81,7 @@ def _table(target: str, found: Sequence[WriteEntry], *, narrow: bool) -> Table:
             table.add_column(col, no_wrap=col not in ("lane", "how"))
     sha = SHA_NARROW if narrow else SHA_WIDE
     for e in found:
-        cells = {
+        cells: dict[str, str | Text] = {
             "time": _iso(e.time),
             "lane": cell(e.lane or ("-" if e.identified else "?")),
             "pid": str(e.pid),

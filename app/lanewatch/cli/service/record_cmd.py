@@ -409,7 +409,8 @@ def record_command(
         received.append(signal.Signals(signum).name)
         stop.set()
 
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # HUP: its terminal went away
+    # HUP: its terminal went away
+    stops: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     if service:  # a service outlives the terminal that started it (`nohup … &`)
         stops = (signal.SIGINT, signal.SIGTERM)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)

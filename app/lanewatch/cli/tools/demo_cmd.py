@@ -9,7 +9,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
 import click
@@ -48,12 +48,7 @@ class _SignalGuard:
             self._old[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
 

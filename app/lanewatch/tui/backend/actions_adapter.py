@@ -61,7 +61,7 @@ def why_not_kill(ns: NamespaceView) -> str:
         return f"{label} names no owner pid"
     if ns.host != hostname() and split_key(ns.key) is None:
         return f"{label} runs on host {ns.host or '?'}, not this one"
-    if _other_user(ns) and os.geteuid() != 0:
+    if _other_user(ns) and ns.uid is not None and os.geteuid() != 0:
         return f"{label} is the lane of {owner_label(ns.uid)}, not yours"
     return ""
 

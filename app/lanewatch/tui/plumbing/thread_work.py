@@ -6,15 +6,31 @@ the older, whose answer would be stale."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from textual import work
-from textual.dom import DOMNode
 from textual.worker import Worker
 
 
+class WorkerHost(Protocol):
+    """What runs a worker: Textual's `DOMNode.run_worker` (an app or a screen). The one
+    declaration of it for the parts that are handed their owner as a Protocol."""
+
+    def run_worker(
+        self,
+        work: Callable[[], Any],
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> Worker[Any]: ...
+
+
 def in_thread(
-    node: DOMNode, job: Callable[[], object], group: str, description: str
+    node: WorkerHost, job: Callable[[], object], group: str, description: str
 ) -> Worker[Any]:
     """Run `job` now, in a thread worker of `node`'s."""
     return node.run_worker(

@@ -83,7 +83,7 @@ class MainChrome:
                 roots=len(state.roots()),
                 health=pic.health,
                 paused=screen.paused,
-                pending=state.pending(),
+                pending=state.pending() > 0,
                 follow=screen.follow,
                 filter=table.filter_text,
                 marks=len(table.marked),

@@ -21,7 +21,7 @@ from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.backend.lane_details import Detail, far_detail, load_detail
 from lanewatch.tui.plumbing.call_after import call_after
 from lanewatch.tui.plumbing.messages import DetailLoaded, post_quietly
-from lanewatch.tui.plumbing.thread_work import in_thread
+from lanewatch.tui.plumbing.thread_work import WorkerHost, in_thread
 from lanewatch.tui.widgets.detail_pane import DetailPane, incident_renderable, namespace_renderable
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ FAR_RECENT = 32  # entries a far host lists for the pane (its RECENT_WRITES newe
 DETAIL_REDRAW = 0.5  # while the selected row keeps changing, its pane redraws at most this often
 
 
-class DetailScreen(Protocol):
+class DetailScreen(WorkerHost, Protocol):
     """What the loader uses of the screen that owns it (`MainScreen`)."""
 
     selection: Selection
@@ -44,18 +44,6 @@ class DetailScreen(Protocol):
     def live(self) -> bool: ...
 
     def query_one(self, selector: type[W]) -> W: ...
-
-    def run_worker(
-        self,
-        work: Callable[[], Any],
-        name: str | None = "",
-        group: str = "default",
-        description: str = "",
-        exit_on_error: bool = True,
-        start: bool = True,
-        exclusive: bool = False,
-        thread: bool = False,
-    ) -> Any: ...
 
     def call_next(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None: ...
 

@@ -12,12 +12,11 @@ from textual.widget import Widget
 
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.backend.actions_adapter import can_kill
+from lanewatch.tui.plumbing.notifier import Notifier
 from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets.lane_table import LaneTable
 
 if TYPE_CHECKING:
-    from textual.notifications import SeverityLevel
-
     from lanewatch.tui.screens.main_selection import Selection
 
 # A key of these that does not apply says why, instead of doing nothing without a word.
@@ -29,7 +28,7 @@ ELSEWHERE = {
 TOLD = frozenset((*ELSEWHERE, "export"))
 
 
-class GatedScreen(Protocol):
+class GatedScreen(Notifier, Protocol):
     """What the gate uses of the screen that owns it (`MainScreen`)."""
 
     selection: Selection
@@ -43,16 +42,6 @@ class GatedScreen(Protocol):
     def focused(self) -> Widget | None: ...
 
     def table(self, view: View | None = None) -> LaneTable: ...
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None: ...
 
 
 class MainKeyGate:

@@ -81,8 +81,8 @@ class MainRows:
         if screen.follow:
             self.follow_newest()
         screen.chrome.update()
-        key = screen.table().cursor_key
-        if key is not None and key in delta.touched(screen.view):
+        selected = screen.table().cursor_key
+        if selected is not None and selected in delta.touched(screen.view):
             screen.details.changed()
 
     def tick(self) -> None:

@@ -69,6 +69,8 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         ("kill", "clear", "acknowledge", "export")
     )
 
+    view: View  # the view shown: Lanes, Collisions or Stale
+
     def __init__(self, state: DashboardState, flows: ActionFlows) -> None:
         super().__init__()
         self.state = state  # what the app shows, read here, never written

@@ -25,6 +25,8 @@ from lanewatch.tui.plumbing.messages import (
     ScreenRequest,
     ShowHelp,
 )
+from lanewatch.tui.plumbing.notifier import Notifier
+from lanewatch.tui.plumbing.thread_work import WorkerHost
 from lanewatch.tui.screens.confirm_dialog import ConfirmScreen
 from lanewatch.tui.screens.files_screen import FileScreen, FilesScreen
 from lanewatch.tui.screens.help_screen import HelpScreen
@@ -35,7 +37,6 @@ from lanewatch.tui.shell import clipboard_osc52
 from lanewatch.tui.widgets.lane_table import LaneTable
 
 if TYPE_CHECKING:
-    from textual.notifications import SeverityLevel
     from textual.screen import Screen
 
     from lanewatch.model.engine_api import EngineApi
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from lanewatch.tui.state.dashboard_store import Picture
 
 
-class NavigatorHost(Protocol):
+class NavigatorHost(WorkerHost, Notifier, Protocol):
     """What the navigator uses of the app that owns it (`LanewatchApp`)."""
 
     BINDINGS: ClassVar[list[BindingType]]
@@ -67,31 +68,9 @@ class NavigatorHost(Protocol):
 
     def pop_screen(self) -> Any: ...
 
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None: ...
-
     def copy_to_clipboard(self, text: str) -> None: ...
 
     def call_from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
-
-    def run_worker(
-        self,
-        work: Callable[[], Any],
-        name: str | None = "",
-        group: str = "default",
-        description: str = "",
-        exit_on_error: bool = True,
-        start: bool = True,
-        exclusive: bool = False,
-        thread: bool = False,
-    ) -> Any: ...
 
 
 class Navigator:

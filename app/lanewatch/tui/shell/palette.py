@@ -90,14 +90,14 @@ class LanewatchCommands(Provider):
     """Commands that fit the main screen's current view and selection."""
 
     def _entries(self) -> list[tuple[str, str, str]]:
-        screen = self.screen
-        if not isinstance(screen, MainScreen):
-            screen = next(
+        main = self.screen if isinstance(self.screen, MainScreen) else None
+        if main is None:
+            main = next(
                 (s for s in reversed(self.app.screen_stack) if isinstance(s, MainScreen)), None
             )
-        if screen is None:
+        if main is None:
             return []
-        return [(inert(label), action, help) for label, action, help in entries(screen)]
+        return [(inert(label), action, help) for label, action, help in entries(main)]
 
     def _runner(self, action: str):  # type: ignore[no-untyped-def]
         screen = next(s for s in reversed(self.app.screen_stack) if isinstance(s, MainScreen))

@@ -13,12 +13,12 @@ from textual.screen import ModalScreen
 
 from lanewatch.hosts.farviews import host_fixes
 from lanewatch.tui.plumbing.call_after import call_after
+from lanewatch.tui.plumbing.notifier import Notifier
 from lanewatch.tui.screens.incident_screen import IncidentScreen
 from lanewatch.tui.shell import staleness
 from lanewatch.tui.shell.leaving import HUNG_UP, Leaving
 
 if TYPE_CHECKING:
-    from textual.notifications import SeverityLevel
     from textual.screen import Screen
 
     from lanewatch.model.engine_api import EngineApi
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
 
 
-class FeedHost(Protocol):
+class FeedHost(Notifier, Protocol):
     """What the feed uses of the app that owns it (`LanewatchApp`)."""
 
     main: MainScreen
@@ -47,16 +47,6 @@ class FeedHost(Protocol):
     def screen(self) -> Screen[Any]: ...
 
     def main_live(self) -> bool: ...
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = True,
-    ) -> None: ...
 
     def call_next(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None: ...
 

@@ -66,9 +66,11 @@ def kill_reason(incident: Incident, victim: str) -> str:
     what = ""
     if newest is not None:
         path = newest.path
-        path = "./" + path[len(inside) :] if inside != "/" and path.startswith(inside) else path
+        if path is not None and inside != "/" and path.startswith(inside):
+            path = "./" + path[len(inside) :]
         many = f" (and {len(paths) - 1} more)" if len(paths) > 1 else ""
-        what = f" {path}{many}, last at {humanize.clock(newest.time)}"
+        where = "" if path is None else f" {path}{many}"  # a write has a path; a claim none
+        what = f"{where}, last at {humanize.clock(newest.time)}"
     return inert(f"Intruder of {incident.id}: it wrote in lane {victim}'s namespace{what}.")
 
 

@@ -95,9 +95,9 @@ def namespace_renderable(
         table = _grid()
         for inc in incidents:
             label = Text(inert(inc.kind), style="red")
-            role = role_in(ns, inc)
-            if role is not None:
-                label.append(f" {role.glyph} {role.word}", style="bold")
+            its = role_in(ns, inc)
+            if its is not None:
+                label.append(f" {its.glyph} {its.word}", style="bold")
             state = incident_state(inc)
             if state:
                 label.append(f" ({state})", style="dim")

@@ -75,8 +75,8 @@ def status_text(state: StatusState) -> Text:
         text.append(f"scanning {state.roots} root{'s' if state.roots != 1 else ''}…", style="dim")
         text.append("  ")
     problems = health_text(state.health, state.default_root)
-    waiting = any(h.status == "missing" and h.root == state.default_root for h in state.health)
-    if waiting:
+    unrun = any(h.status == "missing" and h.root == state.default_root for h in state.health)
+    if unrun:
         text.append("no lane has run yet: ", style="dim")
         text.append(inert(state.default_root or ""), style="dim")
         text.append(" appears with the first", style="dim")
@@ -84,7 +84,7 @@ def status_text(state: StatusState) -> Text:
     if problems:
         text.append_text(problems)
         text.append("  ")
-    elif state.loaded and not state.error and not waiting:
+    elif state.loaded and not state.error and not unrun:
         text.append(f"watching {state.roots} root{'s' if state.roots != 1 else ''}", style="dim")
         text.append("  ")
     if state.attribution:

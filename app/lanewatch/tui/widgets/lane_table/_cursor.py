@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lanewatch.tui.widgets.lane_table._column import RowKey
 from lanewatch.tui.widgets.lane_table._order import nearest
+from lanewatch.tui.widgets.lane_table._viewport import Viewport
 
 if TYPE_CHECKING:
-    from textual.geometry import Offset, Region, Size
+    from textual.geometry import Size
     from textual.message import Message
 
     from lanewatch.tui.widgets.lane_table._order import RowOrder
     from lanewatch.tui.widgets.lane_table._painter import RowPainter
 
 
-class CursorTable(Protocol):
+class CursorTable(Viewport, Protocol):
     """What the cursor uses of the table that owns it (`LaneTable`)."""
 
     order: RowOrder
@@ -32,16 +33,7 @@ class CursorTable(Protocol):
     def MarksChanged(self) -> Callable[[Any, frozenset[RowKey]], Message]: ...
 
     @property
-    def is_mounted(self) -> bool: ...
-
-    @property
     def size(self) -> Size: ...
-
-    @property
-    def scroll_offset(self) -> Offset: ...
-
-    @property
-    def scrollable_content_region(self) -> Region: ...
 
     def scroll_to(self, *, y: float | None = None, animate: bool = True) -> None: ...
 
@@ -83,7 +75,7 @@ class CursorKeeper:
         # The chosen row is hidden by the filter: highlight its nearest shown neighbour.
         return nearest(order.ordered, wanted, order.position.__contains__)
 
-    def set(self, key: RowKey | None, *, chosen: bool, scroll: bool = True) -> None:
+    def place(self, key: RowKey | None, *, chosen: bool, scroll: bool = True) -> None:
         # Only the user chooses; a cursor moved by a filter still belongs to the chosen row.
         if chosen or self.wanted is None:
             self.wanted = key
@@ -117,7 +109,7 @@ class CursorKeeper:
             return
         index = self.index or 0
         target = min(max(index + delta, 0), len(visible) - 1)
-        self.set(visible[target], chosen=True)
+        self.place(visible[target], chosen=True)
 
     def go(self, where: str) -> None:
         """Up, down, a page up or down, the first or the last row (the table's keys)."""

@@ -18,11 +18,11 @@ from textual.strip import Strip
 from lanewatch.tui.widgets.lane_table._cells import cell_memo_key, cell_segments
 from lanewatch.tui.widgets.lane_table._column import Cell, Column, RowKey
 from lanewatch.tui.widgets.lane_table._free_width import share
+from lanewatch.tui.widgets.lane_table._viewport import Viewport
 
 if TYPE_CHECKING:
     from textual.app import App
     from textual.css.styles import RenderStyles
-    from textual.geometry import Offset
 
     from lanewatch.tui.widgets.lane_table._order import RowOrder
 
@@ -40,7 +40,7 @@ class CursorMarks(Protocol):
     def page_height(self) -> int: ...
 
 
-class PaintedTable(Protocol):
+class PaintedTable(Viewport, Protocol):
     """What the painter uses of the table that owns it (`LaneTable`)."""
 
     columns: tuple[Column, ...]
@@ -56,15 +56,6 @@ class PaintedTable(Protocol):
 
     @property
     def app(self) -> App[Any]: ...
-
-    @property
-    def is_mounted(self) -> bool: ...
-
-    @property
-    def scroll_offset(self) -> Offset: ...
-
-    @property
-    def scrollable_content_region(self) -> Region: ...
 
     def get_component_styles(self, *names: str) -> RenderStyles: ...
 

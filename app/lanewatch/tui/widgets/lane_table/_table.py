@@ -13,7 +13,7 @@ filter, positions), `CursorKeeper` (`_cursor.py`: cursor and marks), `RowPainter
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from rich.segment import Segment
 from textual import events
@@ -30,6 +30,7 @@ from lanewatch.tui.widgets.lane_table._cursor import CursorKeeper
 from lanewatch.tui.widgets.lane_table._order import RowOrder
 from lanewatch.tui.widgets.lane_table._painter import PLAIN, RowPainter
 
+K = TypeVar("K", bound=RowKey)  # a caller's own key type (`str`): a Mapping is invariant in it
 MARK_GLYPH = "•"  # in a marked row's first cell of padding (`space` marks a row)
 
 
@@ -210,7 +211,7 @@ class LaneTable(ScrollView, can_focus=True):
 
     def apply(
         self,
-        upserts: Mapping[RowKey, Sequence[Cell]] | None = None,
+        upserts: Mapping[K, Sequence[Cell]] | None = None,
         removals: Iterable[RowKey] = (),
     ) -> None:
         """Apply one batch of changes: insert or replace `upserts`, then drop `removals`.
@@ -312,7 +313,7 @@ class LaneTable(ScrollView, can_focus=True):
         """Highlight the row `key`; False if it is not shown."""
         if key not in self.order.position:
             return False
-        self.cursor.set(key, chosen=True)
+        self.cursor.place(key, chosen=True)
         return True
 
     def set_marks(self, keys: Iterable[RowKey]) -> None:
@@ -329,7 +330,7 @@ class LaneTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self.painter.total_width, len(self.order.visible) + 1)
         self.painter.header = None
         self.refresh()
-        cursor.set(cursor.following(), chosen=False, scroll=follow)
+        cursor.place(cursor.following(), chosen=False, scroll=follow)
 
     # ---------------------------------------------------------------- actions
 
@@ -375,7 +376,7 @@ class LaneTable(ScrollView, can_focus=True):
             if key == self.cursor.key:
                 self.post_message(self.RowSelected(self, key))
             else:
-                self.cursor.set(key, chosen=True)
+                self.cursor.place(key, chosen=True)
 
     # --------------------------------------------------------------- rendering
 
