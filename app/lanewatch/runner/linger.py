@@ -24,7 +24,7 @@ from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
 from lanewatch.linux import reaper
 from lanewatch.linux.proc import ProcStat, stat_table
-from lanewatch.linux.procid import ProcessIdentity, boot_id
+from lanewatch.linux.procid import ProbeError, ProcessIdentity, boot_id, start_ticks
 from lanewatch.runner.launchers import listening
 
 MAX_NAMED = 5
@@ -118,17 +118,45 @@ def live_sockets(folder: Path) -> list[str]:
     return [s for s in sockets if listening(s)]
 
 
-def _childless() -> bool:
-    """Whether the runner has no child left (reaping, on the way, any that already ended).
-    Then it has no descendant either: a descendant is below a living child of ours, or was
-    re-parented to us when its parent died. The common case, and it costs no /proc scan."""
+def _childless(helpers: Before = frozenset()) -> bool:
+    """Whether the runner has no child left but its `helpers` (reaping, on the way, any that
+    already ended). Then it has no process of the lane either: one is below a living child of
+    ours, or was re-parented to us when its parent died. The common case, and it costs no
+    /proc scan; `helpers` (slirp4netns, `--fence net`) cost the read of our children's list."""
     while True:
         try:
             pid, _status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return True
         if pid == 0:
-            return False
+            break
+    if not helpers:
+        return False
+    children = _children()
+    if children is None:
+        return False  # no list to read (a kernel without CONFIG_PROC_CHILDREN): the scan tells
+    known = dict(helpers)
+    return all(pid in known and _ticks(pid) == known[pid] for pid in children)
+
+
+def _children() -> list[int] | None:
+    """Our children, from each of our threads' /proc list (a zombie is listed until reaped,
+    and only we reap: one that died while we read is still there); None where unreadable."""
+    out: list[int] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children", "rb") as f:
+                out += [int(word) for word in f.read().split()]
+    except (OSError, ValueError):
+        return None
+    return out
+
+
+def _ticks(pid: int) -> int | None:
+    try:
+        return start_ticks(pid)
+    except ProbeError:
+        return None
 
 
 def linger(
@@ -137,12 +165,14 @@ def linger(
     code: int,
     retarget: Callable[[], None],
     before: Before = frozenset(),
+    helpers: Before = frozenset(),
 ) -> None:
     """After CMD exited with `code`: while processes of the lane run (our descendants, with
     the subreaper: every one it started), say so once and reap them until none is left.
     `retarget` points the runner's signal forwarding at those processes. `before`: processes
-    that predate the run (`processes_before`): not the lane's, never waited for."""
-    if not before and _childless():
+    that predate the run (`processes_before`): not the lane's, never waited for. `helpers`:
+    those of `before` that are the runner's own children (slirp4netns)."""
+    if before <= helpers and _childless(helpers):
         return
     left = lane_descendants(before)
     if not left:

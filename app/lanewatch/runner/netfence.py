@@ -23,6 +23,7 @@ import subprocess
 from dataclasses import dataclass
 
 from lanewatch.linux.procid import start_ticks
+from lanewatch.linux.tunkeep import keep_tap, pidfd_of
 
 TUN = "/dev/net/tun"
 READY_TIMEOUT = 10.0  # seconds slirp4netns may take to say ready (it takes ~10 ms)
@@ -57,6 +58,7 @@ class Slirp:
     exit_fd: int
     ticks: int | None
     net_ns: str | None = None  # the namespace it connects ("net:[N]"), as the stub reported
+    pidfd: int = -1  # opened while it was our un-reaped child: `close` acts through it only
 
     @property
     def before_entry(self) -> tuple[int, int]:
@@ -64,8 +66,10 @@ class Slirp:
         return self.proc.pid, self.ticks or 0
 
     def close(self) -> None:
-        """Close its exit pipe: it ends on its own (about 20 ms: libslirp's teardown)."""
+        """Close its exit pipe: it ends on its own, at once with its tap device left to the
+        namespace (`linux/tunkeep.py`: else its exit unregisters it, 15 to 40 ms)."""
         if self.exit_fd >= 0:
+            keep_tap(self.pidfd, self.proc.pid)
             with contextlib.suppress(OSError):
                 os.close(self.exit_fd)
             self.exit_fd = -1
@@ -74,6 +78,9 @@ class Slirp:
         """`close`, and reap it: a PID 1 that reaps no orphans (a container's, this kind of
         VM's) would keep it a zombie for ever."""
         self.close()
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -107,7 +114,7 @@ def connect(path: str, pid: int) -> Slirp | str:
     os.close(exit_r)
     ready = _read_ready(ready_r)
     if ready:
-        return Slirp(proc, exit_w, start_ticks(proc.pid))
+        return Slirp(proc, exit_w, start_ticks(proc.pid), pidfd=pidfd_of(proc.pid))
     os.close(exit_w)
     try:
         code = proc.wait(timeout=5)

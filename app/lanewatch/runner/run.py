@@ -410,6 +410,7 @@ def _supervise(
             code,
             lambda: forwarder.to_each(lambda sig: signal_descendants(sig, before)),
             before,
+            frozenset({slirp.before_entry}) if slirp is not None else frozenset(),
         )
     finally:
         if slirp is not None:
