@@ -28,7 +28,7 @@ from lanewatch.lanes import lock
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import netsockets, procid
 from lanewatch.linux.mountview import MountViews
-from lanewatch.linux.paths import SHARED_TEMP, is_under
+from lanewatch.linux.paths import SHARED_TEMP as SHARED_TEMP  # re-exported
 from lanewatch.linux.proc import LAST_PID, ProcStat, read_int
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
@@ -358,38 +358,12 @@ def probe(
             held = tuple(fastprobe.holdings_of(pids, procs, real, views, listening.keys()))
         finally:
             views.close()
-    if held and full:
-        held = in_our_words(held)
     took = time.monotonic() - t0
     return ProbeReport(
         at, evidence, held, owners, partial, took, full=held is not None and full,
         footprints=footprints,
         listening=listening,
     )  # fmt: skip
-
-
-def in_our_words(held: Sequence[Holding], views: MountViews | None = None) -> tuple[Holding, ...]:
-    """Holdings in shared temp by a process in another mount namespace (a fenced lane, whose
-    /tmp is a folder of its namespace) renamed to the path that folder has here: without it a
-    fenced lane's /tmp/x would pass for a write in shared temp (`linux/mountview.py`)."""
-    mine = views is None
-    views = views or MountViews()
-    out: list[Holding] = []
-    seen: dict[int, Callable[[str], str] | None] = {}  # each holder's view, asked once
-    try:
-        for h in held:
-            if any(is_under(h.path, t) for t in SHARED_TEMP):
-                if h.pid not in seen:
-                    seen[h.pid] = views.of(h.pid)
-                view = seen[h.pid]
-                path = h.path if view is None else view(h.path)
-                if path != h.path:
-                    h = replace(h, path=path)
-            out.append(h)
-    finally:
-        if mine:
-            views.close()
-    return tuple(out)
 
 
 def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[int], bool]:
