@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from lanewatch.linux.proc import read_at
 
 if TYPE_CHECKING:
+    from lanewatch.linux.proc import ProcStat
     from lanewatch.processes.held import HeldPath
 
 # fd name -> what it held (under a prefix, without " (deleted)"); reused as is, so a caller can
@@ -72,12 +73,17 @@ class Seen:
 
 
 class ProcMemo:
-    """Holders of the previous scan, by pid; a scan keeps only this scan's holders."""
+    """Holders of the previous scan, by pid; a scan keeps only this scan's holders. Also each
+    process's stat as parsed at the last scan, by its bytes (`linux.proc.stat_at`): parsing
+    is a pure function of them, so an unchanged stat (a sleeping process's) is not parsed
+    again."""
 
     def __init__(self) -> None:
         self._last: dict[int, Seen] = {}
         self._now: dict[int, Seen] = {}
         self._tables: dict[int, int] = {}  # this scan's fd tables: fingerprint -> processes
+        self.stats: dict[bytes, ProcStat] = {}  # the last scan's (read only while scanning)
+        self.stats_now: dict[bytes, ProcStat] = {}  # this scan's
 
     def __len__(self) -> int:
         return len(self._last)
@@ -85,6 +91,7 @@ class ProcMemo:
     def begin(self) -> None:
         self._now = {}
         self._tables = {}
+        self.stats_now = {}
 
     def saw_table(self, table: int) -> None:
         self._tables[table] = self._tables.get(table, 0) + 1
@@ -93,6 +100,7 @@ class ProcMemo:
         for seen in self._now.values():
             seen.alone = seen.table is not None and self._tables.get(seen.table) == 1
         self._last, self._now, self._tables = self._now, {}, {}
+        self.stats, self.stats_now = self.stats_now, {}
 
     def trusted(self, seen: Seen, mark: bytes | None, start_ticks: int) -> bool:
         """Whether `seen`'s facts still hold: the process did not run since (same switch
@@ -115,7 +123,17 @@ class ProcMemo:
 def quiet_mark(dfd: int) -> bytes | None:
     """The context switch counts of the pinned process if it is off the CPU and has one
     thread, else None (never trusted). Raises OSError like any read of /proc/PID."""
-    data = read_at(dfd, "status", once=16384)  # one read, as the scan is timed
+    return mark_of(read_status(dfd))
+
+
+def read_status(dfd: int) -> bytes:
+    """/proc/PID/status of the pinned process, in one read (as the scan is timed): what
+    `mark_of` reads, and what the scan keeps for the prober's owners (`holders.scan`)."""
+    return read_at(dfd, "status", once=16384)
+
+
+def mark_of(data: bytes) -> bytes | None:
+    """`quiet_mark` of status content read a moment ago, before any fact it vouches for."""
     state = data.find(b"\nState:\t")
     threads = data.find(b"\nThreads:\t")
     switches = data.find(b"\nvoluntary_ctxt_switches:")
