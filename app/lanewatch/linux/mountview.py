@@ -98,6 +98,11 @@ class MountViews:
         view = self.of(pid)
         return path if view is None else view(path)
 
+    def in_ours(self, pid: int, dfd: int | None = None) -> bool:
+        """Whether process `pid` (or pinned `dfd`) is in our own mount namespace now: its paths
+        are ours (`of` is None). One readlink."""
+        return self._self_link is not None and _link(pid, dfd) == self._self_link
+
     def of(self, pid: int, dfd: int | None = None) -> Callable[[str], str] | None:
         """How to turn the paths process `pid` names into ours; None when they are ours
         already (our mount namespace) or cannot be known. `dfd`: its pinned /proc folder."""

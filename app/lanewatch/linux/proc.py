@@ -144,6 +144,19 @@ def parse_status(data: bytes) -> ProcStatus:
     return ProcStatus(state, tgid, uid, euid, cap)
 
 
+def status_uid(data: bytes) -> int | None:
+    """The real uid of /proc/PID/status content, None unless it has its Uid and Tgid lines
+    (as `procid.uid_and_tgid` asks): `parse_status` for the prober's owners, which need no
+    more."""
+    ids = _status_line(data, b"Uid:").split(None, 2)
+    try:
+        int(_status_line(data, b"Tgid:"))
+        uid, _euid = int(ids[0]), int(ids[1])
+    except (IndexError, ValueError):
+        return None
+    return uid
+
+
 def parse_cmdline(raw: bytes) -> tuple[str, ...]:
     """/proc/PID/cmdline: NUL-separated arguments (the last one NUL-terminated)."""
     args = tuple(os.fsdecode(a) for a in raw.split(b"\0"))

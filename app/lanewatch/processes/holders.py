@@ -458,7 +458,12 @@ def _probe(
         problems: list[Unreadable] = []
         reading = Reading() if memo is not None else None
         reuse = seen.fds if seen is not None else None
-        view = views.of(pid, dfd) if views is not None else None
+        ours = False  # in our mount namespace: its paths need no words of ours
+        if seen is not None and seen.ours:
+            ours = True  # it did not run since: no setns(2), no unshare(2)
+        elif views is not None:
+            ours = views.in_ours(pid, dfd)
+        view = views.of(pid, dfd) if views is not None and not ours else None
         held = _held_paths(pid, dfd, matcher, with_maps, ignored, problems, reuse, reading, view)
         if held is None:
             return  # vanished mid-scan
@@ -494,6 +499,7 @@ def _probe(
                     lane=holder.lane,
                     namespace=holder.namespace,
                     env_readable=holder.env_readable,
+                    ours=ours,
                 ),
             )
     finally:
@@ -542,10 +548,19 @@ def _held_paths(
             target = view(target)
         if not _candidate(matcher, target):
             continue
-        target, deleted, _ = _resolve(target, link, dfd)
+        deleted = False
+        if target.endswith(_DELETED):  # else `_resolve` would say it as it is (no stat needed)
+            target, deleted, _ = _resolve(target, link, dfd)
         prefix = matcher.match(target)
-        if prefix is not None:
-            held.append(HeldPath(target, link, prefix, deleted=deleted, directory=True))
+        if prefix is None:
+            continue
+        # The same words as at the last scan: the very same object (cheap to compare later).
+        known = reuse.get(link) if reuse is not None else None
+        if known is None or (known.path, known.prefix, known.deleted) != (target, prefix, deleted):
+            known = HeldPath(target, link, prefix, deleted=deleted, directory=True)
+        if reading is not None:
+            reading.fds[link] = known
+        held.append(known)
 
     fds = _held_fds(pid, dfd, matcher, ignored, problems, reuse, reading, view)
     if fds is None:

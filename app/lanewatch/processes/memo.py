@@ -6,8 +6,10 @@ an open file; what can change is which file an fd number names, and only the pro
 system calls change that (open, close, dup2, exec, ...). A process that did not run since the
 last scan made no system call, so its fd numbers still name the same open files: their mode
 and type are still the ones read then, and so are its command line and environment (both are
-the process's own memory). Its links are still read on every scan, since a path can change
-under it (a rename, an unlink: " (deleted)"); an fd whose link text changed is read afresh.
+the process's own memory), and so is its mount namespace (leaving ours takes its own setns(2)
+or unshare(2)): a process in ours is not asked again. Its links are still read on every scan,
+since a path can change under it (a rename, an unlink: " (deleted)"); an fd whose link text
+changed is read afresh.
 
 "Did not run" comes from `/proc/PID/status`, read through the same pin as everything else:
 - a task that ran and is off the CPU now went off it either preempted (state R, never trusted)
@@ -43,7 +45,8 @@ if TYPE_CHECKING:
     from lanewatch.processes.held import HeldPath
 
 # fd name -> what it held (under a prefix, without " (deleted)"); reused as is, so a caller can
-# tell an unchanged holder by identity
+# tell an unchanged holder by identity. Also "cwd" and "root" (never an fd's name): the same
+# words of those links give back the same object.
 FdFacts = dict[str, "HeldPath"]
 
 
@@ -70,6 +73,8 @@ class Seen:
     lane: str | None = None
     namespace: str | None = None
     env_readable: bool = False
+    # In our mount namespace (its paths ours as they are); leaving it takes a system call.
+    ours: bool = False
 
 
 class ProcMemo:

@@ -29,7 +29,7 @@ from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import netsockets, procid
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP as SHARED_TEMP  # re-exported
-from lanewatch.linux.proc import LAST_PID, ProcStat, parse_status, read_int
+from lanewatch.linux.proc import LAST_PID, ProcStat, read_int, status_uid
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.family import file_ids
@@ -336,9 +336,9 @@ def _uids(scan: holders.ProcScan) -> dict[int, tuple[int, int]]:
     out: dict[int, tuple[int, int]] = {}
     for pid, data in scan.statuses.items():
         st = scan.procs.get(pid)
-        status = parse_status(data)
-        if st is not None and status.uid is not None and status.tgid is not None:
-            out[pid] = (st.start_ticks, status.uid)
+        uid = status_uid(data) if st is not None else None
+        if st is not None and uid is not None:
+            out[pid] = (st.start_ticks, uid)
     return out
 
 
