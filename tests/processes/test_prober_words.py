@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lanewatch.lanes.stamp import read_stamp
+from lanewatch.linux import mountview
 from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.processes.prober import ProbeMemo, probe
 from tests.kits.attributionkit import shared_temp_dir
@@ -66,3 +67,60 @@ def test_a_fenced_process_paths_are_translated_once(
         assert report.holdings is not None
         paths = {(h.kind, h.path) for h in report.holdings if h.pid == proc.pid}
         assert paths == {("cwd", str(lane_tmp)), ("fd", str(lane_tmp / "held.txt"))}
+
+
+@needs_unshare
+def test_a_namespace_table_is_read_at_every_scan_and_parsed_when_it_changed(
+    tmp_entry: Path, procs: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_entry / "root"
+    ns = make_stamp(root, "fenced")
+    lane_tmp = ns / "tmp"
+    lane_tmp.mkdir()
+    assert UNSHARE is not None
+    script = 'mount --bind "$1" /tmp && cd /tmp && echo ready && exec sleep 60'
+    proc = subprocess.Popen(
+        [UNSHARE, "-m", "--propagation", "private", "sh", "-c", script, "sh", str(lane_tmp)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    procs.append(proc)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    ident = ProcessIdentity.of(proc.pid)
+    ns = make_stamp(root, "fenced", pid=ident.pid, start_ticks=ident.start_ticks)
+    stamp = read_stamp(ns).stamp
+    assert stamp is not None
+    mine = os.fsencode(ns.name)  # in its table: the root of its /tmp mount
+    parsed: list[bool] = []
+    real = mountview.parse_mountinfo
+
+    def counted(data: bytes) -> list[mountview.MountEntry]:
+        parsed.append(mine in data)
+        return real(data)
+
+    monkeypatch.setattr(mountview, "parse_mountinfo", counted)
+    kept = ProbeMemo()
+
+    def cwd() -> set[str]:
+        report = probe({str(ns): stamp}, [str(root)], memo=kept)
+        assert report.holdings is not None
+        return {h.path for h in report.holdings if h.pid == proc.pid and h.kind == "cwd"}
+
+    assert cwd() == {str(lane_tmp)}
+    assert parsed.count(True) == 1  # its namespace's table (other namespaces here too)
+    parsed.clear()
+    assert cwd() == {str(lane_tmp)}
+    assert cwd() == {str(lane_tmp)}
+    assert parsed.count(True) == 0  # read again, the same bytes: not parsed again
+    # A mount made in its namespace since: its table reads otherwise, and is parsed again.
+    nsenter = shutil.which("nsenter")
+    if nsenter is None:
+        return
+    (lane_tmp / "sub").mkdir()
+    subprocess.run(
+        [nsenter, "-t", str(proc.pid), "-m", "mount", "-t", "tmpfs", "lw-test", "/tmp/sub"],
+        check=True,
+    )
+    assert cwd() == {str(lane_tmp)}
+    assert parsed.count(True) == 1  # the changed table

@@ -201,7 +201,8 @@ def scan(
     unreadable: list[Unreadable] = []
     kept: dict[int, bytes] = {}
     wanted = frozenset(statuses)
-    views = MountViews()  # a fenced lane names its /tmp files /tmp/...: see linux/mountview
+    # A fenced lane names its /tmp files /tmp/...: see linux/mountview.
+    views = MountViews(memo.mounts if memo is not None else None)
     try:
         if memo is not None:
             memo.begin()

@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lanewatch.linux.mountview import Parses
 from lanewatch.linux.proc import read_at
 
 if TYPE_CHECKING:
@@ -79,9 +80,9 @@ class Seen:
 
 class ProcMemo:
     """Holders of the previous scan, by pid; a scan keeps only this scan's holders. Also each
-    process's stat as parsed at the last scan, by its bytes (`linux.proc.stat_at`): parsing
-    is a pure function of them, so an unchanged stat (a sleeping process's) is not parsed
-    again."""
+    process's stat as parsed at the last scan, by its bytes (`linux.proc.stat_at`), and the
+    other mount namespaces' tables (`linux.mountview.Parses`): parsing is a pure function of
+    the bytes, so an unchanged stat (a sleeping process's) or table is not parsed again."""
 
     def __init__(self) -> None:
         self._last: dict[int, Seen] = {}
@@ -89,6 +90,7 @@ class ProcMemo:
         self._tables: dict[int, int] = {}  # this scan's fd tables: fingerprint -> processes
         self.stats: dict[bytes, ProcStat] = {}  # the last scan's (read only while scanning)
         self.stats_now: dict[bytes, ProcStat] = {}  # this scan's
+        self.mounts = Parses()  # other mount namespaces' tables, parsed by their bytes
 
     def __len__(self) -> int:
         return len(self._last)
