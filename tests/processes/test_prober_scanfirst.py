@@ -42,6 +42,7 @@ def _same(a: dict[str, object], b: dict[str, object]) -> None:
         assert ev.same_verdict(other), (ev, other)  # type: ignore[attr-defined]
 
 
+@pytest.mark.unprivileged  # as a normal user too: others' processes only partly readable
 @pytest.mark.parametrize("memo", [False, True], ids=["one-shot", "with-memo"])
 def test_the_scan_judges_as_the_table_does(
     root: Path, procs: list[subprocess.Popen[bytes]], memo: bool
