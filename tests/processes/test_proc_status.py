@@ -1,5 +1,6 @@
 """`/proc/PID/status` parsed by looking up the four lines it needs (`linux/proc.parse_status`):
-the same answer as reading every line, for every process here and for broken content."""
+the same answer as reading every line, for every process here and for broken content. And the
+prober's owner uid from it (`status_uid`): what `procid.uid_and_tgid` accepts, nothing else."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 
 import pytest
 
-from lanewatch.linux.proc import ProcStatus, parse_status
+from lanewatch.linux.proc import ProcStatus, parse_status, status_uid
 
 
 def every_line(data: bytes) -> ProcStatus:
@@ -41,6 +42,7 @@ def test_every_process_here_reads_the_same() -> None:
         except OSError:
             continue  # gone meanwhile
         assert parse_status(data) == every_line(data), data[:200]
+        assert status_uid(data) == _uid(data), data[:200]
         seen += 1
     assert seen > 0
 
@@ -60,3 +62,10 @@ def test_every_process_here_reads_the_same() -> None:
 )
 def test_broken_or_partial_content_reads_the_same(data: bytes) -> None:
     assert parse_status(data) == every_line(data)
+    assert status_uid(data) == _uid(data)
+
+
+def _uid(data: bytes) -> int | None:
+    """The uid `procid.owner_uid` takes from a status: none without both Uid and Tgid."""
+    status = every_line(data)
+    return status.uid if status.tgid is not None else None

@@ -80,10 +80,38 @@ class _Table:
     start_ticks: int | None
 
 
-class MountViews:
-    """Our paths for what processes in other mount namespaces name (see the module doc)."""
+class Parses:
+    """`parse_mountinfo` by the table's very bytes, kept from one use of a `MountViews` to the
+    next (a scan to the next): every table is still read each time; only one that reads the
+    same as before is not parsed again. Parsing is a pure function of the bytes. Not
+    thread-safe: one caller's (the prober's scan)."""
 
     def __init__(self) -> None:
+        self._last: dict[bytes, list[MountEntry]] = {}
+        self._now: dict[bytes, list[MountEntry]] = {}
+
+    def parse(self, data: bytes) -> list[MountEntry]:
+        entries = self._now.get(data)
+        if entries is None:
+            entries = self._last.get(data)
+            if entries is None:
+                entries = parse_mountinfo(data)
+            self._now[data] = entries
+        return entries
+
+    def turn(self) -> None:
+        """A new use begins: keep only the tables the last one read."""
+        self._last, self._now = self._now, {}
+
+
+class MountViews:
+    """Our paths for what processes in other mount namespaces name (see the module doc).
+    `parses`: the caller's, kept between uses (`Parses`)."""
+
+    def __init__(self, parses: Parses | None = None) -> None:
+        self._parses = parses
+        if parses is not None:
+            parses.turn()
         self._self = mount_ns("self")
         self._self_link = _link("self")
         self._ours = OurMounts()
@@ -97,6 +125,11 @@ class MountViews:
         """`path` as process `pid` names it, in our mount namespace's words."""
         view = self.of(pid)
         return path if view is None else view(path)
+
+    def in_ours(self, pid: int, dfd: int | None = None) -> bool:
+        """Whether process `pid` (or pinned `dfd`) is in our own mount namespace now: its paths
+        are ours (`of` is None). One readlink."""
+        return self._self_link is not None and _link(pid, dfd) == self._self_link
 
     def of(self, pid: int, dfd: int | None = None) -> Callable[[str], str] | None:
         """How to turn the paths process `pid` names into ours; None when they are ours
@@ -113,9 +146,16 @@ class MountViews:
         if ours is None:
             return None
 
+        said: dict[str, str] = {}  # translate is pure: each path asked once per view
+
         def view(path: str) -> str:
-            found = translate(theirs, ours, path)
-            return path if found is None else found
+            if not path.startswith("/"):
+                return path  # socket:[N], pipe:[N], anon_inode:...: under no mount point
+            known = said.get(path)
+            if known is None:
+                found = translate(theirs, ours, path)
+                known = said[path] = path if found is None else found
+            return known
 
         return view
 
@@ -151,7 +191,8 @@ class MountViews:
         after = mount_ns(pid, dfd)
         if st is None or after is None or after != ns:
             return _Table(None, ns, pid, None)  # gone or moved while we read: not this table
-        return _Table(parse_mountinfo(data), ns, pid, st.start_ticks)
+        parsed = self._parses.parse(data) if self._parses is not None else parse_mountinfo(data)
+        return _Table(parsed, ns, pid, st.start_ticks)
 
 
 def _link(pid: int | str, dfd: int | None = None) -> str | None:

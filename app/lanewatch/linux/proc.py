@@ -17,6 +17,7 @@ import contextlib
 import errno
 import os
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 PROC = "/proc"
@@ -84,7 +85,7 @@ def parse_stat(pid: int, data: bytes) -> ProcStat | None:
     close = data.rfind(b")")
     if close < 0:
         return None
-    rest = data[close + 2 :].split()  # rest[0] is field 3 (state)
+    rest = data[close + 2 :].split(None, 22)  # rest[0] is field 3 (state); 24 is the last used
     try:
         return ProcStat(
             pid=pid,
@@ -141,6 +142,19 @@ def parse_status(data: bytes) -> ProcStatus:
     with contextlib.suppress(ValueError):
         cap = int(_status_line(data, b"CapEff:"), 16)
     return ProcStatus(state, tgid, uid, euid, cap)
+
+
+def status_uid(data: bytes) -> int | None:
+    """The real uid of /proc/PID/status content, None unless it has its Uid and Tgid lines
+    (as `procid.uid_and_tgid` asks): `parse_status` for the prober's owners, which need no
+    more."""
+    ids = _status_line(data, b"Uid:").split(None, 2)
+    try:
+        int(_status_line(data, b"Tgid:"))
+        uid, _euid = int(ids[0]), int(ids[1])
+    except (IndexError, ValueError):
+        return None
+    return uid
 
 
 def parse_cmdline(raw: bytes) -> tuple[str, ...]:
@@ -224,9 +238,25 @@ def read_at(dfd: int, name: str, once: int = 0) -> bytes:
         os.close(fd)
 
 
-def stat_at(pid: int, dfd: int) -> ProcStat | None:
-    """The stat of pinned `dfd` (None if malformed); raises OSError."""
-    return parse_stat(pid, read_at(dfd, "stat"))
+STAT_BYTES = 4096  # /proc/PID/stat fits in one read of this (52 numbers and a 64-byte comm)
+
+
+def stat_at(
+    pid: int,
+    dfd: int,
+    known: Mapping[bytes, ProcStat] | None = None,
+    learn: dict[bytes, ProcStat] | None = None,
+) -> ProcStat | None:
+    """The stat of pinned `dfd` (None if malformed); raises OSError. `known`: stats parsed
+    before, by their very bytes (the pid is their first field): a process whose stat did not
+    change (asleep) is not parsed again; `learn` is taught this one."""
+    data = read_at(dfd, "stat", once=STAT_BYTES)
+    st = known.get(data) if known is not None else None
+    if st is None or st.pid != pid:
+        st = parse_stat(pid, data)
+    if learn is not None and st is not None:
+        learn[data] = st
+    return st
 
 
 def owner_at(dfd: int) -> int | None:

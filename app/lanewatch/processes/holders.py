@@ -49,7 +49,7 @@ from lanewatch.linux.proc import stat_at as _stat_at
 from lanewatch.linux.proc import why as _why
 from lanewatch.linux.procid import ProcessIdentity, boot_id
 from lanewatch.processes.held import Access, HeldPath
-from lanewatch.processes.memo import FdFacts, ProcMemo, Reading, Seen, quiet_mark
+from lanewatch.processes.memo import FdFacts, ProcMemo, Reading, Seen, mark_of, read_status
 
 LANE_VAR = "LANEWATCH_LANE"
 NAMESPACE_VAR = "LANEWATCH_NAMESPACE"
@@ -125,6 +125,9 @@ class ProcScan:
     hidden: str | None = None  # why processes may be missing from /proc, or None
     with_maps: bool = False
     with_tree: bool = False
+    # /proc/PID/status of the pids the caller asked for (`scan`'s `statuses`), read through
+    # the same pin as the stat in `procs`: one process's, both.
+    statuses: Mapping[int, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def complete(self) -> bool:
@@ -173,6 +176,7 @@ def scan(
     own_fds: Collection[int] = (),
     memo: ProcMemo | None = None,
     sockets: Collection[str] = (),
+    statuses: Collection[int] = (),
 ) -> ProcScan:
     """Every process holding a path under any of `prefixes`.
 
@@ -184,7 +188,8 @@ def scan(
     reuse what a holder's fds and environment were while it provably did not run since
     (`processes.memo`); the result is the same. `sockets`: fd links (`socket:[INODE]`) of
     listening sockets: a process with an fd on one holds it too (kind "socket"), read from the
-    same readlinks.
+    same readlinks. `statuses`: pids whose /proc/PID/status to keep too (`ProcScan.statuses`),
+    read through the pin (the one read the memo makes of a holder it knows).
     """
     matcher = _Matcher(prefixes)
     matcher.sockets = frozenset(sockets)
@@ -194,7 +199,10 @@ def scan(
     procs: dict[int, ProcStat] = {}
     found: list[Holder] = []
     unreadable: list[Unreadable] = []
-    views = MountViews()  # a fenced lane names its /tmp files /tmp/...: see linux/mountview
+    kept: dict[int, bytes] = {}
+    wanted = frozenset(statuses)
+    # A fenced lane names its /tmp files /tmp/...: see linux/mountview.
+    views = MountViews(memo.mounts if memo is not None else None)
     try:
         if memo is not None:
             memo.begin()
@@ -212,6 +220,8 @@ def scan(
                 unreadable,
                 memo,
                 views,
+                wanted,
+                kept,
             )
         if memo is not None:
             memo.end()
@@ -225,6 +235,7 @@ def scan(
         hidden=_hidden_reason(),
         with_maps=with_maps,
         with_tree=with_tree,
+        statuses=MappingProxyType(kept),
     )
 
 
@@ -407,6 +418,8 @@ def _probe(
     unreadable: list[Unreadable],
     memo: ProcMemo | None = None,
     views: MountViews | None = None,
+    statuses: frozenset[int] = frozenset(),
+    kept: dict[int, bytes] | None = None,
 ) -> None:
     try:
         # Pin the process: reads through dfd fail rather than read the pid's next owner.
@@ -418,14 +431,19 @@ def _probe(
     try:
         seen = memo.previous(pid) if memo is not None else None
         mark = None
-        if seen is not None:
-            try:
-                mark = quiet_mark(dfd)  # before any fact below, which it vouches for
+        if seen is not None or pid in statuses:
+            try:  # one read of status: the memo's mark, and the caller's if it asked
+                status = read_status(dfd)  # before any fact below, which the mark vouches for
             except OSError:
-                mark = None  # gone or unreadable: the reads below tell which
+                pass  # gone or unreadable: the reads below tell which; no mark
+            else:
+                if seen is not None:
+                    mark = mark_of(status)
+                if kept is not None and pid in statuses:
+                    kept[pid] = status
         st: ProcStat | None = None
         if with_tree or seen is not None:
-            st = _stat(pid, dfd, unreadable)
+            st = _stat(pid, dfd, unreadable, memo)
             if st is None:
                 return
             if with_tree:
@@ -441,7 +459,12 @@ def _probe(
         problems: list[Unreadable] = []
         reading = Reading() if memo is not None else None
         reuse = seen.fds if seen is not None else None
-        view = views.of(pid, dfd) if views is not None else None
+        ours = False  # in our mount namespace: its paths need no words of ours
+        if seen is not None and seen.ours:
+            ours = True  # it did not run since: no setns(2), no unshare(2)
+        elif views is not None:
+            ours = views.in_ours(pid, dfd)
+        view = views.of(pid, dfd) if views is not None and not ours else None
         held = _held_paths(pid, dfd, matcher, with_maps, ignored, problems, reuse, reading, view)
         if held is None:
             return  # vanished mid-scan
@@ -457,7 +480,7 @@ def _probe(
         if not held:
             return
         if st is None:
-            st = _stat(pid, dfd, unreadable)
+            st = _stat(pid, dfd, unreadable, memo)
             if st is None:
                 return
         procs[pid] = st
@@ -477,14 +500,19 @@ def _probe(
                     lane=holder.lane,
                     namespace=holder.namespace,
                     env_readable=holder.env_readable,
+                    ours=ours,
                 ),
             )
     finally:
         os.close(dfd)
 
 
-def _stat(pid: int, dfd: int, unreadable: list[Unreadable]) -> ProcStat | None:
+def _stat(
+    pid: int, dfd: int, unreadable: list[Unreadable], memo: ProcMemo | None = None
+) -> ProcStat | None:
     try:
+        if memo is not None:
+            return _stat_at(pid, dfd, memo.stats, memo.stats_now)
         return _stat_at(pid, dfd)
     except OSError as exc:
         if exc.errno not in _GONE_ERRNOS:
@@ -521,10 +549,19 @@ def _held_paths(
             target = view(target)
         if not _candidate(matcher, target):
             continue
-        target, deleted, _ = _resolve(target, link, dfd)
+        deleted = False
+        if target.endswith(_DELETED):  # else `_resolve` would say it as it is (no stat needed)
+            target, deleted, _ = _resolve(target, link, dfd)
         prefix = matcher.match(target)
-        if prefix is not None:
-            held.append(HeldPath(target, link, prefix, deleted=deleted, directory=True))
+        if prefix is None:
+            continue
+        # The same words as at the last scan: the very same object (cheap to compare later).
+        known = reuse.get(link) if reuse is not None else None
+        if known is None or (known.path, known.prefix, known.deleted) != (target, prefix, deleted):
+            known = HeldPath(target, link, prefix, deleted=deleted, directory=True)
+        if reading is not None:
+            reading.fds[link] = known
+        held.append(known)
 
     fds = _held_fds(pid, dfd, matcher, ignored, problems, reuse, reading, view)
     if fds is None:

@@ -6,8 +6,10 @@ an open file; what can change is which file an fd number names, and only the pro
 system calls change that (open, close, dup2, exec, ...). A process that did not run since the
 last scan made no system call, so its fd numbers still name the same open files: their mode
 and type are still the ones read then, and so are its command line and environment (both are
-the process's own memory). Its links are still read on every scan, since a path can change
-under it (a rename, an unlink: " (deleted)"); an fd whose link text changed is read afresh.
+the process's own memory), and so is its mount namespace (leaving ours takes its own setns(2)
+or unshare(2)): a process in ours is not asked again. Its links are still read on every scan,
+since a path can change under it (a rename, an unlink: " (deleted)"); an fd whose link text
+changed is read afresh.
 
 "Did not run" comes from `/proc/PID/status`, read through the same pin as everything else:
 - a task that ran and is off the CPU now went off it either preempted (state R, never trusted)
@@ -36,13 +38,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lanewatch.linux.mountview import Parses
 from lanewatch.linux.proc import read_at
 
 if TYPE_CHECKING:
+    from lanewatch.linux.proc import ProcStat
     from lanewatch.processes.held import HeldPath
 
 # fd name -> what it held (under a prefix, without " (deleted)"); reused as is, so a caller can
-# tell an unchanged holder by identity
+# tell an unchanged holder by identity. Also "cwd" and "root" (never an fd's name): the same
+# words of those links give back the same object.
 FdFacts = dict[str, "HeldPath"]
 
 
@@ -69,15 +74,23 @@ class Seen:
     lane: str | None = None
     namespace: str | None = None
     env_readable: bool = False
+    # In our mount namespace (its paths ours as they are); leaving it takes a system call.
+    ours: bool = False
 
 
 class ProcMemo:
-    """Holders of the previous scan, by pid; a scan keeps only this scan's holders."""
+    """Holders of the previous scan, by pid; a scan keeps only this scan's holders. Also each
+    process's stat as parsed at the last scan, by its bytes (`linux.proc.stat_at`), and the
+    other mount namespaces' tables (`linux.mountview.Parses`): parsing is a pure function of
+    the bytes, so an unchanged stat (a sleeping process's) or table is not parsed again."""
 
     def __init__(self) -> None:
         self._last: dict[int, Seen] = {}
         self._now: dict[int, Seen] = {}
         self._tables: dict[int, int] = {}  # this scan's fd tables: fingerprint -> processes
+        self.stats: dict[bytes, ProcStat] = {}  # the last scan's (read only while scanning)
+        self.stats_now: dict[bytes, ProcStat] = {}  # this scan's
+        self.mounts = Parses()  # other mount namespaces' tables, parsed by their bytes
 
     def __len__(self) -> int:
         return len(self._last)
@@ -85,6 +98,7 @@ class ProcMemo:
     def begin(self) -> None:
         self._now = {}
         self._tables = {}
+        self.stats_now = {}
 
     def saw_table(self, table: int) -> None:
         self._tables[table] = self._tables.get(table, 0) + 1
@@ -93,6 +107,7 @@ class ProcMemo:
         for seen in self._now.values():
             seen.alone = seen.table is not None and self._tables.get(seen.table) == 1
         self._last, self._now, self._tables = self._now, {}, {}
+        self.stats, self.stats_now = self.stats_now, {}
 
     def trusted(self, seen: Seen, mark: bytes | None, start_ticks: int) -> bool:
         """Whether `seen`'s facts still hold: the process did not run since (same switch
@@ -115,7 +130,17 @@ class ProcMemo:
 def quiet_mark(dfd: int) -> bytes | None:
     """The context switch counts of the pinned process if it is off the CPU and has one
     thread, else None (never trusted). Raises OSError like any read of /proc/PID."""
-    data = read_at(dfd, "status", once=16384)  # one read, as the scan is timed
+    return mark_of(read_status(dfd))
+
+
+def read_status(dfd: int) -> bytes:
+    """/proc/PID/status of the pinned process, in one read (as the scan is timed): what
+    `mark_of` reads, and what the scan keeps for the prober's owners (`holders.scan`)."""
+    return read_at(dfd, "status", once=16384)
+
+
+def mark_of(data: bytes) -> bytes | None:
+    """`quiet_mark` of status content read a moment ago, before any fact it vouches for."""
     state = data.find(b"\nState:\t")
     threads = data.find(b"\nThreads:\t")
     switches = data.find(b"\nvoluntary_ctxt_switches:")

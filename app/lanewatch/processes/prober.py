@@ -28,8 +28,8 @@ from lanewatch.lanes import lock
 from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import netsockets, procid
 from lanewatch.linux.mountview import MountViews
-from lanewatch.linux.paths import SHARED_TEMP, is_under
-from lanewatch.linux.proc import LAST_PID, ProcStat, read_int
+from lanewatch.linux.paths import SHARED_TEMP as SHARED_TEMP  # re-exported
+from lanewatch.linux.proc import LAST_PID, ProcStat, read_int, status_uid
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.family import file_ids
@@ -60,12 +60,14 @@ def judge(
     procs: Callable[[], Mapping[int, ProcStat]] | None = None,
     *,
     released: bool = False,
+    uids: Mapping[int, tuple[int, int]] | None = None,
 ) -> LivenessEvidence | None:
     """The kernel's verdict on a local live owner, with the uid it runs as (and its
     command's) and the lane's running processes (`processes/members.py`); None for a remote
     stamp, and for a released one unless `released` (the actions' check: a runner that could
     not wait for its processes leaves them running) and some process of the lane runs.
-    `procs`: the process table, read at most once by the caller's probe."""
+    `procs`: the process table, read at most once by the caller's probe. `uids`: real uids
+    the probe's scan read, by pid, with the start ticks read through the same pin."""
     if stamp.host != procid.hostname():
         return None
     table = procs if procs is not None else members.lazy_table(holders.process_table)
@@ -89,9 +91,9 @@ def judge(
     if alive is Liveness.ALIVE and stamp.child_pid and stamp.child_start_ticks:
         command = ProcessIdentity(stamp.child_pid, stamp.child_start_ticks, stamp.boot_id)
         child, child_why = procid.liveness(command, now.get(stamp.child_pid))
-        child_uid = procid.owner_uid(command) if child in _RUNNING else None
+        child_uid = _owner_uid(command, uids) if child in _RUNNING else None
     held = lock.is_lock_held(Path(namespace)) if alive is Liveness.UNKNOWN else None
-    uid = procid.owner_uid(owner) if alive in _RUNNING else None
+    uid = _owner_uid(owner, uids) if alive in _RUNNING else None
     found = _members(namespace, stamp, alive, now)
     unknown = 0
     if not found and alive not in (*_RUNNING, Liveness.UNKNOWN, Liveness.OTHER_BOOT):
@@ -103,6 +105,15 @@ def judge(
 
 
 _RUNNING = (Liveness.ALIVE, Liveness.STOPPED)  # whose uid is read: `classify.claims_mismatch`
+
+
+def _owner_uid(who: ProcessIdentity, uids: Mapping[int, tuple[int, int]] | None) -> int | None:
+    """`procid.owner_uid`, from the probe's scan when it read that very process (same pid and
+    start ticks, through one pin); else asked afresh."""
+    known = uids.get(who.pid) if uids is not None else None
+    if known is not None and known[0] == who.start_ticks:
+        return known[1]
+    return procid.owner_uid(who)
 
 
 def _members(
@@ -117,12 +128,14 @@ def _members(
 
 _UNJUDGED = object()
 _TABLE = ("process table",)  # where `judge_once` keeps the probe's one process table
+_UIDS = ("uids",)  # and the uids its scan read (`judge`'s `uids`)
 
 
 def judge_all(
     stamps: Mapping[str, Stamp],
     at: float,
     procs: Callable[[], Mapping[int, ProcStat]] | None = None,
+    uids: Mapping[int, tuple[int, int]] | None = None,
 ) -> dict[str, LivenessEvidence]:
     """`judge` of every stamp that names a local live owner; the kernel is asked once per
     owner identity (one process may own many lanes), see `judge_once`; the process table is
@@ -131,6 +144,8 @@ def judge_all(
     known: dict[tuple[object, ...], object] = {}
     if procs is not None:
         known[_TABLE] = procs
+    if uids is not None:
+        known[_UIDS] = uids
     for key, s in stamps.items():
         ev = judge_once(key, s, at, known)
         if ev is not None:
@@ -149,7 +164,8 @@ def judge_once(
     if not callable(table):
         table = known[_TABLE] = members.lazy_table(holders.process_table)
     if ev is _UNJUDGED or (isinstance(ev, LivenessEvidence) and ev.liveness is Liveness.UNKNOWN):
-        ev = known[who] = judge(key, s, at, table)
+        uids = known.get(_UIDS)
+        ev = known[who] = judge(key, s, at, table, uids=uids if isinstance(uids, Mapping) else None)
     elif isinstance(ev, LivenessEvidence):  # the same owner, another lane: its own members
         found = _members(key, s, ev.liveness, table())
         ev = ev if found == ev.members else replace(ev, members=found)
@@ -228,15 +244,18 @@ class ProbeMemo:
 
 
 def holdings(
-    prefixes: Sequence[str], memo: ProbeMemo | None = None, sockets: Collection[str] = ()
+    prefixes: Sequence[str],
+    memo: ProbeMemo | None = None,
+    sockets: Collection[str] = (),
+    scan: holders.ProcScan | None = None,
 ) -> tuple[list[Holding], str | None]:
     """Every path under `prefixes` some other process holds; and why the list may be partial.
     `memo`: the caller's, kept between calls; the answer is the same with or without.
-    `sockets`: listening sockets' fd links; their holders too (kind "socket")."""
-    # Not `with_tree`: only the holders' ancestors are needed, not every process's stat.
-    real = [p for p in prefixes if os.path.isdir(p)]
-    procs_memo = memo.procs if memo is not None else None
-    scan = holders.scan(real, with_env=True, memo=procs_memo, sockets=sockets)
+    `sockets`: listening sockets' fd links; their holders too (kind "socket"). `scan`: the
+    probe's own scan of `prefixes` with `memo` and `sockets` (`_scan`), made already."""
+    if scan is None:
+        # Not `with_tree`: only the holders' ancestors are needed, not every process's stat.
+        scan = _scan(prefixes, memo, sockets)
     procs: dict[int, holders.ProcStat | None] = dict(scan.procs)
     own = own_pids()
     before = memo.made if memo is not None else {}
@@ -267,6 +286,60 @@ def holdings(
     if not scan.complete:
         partial = scan.hidden or f"{len(scan.unreadable_pids)} processes could not be inspected"
     return out, partial
+
+
+def _scan(
+    prefixes: Sequence[str],
+    memo: ProbeMemo | None,
+    sockets: Collection[str],
+    *,
+    with_tree: bool = False,
+    statuses: Collection[int] = (),
+) -> holders.ProcScan:
+    real = [p for p in prefixes if os.path.isdir(p)]
+    procs_memo = memo.procs if memo is not None else None
+    return holders.scan(
+        real, with_env=True, with_tree=with_tree, memo=procs_memo, sockets=sockets,
+        statuses=statuses,
+    )  # fmt: skip
+
+
+def _scan_first(stamps: Mapping[str, Stamp]) -> bool:
+    """Whether a full probe scans /proc before it judges the owners, and judges them from the
+    scan's stats (one pinned read of each process's stat, not a table and then the scan's):
+    when some stamp names a local live owner (`owners_of` before the verdicts, which only
+    drop some) and no live lane's sockets are in a network namespace of its own (those are
+    read through the lane's members, known only from the verdicts)."""
+    host = procid.hostname()
+    local = [s for s in stamps.values() if s.state is OwnerState.LIVE and s.host == host]
+    if any(s.net_ns for s in local):
+        return False
+    return any(all(p is None or p > 1 for p in (s.pid, s.child_pid, s.pgid)) for s in local)
+
+
+def _owner_pids(stamps: Mapping[str, Stamp]) -> frozenset[int]:
+    """The pids whose uid `judge` may read: every local live owner and its command."""
+    host = procid.hostname()
+    return frozenset(
+        p
+        for s in stamps.values()
+        if s.state is OwnerState.LIVE and s.host == host
+        for p in (s.pid, s.child_pid)
+        if p
+    )
+
+
+def _uids(scan: holders.ProcScan) -> dict[int, tuple[int, int]]:
+    """(start ticks, real uid) by pid, from the status and stat the scan read through one pin
+    (what `procid.owner_uid` reads, and as strict: a status without its Uid or Tgid line
+    tells nothing)."""
+    out: dict[int, tuple[int, int]] = {}
+    for pid, data in scan.statuses.items():
+        st = scan.procs.get(pid)
+        uid = status_uid(data) if st is not None else None
+        if st is not None and uid is not None:
+            out[pid] = (st.start_ticks, uid)
+    return out
 
 
 def _holdings_of(pid: int, who: _Who, paths: Sequence[holders.HeldPath]) -> list[Holding]:
@@ -334,18 +407,27 @@ def probe(
     `private`: the caller's memory of the `--fence net` lanes' sockets (`privateports`)."""
     t0 = time.monotonic()
     at = time.time()
-    table = members.lazy_table(holders.process_table)
-    evidence = judge_all(stamps, at, table)
+    table: Callable[[], Mapping[int, ProcStat]] = members.lazy_table(holders.process_table)
+    scan: holders.ProcScan | None = None
+    uids: dict[int, tuple[int, int]] | None = None
+    early: dict[str, netsockets.Listening] = {}
+    if full and _scan_first(stamps):
+        early = netsockets.by_link(_TABLES.listening())
+        scan = _scan(prefixes, memo, early.keys(), with_tree=True, statuses=_owner_pids(stamps))
+        scanned = scan.procs
+        table, uids = (lambda: scanned), _uids(scan)
+    evidence = judge_all(stamps, at, table, uids)
     footprints = meter.measure(stamps, evidence, from_table(table), at) if meter else {}
     owners = owners_of(stamps, evidence)
     held: tuple[Holding, ...] | None = None
     partial = None
-    listening = netsockets.by_link(_TABLES.listening()) if owners else {}
+    listening: dict[str, netsockets.Listening] = {}
     if owners:  # a --fence net lane's sockets are in its own namespace's tables
+        listening = early if scan is not None else netsockets.by_link(_TABLES.listening())
         private = private if private is not None else PrivateNets()
         listening = {**listening, **private.read(stamps, evidence, fresh=full)}
     if owners and full:
-        found, partial = holdings(prefixes, memo, listening.keys())
+        found, partial = holdings(prefixes, memo, listening.keys(), scan)
         held = tuple(found)
     elif owners:
         procs = table()
@@ -358,38 +440,12 @@ def probe(
             held = tuple(fastprobe.holdings_of(pids, procs, real, views, listening.keys()))
         finally:
             views.close()
-    if held and full:
-        held = in_our_words(held)
     took = time.monotonic() - t0
     return ProbeReport(
         at, evidence, held, owners, partial, took, full=held is not None and full,
         footprints=footprints,
         listening=listening,
     )  # fmt: skip
-
-
-def in_our_words(held: Sequence[Holding], views: MountViews | None = None) -> tuple[Holding, ...]:
-    """Holdings in shared temp by a process in another mount namespace (a fenced lane, whose
-    /tmp is a folder of its namespace) renamed to the path that folder has here: without it a
-    fenced lane's /tmp/x would pass for a write in shared temp (`linux/mountview.py`)."""
-    mine = views is None
-    views = views or MountViews()
-    out: list[Holding] = []
-    seen: dict[int, Callable[[str], str] | None] = {}  # each holder's view, asked once
-    try:
-        for h in held:
-            if any(is_under(h.path, t) for t in SHARED_TEMP):
-                if h.pid not in seen:
-                    seen[h.pid] = views.of(h.pid)
-                view = seen[h.pid]
-                path = h.path if view is None else view(h.path)
-                if path != h.path:
-                    h = replace(h, path=path)
-            out.append(h)
-    finally:
-        if mine:
-            views.close()
-    return tuple(out)
 
 
 def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[int], bool]:
