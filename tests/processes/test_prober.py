@@ -71,17 +71,23 @@ def test_an_owner_death_is_seen_at_once_while_quiet(root: Path) -> None:
         proc.kill()
 
 
+# What may call a probe while the lanes are quiet: the machine around them. Another user's
+# process binding a port changes the listening sockets; the full scan comes on its own clock.
+OUTSIDE = {"sockets", "full"}
+
+
 def test_quiet_rounds_only_check_and_a_write_restores_the_pace(root: Path) -> None:
     proc = subprocess.Popen(["sleep", "60"])
     prober, reports = _prober(root, proc.pid, interval=0.2)
     try:
         wait_for(lambda: reports)
         first = len(reports)
-        # Quiet: every QUIET_EVERY intervals the owner is asked whether it stopped; no probe.
+        # Quiet: every QUIET_EVERY intervals the owner is asked whether it stopped; no probe
+        # but those the machine around calls (this test does not own its sockets).
         wait_for(lambda: prober.checks >= 2)
-        assert len(reports) == first
+        assert {r.cause for r in reports[first:]} <= OUTSIDE
         prober.active()  # what the engine calls when a batch held a write
-        wait_for(lambda: len(reports) > first, timeout=0.2 * QUIET_EVERY)
+        wait_for(lambda: any(r.cause == "write" for r in reports[first:]), 0.2 * QUIET_EVERY)
     finally:
         prober.stop()
         proc.kill()
@@ -89,25 +95,36 @@ def test_quiet_rounds_only_check_and_a_write_restores_the_pace(root: Path) -> No
 
 
 def test_a_watched_owner_that_stops_is_seen_by_the_quiet_check(root: Path) -> None:
-    """A pidfd tells of a death, not of a stop: the quiet rounds' check does."""
+    """A pidfd tells of a death, not of a stop: the quiet rounds' check does. A probe the
+    machine around called (OUTSIDE) may find the stop first: then again, a few times; the
+    check must be the one that finds it at least once, and nothing else may."""
     proc = subprocess.Popen(["sleep", "60"])
     prober, reports = _prober(root, proc.pid, interval=0.2)
 
-    def latest() -> Liveness | None:
-        return next(iter(reports[-1].evidence.values())).liveness if reports else None
+    def stopped_by() -> str | None:
+        found = [r for r in list(reports) if _liveness(r) is Liveness.STOPPED]
+        return found[0].cause if found else None
 
     try:
-        wait_for(lambda: latest() is Liveness.ALIVE)
-        checks = prober.checks
-        os.kill(proc.pid, signal.SIGSTOP)
-        wait_for(lambda: latest() is Liveness.STOPPED, timeout=0.2 * QUIET_EVERY * 3 + 5)
-        assert prober.checks > checks  # found by a check, not by a probe that was due anyway
-        os.kill(proc.pid, signal.SIGCONT)  # stopped: not watched, judged every interval
-        wait_for(lambda: latest() is Liveness.ALIVE)
+        causes = []
+        for _ in range(3):
+            wait_for(lambda: reports and _liveness(reports[-1]) is Liveness.ALIVE)
+            del reports[:]
+            os.kill(proc.pid, signal.SIGSTOP)
+            causes.append(wait_for(stopped_by, timeout=0.2 * QUIET_EVERY * 3 + 5))
+            os.kill(proc.pid, signal.SIGCONT)  # stopped: not watched, judged every interval
+            if causes[-1] == "check":
+                break
+        assert set(causes) <= OUTSIDE | {"check"} and causes[-1] == "check", causes
+        wait_for(lambda: _liveness(reports[-1]) is Liveness.ALIVE)
     finally:
         prober.stop()
         proc.kill()
         proc.wait()
+
+
+def _liveness(report: ProbeReport) -> Liveness:
+    return next(iter(report.evidence.values())).liveness
 
 
 def test_owners_sharing_one_process_are_judged_once_each(root: Path) -> None:

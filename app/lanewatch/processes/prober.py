@@ -379,6 +379,8 @@ class ProbeReport:
     # The listening sockets by fd link (`socket:[INODE]`, `linux/netsockets.py`), read before
     # the processes: holdings of kind "socket" name them. Empty when nothing was probed.
     listening: Mapping[str, netsockets.Listening] = field(default_factory=dict)
+    # What made the prober run this probe (`Prober._cause`); "" for a one-shot probe.
+    cause: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,6 +448,22 @@ def probe(
         footprints=footprints,
         listening=listening,
     )  # fmt: skip
+
+
+def _cause(watched: bool, poked: str, active: bool, owners: bool, sockets: bool) -> str:
+    """Why a probe is due now, by the first that holds; "" when none is (then only the
+    clock may call one: a quiet check, or the full scan's turn). `poked`: what woke the
+    wait ("poke": a death through its pidfd, or a poke; "sockets": the listening sockets)."""
+    for why, holds in (
+        (poked, bool(poked)),
+        ("write", active),
+        ("owners", owners),
+        ("sockets", sockets),
+        ("unwatched", not watched),
+    ):
+        if holds:
+            return why
+    return ""
 
 
 def _watchable(report: ProbeReport, stamps: Mapping[str, Stamp]) -> tuple[set[int], bool]:
@@ -615,29 +633,29 @@ class Prober:
         if found and not self._stop.is_set():
             self._sink(Metering(time.time(), found))
 
-    def _wait(self, deaths: DeathWatch | None, listened: frozenset[int] | None) -> bool:
-        """Wait one interval; True when woken early (a death, a poke, or, with `listened`,
-        a change of the listening sockets: looked at every SOCKETS_EVERY seconds while a
-        process started lately, so a lane that binds another's port is probed within about
-        that, whatever the interval; see `processes/quietpace.py`)."""
+    def _wait(self, deaths: DeathWatch | None, listened: frozenset[int] | None) -> str:
+        """Wait one interval; what woke it early, else "": "poke" (a death, a poke) or, with
+        `listened`, "sockets" (a change of the listening sockets: looked at every
+        SOCKETS_EVERY seconds while a process started lately, so a lane that binds another's
+        port is probed within about that, whatever the interval; `processes/quietpace.py`)."""
         end = time.monotonic() + self.interval
         while not self._stop.is_set():
             left = end - time.monotonic()
             if left <= 0:
-                return False
+                return ""
             step = left if listened is None else min(left, SOCKETS_EVERY)
             if deaths is None:
                 if self._now.wait(step):
-                    return True
+                    return "poke"
             elif deaths.wait(step):
-                return True
+                return "poke"
             if (
                 listened is not None
                 and self._pace.sockets_due(time.monotonic())
                 and _listening_now(self._private) != listened
             ):
-                return True
-        return True
+                return "sockets"
+        return "poke"
 
     def _run(self) -> None:
         """A probe every `interval` while something may change: an owner came, went, was
@@ -664,6 +682,7 @@ class Prober:
         seen: Mapping[str, Stamp] | None = None
         ids: frozenset[tuple[object, ...]] = frozenset()
         listened: frozenset[int] = frozenset()  # the listening sockets at the last probe
+        woke = ""  # what ended the last wait early (`_wait`)
         try:
             while not self._stop.is_set():
                 stamps = self._stamps()
@@ -675,13 +694,9 @@ class Prober:
                     _listening_now(self._private) if fresh else listened if stamps else frozenset()
                 )
                 full = pace.full_due(now)
-                due = (
-                    not watched
-                    or self._now.is_set()
-                    or self._active
-                    or ids != last
-                    or sockets != listened
-                )  # a cause, not the clock
+                poked = (woke or "poke") if self._now.is_set() else ""
+                cause = _cause(watched, poked, self._active, ids != last, sockets != listened)
+                due = bool(cause)  # a cause, not the clock
                 checked = False
                 if not due and not full and now - last_check >= self.interval * QUIET_EVERY - 0.05:
                     last_check, checked = now, True
@@ -693,6 +708,7 @@ class Prober:
                     else:
                         judged_pid = started
                         due = _verdicts_changed(stamps, verdicts)
+                    cause = "check" if due else ""
                 if not due and not full and any(ev.members for ev in verdicts.values()):
                     self._metering(stamps, verdicts, every=checked)
                 if due or full:
@@ -718,6 +734,7 @@ class Prober:
                         log.warning("process probe failed: %s", exc)
                         watched = False
                     else:
+                        report = replace(report, cause=cause or "full")
                         verdicts = report.evidence
                         pace.read(report.footprints, every=True)
                         if deaths is not None:
@@ -726,7 +743,8 @@ class Prober:
                         if not self._stop.is_set():
                             self._sink(report)
                 # The one-shot timer, re-armed only now that this run is done.
-                if self._wait(deaths, listened if stamps else None):
+                woke = self._wait(deaths, listened if stamps else None)
+                if woke:
                     self._now.set()  # an owner exited, a poke, or a lane's port opened
         finally:
             self._deaths = None
