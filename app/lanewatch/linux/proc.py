@@ -438,6 +438,20 @@ def self_fdinfo_value(fd: int, key: bytes) -> int | None:
     return _fdinfo_value(f"{PROC}/self/fdinfo/{fd}", key, 10)
 
 
+def own_children() -> list[int] | None:
+    """This process's children, from each of its threads' /proc list (a zombie is listed until
+    reaped, and only we reap: one that died while we read is still there); None where
+    unreadable (a kernel without CONFIG_PROC_CHILDREN)."""
+    out: list[int] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children", "rb") as f:
+                out += [int(word) for word in f.read().split()]
+    except (OSError, ValueError):
+        return None
+    return out
+
+
 def read_int(path: str) -> int | None:
     """An integer file under /proc/sys (pid_max, ns_last_pid), or None."""
     try:

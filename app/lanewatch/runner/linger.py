@@ -23,7 +23,7 @@ from lanewatch.inert import inert
 from lanewatch.lanes import ledger
 from lanewatch.lanes.lane import Lane
 from lanewatch.linux import reaper
-from lanewatch.linux.proc import ProcStat, stat_table
+from lanewatch.linux.proc import ProcStat, own_children, stat_table
 from lanewatch.linux.procid import ProbeError, ProcessIdentity, boot_id, start_ticks
 from lanewatch.runner.launchers import listening
 
@@ -132,24 +132,11 @@ def _childless(helpers: Before = frozenset()) -> bool:
             break
     if not helpers:
         return False
-    children = _children()
+    children = own_children()
     if children is None:
         return False  # no list to read (a kernel without CONFIG_PROC_CHILDREN): the scan tells
     known = dict(helpers)
     return all(pid in known and _ticks(pid) == known[pid] for pid in children)
-
-
-def _children() -> list[int] | None:
-    """Our children, from each of our threads' /proc list (a zombie is listed until reaped,
-    and only we reap: one that died while we read is still there); None where unreadable."""
-    out: list[int] = []
-    try:
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/children", "rb") as f:
-                out += [int(word) for word in f.read().split()]
-    except (OSError, ValueError):
-        return None
-    return out
 
 
 def _ticks(pid: int) -> int | None:
