@@ -17,6 +17,7 @@ and after is in the detail (the machine may be shared).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -27,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.linux import netnsports
@@ -77,6 +80,18 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
+def _outlived(members: list[psutil.Process]) -> None:
+    """The lane's processes must end with its runner (SIGINT forwarded to them). One that
+    outlives it would also hold the bench's pipe open (seen once: the whole bench waited on
+    it): killed (psutil re-checks each one's identity) and said, not waited for."""
+    left = [p for p in members if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in left:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    if left:
+        raise RuntimeError(f"lane processes outlived its runner: {[p.pid for p in left]}")
+
+
 def _line(proc: subprocess.Popen[str]) -> str:
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -96,9 +111,11 @@ def throughput(repo: Path, env: dict[str, str]) -> dict[str, Any]:
         **opts,
     )  # fmt: skip
     fwd = None
+    members: list[psutil.Process] = []
     try:
         direct_s = _read_all(int(_line(direct)))
         _line(lane)
+        members = psutil.Process(lane.pid).children(recursive=True)
         private = private_reads(Path(env["LANEWATCH_ROOT"]))
         fwd = subprocess.Popen(
             [*lw, "forward", "served", "3000", "0", "--root", env["LANEWATCH_ROOT"]],
@@ -113,6 +130,7 @@ def throughput(repo: Path, env: dict[str, str]) -> dict[str, Any]:
         for proc in (fwd, lane, direct):
             if proc is not None:
                 _stop(proc)
+        _outlived(members)
     mb = SIZE / 1e6
     return {
         "direct_s": direct_s,
