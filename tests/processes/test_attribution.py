@@ -83,8 +83,8 @@ def test_a_writer_gone_before_its_event_is_read_is_credited_by_pid_order(
             assert isinstance(written, list)
             (entry,) = written
             assert entry.lane in (lane, None) and entry.sha256 == sha(lane.encode())
-            if entry.lane == lane:
-                break
+            if entry.lane == lane and ("pid not reused" in entry.how or "connector" in entry.how):
+                break  # else read while it still ran (a loaded machine): not this test's case
         else:
             pytest.fail("no gone writer was proven in 3 tries")
         incident, ev = wait_known(rec, "cross-lane-write", target)
