@@ -241,6 +241,20 @@ def test_a_stamp_whose_claims_cannot_be_so_makes_no_lane_members(root: Path) -> 
     )
 
 
+def _children_args(pid: int) -> set[str]:
+    """The last argument of each of a process's children (an exec'd `sleep 61` gives "61")."""
+    out: set[str] = set()
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        for kid in kids:
+            argv = Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0")
+            if len(argv) >= 2 and argv[0].endswith(b"sleep"):
+                out.add(argv[-2].decode() if argv[-1] == b"" else argv[-1].decode())
+    except (OSError, UnicodeDecodeError):
+        pass
+    return out
+
+
 def _no_process_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     """A quiet machine: no pid handed out, no socket opened or closed to listen. Neither can
     exist on a shared test machine (other tests and users start processes and servers; a change
@@ -287,6 +301,10 @@ def test_with_no_process_started_a_member_that_exits_is_seen_by_the_light_check(
     check still reads each member's stat: an exit is seen within a quiet round."""
     _no_process_starts(monkeypatch)
     proc = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 61 & wait"])
+    # With no process start ever seen, membership is read in full once, at the first probe: the
+    # shell's two sleepers must exist (forked and exec'd) by then, or they are never members (under
+    # load the shell can be slower than the first probe; seen in CI).
+    wait_for(lambda: {"60", "61"} <= _children_args(proc.pid))
     prober, reports = _prober(root, proc.pid, interval=0.2)
 
     def members() -> set[str]:
