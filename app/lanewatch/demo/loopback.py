@@ -4,6 +4,7 @@ machine has IPv6. Only loopback is ever bound."""
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 
 from lanewatch.linux.netsockets import ephemeral_range, listening
@@ -22,10 +23,15 @@ def ipv6_loopback() -> str | None:
 
 
 def free_port() -> int:
-    """A port of FIXED_RANGE no socket listens on and that binds on 127.0.0.1 now."""
+    """A port of FIXED_RANGE no socket listens on and that binds on 127.0.0.1 now. The search
+    starts at a random place in the range: two demos (or a demo and a test) started at once on
+    one machine would otherwise both take its first free port, and the later one to listen
+    would wait on the other."""
     low, high = ephemeral_range()
     taken = {s.port for s in listening()}
-    for port in range(*FIXED_RANGE):
+    ports = range(*FIXED_RANGE)
+    start = random.randrange(len(ports))
+    for port in (*ports[start:], *ports[:start]):
         if port in taken or low <= port <= high:
             continue
         with contextlib.suppress(OSError), socket.socket() as s:
