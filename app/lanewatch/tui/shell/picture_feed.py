@@ -61,6 +61,7 @@ class PictureFeed:
         self.watch_problem: staleness.Problem | None = None  # what the watchdog found, if any
         self._problem_at = 0.0
         self._ticked = 0.0
+        self._busy_at = 0.0  # the last tick that came late (the loop held up); the first does
 
     def pending(self) -> None:
         """The engine sent changes: drain now, or at the next frame."""
@@ -138,14 +139,22 @@ class PictureFeed:
         app = self.app
         now = app.monotonic()
         late, self._ticked = now - self._ticked, now  # over 1 s: the loop itself was busy
+        if late > staleness.BUSY:
+            self._busy_at = now  # held up (starting, starved of a CPU): nothing could drain
         waiting = app.buffer.waiting_for()
-        stalled = None if waiting is None or self._held() else waiting
-        if stalled is not None and stalled > staleness.STALL:
-            log.warning(
-                "changes waited %.1f s without a drain (last tick %.1f s ago); draining",
-                stalled,
-                late,
-            )
+        held = waiting is None or self._held()
+        # A stall is changes left waiting while the loop ran on time: what waited for a loop
+        # held up waited for it, not for a wake-up that was lost (no problem to show for that).
+        stalled = None if held or waiting is None else min(waiting, now - self._busy_at)
+        if not held and waiting is not None and waiting > staleness.STALL:
+            if stalled is not None and stalled > staleness.STALL:
+                log.warning(
+                    "changes waited %.1f s without a drain (last tick %.1f s ago); draining",
+                    stalled,
+                    late,
+                )
+            else:
+                log.info("the loop was held up %.1f s; draining what waited %.1f s", late, waiting)
             self.cancel()
             self.drain()
         if terminal is not None and staleness.terminal_gone(terminal):
