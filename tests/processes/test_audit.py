@@ -136,7 +136,8 @@ def test_the_sample_debt_is_reported_classified_and_named_then_gone_once_fixed(
     assert done.returncode == Exit.OK, (done.stdout, done.stderr)
     report = parsed("audit", done.stdout)
     assert report["ok"] and report["shared"] == 0
-    assert report["counts"]["unbound"] == report["counts"]["product-scoped"] == 0
+    left = [(f["path"], f["scope"], f["runs"]) for f in report["findings"]]
+    assert report["counts"]["unbound"] == report["counts"]["product-scoped"] == 0, left
 
 
 @pytest.mark.parametrize("way", ["kernel", "bwrap"])
