@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lanewatch.lanes.stamp import read_stamp
+from lanewatch.lanes.stamp import Stamp, read_stamp
 from lanewatch.linux import mountview
 from lanewatch.linux.procid import ProcessIdentity
 from lanewatch.processes.prober import ProbeMemo, probe
@@ -33,22 +33,17 @@ def tmp_entry() -> Iterator[Path]:
         yield path
 
 
-@needs_unshare
-@pytest.mark.parametrize("memo", [False, True], ids=["one-shot", "with-memo"])
-def test_a_fenced_process_paths_are_translated_once(
-    tmp_entry: Path, procs: list[subprocess.Popen[bytes]], memo: bool
-) -> None:
-    root = tmp_entry / "root"
+def _fenced_sleeper(
+    root: Path, procs: list[subprocess.Popen[bytes]], script: str
+) -> tuple[subprocess.Popen[bytes], Path, Stamp]:
+    """As a fence does: the lane's tmp/ at /tmp in a mount namespace of its own, where `script`
+    runs (given the lane's tmp/ as $1; it says "ready" once set up); the lane stamped with it
+    as owner. Returns the process, the lane's namespace and its stamp."""
     ns = make_stamp(root, "fenced")
     lane_tmp = ns / "tmp"
-    lane_tmp.mkdir()
+    lane_tmp.mkdir(exist_ok=True)
     (lane_tmp / "held.txt").write_text("x")
     assert UNSHARE is not None
-    # As a fence does: the lane's tmp/ at /tmp in a namespace of its own; the command runs
-    # there, with its cwd and a file open in what it calls /tmp.
-    script = (
-        'mount --bind "$1" /tmp && cd /tmp && exec 3</tmp/held.txt && echo ready && exec sleep 60'
-    )
     proc = subprocess.Popen(
         [UNSHARE, "-m", "--propagation", "private", "sh", "-c", script, "sh", str(lane_tmp)],
         stdin=subprocess.DEVNULL,
@@ -61,6 +56,21 @@ def test_a_fenced_process_paths_are_translated_once(
     ns = make_stamp(root, "fenced", pid=ident.pid, start_ticks=ident.start_ticks)
     stamp = read_stamp(ns).stamp
     assert stamp is not None
+    return proc, ns, stamp
+
+
+@needs_unshare
+@pytest.mark.parametrize("memo", [False, True], ids=["one-shot", "with-memo"])
+def test_a_fenced_process_paths_are_translated_once(
+    tmp_entry: Path, procs: list[subprocess.Popen[bytes]], memo: bool
+) -> None:
+    root = tmp_entry / "root"
+    # Its cwd and a file open in what it calls /tmp.
+    script = (
+        'mount --bind "$1" /tmp && cd /tmp && exec 3</tmp/held.txt && echo ready && exec sleep 60'
+    )
+    proc, ns, stamp = _fenced_sleeper(root, procs, script)
+    lane_tmp = ns / "tmp"
     kept = ProbeMemo() if memo else None
     for _ in range(3 if memo else 1):  # the memo's reuse names them the same way
         report = probe({str(ns): stamp}, [str(root)], memo=kept)
@@ -74,23 +84,9 @@ def test_a_namespace_table_is_read_at_every_scan_and_parsed_when_it_changed(
     tmp_entry: Path, procs: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_entry / "root"
-    ns = make_stamp(root, "fenced")
-    lane_tmp = ns / "tmp"
-    lane_tmp.mkdir()
-    assert UNSHARE is not None
     script = 'mount --bind "$1" /tmp && cd /tmp && echo ready && exec sleep 60'
-    proc = subprocess.Popen(
-        [UNSHARE, "-m", "--propagation", "private", "sh", "-c", script, "sh", str(lane_tmp)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    procs.append(proc)
-    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-    ident = ProcessIdentity.of(proc.pid)
-    ns = make_stamp(root, "fenced", pid=ident.pid, start_ticks=ident.start_ticks)
-    stamp = read_stamp(ns).stamp
-    assert stamp is not None
+    proc, ns, stamp = _fenced_sleeper(root, procs, script)
+    lane_tmp = ns / "tmp"
     mine = os.fsencode(ns.name)  # in its table: the root of its /tmp mount
     parsed: list[bool] = []
     real = mountview.parse_mountinfo
