@@ -97,3 +97,25 @@ async def test_the_columns_that_matter_fit_in_80_columns(
         # Long names end in an ellipsis instead of pushing the rest off screen.
         assert "…" in screen_text(app)
         assert len(columns) > len(shown) + 1, "the rest of the row is still there, to the right"
+
+
+def test_a_beat_on_time_says_ok_and_costs_no_redraw_until_it_is_late() -> None:
+    """A live owner's beat younger than two of its intervals reads "ok": the passing of seconds
+    changes nothing on its row until the beat is late (an idle dashboard redrew every row on
+    screen once a second to count 0s..4s). A late beat, and any other state's, counts."""
+    from lanewatch.tui.state.dashboard_store import View
+    from lanewatch.tui.widgets.view_columns import BEAT_OK, age_cells, ages_change_at
+
+    fresh = ns_view(
+        "a", heartbeat_at=NOW - 2, heartbeat_interval=5.0, last_write=None, started_at=NOW - 7200
+    )
+    assert age_cells(View.LANES, fresh, NOW)["beat"] == BEAT_OK
+    # Nothing on the row changes before the beat is 10 s old (two intervals).
+    assert ages_change_at(View.LANES, fresh, NOW) == NOW - 2 + 10.0
+    assert age_cells(View.LANES, fresh, NOW + 7.9)["beat"] == BEAT_OK
+    assert age_cells(View.LANES, fresh, NOW + 8.0)["beat"] == "10s"  # late: counted
+    assert ages_change_at(View.LANES, fresh, NOW + 8.0) == NOW - 2 + 11.0
+    hung = ns_view("b", NsState.HUNG, heartbeat_at=NOW - 2, heartbeat_interval=5.0)
+    assert age_cells(View.LANES, hung, NOW)["beat"] == "2s"
+    unknown_interval = ns_view("c", heartbeat_at=NOW - 2, heartbeat_interval=None)
+    assert age_cells(View.LANES, unknown_interval, NOW)["beat"] == "2s"

@@ -43,6 +43,8 @@ SEVERITY_STYLES = {Severity.HIGH: "bold red", Severity.MEDIUM: "yellow", Severit
 
 
 def _ago_key(cell: Cell) -> Any:
+    if (cell.plain if isinstance(cell, Text) else cell) == BEAT_OK:
+        return (0, -1.0)  # a beat on time: younger than any counted one
     return duration_key(cell)
 
 
@@ -226,13 +228,38 @@ def age_anchors(view: View, row: NamespaceView | Incident) -> dict[str, float | 
 
 def age_cells(view: View, row: NamespaceView | Incident, now: float) -> dict[str, str]:
     """The age cells of `row` at `now`, by column key (the row builders use these too)."""
-    return {column: humanize.ago(then, now) for column, then in age_anchors(view, row).items()}
+    cells = {column: humanize.ago(then, now) for column, then in age_anchors(view, row).items()}
+    if view is View.LANES and isinstance(row, NamespaceView) and _on_time(row, now):
+        cells["beat"] = BEAT_OK
+    return cells
 
 
 def ages_change_at(view: View, row: NamespaceView | Incident, now: float) -> float:
     """When a cell of `row` that shows an age next changes its text: until then, the passing
     of time changes nothing on the row."""
-    return min(humanize.ago_changes_at(t, now) for t in age_anchors(view, row).values())
+    anchors = age_anchors(view, row)
+    if view is View.LANES and isinstance(row, NamespaceView) and _on_time(row, now):
+        late_at = (row.heartbeat_at or 0.0) + (row.heartbeat_interval or 0.0) * BEAT_ON_TIME
+        anchors = {k: v for k, v in anchors.items() if k != "beat"}
+        return min([late_at, *(humanize.ago_changes_at(t, now) for t in anchors.values())])
+    return min(humanize.ago_changes_at(t, now) for t in anchors.values())
+
+
+# A live owner's beat younger than BEAT_ON_TIME of its intervals shows as "ok" rather than its
+# age in seconds: counting 0s..4s once a second for every lane on screen redrew the whole table
+# every second on an idle dashboard (nearly all its CPU) to say nothing. A late beat counts.
+BEAT_OK = "ok"
+BEAT_ON_TIME = 2.0
+
+
+def _on_time(ns: NamespaceView, now: float) -> bool:
+    beat, interval = ns.heartbeat_at, ns.heartbeat_interval
+    return (
+        ns.state is NsState.LIVE
+        and beat is not None
+        and bool(interval)
+        and now - beat < (interval or 0.0) * BEAT_ON_TIME
+    )
 
 
 def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
