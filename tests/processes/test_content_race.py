@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lanewatch.kernel import attribution
 from lanewatch.kernel.attribution import Attribution, KernelBatch
-from lanewatch.kernel.fanotify import FanEvent
+from lanewatch.kernel.fanotify import FanEvent, FanotifyWatcher
 from lanewatch.records.writes import WriteEntry, history
 from tests.conftest import wait_for
 from tests.kits.attributionkit import privileged, sha
@@ -120,3 +121,41 @@ def test_another_writers_data_landed_before_the_read_is_never_this_writers_conte
             writer_b.wait()
         attr.stop()
     assert a_writes[-1].sha256 == sha(b"A 2"), a_writes
+
+
+@privileged
+def test_the_watcher_is_caught_up_only_once_every_event_queued_before_was_delivered(
+    own_fs: Path,
+) -> None:
+    """`caught_up()` (the attribution's proof that it has read a rival's events) is False while
+    a read is in its callback and while events are queued; once True, every event queued before
+    the call was delivered. On a tmpfs of the test's own: no one else's writes."""
+    delivered: list[str | None] = []
+    inside, release = threading.Event(), threading.Event()
+
+    def callback(events: Sequence[FanEvent]) -> None:
+        delivered.extend(ev.path for ev in events)
+        inside.set()
+        release.wait(60)
+
+    def write(name: str) -> str:
+        path = own_fs / name
+        subprocess.run(["sh", "-c", 'printf x > "$1"', "sh", str(path)], check=True)
+        return os.path.realpath(path)
+
+    watcher = FanotifyWatcher([own_fs], callback)
+    watcher.start()
+    try:
+        wait_for(watcher.caught_up, 30, what="an idle watcher caught up")
+        write("first")
+        assert inside.wait(30), "the first write never reached the callback"
+        assert not watcher.caught_up()  # a read in its callback
+        second = write("second")  # queued behind the held read
+        assert not watcher.caught_up()
+        release.set()
+        wait_for(watcher.caught_up, 30, what="the watcher caught up")
+        assert second in delivered, delivered
+    finally:
+        release.set()
+        watcher.stop()
+    assert not watcher.caught_up()  # stopped: it can read nothing more
