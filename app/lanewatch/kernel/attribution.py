@@ -173,9 +173,10 @@ class Attribution:
         # [facts, events still to read, the read that made them].
         self._holds: deque[list[Any]] = deque()
         self._reads = 0
-        # Recent writers by path: pid -> (when read, monotonic; which read), on the reader;
-        # read by the attribution thread for the contested contents it holds (`_contested`).
-        self._recent: OrderedDict[str, dict[int, tuple[float, int]]] = OrderedDict()
+        # Recent writers by path: (the read that began the entry, {pid: (when read, monotonic;
+        # which read)}), on the reader; read by the attribution thread for the contested
+        # contents it holds (`_contested`).
+        self._recent: OrderedDict[str, tuple[int, dict[int, tuple[float, int]]]] = OrderedDict()
         self._contested: list[Fact] = []
         self._pending: list[Fact] = []
         self._pending_bytes = 0
@@ -356,13 +357,14 @@ class Attribution:
         had that many others write after it: a content read before it is unknown anyway."""
         if not (ev.is_modify or ev.is_close_write):
             return False
-        seen = self._recent.get(path)
-        if seen is None:
-            seen = self._recent[path] = {}
+        entry = self._recent.get(path)
+        if entry is None:
+            entry = self._recent[path] = (self._reads, {})
             if len(self._recent) > RECENT_PATHS:
                 self._recent.popitem(last=False)
         else:
             self._recent.move_to_end(path)
+        seen = entry[1]
         contested = any(pid != ev.pid and now - t < CONTESTED for pid, (t, _) in seen.items())
         seen.pop(ev.pid, None)  # to the end: the latest
         seen[ev.pid] = (now, self._reads)
@@ -463,7 +465,8 @@ class Attribution:
     def _rivals(self, f: Fact) -> set[int]:
         """The other processes that wrote `f`'s file within CONTESTED before its content was
         read, or since (as far as the reader has read)."""
-        seen = list(self._recent.get(f.path, {}).items())  # one copy: the reader adds to it
+        entry = self._recent.get(f.path)
+        seen = list(entry[1].items()) if entry is not None else []  # a copy: the reader adds
         since = f.contested_at - CONTESTED
         return {p for p, (t, _) in seen if p != f.writer.pid and t > since}
 
@@ -486,11 +489,11 @@ class Attribution:
             f.sample, f.raced = None, UNSURE
             self.stats.unsure += 1
             return True
-        seen = self._recent.get(f.path)
-        if seen is None:  # dropped (RECENT_PATHS newer paths since): cannot tell
+        entry = self._recent.get(f.path)
+        if entry is None or entry[0] > f.read_no:  # dropped since (RECENT_PATHS newer paths)
             f.sample, f.raced = None, UNSURE
             self.stats.unsure += 1
-        elif any(p != f.writer.pid and r > f.read_no for p, (_, r) in list(seen.items())):
+        elif any(p != f.writer.pid and r > f.read_no for p, (_, r) in list(entry[1].items())):
             f.sample, f.raced = None, RACED
         return True
 
