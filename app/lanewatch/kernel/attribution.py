@@ -47,6 +47,8 @@ from lanewatch.kernel.fanotify import (
 from lanewatch.kernel.keeper import Keeper
 from lanewatch.kernel.throttle import Pace
 from lanewatch.kernel.writefacts import (
+    RACED,
+    UNSURE,
     Attributor,
     Fact,
     KernelBatch,
@@ -60,7 +62,7 @@ from lanewatch.lanes.roots import ROOT_META
 from lanewatch.lanes.stamp import META_DIR, parse_stamp
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP, is_under
-from lanewatch.linux.proc import pidfd_alive, pin
+from lanewatch.linux.proc import pidfd_alive, pin, thread_states
 from lanewatch.processes.pidclock import Mark, PidClock
 from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
 from lanewatch.processes.proclives import ProcLives
@@ -78,12 +80,16 @@ TICK = 1.0  # the attribution thread wakes at least this often (pid clock, pendi
 MAX_EVENTS = 128  # per read: each event holds two descriptors (the file and a pidfd)
 READ_DELAY = 0.002  # seconds: let the kernel merge a write's MODIFY and CLOSE_WRITE first
 # A file another process wrote within CONTESTED seconds is contested: the content read at a
-# close-write waits GRACE seconds for another writer's event that was still on its way (a
-# writer preempted between its data landing and its event being queued); one that comes makes
-# the content unknown. Only contested files wait: one writer per file costs no latency.
+# close-write waits for the other writers' events still on its way (a writer preempted between
+# its data landing and its event being queued): at least GRACE seconds, then until none of
+# those writers may be inside a write and the reader has read every event queued until then;
+# an event of theirs read since our read makes the content unknown, and so does waiting past
+# MAX_GRACE (`_judge`). Only contested files wait: one writer per file costs no latency.
 CONTESTED = 1.0
 GRACE = 0.1
+MAX_GRACE = 2.0
 RECENT_PATHS = 4096
+RECENT_WRITERS = 8  # per path, the latest
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
 UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
 HINT_INFERRED = (
@@ -115,6 +121,21 @@ def _file_id(fd: int) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+def _may_be_writing(pid: int) -> bool:
+    """Whether a thread of `pid` may be inside a write whose event is not queued yet: running
+    or runnable (R: preempted, even in the kernel) or in an uninterruptible sleep (D: memory
+    for the event, a lock). Between its data landing and its event a writer sleeps in no other
+    state (a write that faults on a userfaultfd buffer, or a FUSE file's, can: not covered).
+    A process we cannot look at (pid 0: another pid namespace; denied) may be."""
+    if pid <= 0:
+        return True
+    try:
+        states = thread_states(pid)
+    except OSError:
+        return True
+    return states is not None and ("R" in states or "D" in states)
 
 
 def shared_temp() -> list[str]:
@@ -152,9 +173,10 @@ class Attribution:
         # [facts, events still to read, the read that made them].
         self._holds: deque[list[Any]] = deque()
         self._reads = 0
-        # Recent write events by path (pid, when read), on the reader; read by the
-        # attribution thread for the contested contents it holds (`_contested`).
-        self._recent: OrderedDict[str, deque[tuple[int, float]]] = OrderedDict()
+        # Recent writers by path: (the read that began the entry, {pid: (when read, monotonic;
+        # which read)}), on the reader; read by the attribution thread for the contested
+        # contents it holds (`_contested`).
+        self._recent: OrderedDict[str, tuple[int, dict[int, tuple[float, int]]]] = OrderedDict()
         self._contested: list[Fact] = []
         self._pending: list[Fact] = []
         self._pending_bytes = 0
@@ -256,7 +278,7 @@ class Attribution:
         return ("shared", None, None) if any(is_under(path, p) for p in self.shared) else None
 
     def _on_events(self, events: Sequence[FanEvent]) -> None:
-        self._batch_began = time.monotonic()
+        self._batch_began = began = time.monotonic()
         self.pace.count(len(events))
         watcher = self._watcher
         # What our `before_read` (the pid clock's `mark`) returned before the read.
@@ -283,7 +305,7 @@ class Attribution:
             if zone is None:
                 self.stats.dropped += 1
                 continue
-            contested = self._note_write(path, ev, at)
+            contested = self._note_write(path, ev, began)
             writer = self.lanes.resolve(ev.pid, ev.pidfd, window)
             if zone[0] == "shared" and writer.identified and writer.lane is None:
                 continue  # nobody's lane, in shared temp: not ours to record
@@ -298,12 +320,12 @@ class Attribution:
             if zone[0] == "shared" and ev.fd >= 0:
                 fact.file_id = _file_id(ev.fd)  # was it handed to the lane? (model/family.py)
             if sample is not None and contested:
-                fact.contested_until = at + GRACE
+                fact.contested_at, fact.read_no = began, self._reads
             if sample is not None and sample.size == 0:
                 # An empty file at a close-write: its writer's own (`: > f`), or truncated
                 # since by another open(O_TRUNC), which reports no event with a path to us (its
                 # write comes later, if at all). We cannot tell: not tied to this writer.
-                fact.sample, fact.raced = None, True
+                fact.sample, fact.raced = None, RACED
             facts.append(fact)
             if zone[0] == "ns" and is_stamp(path):
                 # Its owner is known before the next event is resolved, not when the
@@ -329,17 +351,25 @@ class Attribution:
         finally:
             os.close(dfd)
 
-    def _note_write(self, path: str, ev: FanEvent, at: float) -> bool:
-        """Remember this write event; True if another process wrote `path` lately."""
+    def _note_write(self, path: str, ev: FanEvent, now: float) -> bool:
+        """Remember this write event (read at monotonic `now`, in read `self._reads`); True if
+        another process wrote `path` lately. A writer dropped from a path's RECENT_WRITERS
+        had that many others write after it: a content read before it is unknown anyway."""
         if not (ev.is_modify or ev.is_close_write):
             return False
-        seen = self._recent.get(path)
-        if seen is None:
-            seen = self._recent[path] = deque(maxlen=8)
+        entry = self._recent.get(path)
+        if entry is None:
+            entry = self._recent[path] = (self._reads, {})
             if len(self._recent) > RECENT_PATHS:
                 self._recent.popitem(last=False)
-        contested = any(pid != ev.pid and at - t < CONTESTED for pid, t in seen)
-        seen.append((ev.pid, at))
+        else:
+            self._recent.move_to_end(path)
+        seen = entry[1]
+        contested = any(pid != ev.pid and now - t < CONTESTED for pid, (t, _) in seen.items())
+        seen.pop(ev.pid, None)  # to the end: the latest
+        seen[ev.pid] = (now, self._reads)
+        if len(seen) > RECENT_WRITERS:
+            del seen[next(iter(seen))]
         return contested
 
     def _settle(self, events: Sequence[FanEvent], facts: list[Fact | Lost]) -> None:
@@ -411,25 +441,61 @@ class Attribution:
         self.keeper.put(keeps)  # disk last, on the keeper's thread
 
     def _uncontested(self, facts: list[Fact]) -> list[Fact]:
-        """`facts` and the contested ones whose grace is over, in order; those still in their
-        grace wait (with every later fact of the same path, so a file's writes stay in order).
-        Another process's write of the file read during the grace makes the content unknown."""
-        now = time.time()
+        """`facts` and the contested ones now judged (`_judge`), in order; the others wait
+        (with every later fact of the same path, so a file's writes stay in order)."""
+        now = time.monotonic()
+        todo = [*self._contested, *facts]
+        due = [f for f in todo if f.sample is not None and 0 < f.contested_at <= now - GRACE]
+        rivals = {id(f): self._rivals(f) for f in due}
+        busy = {p for pids in rivals.values() for p in pids if _may_be_writing(p)}
+        # Asked after the rivals' states: every event they queued before is read (`_judge`).
+        caught_up = bool(due) and self._watcher is not None and self._watcher.caught_up()
         waiting: list[Fact] = []
         out: list[Fact] = []
-        blocked: set[str] = set()  # paths with a fact still in its grace
-        for f in [*self._contested, *facts]:
-            if f.path in blocked or f.contested_until > now:
+        blocked: set[str] = set()  # paths with a fact still waiting
+        for f in todo:
+            if f.path in blocked or not self._judge(f, now, rivals.get(id(f)), busy, caught_up):
                 waiting.append(f)
                 blocked.add(f.path)
                 continue
-            if f.contested_until and f.sample is not None:
-                seen = list(self._recent.get(f.path, ()))
-                if any(p != f.writer.pid and f.at < t <= f.contested_until for p, t in seen):
-                    f.sample, f.raced = None, True
             out.append(f)
         self._contested = waiting
         return out
+
+    def _rivals(self, f: Fact) -> set[int]:
+        """The other processes that wrote `f`'s file within CONTESTED before its content was
+        read, or since (as far as the reader has read)."""
+        entry = self._recent.get(f.path)
+        seen = list(entry[1].items()) if entry is not None else []  # a copy: the reader adds
+        since = f.contested_at - CONTESTED
+        return {p for p, (t, _) in seen if p != f.writer.pid and t > since}
+
+    def _judge(
+        self, f: Fact, now: float, rivals: set[int] | None, busy: set[int], caught_up: bool
+    ) -> bool:
+        """Whether `f`'s content is judged now (False: it waits); unknown if another writer's
+        data may have landed before our read. A rival whose data landed before it has queued
+        its event by the time none of its threads is running, runnable or in uninterruptible
+        sleep (`busy`: a writer preempted inside its write is runnable); once the reader has
+        read every event queued after that (`caught_up`), any rival's event read since our
+        read counts. No timing assumption is left, but a bound: past MAX_GRACE it is unknown."""
+        if not f.contested_at or f.sample is None:
+            return True
+        if rivals is None:
+            return False  # in its GRACE
+        if rivals & busy or not caught_up:
+            if now < f.contested_at + MAX_GRACE:
+                return False
+            f.sample, f.raced = None, UNSURE
+            self.stats.unsure += 1
+            return True
+        entry = self._recent.get(f.path)
+        if entry is None or entry[0] > f.read_no:  # dropped since (RECENT_PATHS newer paths)
+            f.sample, f.raced = None, UNSURE
+            self.stats.unsure += 1
+        elif any(p != f.writer.pid and r > f.read_no for p, (_, r) in list(entry[1].items())):
+            f.sample, f.raced = None, RACED
+        return True
 
     def _park(self, f: Fact) -> bool:
         """Keep a fact for a retry; True if parked: a gone writer not identified yet, or a

@@ -383,6 +383,8 @@ class FanotifyWatcher:
         # What `before_read` returned before the latest read that drained the kernel's queue:
         # every event delivered since was queued after that moment. Read it in the callback.
         self.window: object = None
+        # Reads begun and reads whose events were delivered (`caught_up`), on the reader.
+        self._reads_begun = self._reads_done = 0
 
     @property
     def running(self) -> bool:
@@ -393,6 +395,23 @@ class FanotifyWatcher:
         they are the first records of the next reads)."""
         group = self._group
         return group.queued() if group is not None and not group.closed else 0
+
+    def caught_up(self) -> bool:
+        """True when every event queued before this call has been read and delivered (its
+        callback returned); from any thread. False while the reader is not running. Nothing
+        queued now means every earlier event was taken by a read begun before now; that read
+        is over when as many reads are done as were begun."""
+        group = self._group
+        if group is None or group.closed or not self.running:
+            return False
+        probe = select.poll()
+        try:
+            probe.register(group.fileno(), select.POLLIN)
+            if probe.poll(0):
+                return False  # events queued (or the group gone: POLLNVAL)
+        except (OSError, ValueError):  # closed meanwhile
+            return False
+        return self._reads_begun == self._reads_done
 
     def start(self) -> None:
         """Open the group and mark every path (raises FanotifyError), then start reading."""
@@ -507,12 +526,14 @@ class FanotifyWatcher:
                 # Drain what is queued, one bounded batch at a time, checking for stop.
                 while not self._stopping.is_set():
                     mark = self._before_read() if self._before_read is not None else None
+                    self._reads_begun += 1
                     with group.read(max_events=self._max_events, accept=self._accept) as batch:
                         self.records += batch.records
                         if batch.events:
                             self._deliver(batch.events)
                     if batch.records and self._after_read is not None:
                         self._after_read(batch.records, len(batch.events))
+                    self._reads_done += 1
                     if batch.drained:
                         self.window = mark
                         # Empty when read: read again only if more came meanwhile (a poll is

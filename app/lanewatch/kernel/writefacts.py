@@ -34,6 +34,8 @@ STDIO_FOR = 30.0  # seconds an owner's stdout/stderr targets are cached
 LAST_HASHES = 4096  # paths whose last content hash we remember (unchanged closes are skipped)
 EVIDENCE_PER_SECOND = 20  # new evidence items a second per incident
 RACED = "content unknown: another process wrote the file before it could be read"
+# A contested content whose other writers could not be shown done in time (kernel.attribution).
+UNSURE = "content unknown: another process may have written the file before it could be read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +64,17 @@ class Fact:
     window: Mark | None
     deleted: bool = False
     tries_until: float = 0.0
-    raced: bool = False  # another writer wrote the file before we read it: content unknown
-    contested_until: float = 0.0  # another process wrote it lately: wait for its events
+    raced: str = ""  # why the content is unknown (RACED, UNSURE): another writer's, maybe
+    # Another process wrote the file lately: when (monotonic) the content was read, and in
+    # which of the reader's reads; it waits for the other writers' events (kernel.attribution).
+    contested_at: float = 0.0
+    read_no: int = 0
     file_id: tuple[int, int] | None = None  # (device, inode), for shared temp: handed?
 
     @property
     def event_text(self) -> str:
         text = self.event + (" (deleted since)" if self.deleted else "")
-        return text + (f" ({RACED})" if self.raced else "")
+        return text + (f" ({self.raced})" if self.raced else "")
 
 
 @dataclass(slots=True)
@@ -86,6 +91,7 @@ class Stats:
     dropped: int = 0
     lost: int = 0
     thinned: int = 0  # writes kept out of an incident's evidence (over the budget)
+    unsure: int = 0  # contested contents made unknown for want of proof in MAX_GRACE
 
 
 def _writes(ev: FanEvent) -> str | None:
@@ -107,7 +113,7 @@ def _writers_by_path(events: Sequence[FanEvent]) -> dict[str, set[int]]:
 
 def _race(f: Fact | Lost) -> None:
     if isinstance(f, Fact) and f.sample is not None:
-        f.sample, f.raced = None, True
+        f.sample, f.raced = None, RACED
 
 
 def raced_within(facts: Sequence[Fact | Lost], events: Sequence[FanEvent]) -> None:

@@ -387,6 +387,25 @@ def read_file(pid: int | str, name: str) -> bytes | None:
         os.close(fd)
 
 
+def thread_states(pid: int) -> str | None:
+    """The state letter (R, S, D, T, Z, ...; field 3 of each stat) of every thread of `pid`, in
+    one string; None when the process is gone. A thread that ends while we read is left out.
+    Raises OSError when we may not look (`is_denied`)."""
+    try:
+        tids = os.listdir(f"{PROC}/{pid}/task")
+    except OSError as exc:
+        if is_gone(exc):
+            return None
+        raise
+    states = []
+    for tid in tids:
+        data = read_file(pid, f"task/{tid}/stat")
+        close = data.rfind(b")") if data is not None else -1
+        if data is not None and close >= 0:
+            states.append(data[close + 2 : close + 3].decode("ascii", "replace"))
+    return "".join(states)
+
+
 def read_stat(pid: int) -> ProcStat | None:
     """`/proc/PID/stat` parsed, or None when there is no such process (or it is malformed).
 
