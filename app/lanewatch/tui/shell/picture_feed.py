@@ -9,8 +9,8 @@ delivers at most once a frame, `engine/child.py`), and Textual paints at most on
 wait of up to a frame in series with those two: write → screen p99 61 ms against the floor's
 19 ms (docs/performance.md, *The screen close to the model*). Two drains before one paint
 cost the UI some CPU and no latency; `DRAIN_GAP` bounds that CPU when a source hands over
-more often than the engine's process does (many hosts' streams merged, an engine in this
-process at its own pace)."""
+more often than the engine's process does (`dash --host`: every host's stream is paced on
+its own, and they are merged)."""
 
 from __future__ import annotations
 
