@@ -18,9 +18,10 @@ from textual.notifications import Notify
 
 from lanewatch.engine.process import EngineProcess
 from lanewatch.model.views import Changes, NsState
-from lanewatch.tui.app import FRAME, LanewatchApp, make_app
+from lanewatch.tui.app import LanewatchApp, make_app
 from lanewatch.tui.plumbing.messages import CatchUp, ChangesPending
 from lanewatch.tui.shell import staleness
+from lanewatch.tui.shell.picture_feed import DRAIN_GAP
 from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets.status_line import StatusLine
 
@@ -62,8 +63,8 @@ class Said:
 
 
 async def test_a_drain_due_a_nanosecond_later_is_not_lost() -> None:
-    """The lost wake-up behind the frozen dashboards. A batch arriving just before the frame's end
-    armed a one-shot `set_timer` for the rest of the frame (here 1 ns); Textual skips a one-shot
+    """The lost wake-up behind the frozen dashboards. A batch arriving just before the gap's end
+    armed a one-shot `set_timer` for the rest of the drain gap (here 1 ns); Textual skips a one-shot
     whose deadline passed before its task first looked at the clock, so the drain never ran, the
     "drain armed" flag stayed set, every later wake-up was ignored, and the buffer never woke the
     UI again (it only does when going from empty to non-empty). Under load (the reader thread
@@ -77,7 +78,7 @@ async def test_a_drain_due_a_nanosecond_later_is_not_lost() -> None:
     async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: app.main.table().has_row("/roots/r1/a"), what="first batch")
         for name in ("b", "c", "d"):  # and again: nothing stays armed after a timed drain
-            clock.now += FRAME - 1e-9  # the last drain was at the previous `now`
+            clock.now += DRAIN_GAP - 1e-9  # the last drain was at the previous `now`
             view = ns_view(name)
             engine.push(Changes(upserts={view.key: view}, at=NOW))
             await until(

@@ -28,7 +28,8 @@ from lanewatch.engine import wire
 from lanewatch.linux import heap
 from lanewatch.processes.ownpids import count_as_own
 
-DELIVERY_INTERVAL = 1 / 60  # the dashboard drains at most once a frame (tui/shell/picture_feed.py)
+DELIVERY_INTERVAL = 1 / 60  # one a frame: Textual paints no more often; the dashboard drains each
+# as it arrives (tui/shell/picture_feed.py)
 KEEP_ALIVE = 1.0  # seconds between two ("alive",) frames: one tiny pickle, one wake-up
 
 

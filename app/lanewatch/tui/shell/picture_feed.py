@@ -1,6 +1,16 @@
-"""The engine's changes on their way to the screen, and the watchdog over them: at most one
-drain a frame (`FRAME`), none while the view is paused or a dialog is open, and once a second
-(`watch`) the check that the picture is current (`shell/staleness.py`). Owned by the app."""
+"""The engine's changes on their way to the screen, and the watchdog over them: a drain as soon
+as changes arrive (at most one per `DRAIN_GAP`), none while the view is paused or a dialog is
+open, and once a second (`watch`) the check that the picture is current
+(`shell/staleness.py`). Owned by the app.
+
+Why at once and not once a frame: the engine already paces what it hands over (its process
+delivers at most once a frame, `engine/child.py`), and Textual paints at most once a frame
+(its `MAX_FPS`) whatever the drains do. A drain held back to a frame of its own was a third
+wait of up to a frame in series with those two: write → screen p99 61 ms against the floor's
+19 ms (docs/performance.md, *The screen close to the model*). Two drains before one paint
+cost the UI some CPU and no latency; `DRAIN_GAP` bounds that CPU when a source hands over
+more often than the engine's process does (`dash --host`: every host's stream is paced on
+its own, and they are merged)."""
 
 from __future__ import annotations
 
@@ -29,7 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FRAME = 1 / 60  # changes reach the screen at most this often (one frame)
+FRAME = 1 / 60  # Textual paints at most this often (its default MAX_FPS)
+DRAIN_GAP = FRAME / 4  # the shortest time between two drains (a bound on the UI's CPU)
 
 
 class FeedHost(Notifier, Protocol):
@@ -64,10 +75,10 @@ class PictureFeed:
         self._busy_at = 0.0  # the last tick that came late (the loop held up); the first does
 
     def pending(self) -> None:
-        """The engine sent changes: drain now, or at the next frame."""
+        """The engine sent changes: drain now, or `DRAIN_GAP` after the last drain."""
         if self._drain_timer is not None:
             return
-        delay = self._last_drain + FRAME - self.app.monotonic()
+        delay = self._last_drain + DRAIN_GAP - self.app.monotonic()
         if delay <= 0:
             self.drain()
         else:
