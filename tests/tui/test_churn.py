@@ -165,7 +165,8 @@ def _diag(app: object, key: str, view: object) -> str:
     assert isinstance(app, LanewatchApp)
     pid = app.engine.pid  # type: ignore[attr-defined]
     return (
-        f"view={view is not None} row={app.main.table(View.LANES).has_row(key)} "
+        f"view={getattr(view, 'state', None)} ({getattr(view, 'reason', '')}) "
+        f"row={app.main.table(View.LANES).has_row(key)} "
         f"{watched(pid, key)} restarts={getattr(app.engine, 'restarts', 0)} "
         f"engine threads {threads(pid)} buffer={app.buffer.waiting_for()}"
     )
