@@ -31,6 +31,7 @@ from lanewatch.tui.app import make_app
 from lanewatch.tui.shell import staleness
 from lanewatch.tui.state.dashboard_store import View
 
+from .churn_diag import threads, watched
 from .conftest import Lanes, RealLane
 from .helpers import until
 from .runclock import RunClock, Thread
@@ -137,9 +138,12 @@ def behind(app: object, log: Churn, clock: RunClock) -> list[str]:
         # overdue (the owner went 3 beats without one: starved by the machine, not the picture).
         overdue = not missed and wall - shown > BEAT * OVERDUE_FACTOR
         if view is None or not table.has_row(key):
-            wrong.append(f"{key}: running {now - at:.1f}s, not shown")
+            wrong.append(f"{key}: running {now - at:.1f}s, not shown [{_diag(app, key, view)}]")
         elif view.state is not NsState.LIVE and not (view.state is NsState.HUNG and overdue):
-            wrong.append(f"{key}: running {now - at:.1f}s, shown {view.state} ({where})")
+            wrong.append(
+                f"{key}: running {now - at:.1f}s, shown {view.state} ({where}) "
+                f"[{_diag(app, key, view)}]"
+            )
         elif missed:
             wrong.append(f"{key}: last beat shown {wall - shown:.1f}s ago ({where})")
         elif overdue:
@@ -151,6 +155,21 @@ def behind(app: object, log: Churn, clock: RunClock) -> list[str]:
         if clock.since(at) >= BUDGET and view is not None and view.state is NsState.LIVE:
             wrong.append(f"{key}: ended {now - at:.1f}s ago, still shown live")
     return wrong
+
+
+def _diag(app: object, key: str, view: object) -> str:
+    """Where a lane that is wrong is lost: the picture, the table, the engine's watches of its
+    folders, the engine's restarts and threads (state and kernel wait), the UI's buffer."""
+    from lanewatch.tui.app import LanewatchApp
+
+    assert isinstance(app, LanewatchApp)
+    pid = app.engine.pid  # type: ignore[attr-defined]
+    return (
+        f"view={getattr(view, 'state', None)} ({getattr(view, 'reason', '')}) "
+        f"row={app.main.table(View.LANES).has_row(key)} "
+        f"{watched(pid, key)} restarts={getattr(app.engine, 'restarts', 0)} "
+        f"engine threads {threads(pid)} buffer={app.buffer.waiting_for()}"
+    )
 
 
 @pytest.mark.slow
@@ -211,7 +230,11 @@ async def test_the_picture_stays_current_under_churn(lanes: Lanes, scratch: Path
                 problems.append(f"{at - until_t + SECONDS:.1f}s: {wrong[:3]}")
             await pilot.pause(0.25)  # the checking pace
         await driver
-        assert not problems, f"{len(problems)} of {checks} behind: {problems[:5]}"
+        if problems:  # the engine's counters (batches, overflows, rescans) and restarts
+            stats = getattr(app.engine, "stats", {})
+            restarts = getattr(app.engine, "restarts", 0)
+            problems.insert(0, f"engine stats {stats}, restarted {restarts} times")
+        assert not problems, f"{len(problems)} of {checks} behind: {problems[:8]}"
         assert checks > starved, f"{starved} samples starved of CPU, {checks} judged"
         assert log.judged, f"no running lane was judged: {clock.waited:.0f}s waited for a CPU"
         assert log.started >= min(LANES, SECONDS / PACE * 0.8), log.started
@@ -221,5 +244,6 @@ async def test_the_picture_stays_current_under_churn(lanes: Lanes, scratch: Path
             f"{log.killed} killed, {checks} checks, {starved} skipped (starved, longest "
             f"{gap:.1f}s), {log.overdue} lanes excused (their owner missed its beats), "
             f"oldest beat shown {log.worst:.1f}s; {log.judged} lanes judged, the engine "
-            f"waited {clock.waited:.1f}s for a CPU, {log.excused} watchdog notices excused"
+            f"waited {clock.waited:.1f}s for a CPU, {log.excused} watchdog notices excused; "
+            f"engine {getattr(app.engine, 'stats', {})}"
         )

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from lanewatch.engine.intake import DiskMemo, Found, LedgerState, Namespaces, NsFiles
 from lanewatch.engine.stampversions import sha256
@@ -26,7 +27,7 @@ from lanewatch.model.facts import LedgerLine, ReceiptFound
 from lanewatch.model.incidents import RELEASE_EVENTS
 from lanewatch.model.kinds import detect
 from lanewatch.model.views import HealthStatus, SourceHealth
-from lanewatch.processes.prober import judge, judge_once
+from lanewatch.processes.prober import judge, judge_once, shared_table
 
 SCAN_CHUNK = 25  # namespaces walked between two looks at the event queue
 
@@ -41,6 +42,21 @@ class WalkIntake:
         self._scan_queue: deque[str] = deque()
         self._scan_pending: set[str] = set()
         self._scan_bare: set[str] = set()  # queued for counts only (ledger, receipts: later)
+        self._batch: dict[tuple[object, ...], object] | None = None  # `one_table`'s judgements
+
+    @contextmanager
+    def one_table(self) -> Iterator[None]:
+        """The owners judged meanwhile (lanes seen, stamps rewritten) share one read of the
+        process table and one verdict per owner, as a listing's do (`list_root`). The tail's
+        batch is one: a read of /proc per lane made each new lane cost a read of every
+        process's stat, and on a loaded machine a batch with many new lanes took longer than
+        the lanes took to come, so each batch was longer than the last and nothing reached
+        the picture meanwhile. A process newer than the table is asked itself (`liveness`)."""
+        self._batch = {}
+        try:
+            yield
+        finally:
+            self._batch = None
 
     # -- listing -------------------------------------------------------------------------------
     def list_root(self, root: str) -> tuple[list[str] | None, Found]:
@@ -92,8 +108,10 @@ class WalkIntake:
         read = scanner.read_stamp_at(key)
         self.memo.stamps.read(key, read, now)  # the first read: the namespace's baseline
         ev = None
+        if known is None:
+            known = {} if self._batch is None else self._batch
         if read.stamp is not None:
-            ev = judge_once(key, read.stamp, now, {} if known is None else known)
+            ev = judge_once(key, read.stamp, now, known)
         return m.NamespaceSeen(key, root, name, read, ev)
 
     # -- the walk queue ------------------------------------------------------------------------
@@ -198,7 +216,8 @@ class WalkIntake:
             if not released:  # the stamp before and this one: the takeover's evidence
                 self.memo.stamps.keep_replaced(rec.root, key, read, now)
         self.memo.stamps.read(key, read, now)
-        ev = judge(key, new, now) if new is not None else None
+        table = None if self._batch is None else shared_table(self._batch)
+        ev = judge(key, new, now, table) if new is not None else None
         path = os.path.join(key, META_DIR, STAMP_FILE)
         sha = sha256(read.data) if read.data is not None else None
         out.emit(m.StampChanged(key, read, now, alive, released, ev, sha256=sha, path=path))

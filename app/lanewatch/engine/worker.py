@@ -142,14 +142,15 @@ class Worker:
         for item in controls:
             self._control(item, roots_to_rescan)
         now = time.time()
-        for key, d in dirty.items():
-            found = self.tail.namespace(key, d, now)
-            if isinstance(found, Arrived):
-                keeper.emit(found.seen)
-                keeper.commit()  # the record must exist before its walk is applied
-                self.walks.unqueue(key)
-                found = self.walks.walk(key)
-            keeper.take(found)
+        with self.walks.one_table():  # one read of /proc for the batch's owners
+            for key, d in dirty.items():
+                found = self.tail.namespace(key, d, now)
+                if isinstance(found, Arrived):
+                    keeper.emit(found.seen)
+                    keeper.commit()  # the record must exist before its walk is applied
+                    self.walks.unqueue(key)
+                    found = self.walks.walk(key)
+                keeper.take(found)
         keeper.commit()
         for root in roots_to_rescan:
             self.rescan_root(root)

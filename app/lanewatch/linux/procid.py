@@ -130,7 +130,12 @@ def liveness(identity: ProcessIdentity, known: ProcStat | None = None) -> tuple[
         return Liveness.OTHER_BOOT, "stamp written before this boot"
     try:
         # one read gives both start ticks and state
-        st = known if known is not None and known.pid == identity.pid else _stat(identity.pid)
+        st = known if known is not None and known.pid == identity.pid else None
+        if st is None or st.start_ticks != identity.start_ticks:
+            # Not in the table, or another process there: the table may predate the process
+            # (its pid freed and reused since the read; under fork load pids wrap in seconds),
+            # so the process is asked itself before it is called dead or reused.
+            st = _stat(identity.pid)
         if st is None:
             return Liveness.DEAD, f"pid {identity.pid} does not exist"
         if st.start_ticks != identity.start_ticks:

@@ -153,6 +153,16 @@ def judge_all(
     return out
 
 
+def shared_table(known: dict[tuple[object, ...], object]) -> Callable[[], Mapping[int, ProcStat]]:
+    """The one process table of the judgements that share `known`, read at the first that
+    needs it: every lane seen in one batch of the engine's tail is judged on one read of
+    /proc, not one read each (on a busy machine a read of every process's stat is slow)."""
+    table = known.get(_TABLE)
+    if not callable(table):
+        table = known[_TABLE] = members.lazy_table(holders.process_table)
+    return table  # type: ignore[no-any-return]
+
+
 def judge_once(
     key: str, s: Stamp, at: float, known: dict[tuple[object, ...], object]
 ) -> LivenessEvidence | None:
@@ -160,9 +170,7 @@ def judge_once(
     except for an owner it would not tell about (UNKNOWN: each namespace's lock is read)."""
     who = (s.state, s.host, s.pid, s.start_ticks, s.boot_id, s.child_pid, s.child_start_ticks)
     ev = known.get(who, _UNJUDGED)
-    table = known.get(_TABLE)
-    if not callable(table):
-        table = known[_TABLE] = members.lazy_table(holders.process_table)
+    table = shared_table(known)
     if ev is _UNJUDGED or (isinstance(ev, LivenessEvidence) and ev.liveness is Liveness.UNKNOWN):
         uids = known.get(_UIDS)
         ev = known[who] = judge(key, s, at, table, uids=uids if isinstance(uids, Mapping) else None)
