@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -71,8 +72,9 @@ class PictureFeed:
         self._fixes_told: set[str] = set()  # a half-migrated host's fix, told once (toast)
         self.watch_problem: staleness.Problem | None = None  # what the watchdog found, if any
         self._problem_at = 0.0
-        self._ticked = 0.0
-        self._busy_at = 0.0  # the last tick that came late (the loop held up); the first does
+        self._ticked = app.monotonic()  # the first tick is late by how long the app took to start
+        # Recent ticks with how late each came past its second.
+        self._late: deque[tuple[float, float]] = deque(maxlen=staleness.LATE_KEPT)
 
     def pending(self) -> None:
         """The engine sent changes: drain now, or `DRAIN_GAP` after the last drain."""
@@ -150,13 +152,17 @@ class PictureFeed:
         app = self.app
         now = app.monotonic()
         late, self._ticked = now - self._ticked, now  # over 1 s: the loop itself was busy
-        if late > staleness.BUSY:
-            self._busy_at = now  # held up (starting, starved of a CPU): nothing could drain
+        # The time this tick came after its second: the loop was held up (starting, starved
+        # of a CPU) and could not drain meanwhile.
+        self._late.append((now, max(0.0, late - staleness.TICK)))
         waiting = app.buffer.waiting_for()
         held = waiting is None or self._held()
-        # A stall is changes left waiting while the loop ran on time: what waited for a loop
-        # held up waited for it, not for a wake-up that was lost (no problem to show for that).
-        stalled = None if held or waiting is None else min(waiting, now - self._busy_at)
+        # A stall is the time changes waited while the loop ran on time: what waited for a
+        # held-up loop waited for it, not for a wake-up that was lost (nothing to claim).
+        stalled = None
+        if not held and waiting is not None:
+            since = now - waiting
+            stalled = max(0.0, waiting - sum(lost for t, lost in self._late if t > since))
         if not held and waiting is not None and waiting > staleness.STALL:
             if stalled is not None and stalled > staleness.STALL:
                 log.warning(

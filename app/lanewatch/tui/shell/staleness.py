@@ -4,11 +4,11 @@ Two ways the screen can stop being current while it still looks alive, both chec
 second (the app's age tick):
 
 - the UI stops applying what arrives: changes have waited in the bridge's buffer for more than
-  `STALL` seconds while nothing holds them (not paused, no modal open) and the UI's loop ran on
-  time (its ticks less than `BUSY` apart: a loop held up, starting or starved of a CPU, could
-  not drain, and what waited for it is drained at the next tick without a word). Only the
-  first batch into an empty buffer wakes the UI, so one lost wake-up freezes the screen for
-  good; the watchdog drains at once and says so.
+  `STALL` seconds while nothing holds them (not paused, no modal open), not counting the time
+  the UI's loop was held up (each tick's lateness past its second: a loop starting or starved
+  of a CPU could not drain, and what waited only for it is drained at the next tick without a
+  word). Only the first batch into an empty buffer wakes the UI, so one lost wake-up freezes
+  the screen for good; the watchdog drains at once and says so.
 - the engine process stops sending: no frame, not even its once-a-second keep-alive, for more
   than `QUIET` seconds (stopped, wedged, starved). `EngineProcess` restarts a child silent for
   longer (`SILENCE_RESTART`).
@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 STALL = 3.0
 QUIET = 5.0
-BUSY = 2.0  # seconds between two ticks (due every second) that say the loop itself was held up
+TICK = 1.0  # the watch runs once a second (the app's age tick); later, the loop was held up
+LATE_KEPT = 120  # ticks remembered with their lateness: a stall is judged over at most these
 
 
 @dataclass(frozen=True, slots=True)
