@@ -157,21 +157,21 @@ class PictureFeed:
         self._late.append((now, max(0.0, late - staleness.TICK)))
         waiting = app.buffer.waiting_for()
         held = waiting is None or self._held()
-        # A stall is the time changes waited while the loop ran on time: what waited for a
-        # held-up loop waited for it, not for a wake-up that was lost (nothing to claim).
+        # A stall is the time changes waited while the loop ran on time: the time they waited
+        # for a held-up loop is not a wake-up lost (the wake-up is on its way: the loop had no
+        # turn to run it). Drained, and said, only past STALL seconds of that.
         stalled = None
         if not held and waiting is not None:
             since = now - waiting
             stalled = max(0.0, waiting - sum(lost for t, lost in self._late if t > since))
-        if not held and waiting is not None and waiting > staleness.STALL:
-            if stalled is not None and stalled > staleness.STALL:
-                log.warning(
-                    "changes waited %.1f s without a drain (last tick %.1f s ago); draining",
-                    stalled,
-                    late,
-                )
-            else:
-                log.info("the loop was held up %.1f s; draining what waited %.1f s", late, waiting)
+        if stalled is not None and stalled > staleness.STALL:
+            log.warning(
+                "changes waited %.1f s without a drain, %.1f s of it with the loop on time "
+                "(last tick %.1f s ago); draining",
+                waiting,
+                stalled,
+                late,
+            )
             self.cancel()
             self.drain()
         if terminal is not None and staleness.terminal_gone(terminal):
