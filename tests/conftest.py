@@ -319,6 +319,9 @@ async def until(
         await pilot.pause(interval)
 
 
+# Seconds a `lanewatch run` may take to start its lane: a Python start and a stamp, which on a
+# machine at load 30 to 70 took over 20 s (the unprivileged tier beside three CI runs).
+LANE_START = 60.0
 LANEWATCH = [sys.executable, "-m", "lanewatch"]
 
 # Installed pytest plugins that no inner session (a test's own pytest: the plugin's, the audit's

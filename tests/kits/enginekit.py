@@ -21,7 +21,7 @@ from lanewatch.lanes.names import namespace_name
 from lanewatch.lanes.stamp import META_DIR, OwnerState, Stamp, read_stamp, write_stamp
 from lanewatch.linux.procid import ProcessIdentity, boot_id, hostname
 from lanewatch.model.views import Changes, NamespaceView, merge_changes
-from tests.conftest import LANEWATCH, wait_for
+from tests.conftest import LANE_START, LANEWATCH, wait_for
 
 CHECKOUT = "repo-0123456789ab"
 DRIVER = Path(__file__).with_name("engine_driver.py")
@@ -98,7 +98,8 @@ def start_lane(
         s = read_stamp(ns).stamp
         return s is not None and s.pid == proc.pid and (s.child_pid is not None or not wait_child)
 
-    wait_for(lambda: ready() or proc.poll() is not None, 20)
+    # A lane start is a Python start and a stamp; at load 30 to 70 on two cores it took over 20 s.
+    wait_for(lambda: ready() or proc.poll() is not None, LANE_START, what=f"lane {lane} started")
     return LaneProc(proc, ns)
 
 

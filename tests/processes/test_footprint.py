@@ -179,7 +179,15 @@ def test_membership_says_cgroup_or_rules_and_run_works_either_way(
     """As root where cgroup2 is writable: `cgroup`; as a normal user, or with
     $LANEWATCH_CGROUP=off: `rules`, the stamp saying why, and no line on stderr."""
     pid, go = start(spawn, repo, "m", HOLD, str(MIB))
-    stamp = read_stamp(locate("m", checkout=repo).namespace).stamp
+    ns = locate("m", checkout=repo).namespace
+
+    def spawned() -> Stamp | None:
+        # The runner's stamp after the spawn carries the membership (with the child's pid);
+        # the command can write its pid before the runner writes it (seen under load).
+        s = read_stamp(ns).stamp
+        return s if s is not None and s.child_pid is not None else None
+
+    stamp = wait_for(spawned, DEADLINE, what="the stamp written after the spawn")
     assert stamp is not None
     expect = "cgroup" if stamp.cgroup else "rules"
     if os.geteuid() == 0 and cgroup.mount_point() and os.access(cgroup.mount_point(), os.W_OK):

@@ -16,7 +16,7 @@ import pytest
 
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import Stamp, read_stamp
-from tests.conftest import LANEWATCH, wait_for
+from tests.conftest import LANE_START, LANEWATCH, wait_for
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Lanes:
         lane = RealLane(name, owner, namespace, pgid=-1)
         self.started.append(lane)
         if wait:
-            wait_for(lane.ready, timeout=20)
+            wait_for(lane.ready, timeout=LANE_START, what=f"lane {name} started")
         return lane
 
     def refused(self, name: str) -> subprocess.CompletedProcess[bytes]:
