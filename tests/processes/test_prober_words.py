@@ -87,7 +87,9 @@ def test_a_namespace_table_is_read_at_every_scan_and_parsed_when_it_changed(
     script = 'mount --bind "$1" /tmp && cd /tmp && echo ready && exec sleep 60'
     proc, ns, stamp = _fenced_sleeper(root, procs, script)
     lane_tmp = ns / "tmp"
-    mine = os.fsencode(ns.name)  # in its table: the root of its /tmp mount
+    # In its table: the root of its /tmp mount, named by this test's own folder (the lane's name
+    # is the same in the test beside it, which another worker may run at once: seen in CI).
+    mine = os.fsencode(tmp_entry.name)
     parsed: list[bool] = []
     real = mountview.parse_mountinfo
 
