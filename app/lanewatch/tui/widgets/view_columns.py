@@ -229,7 +229,7 @@ def age_anchors(view: View, row: NamespaceView | Incident) -> dict[str, float | 
 def age_cells(view: View, row: NamespaceView | Incident, now: float) -> dict[str, str]:
     """The age cells of `row` at `now`, by column key (the row builders use these too)."""
     cells = {column: humanize.ago(then, now) for column, then in age_anchors(view, row).items()}
-    if view is View.LANES and isinstance(row, NamespaceView) and _on_time(row, now):
+    if _late_at(view, row, now) is not None:
         cells["beat"] = BEAT_OK
     return cells
 
@@ -238,11 +238,11 @@ def ages_change_at(view: View, row: NamespaceView | Incident, now: float) -> flo
     """When a cell of `row` that shows an age next changes its text: until then, the passing
     of time changes nothing on the row."""
     anchors = age_anchors(view, row)
-    if view is View.LANES and isinstance(row, NamespaceView) and _on_time(row, now):
-        late_at = (row.heartbeat_at or 0.0) + (row.heartbeat_interval or 0.0) * BEAT_ON_TIME
-        anchors = {k: v for k, v in anchors.items() if k != "beat"}
-        return min([late_at, *(humanize.ago_changes_at(t, now) for t in anchors.values())])
-    return min(humanize.ago_changes_at(t, now) for t in anchors.values())
+    late_at = _late_at(view, row, now)
+    if late_at is None:
+        return min(humanize.ago_changes_at(t, now) for t in anchors.values())
+    others = (humanize.ago_changes_at(t, now) for k, t in anchors.items() if k != "beat")
+    return min([late_at, *others])
 
 
 # A live owner's beat younger than BEAT_ON_TIME of its intervals shows as "ok" rather than its
@@ -252,14 +252,16 @@ BEAT_OK = "ok"
 BEAT_ON_TIME = 2.0
 
 
-def _on_time(ns: NamespaceView, now: float) -> bool:
-    beat, interval = ns.heartbeat_at, ns.heartbeat_interval
-    return (
-        ns.state is NsState.LIVE
-        and beat is not None
-        and bool(interval)
-        and now - beat < (interval or 0.0) * BEAT_ON_TIME
-    )
+def _late_at(view: View, row: NamespaceView | Incident, now: float) -> float | None:
+    """When a live owner's beat on time at `now` turns late (its BEAT cell reads "ok" until
+    then); None when BEAT counts (not the lanes' view, not live, no beat, or late already)."""
+    if view is not View.LANES or not isinstance(row, NamespaceView):
+        return None
+    beat, interval = row.heartbeat_at, row.heartbeat_interval
+    if row.state is not NsState.LIVE or beat is None or not interval:
+        return None
+    late = beat + interval * BEAT_ON_TIME
+    return late if now < late else None
 
 
 def stale_row(ns: NamespaceView, now: float) -> tuple[Cell, ...]:
