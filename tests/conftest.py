@@ -20,6 +20,8 @@ from typing import Any, NoReturn
 
 import pytest
 
+from tests.kits import terminal_signals
+
 # The suite's own knobs (.ci/unprivileged, tests/tui/test_churn.py, the flake hunt's seed and
 # log: tests/flakes_plugin.py reads them after this file ran): kept from the environment.
 KNOBS = {
@@ -41,15 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in [n for n in os.environ if n.lstrip("_").startswith("LANEWATCH_")]:
         if name not in KNOBS:
             del os.environ[name]
-    # A suite started by `nohup`, or with `&` in a script, inherits SIGHUP (and SIGINT, SIGQUIT)
-    # ignored, and so does every lane it starts: the tests that end a lane by those signals
-    # then saw it run on (a lane keeps what it was given, as `nohup lanewatch run` should). The
-    # suite's processes start from what a terminal gives them.
-    for sig in (signal.SIGHUP, signal.SIGQUIT):
-        if signal.getsignal(sig) == signal.SIG_IGN:
-            signal.signal(sig, signal.SIG_DFL)
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A suite started by `nohup`, or with `&` in a script, would start its lanes with SIGHUP,
+    # SIGINT and SIGQUIT ignored: tests/kits/terminal_signals.py.
+    terminal_signals.restore()
 
 
 # Which tests are fast: they start no process, drive no TUI and run no benchmark. The folder

@@ -44,6 +44,7 @@ from tests.bench.common import (
     module_cmd,
 )
 from tests.bench.workload import Owners, Tree, build_tree, every_nth
+from tests.kits import terminal_signals
 
 # The figures in the order of docs/performance.md's table; the value each is judged on.
 FIGURES = (
@@ -758,6 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
+    terminal_signals.restore()  # started with `&` from a script: Ctrl-C must reach its lanes
     started = time.monotonic()
     load_before = os.getloadavg()
     bench = Bench(SCALES[mode], set(args.only) if args.only else None)

@@ -82,14 +82,24 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 def _outlived(members: list[psutil.Process]) -> None:
     """The lane's processes must end with its runner (SIGINT forwarded to them). One that
-    outlives it would also hold the bench's pipe open (seen once: the whole bench waited on
-    it): killed (psutil re-checks each one's identity) and said, not waited for."""
+    outlives it would also hold the bench's pipe open (seen twice, each time with the bench
+    started by `&` from a script, so SIGINT ignored by all it started: tests/kits/
+    terminal_signals.py): killed (psutil re-checks each one's identity) and named, not waited
+    for."""
     left = [p for p in members if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    said = [f"{p.pid} ({_name(p)})" for p in left]
     for p in left:
         with contextlib.suppress(psutil.Error):
             p.kill()
     if left:
-        raise RuntimeError(f"lane processes outlived its runner: {[p.pid for p in left]}")
+        raise RuntimeError(f"lane processes outlived its runner: {said}")
+
+
+def _name(p: psutil.Process) -> str:
+    try:
+        return p.name()
+    except psutil.Error:
+        return "?"
 
 
 def _line(proc: subprocess.Popen[str]) -> str:
