@@ -61,7 +61,7 @@ async def test_a_burning_lane_shows_its_cpu_and_memory(
             seen.append((text, round(got, 1)))
             if not text.endswith("%"):
                 return False
-            return agree(float(text[:-1]), got)
+            return agree(float(text[:-1]), got, got)
 
         try:
             await until(pilot, agrees, timeout=60, interval=0.2, what="CPU shown")
