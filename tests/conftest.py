@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 import pytest
 
 from tests.kits import terminal_signals
+from tests.kits.groups import Groups
 
 # The suite's own knobs (.ci/unprivileged, tests/tui/test_churn.py, the flake hunt's seed and
 # log: tests/flakes_plugin.py reads them after this file ran): kept from the environment.
@@ -404,15 +405,12 @@ def spawn(procs: list[subprocess.Popen[bytes]]) -> Spawn:
 
 
 @pytest.fixture
-def groups() -> Iterator[list[int]]:
-    """Process groups a test learns of (the CMD group of `lanewatch run`): SIGKILLed at the end."""
-    pgids: list[int] = []
+def groups() -> Iterator[Groups]:
+    """Process groups a test learns of (the CMD group of `lanewatch run`): SIGKILLed at the
+    end while still theirs (tests/kits/groups.py: a group not our child's can lose its number)."""
+    pgids = Groups()
     yield pgids
-    for pgid in pgids:
-        if pgid <= 1 or pgid == os.getpgrp():
-            continue  # 0 would be our own group, 1 init's: never
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+    pgids.kill()
 
 
 _PR_SET_CHILD_SUBREAPER = 36

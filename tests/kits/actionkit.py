@@ -27,6 +27,7 @@ from tests.conftest import LANEWATCH, mount_table, wait_for
 from tests.kits.enginekit import CHECKOUT as CHECKOUT  # one stamp maker for every kit
 from tests.kits.enginekit import LaneProc as Lane  # a `lanewatch run` and its namespace
 from tests.kits.enginekit import make_stamp as make_stamp
+from tests.kits.groups import Groups
 from tests.kits.prockit import alive as alive  # one liveness check for every kit
 from tests.kits.userkit import NOBODY as NOBODY  # code run as another user: userkit
 from tests.kits.userkit import as_user as as_user
@@ -104,14 +105,14 @@ class Procs:
 
     def __init__(self) -> None:
         self.started: list[subprocess.Popen[bytes]] = []
-        self.pgids: set[int] = set()
+        self.pgids = Groups()  # our children's groups and their commands' (tests/kits/groups.py)
 
     def start(self, args: Sequence[str], **kw: Any) -> subprocess.Popen[bytes]:
         kw.setdefault("process_group", 0)
         kw.setdefault("stdin", subprocess.DEVNULL)
         proc: subprocess.Popen[bytes] = subprocess.Popen(list(args), **kw)
         self.started.append(proc)
-        self.pgids.add(proc.pid)
+        self.pgids.append(proc.pid)
         return proc
 
     def holder(self, kind: str, where: Path, **kw: Any) -> subprocess.Popen[bytes]:
@@ -146,13 +147,11 @@ class Procs:
 
         stamp = wait_for(spawned, DEADLINE)
         assert isinstance(stamp, Stamp) and stamp.pgid
-        self.pgids.add(stamp.pgid)
+        self.pgids.append(stamp.pgid)
         return Lane(proc, ns)
 
     def close(self) -> None:
-        for pgid in self.pgids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
+        self.pgids.kill()
         for proc in self.started:
             if proc.poll() is None:
                 proc.kill()

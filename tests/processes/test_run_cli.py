@@ -23,6 +23,7 @@ from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, read_stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness, start_ticks
 from lanewatch.runner.run import FORWARDED, run_in_lane
 from tests.conftest import LANEWATCH, Spawn, Subreaper, lanewatch, wait_for
+from tests.kits.groups import Groups
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
@@ -292,7 +293,7 @@ def test_two_worktrees_run_concurrently_without_touching_each_other(
 
 
 def test_a_second_run_in_a_held_lane_is_refused(
-    spawn: Spawn, repo: Path, tmp_path: Path, groups: list[int]
+    spawn: Spawn, repo: Path, tmp_path: Path, groups: Groups
 ) -> None:
     stop = tmp_path / "stop"
     first = start_run(
@@ -320,7 +321,7 @@ def test_a_second_run_in_a_held_lane_is_refused(
 
 
 def test_heartbeat_advances_the_stamp_mtime(
-    spawn: Spawn, repo: Path, tmp_path: Path, groups: list[int]
+    spawn: Spawn, repo: Path, tmp_path: Path, groups: Groups
 ) -> None:
     stop = tmp_path / "stop"
     proc = start_run(
@@ -385,7 +386,7 @@ def test_an_unusable_root_is_one_line_not_a_traceback(repo: Path, tmp_path: Path
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_forwarded_signal_that_kills_cmd_exits_128_plus_n(
-    spawn: Spawn, repo: Path, groups: list[int], sig: signal.Signals
+    spawn: Spawn, repo: Path, groups: Groups, sig: signal.Signals
 ) -> None:
     lane = f"sig-{sig.name}"
     proc = start_run(spawn, repo, ["sleep", "60"], "--lane", lane)
@@ -406,7 +407,7 @@ def test_a_forwarded_signal_that_kills_cmd_exits_128_plus_n(
     assert is_lock_held(namespace) is False
 
 
-def test_a_signal_during_the_claim_is_not_lost(spawn: Spawn, repo: Path, groups: list[int]) -> None:
+def test_a_signal_during_the_claim_is_not_lost(spawn: Spawn, repo: Path, groups: Groups) -> None:
     """SIGTERM while `run` is still claiming: CMD must get it once spawned, and nothing may be
     left live (neither a stamp nor an unsupervised CMD)."""
     proc = start_run(spawn, repo, ["sleep", "60"], "--lane", "early")
@@ -443,7 +444,7 @@ TRAPPER = textwrap.dedent(
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_cmd_that_traps_the_signal_and_exits_0_gives_0(
-    spawn: Spawn, repo: Path, tmp_path: Path, groups: list[int], sig: signal.Signals
+    spawn: Spawn, repo: Path, tmp_path: Path, groups: Groups, sig: signal.Signals
 ) -> None:
     ready, got = tmp_path / "ready", tmp_path / "got"
     lane = f"trap-{sig.name}"
@@ -475,7 +476,7 @@ REPORT_DISPOSITION = textwrap.dedent(
 
 
 def test_an_ignored_signal_stays_ignored_like_nohup(
-    spawn: Spawn, repo: Path, tmp_path: Path, groups: list[int]
+    spawn: Spawn, repo: Path, tmp_path: Path, groups: Groups
 ) -> None:
     log, stop = tmp_path / "log", tmp_path / "stop"
     env = {**os.environ, "TEST_IGNORE_SIGNAL": str(int(signal.SIGHUP))}
@@ -668,7 +669,7 @@ def read_until(master: int, wanted: bytes, timeout: float = 30.0) -> bytes:
 
 
 def test_cmd_gets_the_terminal_and_ctrl_c_reaches_it(
-    spawn: Spawn, repo: Path, groups: list[int]
+    spawn: Spawn, repo: Path, groups: Groups
 ) -> None:
     proc, master = start_on_pty(spawn, repo, "tty", ["sleep", "60"])
     try:
@@ -684,7 +685,7 @@ def test_cmd_gets_the_terminal_and_ctrl_c_reaches_it(
         os.close(master)
 
 
-def test_an_interactive_cmd_reads_the_terminal(spawn: Spawn, repo: Path, groups: list[int]) -> None:
+def test_an_interactive_cmd_reads_the_terminal(spawn: Spawn, repo: Path, groups: Groups) -> None:
     proc, master = start_on_pty(spawn, repo, "tty-read", [sys.executable, "-c", READ_A_LINE])
     try:
         stamp = wait_spawned(ns_of("tty-read", repo))

@@ -17,6 +17,7 @@ import pytest
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import Stamp, read_stamp
 from tests.conftest import LANE_START, LANEWATCH, wait_for
+from tests.kits.groups import leader_ticks, signal_group
 
 
 @dataclass
@@ -25,6 +26,7 @@ class RealLane:
     owner: subprocess.Popen[bytes]
     namespace: Path
     pgid: int
+    ticks: int | None = None  # the start ticks of CMD, its group's leader (tests/kits/groups.py)
 
     @property
     def key(self) -> str:
@@ -38,8 +40,15 @@ class RealLane:
         stamp = self.stamp()
         if stamp is None or stamp.pid != self.owner.pid or stamp.pgid is None:
             return False
-        self.pgid = stamp.pgid
+        if stamp.pgid != self.pgid:
+            self.pgid = stamp.pgid
+            own = stamp.child_pid == stamp.pgid and stamp.child_start_ticks is not None
+            self.ticks = stamp.child_start_ticks if own else leader_ticks(stamp.pgid)
         return True
+
+    def signal(self, sig: int) -> None:
+        """`sig` to CMD's group, while the number is still its (tests/kits/groups.py)."""
+        signal_group(self.pgid, self.ticks, sig)
 
 
 class Lanes:
@@ -105,13 +114,13 @@ class Lanes:
         # would see released, not stale.
         lane.owner.kill()
         lane.owner.wait(timeout=10)
-        _killpg(lane.pgid)
+        lane.signal(signal.SIGKILL)
 
     def cleanup(self) -> None:
         for lane in self.started:
             lane.ready()
-            _killpg(lane.pgid)
-            if lane.owner.poll() is None:
+            lane.signal(signal.SIGKILL)
+            if lane.owner.poll() is None:  # our un-reaped child: its number is still its own
                 _killpg(lane.owner.pid)
             lane.owner.wait(timeout=10)
             if lane.owner.stderr is not None:

@@ -94,7 +94,7 @@ def churn(lanes: Lanes, log: Churn, until_t: float) -> None:
                 with log.lock:
                     log.ended[lane.key] = log.last = time.monotonic()
                 if rng.random() < 0.5:
-                    os.killpg(lane.pgid, signal.SIGTERM)
+                    lane.signal(signal.SIGTERM)
                     log.stopped += 1
                 else:
                     lanes.kill9(lane)
