@@ -461,6 +461,9 @@ class Bench:
                 ),
                 "probes": app["engine"]["probes"],
                 "engine_in_window": app["in_window"],
+                # Rows on screen whose ages read seconds, and frames painted in the window:
+                # lanes younger than a minute repaint every second (see fig_idle).
+                "ui_in_window": app.get("ui"),
                 "engine_alone_in_window": engine.get("in_window", "full run only"),
                 "threads_pct": app["threads_pct"],
                 "engine_stats": app["engine"],

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import resource
 import sys
 import threading
@@ -34,7 +35,7 @@ from textual.widgets import Static
 
 from lanewatch.engine.engine import Engine
 from lanewatch.engine.process import EngineProcess
-from lanewatch.tui.app import make_app
+from lanewatch.tui.app import LanewatchApp, make_app
 from tests.bench.common import (
     SCREEN,
     cpu_seconds,
@@ -43,7 +44,7 @@ from tests.bench.common import (
     thread_cpu,
     thread_shares,
 )
-from tests.bench.fig_screen import lanes_rows
+from tests.bench.fig_screen import lanes_rows, lanes_table, on_screen
 
 
 def kernel_rates(before: dict[str, int], after: dict[str, int], wall: float) -> dict[str, Any]:
@@ -78,15 +79,37 @@ def peak_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def encode_frames(app: App[Any]) -> None:
+def encode_frames(app: App[Any]) -> list[int]:
+    """Frames are encoded as for a terminal; the list returned counts them (its one item)."""
     original = app._display
+    frames = [0]
 
     def display(screen: Any, renderable: Any) -> None:
         original(screen, renderable)
         if isinstance(renderable, CompositorUpdate):
+            frames[0] += 1
             renderable.render_segments(app.console)
 
     app._display = display  # type: ignore[method-assign]
+    return frames
+
+
+SECONDS_AGE = re.compile(r"^\d+s$")
+
+
+def counting_seconds(app: LanewatchApp) -> int:
+    """Rows on screen one of whose ages (BEAT, WRITE, AGE) reads seconds now: each of them is
+    repainted once a second for as long as it does (a lane younger than a minute). The UI's
+    share of the idle figure depends on it: lanes a minute old repaint once a minute."""
+    table = lanes_table(app)
+    index = table.order.column_index
+    ages = [index[key] for key in ("beat", "write", "age")]
+    count = 0
+    for key in on_screen(table):
+        row = table.get_row(key) or ()
+        texts = [str(row[i]) for i in ages if i < len(row)]
+        count += any(SECONDS_AGE.match(t.strip()) for t in texts)
+    return count
 
 
 async def until(pilot: Pilot[Any], condition: Callable[[], bool], timeout: float) -> None:
@@ -102,11 +125,13 @@ async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
     CPU and memory are both processes' together."""
     engine = EngineProcess([root])
     app = make_app([Path(root)], engine=engine)
-    encode_frames(app)
+    frames = encode_frames(app)
     async with app.run_test(size=SCREEN) as pilot:
         await until(pilot, lambda: lanes_rows(app) >= expected, 120)
         await until(pilot, engine.settled.is_set, 300)
         await asyncio.sleep(1.0)  # the first probe's report and ages settle
+        seconds_rows = counting_seconds(app)
+        frames0 = frames[0]
         child = engine.pid
         assert child is not None
         rss_settled, child_rss = rss_mb(), rss_mb(child)
@@ -122,10 +147,12 @@ async def app_idle(root: str, expected: int, seconds: float) -> dict[str, Any]:
         rss_after = rss_mb() + rss_mb(child)
         stats = engine.stats
         stats.update(kernel_rates(k0, stats, wall))
+        painted = frames[0] - frames0
     return {
         "cpu_share": cpu / wall,
         "seconds": round(wall, 2),
         "in_window": in_window(k0, stats),
+        "ui": {"rows_counting_seconds": seconds_rows, "frames": painted},
         "rss_mb": round(rss_settled + child_rss, 1),
         "rss_ui_mb": rss_settled,
         "rss_engine_mb": child_rss,

@@ -108,8 +108,7 @@ class MainRows:
                 continue  # none of its ages shows another text yet: nothing to build
             row = self.state.picture.row(view, str(key))
             if row is not None:
-                cells[key] = view_columns.age_cells(view, row, now)
-                due[key] = view_columns.ages_change_at(view, row, now)
+                cells[key], due[key] = view_columns.ages_now(view, row, now)
         table.update_cells(cells)
 
     def follow_newest(self) -> None:

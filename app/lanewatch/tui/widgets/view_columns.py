@@ -8,6 +8,7 @@ goes into a `rich.text.Text`, so it is never parsed as markup, and is made inert
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -226,23 +227,31 @@ def age_anchors(view: View, row: NamespaceView | Incident) -> dict[str, float | 
     return {"since": stale_since(row)}
 
 
+def ages_now(view: View, row: NamespaceView | Incident, now: float) -> tuple[dict[str, str], float]:
+    """The age cells of `row` at `now`, by column key, and when one of them next shows another
+    text: until then, the passing of time changes nothing on the row. One pass (the age tick
+    asks both of every row on screen each second)."""
+    late_at = _late_at(view, row, now)
+    cells: dict[str, str] = {}
+    due = math.inf
+    for column, then in age_anchors(view, row).items():
+        if late_at is not None and column == "beat":
+            cells[column], at = BEAT_OK, late_at
+        else:
+            cells[column], at = humanize.ago(then, now), humanize.ago_changes_at(then, now)
+        if at < due:
+            due = at
+    return cells, due
+
+
 def age_cells(view: View, row: NamespaceView | Incident, now: float) -> dict[str, str]:
     """The age cells of `row` at `now`, by column key (the row builders use these too)."""
-    cells = {column: humanize.ago(then, now) for column, then in age_anchors(view, row).items()}
-    if _late_at(view, row, now) is not None:
-        cells["beat"] = BEAT_OK
-    return cells
+    return ages_now(view, row, now)[0]
 
 
 def ages_change_at(view: View, row: NamespaceView | Incident, now: float) -> float:
-    """When a cell of `row` that shows an age next changes its text: until then, the passing
-    of time changes nothing on the row."""
-    anchors = age_anchors(view, row)
-    late_at = _late_at(view, row, now)
-    if late_at is None:
-        return min(humanize.ago_changes_at(t, now) for t in anchors.values())
-    others = (humanize.ago_changes_at(t, now) for k, t in anchors.items() if k != "beat")
-    return min([late_at, *others])
+    """When a cell of `row` that shows an age next changes its text."""
+    return ages_now(view, row, now)[1]
 
 
 # A live owner's beat younger than BEAT_ON_TIME of its intervals shows as "ok" rather than its

@@ -35,6 +35,7 @@ class RowBatch:
 
     table: BatchTable
     changed: list[RowKey] = field(default_factory=list)  # rows replaced in place
+    columns: set[int] = field(default_factory=set)  # the columns they changed in
     recheck: set[int] = field(default_factory=set)  # auto columns whose widest may have shrunk
     grown: bool = False  # an auto column's widest cell grew
     resort: bool = False  # a new row: sort again
@@ -81,6 +82,7 @@ class RowBatch:
             for i in changed:
                 parts[i] = None
         self.changed.append(key)
+        self.columns.update(changed)
         if changed:
             order.haystacks.pop(key, None)
             if order.predicate is not None and was_shown != order.matches(key):
@@ -120,4 +122,4 @@ class RowBatch:
         if order_changed:
             table.rebuild()
         else:
-            painter.refresh_keys(self.changed)
+            painter.refresh_keys(self.changed, self.columns)

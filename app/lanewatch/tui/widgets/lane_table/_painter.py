@@ -86,7 +86,10 @@ class RowPainter:
         # Cell widths per row, so an auto column can shrink without re-measuring every cell.
         self.cell_widths: dict[RowKey, tuple[int, ...]] = {}
         self.content_max = [0] * len(self.columns)
-        self.hidden: frozenset[str] = frozenset()  # column keys not shown
+        # Kept, not recomputed per row: a tick re-renders every row on screen each second.
+        self._shown: list[int] = []
+        self._total_width = 0
+        self.hidden = frozenset()  # column keys not shown
         # One strip per row, as wide as the widest of the row and the view (`line_width`), so
         # an unscrolled view draws it as it is; cleared when that width changes.
         self.line_width = 0
@@ -103,10 +106,28 @@ class RowPainter:
         self.layers: dict[str, Style] = {}  # component styles, memoised per frame
 
     @property
+    def hidden(self) -> frozenset[str]:
+        """Keys of the columns not shown; set `widths` after changing it."""
+        return self._hidden
+
+    @hidden.setter
+    def hidden(self, keys: frozenset[str]) -> None:
+        self._hidden = keys
+        self._shown = [i for i, c in enumerate(self.columns) if c.key not in keys]
+
+    @property
     def shown(self) -> list[int]:
-        """Indices of the columns shown, in order."""
-        hidden = self.hidden
-        return [i for i, c in enumerate(self.columns) if c.key not in hidden]
+        """Indices of the columns shown, in order (not to be changed)."""
+        return self._shown
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return self._widths
+
+    @widths.setter
+    def widths(self, widths: tuple[int, ...]) -> None:
+        self._widths = widths
+        self._total_width = sum(widths[i] + 2 * len(self.pad) for i in self._shown)
 
     # ------------------------------------------------------------------ widths
 
@@ -145,7 +166,7 @@ class RowPainter:
 
     @property
     def total_width(self) -> int:
-        return sum(self.widths[i] + 2 * len(self.pad) for i in self.shown)
+        return self._total_width
 
     def update_widths(self) -> bool:
         widths = self.compute_widths()
@@ -191,15 +212,16 @@ class RowPainter:
                 if part is None:
                     part = parts[i] = self.cell_part(i, row[i])
                 segments += part
-            total = self.total_width
+            total = self._total_width
             if self.line_width > total:
-                segments.append(Segment(" " * (self.line_width - total)))
-            strip = Strip(_styled(segments), max(total, self.line_width))
+                segments.append(Segment(" " * (self.line_width - total), PLAIN))
+            strip = Strip(segments, max(total, self.line_width))
             self.strips.set(key, strip)
         return strip
 
     def cell_part(self, index: int, cell: Cell) -> list[Segment]:
-        """The segments of one cell at its column's width (shared between rows)."""
+        """The segments of one cell at its column's width, each with a style (shared between
+        rows)."""
         column, width = self.columns[index], self.widths[index]
         memo = cell_memo_key(cell, width, column.justify)
         rendered = self.cells.get(memo)
@@ -210,6 +232,7 @@ class RowPainter:
                 # Textual would draw a colour as a grey by its luminance: a red cell nearly
                 # black. The bold, dim and reverse of a cell say it without.
                 rendered = list(Segment.remove_color(rendered))
+            rendered = _styled(rendered)
             self.cells.set(memo, rendered)
         return rendered
 
@@ -256,22 +279,34 @@ class RowPainter:
         return style
 
     def row_style(self, key: RowKey, index: int) -> Style:
+        """The stacked style of a row's line: a handful of combinations, each built once per
+        pass (`layers` is cleared with each)."""
         table = self.table
-        style = Style()
-        if table.zebra_stripes:
-            style += self.layer("lane-table--odd-row" if index % 2 else "lane-table--even-row")
+        cursor = table.cursor
+        zebra = index % 2 if table.zebra_stripes else -1
         tone = table.tones.get(key)
+        marked, current = key in cursor.marked, key == cursor.key
+        combo = f"row {zebra} {tone} {marked:d}{current:d}"
+        style = self.layers.get(combo)
+        if style is not None:
+            return style
+        style = Style()
+        if zebra >= 0:
+            style += self.layer("lane-table--odd-row" if zebra else "lane-table--even-row")
         if tone is not None:
             layer = self.layer(f"lane-table--{tone}")
             style += layer.without_color if table.app.no_color else layer
-        if key in table.cursor.marked:
+        if marked:
             style += self.layer("lane-table--marked")
-        if key == table.cursor.key:
+        if current:
             style += self.layer("lane-table--cursor")
+        self.layers[combo] = style
         return style
 
-    def refresh_keys(self, keys: Iterable[RowKey]) -> None:
-        """Repaint the lines of `keys` that are on screen, and nothing else."""
+    def refresh_keys(self, keys: Iterable[RowKey], columns: Iterable[int] | None = None) -> None:
+        """Repaint the lines of `keys` that are on screen, and nothing else. `columns`: the
+        only cells of those rows that changed (indices; None: any): none of them in view (a
+        hidden column, or scrolled off: AGE past 80 columns), no repaint at all."""
         table = self.table
         if not table.is_mounted:
             return
@@ -285,9 +320,13 @@ class RowPainter:
         )
         if not lines:
             return
-        # One region per run of adjacent lines: a tick changes every row on screen, and one
-        # refresh of the run costs what one refresh of a line does.
         width = table.scrollable_content_region.width
+        if columns is not None and not self.in_view(columns, width):
+            return
+        # One region per run of adjacent lines: a tick changes every row on screen, and one
+        # refresh of the run costs what one refresh of a line does. Whole lines: a region as
+        # narrow as the changed cells costs more (Textual crops every strip of the line to it
+        # before sending, and still renders and divides the whole line).
         start = previous = lines[0]
         for line in [*lines[1:], None]:
             if line is not None and line == previous + 1:
@@ -296,3 +335,16 @@ class RowPainter:
             table.refresh(Region(0, start, width, previous - start + 1))
             if line is not None:
                 start = previous = line
+
+    def in_view(self, columns: Iterable[int], width: int) -> bool:
+        """One of `columns` (indices) is drawn in a view `width` wide at its scroll: shown
+        and not scrolled off either side (its padding counts)."""
+        wanted = set(columns)
+        scroll_x = self.table.scroll_offset.x
+        pad = 2 * len(self.pad)
+        edge = -scroll_x
+        for i in self._shown:
+            start, edge = edge, edge + self._widths[i] + pad
+            if i in wanted and edge > 0 and start < width:
+                return True
+        return False
