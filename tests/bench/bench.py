@@ -434,7 +434,9 @@ class Bench:
 
     def idle_and_rss(self) -> None:
         s = self.scale
-        app = self.child("fig_idle", "app", self.root, s.namespaces, s.idle_seconds, timeout=600)
+        app = self.child(
+            "fig_idle", "app", self.root, s.namespaces, s.idle_seconds, s.idle_settle, timeout=600
+        )
         engine: dict[str, Any] = {}
         plain: dict[str, Any] = {}
         if s.idle_variants:
