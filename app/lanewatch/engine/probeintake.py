@@ -49,6 +49,11 @@ class ProbeIntake:
         self.held: HeldVersions | None = None
         self.holding_shared = False  # the last report saw lanes hold a shared-file incident's file
         self.port_memory = ports.PortMemory()  # who listened on which port, outside leases
+        # What the last `writers` was given when it found nothing and read no stamp from
+        # disk (the model's namespaces, the holdings, the owners): given the same again, it
+        # finds nothing again, so an idle probe (the full scan every minute, most holdings the
+        # memo's very objects) is not judged again path by path (`_nothing_new`).
+        self._found_nothing: tuple[object, object, object] | None = None
         self.ephemeral = netsockets.ephemeral_range()
 
     def local_stamps(self) -> Mapping[str, Stamp]:
@@ -97,16 +102,21 @@ class ProbeIntake:
                 found = lane_of(h, owners)
                 lane = found[0].lane if found else "?"
                 self.history.note_writer(h.path, f"pid {h.pid} (lane {lane})")
-        found_obs = wr.writers(
-            report.holdings,
-            report.owners,
-            known.keys(),
-            roots=self.roots,
-            shared=SHARED_TEMP,
-            ignore=self.ignore,
-            at=report.at,
-            stamped=self._stamped(known),
-        )
+        found_obs: list[Observation] = []
+        if not self._nothing_new(known, report):
+            stamped = self._stamped(known)
+            found_obs = wr.writers(
+                report.holdings,
+                report.owners,
+                known.keys(),
+                roots=self.roots,
+                shared=SHARED_TEMP,
+                ignore=self.ignore,
+                at=report.at,
+                stamped=stamped,
+            )
+            quiet = not found_obs and not stamped.read_any
+            self._found_nothing = (known, report.holdings, report.owners) if quiet else None
         held: dict[str, list[Holder]] = {}
         root_of: dict[str, str] = {}
         for obs in found_obs:
@@ -127,6 +137,18 @@ class ProbeIntake:
             self.held.seen(held, root_of, at=report.at)
         return out
 
+    def _nothing_new(self, known: Mapping[str, m.NsRecord], report: ProbeReport) -> bool:
+        """Whether `writers` was last given these very namespaces (the model replaces its
+        mapping on any change), equal holdings and equal owners, and found nothing: it is a
+        pure function of them (and of stamps read from disk, which it then did not need)."""
+        last = self._found_nothing
+        return (
+            last is not None
+            and last[0] is known
+            and last[1] == report.holdings
+            and last[2] == report.owners
+        )
+
     def _port_clashes(
         self, heard: Sequence[ports.Listener], at: float, known: Mapping[str, m.NsRecord]
     ) -> list[Observation]:
@@ -143,7 +165,7 @@ class ProbeIntake:
             found.extend(detect(fact))
         return found
 
-    def _stamped(self, known: Mapping[str, m.NsRecord]) -> Mapping[str, Stamped]:
+    def _stamped(self, known: Mapping[str, m.NsRecord]) -> _StampedNow:
         """What each namespace's stamp on this host says, live or released (`model/family.py`):
         made again only when the model's namespaces changed. A namespace the model knows
         without a stamp is read from disk when a holding asks (`_StampedNow`): a worker writes
@@ -182,6 +204,12 @@ class _StampedNow(Mapping[str, Stamped]):
         self._namespaces = namespaces
         self._host = host
         self._read: dict[str, Stamped | None] = {}
+
+    @property
+    def read_any(self) -> bool:
+        """Whether a stamp was read from disk (what `writers` found may then change with the
+        disk, not with the model)."""
+        return bool(self._read)
 
     def __getitem__(self, key: str) -> Stamped:
         found = self._known.get(key)

@@ -1,0 +1,125 @@
+"""An idle probe is not judged again path by path: `ProbeIntake.probed` skips `writers` when it
+was last given the same model, holdings and owners and found nothing (counted, not timed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lanewatch.engine import probeintake
+from lanewatch.engine.probeintake import ProbeIntake
+from lanewatch.lanes.stamp import META_DIR, StampRead, StampStatus, write_stamp
+from lanewatch.linux.procid import hostname
+from lanewatch.model import model as m
+from lanewatch.model.filehistory import FileHistory
+from lanewatch.model.holdings import Owner
+from lanewatch.processes.prober import ProbeReport
+from tests.fast.test_family import _stamp
+from tests.processes.test_incidents import hold
+
+ROOT = "/r"
+A, B = f"{ROOT}/c.a", f"{ROOT}/c.b"
+OWNERS = {
+    A: Owner(A, "a", "c", "/co", frozenset({10}), 10, 10, handed=frozenset()),
+    B: Owner(B, "b", "c", "/co", frozenset({20}), 20, 20, handed=frozenset()),
+}
+
+
+def record(key: str) -> m.NsRecord:
+    """A namespace the model knows with its live owner's stamp (nothing read from disk)."""
+    name = key.rsplit("/", 1)[1]
+    owner = OWNERS[key]
+    stamp = replace(_stamp(), namespace=name, lane=owner.lane, pid=owner.pid, host=hostname())
+    return m.NsRecord(key, ROOT, name, StampRead(StampStatus.OK, stamp))
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times `writers` ran (the real one, counted)."""
+    seen: list[int] = []
+    real: Callable[..., Any] = probeintake.wr.writers
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        seen.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(probeintake.wr, "writers", counted)
+    return seen
+
+
+def observed(found: Any) -> list[m.Observed]:
+    return [e for e in found.events if isinstance(e, m.Observed)]
+
+
+def intake_of(known: Callable[[], Mapping[str, m.NsRecord]]) -> ProbeIntake:
+    return ProbeIntake([ROOT], namespaces=known, history=FileHistory(), host=hostname())
+
+
+def test_an_unchanged_quiet_probe_is_not_judged_again(calls: list[int]) -> None:
+    known = {A: record(A), B: record(B)}
+    intake = intake_of(lambda: known)
+    own = (hold(f"{A}/tmp/x", pid=10, namespace_env=A), hold(f"{B}/tmp/y", pid=20))
+    for at in (1.0, 2.0, 3.0):
+        assert not observed(intake.probed(ProbeReport(at, {}, own, OWNERS)))
+    assert len(calls) == 1
+    # Equal holdings read afresh (a holder the memo did not vouch for): still the same inputs.
+    again = tuple(replace(h) for h in own)
+    assert not observed(intake.probed(ProbeReport(4.0, {}, again, OWNERS)))
+    assert len(calls) == 1
+
+
+def test_anything_new_is_judged(calls: list[int]) -> None:
+    known: dict[str, m.NsRecord] = {A: record(A), B: record(B)}
+    current = [known]
+    intake = intake_of(lambda: current[0])
+    own = (hold(f"{A}/tmp/x", pid=10, namespace_env=A),)
+    intake.probed(ProbeReport(1.0, {}, own, OWNERS))
+    # A lane's process now holds a file in the other lane: found at once.
+    intruder = hold(f"{B}/tmp/y", pid=11, namespace_env=A)
+    found = intake.probed(ProbeReport(2.0, {}, (*own, intruder), OWNERS))
+    assert [o.observation.kind for o in observed(found)]
+    # A probe that found something is judged again every time (its incident goes on).
+    found = intake.probed(ProbeReport(3.0, {}, (*own, intruder), OWNERS))
+    assert observed(found)[0].observation.evidence.time == 3.0
+    assert len(calls) == 3
+    # Quiet again, then the model changes (a new mapping): judged again.
+    intake.probed(ProbeReport(4.0, {}, own, OWNERS))
+    current[0] = dict(known)
+    intake.probed(ProbeReport(5.0, {}, own, OWNERS))
+    assert len(calls) == 5
+    # The owners change (B's owner is now another process): judged again.
+    moved = {**OWNERS, B: replace(OWNERS[B], pids=frozenset({21}))}
+    intake.probed(ProbeReport(6.0, {}, own, moved))
+    assert len(calls) == 6
+
+
+def test_a_stamp_read_from_disk_keeps_it_judged_every_time(
+    tmp_path: Path, calls: list[int]
+) -> None:
+    """What `writers` found then came from the disk, which may change without the model."""
+    root = tmp_path / "root"
+    main, gw0 = root / "c.pytest", root / "c.pytest-gw0"
+    for ns in (main, gw0):
+        (ns / META_DIR).mkdir(parents=True)
+    stamp = replace(
+        _stamp(), namespace=gw0.name, pid=20, host=hostname(), family="c.pytest", root=str(root)
+    )
+    write_stamp(gw0, stamp)
+    known = {
+        str(ns): m.NsRecord(str(ns), str(root), ns.name, StampRead(StampStatus.MISSING))
+        for ns in (main, gw0)
+    }
+    intake = ProbeIntake(
+        [str(root)], namespaces=lambda: known, history=FileHistory(), host=hostname()
+    )
+    owners = {
+        str(main): Owner(str(main), "pytest", "c", "/co", frozenset({10}), 10, 10),
+    }
+    worker = hold(f"{gw0}/tmp/basetemp.lock", pid=20, namespace_env=str(main))
+    for at in (1.0, 2.0):
+        assert not observed(intake.probed(ProbeReport(at, {}, (worker,), owners)))
+    assert len(calls) == 2
