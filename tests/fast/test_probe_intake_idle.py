@@ -15,6 +15,7 @@ from lanewatch.engine.probeintake import ProbeIntake
 from lanewatch.lanes.stamp import META_DIR, StampRead, StampStatus, write_stamp
 from lanewatch.linux.procid import hostname
 from lanewatch.model import model as m
+from lanewatch.model import writers as wr
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.holdings import Owner
 from lanewatch.processes.prober import ProbeReport
@@ -123,3 +124,61 @@ def test_a_stamp_read_from_disk_keeps_it_judged_every_time(
     for at in (1.0, 2.0):
         assert not observed(intake.probed(ProbeReport(at, {}, (worker,), owners)))
     assert len(calls) == 2
+
+
+@pytest.fixture
+def judged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path of every holding handed to detection (the real detectors, counted)."""
+    seen: list[str] = []
+    real: Callable[..., Any] = wr.detect
+
+    def counted(fact: Any) -> Any:
+        seen.append(fact.h.path)
+        return real(fact)
+
+    monkeypatch.setattr(wr, "detect", counted)
+    return seen
+
+
+def test_only_new_holdings_are_judged_while_the_model_and_owners_stay(
+    judged: list[str],
+) -> None:
+    """Other users' files in shared temp come and go between two full scans: the lanes'
+    unchanged holdings are not judged again for it."""
+    known = {A: record(A), B: record(B)}
+    current = [known]
+    intake = intake_of(lambda: current[0])
+    own = (hold(f"{A}/tmp/x", pid=10, namespace_env=A), hold(f"{B}/tmp/y", pid=20))
+    intake.probed(ProbeReport(1.0, {}, own, OWNERS))
+    assert sorted(judged) == [f"{A}/tmp/x", f"{B}/tmp/y"]
+    judged.clear()
+    others = hold("/tmp/someone-else/f", pid=99)  # a process of no lane, in shared temp
+    assert not observed(intake.probed(ProbeReport(2.0, {}, (*own, others), OWNERS)))
+    assert judged == ["/tmp/someone-else/f"]
+    judged.clear()
+    again = hold("/tmp/someone-else/g", pid=98)
+    intake.probed(ProbeReport(3.0, {}, (*own, again), OWNERS))
+    assert judged == ["/tmp/someone-else/g"]
+    judged.clear()
+    # An intruder is judged, found, and judged again at every probe while it holds.
+    intruder = hold(f"{B}/tmp/z", pid=11, namespace_env=A)
+    for at in (4.0, 5.0):
+        found = intake.probed(ProbeReport(at, {}, (*own, intruder), OWNERS))
+        assert [o.observation.evidence.time for o in observed(found)] == [at]
+    assert judged == [f"{B}/tmp/z", f"{B}/tmp/z"]
+    judged.clear()
+    # A new model mapping (a namespace changed): everything is judged again.
+    current[0] = dict(known)
+    intake.probed(ProbeReport(6.0, {}, own, OWNERS))
+    assert sorted(judged) == [f"{A}/tmp/x", f"{B}/tmp/y"]
+
+
+def test_a_holding_passed_over_for_its_ancestor_is_judged_once_that_one_goes() -> None:
+    known = {A: record(A), B: record(B)}
+    intake = intake_of(lambda: known)
+    parent = hold(f"{B}/tmp/f", pid=30, namespace_env=A, lineage=(30, 1))
+    child = hold(f"{B}/tmp/f", pid=31, namespace_env=A, lineage=(31, 30, 1))
+    found = intake.probed(ProbeReport(1.0, {}, (parent, child), OWNERS))
+    assert [o.observation.intruder.get("pid") for o in observed(found)] == [30]
+    found = intake.probed(ProbeReport(2.0, {}, (child,), OWNERS))  # the parent let go
+    assert [o.observation.intruder.get("pid") for o in observed(found)] == [31]

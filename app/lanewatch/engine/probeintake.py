@@ -24,7 +24,7 @@ from lanewatch.model import writers as wr
 from lanewatch.model.facts import ListenerSeen
 from lanewatch.model.family import Stamped
 from lanewatch.model.filehistory import FileHistory
-from lanewatch.model.holdings import OwnerIndex, lane_of, writes
+from lanewatch.model.holdings import Holding, OwnerIndex, lane_of, writes
 from lanewatch.model.kinds import ESCAPED_THE_LANES, detect
 from lanewatch.model.observation import Observation
 from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
@@ -54,6 +54,12 @@ class ProbeIntake:
         # finds nothing again, so an idle probe (the full scan every minute, most holdings the
         # memo's very objects) is not judged again path by path (`_nothing_new`).
         self._found_nothing: tuple[object, object, object] | None = None
+        # Held paths that meant nothing, each on its own, the last time, with the namespaces
+        # mapping and owners they were judged with (`writers`' `quiet`): while those are the
+        # same, an unchanged holding is not judged again, however many others came and went
+        # (other users' files in shared temp change between two full scans of a busy machine).
+        self._quiet: set[Holding] = set()
+        self._quiet_with: tuple[object, object] | None = None
         self.ephemeral = netsockets.ephemeral_range()
 
     def local_stamps(self) -> Mapping[str, Stamp]:
@@ -105,6 +111,9 @@ class ProbeIntake:
         found_obs: list[Observation] = []
         if not self._nothing_new(known, report):
             stamped = self._stamped(known)
+            with_ = self._quiet_with
+            same = with_ is not None and with_[0] is known and with_[1] == report.owners
+            nothing: set[Holding] = set()
             found_obs = wr.writers(
                 report.holdings,
                 report.owners,
@@ -114,8 +123,14 @@ class ProbeIntake:
                 ignore=self.ignore,
                 at=report.at,
                 stamped=stamped,
+                quiet=self._quiet if same else (),
+                found_quiet=nothing,
             )
-            quiet = not found_obs and not stamped.read_any
+            # What was judged with a stamp read from disk may change with the disk: not kept.
+            kept = not stamped.read_any
+            self._quiet = nothing if kept else set()
+            self._quiet_with = (known, report.owners) if kept else None
+            quiet = not found_obs and kept
             self._found_nothing = (known, report.holdings, report.owners) if quiet else None
         held: dict[str, list[Holder]] = {}
         root_of: dict[str, str] = {}
