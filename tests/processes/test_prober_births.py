@@ -64,7 +64,11 @@ def test_the_connector_says_a_child_that_still_runs_was_born() -> None:
     try:
         t = time.monotonic()
         child = subprocess.Popen(["sleep", "60"])
-        assert lives.born_alive_since(t) is True
+        answer = lives.born_alive_since(t)
+        if answer is None:  # only when the kernel dropped messages (a fork storm beside us)
+            assert lives.stats["losses"]
+            pytest.skip("the process connector dropped messages during the test")
+        assert answer is True
         (life,) = [x for x in lives.lives_of(child.pid) if x.born >= t]
         assert life.ended is None and life.parent == os.getpid()
     finally:
