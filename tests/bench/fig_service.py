@@ -118,7 +118,8 @@ def measure(pid: int, seconds: float, writer: list[str] | None) -> dict[str, Any
     threads1 = thread_cpu(pid)
     wall = time.monotonic() - t0
     threads = thread_shares(threads0, threads1, thread_comms(pid), wall)
-    gone = (u1 - u0 + s1 - s0) - (sum(threads1.values()) - sum(threads0.values()))
+    alive = sum(cpu - threads0.get(tid, 0.0) for tid, cpu in threads1.items())
+    gone = (u1 - u0 + s1 - s0) - alive
     if gone > 0:  # threads that ran in the window and ended before its last read
         threads["ended"] = round(gone / wall * 100, 2)
     out: dict[str, Any] = {
