@@ -30,11 +30,12 @@ OWNERS = {
 }
 
 
-def record(key: str) -> m.NsRecord:
+def record(key: str, pid: int | None = None) -> m.NsRecord:
     """A namespace the model knows with its live owner's stamp (nothing read from disk)."""
     name = key.rsplit("/", 1)[1]
-    owner = OWNERS[key]
-    stamp = replace(_stamp(), namespace=name, lane=owner.lane, pid=owner.pid, host=hostname())
+    owner = OWNERS.get(key, OWNERS[A])
+    pid = owner.pid if pid is None else pid
+    stamp = replace(_stamp(), namespace=name, lane=owner.lane, pid=pid, host=hostname())
     return m.NsRecord(key, ROOT, name, StampRead(StampStatus.OK, stamp))
 
 
@@ -87,14 +88,19 @@ def test_anything_new_is_judged(calls: list[int]) -> None:
     found = intake.probed(ProbeReport(3.0, {}, (*own, intruder), OWNERS))
     assert observed(found)[0].observation.evidence.time == 3.0
     assert len(calls) == 3
-    # Quiet again, then the model changes (a new mapping): judged again.
+    # Quiet again (judged once more), then the model made again with the same namespaces and
+    # stamps (a rescan, a heartbeat): not judged again.
     intake.probed(ProbeReport(4.0, {}, own, OWNERS))
     current[0] = dict(known)
     intake.probed(ProbeReport(5.0, {}, own, OWNERS))
+    assert len(calls) == 4
+    # A stamp changes (B is owned by another process now): judged again.
+    current[0] = {**known, B: record(B, pid=21)}
+    intake.probed(ProbeReport(6.0, {}, own, OWNERS))
     assert len(calls) == 5
-    # The owners change (B's owner is now another process): judged again.
+    # The owners change: judged again.
     moved = {**OWNERS, B: replace(OWNERS[B], pids=frozenset({21}))}
-    intake.probed(ProbeReport(6.0, {}, own, moved))
+    intake.probed(ProbeReport(7.0, {}, own, moved))
     assert len(calls) == 6
 
 
@@ -167,9 +173,14 @@ def test_only_new_holdings_are_judged_while_the_model_and_owners_stay(
         assert [o.observation.evidence.time for o in observed(found)] == [at]
     assert judged == [f"{B}/tmp/z", f"{B}/tmp/z"]
     judged.clear()
-    # A new model mapping (a namespace changed): everything is judged again.
+    # The model made again with nothing changed for `writers` (a rescan): still not judged.
     current[0] = dict(known)
     intake.probed(ProbeReport(6.0, {}, own, OWNERS))
+    assert judged == []
+    # A namespace more (a path in it is now that lane's): everything is judged again.
+    c = f"{ROOT}/c.c"
+    current[0] = {**known, c: record(c)}
+    intake.probed(ProbeReport(7.0, {}, own, OWNERS))
     assert sorted(judged) == [f"{A}/tmp/x", f"{B}/tmp/y"]
 
 
@@ -182,3 +193,36 @@ def test_a_holding_passed_over_for_its_ancestor_is_judged_once_that_one_goes() -
     assert [o.observation.intruder.get("pid") for o in observed(found)] == [30]
     found = intake.probed(ProbeReport(2.0, {}, (child,), OWNERS))  # the parent let go
     assert [o.observation.intruder.get("pid") for o in observed(found)] == [31]
+
+
+def test_a_namespace_that_loses_its_stamp_in_the_model_is_judged_again(
+    tmp_path: Path, judged: list[str]
+) -> None:
+    """Made again with the same namespaces and the same stamps of this host, the model may
+    still have dropped a stamp of another host: `writers` then reads that namespace's stamp
+    from disk, so what it found before no longer holds."""
+    root = tmp_path / "root"
+    a, g = root / "c.a", root / "c.g"
+    for ns in (a, g):
+        (ns / META_DIR).mkdir(parents=True)
+    here = replace(_stamp(), namespace=g.name, lane="g", pid=99, host=hostname(), root=str(root))
+    write_stamp(g, here)  # on disk: a live lane of this host, not yet read by the model
+    owners = {str(a): Owner(str(a), "a", "c", "/co", frozenset({10}), 10, 10)}
+    mine = replace(_stamp(), namespace=a.name, lane="a", pid=10, host=hostname())
+    remote = replace(here, host="elsewhere")
+    first = {
+        str(a): m.NsRecord(str(a), str(root), a.name, StampRead(StampStatus.OK, mine)),
+        str(g): m.NsRecord(str(g), str(root), g.name, StampRead(StampStatus.OK, remote)),
+    }
+    current = [first]
+    intake = ProbeIntake(
+        [str(root)], namespaces=lambda: current[0], history=FileHistory(), host=hostname()
+    )
+    # Lane a's process holds g's folder: with g owned on another host, a claim in progress.
+    folder = hold(str(g), pid=11, namespace_env=str(a), directory=True, access=None)
+    assert not observed(intake.probed(ProbeReport(1.0, {}, (folder,), owners)))
+    lost = StampRead(StampStatus.MISSING)
+    current[0] = {**first, str(g): m.NsRecord(str(g), str(root), g.name, lost)}
+    found = intake.probed(ProbeReport(2.0, {}, (folder,), owners))
+    assert judged == [str(g), str(g)]
+    assert [o.observation.victim for o in observed(found)] == [str(g)]
