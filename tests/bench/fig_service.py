@@ -15,7 +15,11 @@ of one core:
 - `foreign_tmp`: the same writer in a folder of shared temp outside every root (another
   user's test suite in /tmp): every such write may be a lane's, so each one reaches us.
 
-Each phase reports the writer's achieved rate and the machine's load average before and after.
+Each phase reports the writer's achieved rate, the machine's load average before and after,
+and `threads_pct`: each thread's share by its name (the recorder runs under
+`tests/bench/named_threads.py`, which gives the kernel each thread's name: `prober`,
+`fanotify`...; `main` is the recorder's own loop, `ended` threads that did not live to the
+window's end).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench.common import REPO, emit, process_cpu
+from tests.bench.common import REPO, emit, process_cpu, thread_cpu, thread_shares
+from tests.bench.named_threads import thread_comms
 
 FOLDERS = 20
 FILES_PER_FOLDER = 50
@@ -106,14 +111,22 @@ def measure(pid: int, seconds: float, writer: list[str] | None) -> dict[str, Any
         proc = subprocess.Popen(writer, stdout=subprocess.PIPE, text=True)
         time.sleep(0.5)  # the writer's folders exist, its first folders are marked
     u0, s0 = stat_times(pid)
+    threads0 = thread_cpu(pid)
     t0 = time.monotonic()
     time.sleep(seconds)
     u1, s1 = stat_times(pid)
+    threads1 = thread_cpu(pid)
     wall = time.monotonic() - t0
+    threads = thread_shares(threads0, threads1, thread_comms(pid), wall)
+    alive = sum(cpu - threads0.get(tid, 0.0) for tid, cpu in threads1.items())
+    gone = (u1 - u0 + s1 - s0) - alive
+    if gone > 0:  # threads that ran in the window and ended before its last read
+        threads["ended"] = round(gone / wall * 100, 2)
     out: dict[str, Any] = {
         "cpu_share": (u1 - u0 + s1 - s0) / wall,
         "user_share": (u1 - u0) / wall,
         "system_share": (s1 - s0) / wall,
+        "threads_pct": threads,
         "seconds": round(wall, 2),
         "load_before": round(load0, 2),
         "load_after": round(os.getloadavg()[0], 2),
@@ -130,7 +143,8 @@ def run(root: Path, seconds: float, rate: float, where: str, phases: list[str]) 
     parent = foreign_parent(root) if where == "auto" else Path(where)
     foreign = Path(tempfile.mkdtemp(prefix=".lanewatch-bench-foreign-", dir=parent))
     out_path = work / "record.out"
-    cmd = [sys.executable, "-m", "lanewatch", "record", "--service", "--json", "--root", str(root)]
+    cmd = [sys.executable, "-m", "tests.bench.named_threads", "lanewatch"]  # CPU by thread name
+    cmd += ["record", "--service", "--json", "--root", str(root)]
     result: dict[str, Any] = {"foreign_folder": str(foreign)}
     with open(out_path, "wb") as sink:
         rec = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, cwd=work)

@@ -383,6 +383,9 @@ class Engine:
                 elif not probing and not w.scanning:
                     probing = True
                     assert self._prober is not None
+                    attribution = self.kernel.attribution
+                    if attribution is not None and attribution.lives.available:
+                        self._prober.use_births(attribution.lives.born_alive_since)
                     self._prober.start()
                 if probing and not self.settled.is_set() and w.stats["probes"] > 0:
                     self.settled.set()

@@ -24,10 +24,14 @@ from lanewatch.model import writers as wr
 from lanewatch.model.facts import ListenerSeen
 from lanewatch.model.family import Stamped
 from lanewatch.model.filehistory import FileHistory
-from lanewatch.model.holdings import OwnerIndex, lane_of, writes
+from lanewatch.model.holdings import Holding, Owner, OwnerIndex, lane_of, writes
 from lanewatch.model.kinds import ESCAPED_THE_LANES, detect
 from lanewatch.model.observation import Observation
 from lanewatch.processes.prober import SHARED_TEMP, ProbeReport
+
+# What `writers` was given, holdings apart: the model's namespaces, their stamps on this host,
+# the owners (`ProbeIntake._alike`).
+_JudgedWith = tuple[Mapping[str, m.NsRecord], Mapping[str, Stamped], Mapping[str, Owner]]
 
 
 class ProbeIntake:
@@ -49,6 +53,17 @@ class ProbeIntake:
         self.held: HeldVersions | None = None
         self.holding_shared = False  # the last report saw lanes hold a shared-file incident's file
         self.port_memory = ports.PortMemory()  # who listened on which port, outside leases
+        # What the last `writers` was given when it found nothing and read no stamp from
+        # disk (the model's namespaces, the holdings, the owners): given the same again, it
+        # finds nothing again, so an idle probe (the full scan every minute, most holdings the
+        # memo's very objects) is not judged again path by path (`_nothing_new`).
+        self._found_nothing: tuple[_JudgedWith, object] | None = None
+        # Held paths that meant nothing, each on its own, the last time, with the namespaces
+        # mapping and owners they were judged with (`writers`' `quiet`): while those are the
+        # same, an unchanged holding is not judged again, however many others came and went
+        # (other users' files in shared temp change between two full scans of a busy machine).
+        self._quiet: set[Holding] = set()
+        self._quiet_with: _JudgedWith | None = None
         self.ephemeral = netsockets.ephemeral_range()
 
     def local_stamps(self) -> Mapping[str, Stamp]:
@@ -97,16 +112,35 @@ class ProbeIntake:
                 found = lane_of(h, owners)
                 lane = found[0].lane if found else "?"
                 self.history.note_writer(h.path, f"pid {h.pid} (lane {lane})")
-        found_obs = wr.writers(
-            report.holdings,
-            report.owners,
-            known.keys(),
-            roots=self.roots,
-            shared=SHARED_TEMP,
-            ignore=self.ignore,
-            at=report.at,
-            stamped=self._stamped(known),
-        )
+        found_obs: list[Observation] = []
+        stamped = self._stamped(known)
+        last = self._found_nothing
+        if not (
+            last is not None
+            and last[1] == report.holdings
+            and self._alike(last[0], known, stamped, report.owners)
+        ):
+            same = self._alike(self._quiet_with, known, stamped, report.owners)
+            nothing: set[Holding] = set()
+            found_obs = wr.writers(
+                report.holdings,
+                report.owners,
+                known.keys(),
+                roots=self.roots,
+                shared=SHARED_TEMP,
+                ignore=self.ignore,
+                at=report.at,
+                stamped=stamped,
+                quiet=self._quiet if same else (),
+                found_quiet=nothing,
+            )
+            # What was judged with a stamp read from disk may change with the disk: not kept.
+            kept = not stamped.read_any
+            self._quiet = nothing if kept else set()
+            judged_with = (known, stamped.stamps, report.owners)
+            self._quiet_with = judged_with if kept else None
+            quiet = not found_obs and kept
+            self._found_nothing = (judged_with, report.holdings) if quiet else None
         held: dict[str, list[Holder]] = {}
         root_of: dict[str, str] = {}
         for obs in found_obs:
@@ -127,6 +161,31 @@ class ProbeIntake:
             self.held.seen(held, root_of, at=report.at)
         return out
 
+    @staticmethod
+    def _alike(
+        judged_with: _JudgedWith | None,
+        known: Mapping[str, m.NsRecord],
+        stamped: _StampedNow,
+        owners: Mapping[str, Owner],
+    ) -> bool:
+        """Whether `writers` would be given what it was judged with, holdings apart: the same
+        owners, and the same namespaces with the same stamps (the same mapping, or one the
+        model made again with nothing `writers` reads changed: a rescan, a heartbeat). It
+        is a pure function of those (and of stamps read from disk, not kept after one; which
+        namespaces have none in the model says where it would read them)."""
+        if judged_with is None:
+            return False
+        was, stamps, by = judged_with
+        if by != owners:
+            return False
+        if was is known:
+            return True
+        return (
+            was.keys() == known.keys()
+            and stamps == stamped.stamps
+            and _ownerless(was) == _ownerless(known)
+        )
+
     def _port_clashes(
         self, heard: Sequence[ports.Listener], at: float, known: Mapping[str, m.NsRecord]
     ) -> list[Observation]:
@@ -143,7 +202,7 @@ class ProbeIntake:
             found.extend(detect(fact))
         return found
 
-    def _stamped(self, known: Mapping[str, m.NsRecord]) -> Mapping[str, Stamped]:
+    def _stamped(self, known: Mapping[str, m.NsRecord]) -> _StampedNow:
         """What each namespace's stamp on this host says, live or released (`model/family.py`):
         made again only when the model's namespaces changed. A namespace the model knows
         without a stamp is read from disk when a holding asks (`_StampedNow`): a worker writes
@@ -171,6 +230,11 @@ class ProbeIntake:
         return ""
 
 
+def _ownerless(known: Mapping[str, m.NsRecord]) -> set[str]:
+    """The namespaces the model knows without a stamp (`_StampedNow` reads theirs from disk)."""
+    return {k for k, rec in known.items() if rec.owner is None}
+
+
 class _StampedNow(Mapping[str, Stamped]):
     """The model's stamps, and for a namespace it knows without one, the stamp on disk now
     (read once per probe, only for a namespace a holding lies in)."""
@@ -182,6 +246,17 @@ class _StampedNow(Mapping[str, Stamped]):
         self._namespaces = namespaces
         self._host = host
         self._read: dict[str, Stamped | None] = {}
+
+    @property
+    def stamps(self) -> Mapping[str, Stamped]:
+        """The model's stamps, as made for its namespaces mapping (none read from disk)."""
+        return self._known
+
+    @property
+    def read_any(self) -> bool:
+        """Whether a stamp was read from disk (what `writers` found may then change with the
+        disk, not with the model)."""
+        return bool(self._read)
 
     def __getitem__(self, key: str) -> Stamped:
         found = self._known.get(key)

@@ -18,7 +18,7 @@ naming a `sleep 2` long exited while the shell that held the file was the lane's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from lanewatch.linux.paths import is_under
 from lanewatch.model.facts import HeldInNamespace, HeldInSharedTemp
@@ -54,6 +54,8 @@ def writers(
     ignore: Sequence[str] = (),
     at: float,
     stamped: Mapping[str, Stamped] | None = None,
+    quiet: Collection[Holding] = (),
+    found_quiet: set[Holding] | None = None,
 ) -> list[Observation]:
     """Foreign writers (a lane's process holding a path in another lane's namespace) and
     unbound writers (a lane's process holding a file in shared temp outside any namespace).
@@ -61,6 +63,13 @@ def writers(
     `owners` maps namespace keys with a live owner; `namespaces` lists every namespace key we
     know (owned or not), so a path inside any of them is attributed to it. `stamped`: what
     each namespace's stamp on this host says, live or released (`model/family.py`).
+
+    `quiet`: holdings a call with these same namespaces, owners and stamps found to mean
+    nothing each on its own (the caller keeps them, and forgets them when any of those
+    changes): skipped. `found_quiet` (filled): the holdings of this call that mean nothing on
+    their own, `quiet` ones included; not those passed over for another holding's sake (an
+    ancestor that holds it too, a file an owner was handed), which may count once that one
+    goes. What a holding means never depends on `at`, only its observation's time does.
     """
     holdings = list(holdings)
     # Longest key first, so a key given with and without a trailing slash keeps the longer.
@@ -76,22 +85,32 @@ def writers(
     for h in holdings:
         holders.setdefault((h.path, h.kind, writes(h)), set()).add(h.pid)
     out: list[Observation] = []
+    nothing = found_quiet if found_quiet is not None else set()
     for h in holdings:
+        if h in quiet:
+            nothing.add(h)
+            continue
         if any(p in holders[(h.path, h.kind, writes(h))] for p in h.lineage[1:]):
             continue  # an ancestor holds it too: inherited, the ancestor is named
         victim = _enclosing(h.path, index)
+        found: list[Observation] = []
         if victim is not None:
             # Checked before `ignore`: the default root lives inside the ignored state dir.
             said = stamped.get(victim) if stamped is not None else None
-            out.extend(detect(HeldInNamespace(h, victim, by_owner, at, said)))
+            found = detect(HeldInNamespace(h, victim, by_owner, at, said))
         elif any(is_under(h.path, p) for p in ignore):
-            continue  # lanewatch's own state (roots registry, bookkeeping): nobody's write
+            pass  # lanewatch's own state (roots registry, bookkeeping): nobody's write
         elif any(is_under(h.path, r) for r in roots):
-            continue  # the root's own data (.lanewatch-root) or a stray file: not a lane's
+            pass  # the root's own data (.lanewatch-root) or a stray file: not a lane's
         elif any(is_under(h.path, s) for s in shared):
             if h.pid in owner_pids and h.fd in (0, 1, 2):
-                continue  # the owner's own stdio: chosen by whoever started it
-            if h.path in handed and h.pid not in owner_pids:
+                pass  # the owner's own stdio: chosen by whoever started it
+            elif h.path in handed and h.pid not in owner_pids:
                 continue
-            out.extend(detect(HeldInSharedTemp(h, by_owner, roots, at)))
+            else:
+                found = detect(HeldInSharedTemp(h, by_owner, roots, at))
+        if found:
+            out.extend(found)
+        else:
+            nothing.add(h)
     return out

@@ -505,10 +505,10 @@ def _verdicts_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEv
 
 
 def _stops_changed(stamps: Mapping[str, Stamp], last: Mapping[str, LivenessEvidence]) -> bool:
-    """`_verdicts_changed` when no process was started since `last` was judged: nobody can
-    have joined a lane, and no pid can have been reused, so an owner's stop (or resume) and a
-    member's exit are all there is to look for: one /proc/PID/stat per owner identity and per
-    member; no process table."""
+    """`_verdicts_changed` when no process was started since `last` was judged, or every one
+    that was has ended (`Prober._all_gone`): nobody can have joined a lane, and no pid can
+    have been reused, so an owner's stop (or resume) and a member's exit are all there is to
+    look for: one /proc/PID/stat per owner identity and per member; no process table."""
     seen: dict[tuple[object, ...], tuple[Liveness, Liveness | None]] = {}
     gone: dict[int, bool] = {}
     for key, ev in last.items():
@@ -587,6 +587,7 @@ class Prober:
         self._meter = Meter()  # the same
         self._private = PrivateNets()  # the same
         self._pace = QuietPace()  # the same
+        self._births: Callable[[float], bool | None] | None = None  # `use_births`
         self._prompted = float("-inf")  # monotonic time of the last prompt probe asked for
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
@@ -621,6 +622,20 @@ class Prober:
             self._deaths.wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+    def use_births(self, births: Callable[[float], bool | None]) -> None:
+        """Where the process connector can be used (`ProcLives.born_alive_since`): a quiet
+        round tells pids handed out to processes already gone from a process that started
+        and still runs (`processes/quietpace.py`, and the stop check in `_run`)."""
+        self._births = births
+        self._pace.births = births
+
+    def _all_gone(self, since: float) -> bool:
+        """Whether every process born since `since` (monotonic) is gone now: then every
+        process running now already ran then (none can have joined a lane, no pid was
+        reused). False when it cannot be told (no process connector, messages lost)."""
+        births = self._births
+        return births is not None and births(since) is False
 
     def _metering(
         self,
@@ -685,8 +700,10 @@ class Prober:
         pace = self._pace
         last_check = float("-inf")
         # ns_last_pid when the verdicts were last read in full: unchanged, no process started
-        # since (so none joined a lane, and no pid was reused).
+        # since (so none joined a lane, and no pid was reused). And when (monotonic): with the
+        # process connector, pids handed out since to processes all gone by now say the same.
         judged_pid: int | None = None
+        judged_at = float("-inf")
         seen: Mapping[str, Stamp] | None = None
         ids: frozenset[tuple[object, ...]] = frozenset()
         listened: frozenset[int] = frozenset()  # the listening sockets at the last probe
@@ -710,11 +727,12 @@ class Prober:
                     last_check, checked = now, True
                     self.checks += 1
                     started = read_int(LAST_PID)
-                    if started is not None and started == judged_pid:
+                    if started is not None and (started == judged_pid or self._all_gone(judged_at)):
+                        judged_pid, judged_at = started, now
                         self.light_checks += 1
                         due = _stops_changed(stamps, verdicts)
                     else:
-                        judged_pid = started
+                        judged_pid, judged_at = started, now
                         due = _verdicts_changed(stamps, verdicts)
                     cause = "check" if due else ""
                 if not due and not full and any(ev.members for ev in verdicts.values()):
@@ -727,7 +745,8 @@ class Prober:
                         sockets = _listening_now(self._private)
                     self.runs += 1
                     last_check, last, listened = now, ids, sockets
-                    judged_pid = read_int(LAST_PID)  # before the probe: a start during it counts
+                    # Before the probe: a start during it counts.
+                    judged_pid, judged_at = read_int(LAST_PID), time.monotonic()
                     try:
                         report = probe(
                             stamps,

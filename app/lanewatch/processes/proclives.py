@@ -225,6 +225,22 @@ class ProcLives:
             return True, Life(pid, 0, float("-inf"))
         return True, None  # several held it, or it was held only outside the span
 
+    def born_alive_since(self, t: float) -> bool | None:
+        """Whether a process born at or after `t` (monotonic) still runs, taking in what the
+        kernel sent first; None when the record is not whole since `t`. False says that every
+        process that exists now existed at `t` (the prober's quiet rounds: nobody can have
+        joined a lane, and no pid was reused, although pids were handed out)."""
+        self.sync()
+        if not self.whole(t, time.monotonic()):
+            return None
+        with self._lock:
+            for life in reversed(self._order):  # by birth: the newest first
+                if life.born < t:
+                    return False
+                if life.ended is None:
+                    return True
+        return False
+
     def lives_of(self, pid: int) -> list[Life]:
         with self._lock:
             return list(self._lives.get(pid, ()))

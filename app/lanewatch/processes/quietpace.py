@@ -21,11 +21,18 @@ What "changed" means, for each:
   roots and started nothing: seen within `FULL_SCAN_QUIET` instead of `FULL_SCAN_EVERY`.
 
 Where `ns_last_pid` cannot be read, every look counts as a start (today's pace).
+
+With the process connector (root: `processes/proclives.py`, given as `births`), a pid handed
+out counts as a start only if a process born since the last look still runs: on a real
+machine pids move all the time (cron, shells, other users' tests), mostly for processes that
+are gone a moment later, which can listen on nothing and hold nothing now. The full scan's
+turn still counts every pid handed out (an old process that started something may have
+opened something itself).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from lanewatch.linux.proc import LAST_PID, read_int
 from lanewatch.model.views import Footprint
@@ -48,12 +55,18 @@ class QuietPace:
         self._full_pid: int | None = None  # ns_last_pid at the last full scan
         self._caused = True  # a probe was due for a cause since the last full scan
         self._busy: frozenset[str] = frozenset()  # lanes that used CPU at their last reading
+        self._looked = float("-inf")  # when ns_last_pid was last read
+        # Whether a process born since a moment still runs (None: cannot tell); the prober
+        # sets it where the process connector can be used (`ProcLives.born_alive_since`).
+        self.births: Callable[[float], bool | None] | None = None
 
     def _look(self, now: float) -> int | None:
         pid = read_int(LAST_PID)
         if pid is None or pid != self._last_pid:
             self._last_pid = pid
-            self._started = now
+            if pid is None or self.births is None or self.births(self._looked) is not False:
+                self._started = now
+        self._looked = now
         return pid
 
     def sockets_due(self, now: float) -> bool:

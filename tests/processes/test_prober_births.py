@@ -1,0 +1,165 @@
+"""With the process connector, the prober's quiet rounds tell pids handed out to processes
+already gone from a process that started and still runs (`ProcLives.born_alive_since`): the
+listening sockets' window and the stop check's full membership read follow a start that still
+runs, not every pid the machine hands out (counted, not timed)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lanewatch.lanes.stamp import read_stamp
+from lanewatch.linux.procid import Liveness, ProcessIdentity
+from lanewatch.processes import prober as prober_module
+from lanewatch.processes import quietpace
+from lanewatch.processes.prober import QUIET_EVERY, Prober, ProbeReport
+from lanewatch.processes.proclives import ProcLives
+from lanewatch.processes.quietpace import SOCKETS_SLOW, QuietPace
+from tests.conftest import wait_for
+from tests.kits.enginekit import make_stamp
+from tests.processes.test_proc_events import exit_, fork
+
+
+def _taken(lives: ProcLives, *messages: bytes) -> None:
+    with lives._lock:
+        lives._take([bytearray(m) for m in messages])
+
+
+def test_born_alive_since_tells_a_start_that_still_runs_from_one_gone() -> None:
+    """Messages as the kernel sends them (the connector's own bytes), fed to the table; the
+    real connector is checked below, where only "still runs" can be asserted."""
+    lives = ProcLives()
+    assert lives.born_alive_since(0.0) is None  # not listening: cannot tell
+    lives.available, lives._whole_from = True, time.monotonic() - 10
+    base = time.monotonic() - 5
+    ns = lambda t: int((base + t) * 1e9)  # noqa: E731
+    _taken(lives, fork(1, 11, 11, ns(1)), exit_(11, 11, ns(2)), fork(1, 12, 12, ns(3)))
+    assert lives.born_alive_since(base) is True  # 12 still runs
+    assert lives.born_alive_since(base + 3.5) is False  # nothing born since
+    _taken(lives, exit_(12, 12, ns(4)))
+    assert lives.born_alive_since(base) is False  # both gone: every process now ran then
+    _taken(lives, fork(1, 13, 13, ns(4.5)))
+    assert lives.born_alive_since(base + 4.2) is True
+    assert lives.born_alive_since(base + 4.8) is False
+    assert lives.born_alive_since(base - 20) is None  # before the record is whole
+    lives._losses.append((base + 0.5, base + 0.6))  # the kernel dropped messages then
+    assert lives.born_alive_since(base) is None
+    assert lives.born_alive_since(base + 4.8) is False
+
+
+@pytest.mark.privileged
+@pytest.mark.processes
+def test_the_connector_says_a_child_that_still_runs_was_born() -> None:
+    """The table's clock is `time.monotonic()`'s: a child started after `t` and running now
+    is a birth since `t` (that none is, other users' processes decide on a shared machine)."""
+    lives = ProcLives()
+    if not lives.start():
+        pytest.skip(f"no process connector here: {lives.reason}")
+    child = None
+    try:
+        t = time.monotonic()
+        child = subprocess.Popen(["sleep", "60"])
+        answer = lives.born_alive_since(t)
+        if answer is None:  # only when the kernel dropped messages (a fork storm beside us)
+            assert lives.stats["losses"]
+            pytest.skip("the process connector dropped messages during the test")
+        assert answer is True
+        (life,) = [x for x in lives.lives_of(child.pid) if x.born >= t]
+        assert life.ended is None and life.parent == os.getpid()
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
+        lives.close()
+    assert lives.born_alive_since(t) is None  # closed: cannot tell
+
+
+class MovingPid:
+    """ns_last_pid on a busy machine: another pid handed out at every read."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pid = 4242
+        monkeypatch.setattr(quietpace, "read_int", self.read)
+        monkeypatch.setattr(prober_module, "read_int", self.read)
+
+    def read(self, path: str) -> int:
+        self.pid += 1
+        return self.pid
+
+
+@pytest.mark.parametrize("answer", [False, True, None])
+def test_the_sockets_window_opens_for_a_start_that_still_runs(
+    monkeypatch: pytest.MonkeyPatch, answer: bool | None
+) -> None:
+    MovingPid(monkeypatch)
+    asked: list[float] = []
+    pace = QuietPace()
+    pace.births = lambda t: asked.append(t) or answer
+    assert pace.sockets_due(100.0)  # the first look: the slow pass is due
+    # Pids were handed out since: a window (a read every SOCKETS_EVERY) only if a process
+    # born since the last look still runs, or if that cannot be told.
+    assert pace.sockets_due(100.5) is (answer is not False)
+    assert asked[-1] == 100.0  # born since the last look
+    assert pace.sockets_due(101.0) is (answer is not False)
+    assert pace.sockets_due(100.0 + SOCKETS_SLOW)  # the slow pass, whatever the answer
+
+
+def _stamped(root: Path, pid: int) -> tuple[str, object]:
+    ident = ProcessIdentity.of(pid)
+    ns = make_stamp(root, "owner", pid=ident.pid, start_ticks=ident.start_ticks)
+    stamp = read_stamp(ns).stamp
+    assert stamp is not None
+    return str(ns), stamp
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("gone", [True, False])
+def test_pids_handed_out_to_processes_gone_keep_the_stop_check_light(
+    root: Path, monkeypatch: pytest.MonkeyPatch, gone: bool
+) -> None:
+    """Pids move at every look (a busy machine); when every process born since the last full
+    read has ended, the stop check reads no process table, and a stop is still seen; when one
+    still runs, membership is read in full as before."""
+    MovingPid(monkeypatch)
+    monkeypatch.setattr(prober_module, "_listening_now", lambda *a, **k: frozenset())
+    proc = subprocess.Popen(["sleep", "60"])
+    key, stamp = _stamped(root, proc.pid)
+    reports: list[ProbeReport] = []
+    prober = Prober(
+        0.2,
+        lambda: {key: stamp},  # type: ignore[dict-item]
+        lambda: [str(root)],
+        lambda r: reports.append(r) if isinstance(r, ProbeReport) else None,
+    )
+    prober.use_births(lambda t: not gone)
+    tables: list[int] = []
+    real_table = prober_module.holders.process_table
+
+    def latest() -> Liveness | None:
+        return next(iter(reports[-1].evidence.values())).liveness if reports else None
+
+    prober.start()
+    try:
+        wait_for(lambda: latest() is Liveness.ALIVE)
+        monkeypatch.setattr(
+            prober_module.holders,
+            "process_table",
+            lambda *a, **k: tables.append(1) or real_table(*a, **k),
+        )
+        wait_for(lambda: prober.checks >= 2, timeout=0.2 * QUIET_EVERY * 6 + 10)
+        if gone:
+            assert prober.light_checks == prober.checks and not tables
+            os.kill(proc.pid, signal.SIGSTOP)  # a pidfd says nothing of a stop: the check does
+            wait_for(lambda: latest() is Liveness.STOPPED, timeout=0.2 * QUIET_EVERY * 3 + 5)
+            os.kill(proc.pid, signal.SIGCONT)
+        else:
+            assert prober.light_checks == 0 and tables
+    finally:
+        prober.stop()
+        proc.kill()
+        proc.wait()
