@@ -405,12 +405,15 @@ def test_an_in_process_owners_write_right_after_its_stamp_is_its_lanes(
         def seen() -> list[Any]:
             return [o for b in list(batches) for o, _ in b.observations if o.path == str(escape)]
 
-        (obs,) = wait_for(seen, 30, what="the owner's write in shared temp judged")
+        # One write, but its events (the open's truncation, the close) may be read in two reads
+        # under load and make two observations: each must be the owner's (seen at load 30).
+        found = wait_for(seen, 30, what="the owner's write in shared temp judged")
     finally:
         release.set()
         attr.stop()
-    assert obs.kind == "shared-file" and obs.intruder["lane"] == "pytest"
-    assert obs.evidence.grade == "known"
+    for obs in found:
+        assert obs.kind == "shared-file" and obs.intruder["lane"] == "pytest"
+        assert obs.evidence.grade == "known"
 
 
 def test_status_says_inferred_without_cap_sys_admin(root: Path, tmp_path: Path) -> None:
