@@ -502,10 +502,14 @@ class Bench:
         # At --smoke (the suite) every write stays in the bench's own folder.
         where = self.work if s.mode == "smoke" else "auto"
         r = self.child(
-            "fig_service", self.root, s.service_seconds, s.foreign_rate, where, *phases,
-            timeout=900,
+            "fig_service", self.root, s.service_seconds, s.foreign_rate, where,
+            f"warmup={s.service_warmup}", *phases, timeout=900,
         )  # fmt: skip
-        common = {"foreign_folder": r["foreign_folder"], "settled_s": r["settled_s"]}
+        common = {
+            "foreign_folder": r["foreign_folder"],
+            "settled_s": r["settled_s"],
+            "warmup_s": r["warmup_s"],
+        }
         if not r.get("attribution_kernel"):
             common["attribution"] = "not kernel (not root?): foreign writes never reach it"
         if "quiet" in r:

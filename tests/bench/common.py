@@ -54,6 +54,7 @@ class Scale:
     fence_reps: int = 15  # `lanewatch run -- true`, fenced and not
     guard_calls: int = 1000  # `lanewatch guard` fed a PreToolUse payload
     service_seconds: float = 60.0  # `record --service`: CPU over this long, per phase
+    service_warmup: float = 65.0  # its start (a full scan's cycle) before the first window
     foreign_rate: int = 10_000  # files a second another process writes outside every root
 
     def to_json(self) -> dict[str, Any]:
@@ -84,6 +85,7 @@ SCALES: dict[str, Scale] = {
         fence_reps=5,
         guard_calls=200,
         service_seconds=20.0,
+        service_warmup=0.0,
     ),
     # For the test suite: checks the machinery, not the machine.
     "smoke": Scale(
@@ -110,6 +112,7 @@ SCALES: dict[str, Scale] = {
         fence_reps=2,
         guard_calls=12,
         service_seconds=0.5,
+        service_warmup=0.0,
         foreign_rate=500,
     ),
 }

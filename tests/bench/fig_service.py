@@ -1,11 +1,11 @@
 """The always-on recorder's CPU: quiet, and while another process writes elsewhere.
 
-    python -m tests.bench.fig_service ROOT SECONDS RATE WHERE PHASE [PHASE ...]
+    python -m tests.bench.fig_service ROOT SECONDS RATE WHERE [warmup=S] PHASE [PHASE ...]
 
 Starts `lanewatch record --service --root ROOT` (its own state folder: the bench's), waits
-until it has settled (a second of it under 5 % of a core, after its first lines), then for
-each PHASE measures its CPU (every thread, user + system, from /proc) over SECONDS as a share
-of one core:
+until it has settled (a second of it under 5 % of a core, after its first lines) and S seconds
+more (its start: the first full scans, see `run`), then for each PHASE measures its CPU (every
+thread, user + system, from /proc) over SECONDS as a share of one core:
 
 - `quiet`: nothing written anywhere by us (the service figure: 1,000 quiet lanes);
 - `foreign`: a writer process rewrites RATE files a second in 20 folders outside every root
@@ -138,7 +138,9 @@ def measure(pid: int, seconds: float, writer: list[str] | None) -> dict[str, Any
     return out
 
 
-def run(root: Path, seconds: float, rate: float, where: str, phases: list[str]) -> dict[str, Any]:
+def run(
+    root: Path, seconds: float, rate: float, where: str, phases: list[str], warmup: float = 0.0
+) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="lanewatch-bench-service-"))
     parent = foreign_parent(root) if where == "auto" else Path(where)
     foreign = Path(tempfile.mkdtemp(prefix=".lanewatch-bench-foreign-", dir=parent))
@@ -150,6 +152,12 @@ def run(root: Path, seconds: float, rate: float, where: str, phases: list[str]) 
         rec = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, cwd=work)
     try:
         result["settled_s"] = round(settle(rec.pid), 1)
+        # The service as it runs all day, not its start: its first full scans trust no holder
+        # yet (a holder is trusted from its third scan) and the engine's second walk may still
+        # run. `warmup` (a full scan's cycle in a full run) passes before the first window;
+        # each window of 60 s still holds the full scan the service makes every minute.
+        time.sleep(warmup)
+        result["warmup_s"] = warmup
         for phase in phases:
             if phase == "quiet":
                 result[phase] = measure(rec.pid, seconds, None)
@@ -176,7 +184,11 @@ def run(root: Path, seconds: float, rate: float, where: str, phases: list[str]) 
 
 
 def main(argv: list[str]) -> None:
-    emit(run(Path(argv[0]), float(argv[1]), float(argv[2]), argv[3], argv[4:]))
+    phases = argv[4:]
+    warmup = 0.0
+    if phases and phases[0].startswith("warmup="):
+        warmup = float(phases.pop(0).partition("=")[2])
+    emit(run(Path(argv[0]), float(argv[1]), float(argv[2]), argv[3], phases, warmup))
 
 
 if __name__ == "__main__":
