@@ -221,9 +221,11 @@ def test_the_stamp_carries_family_and_stdio_and_rejects_garbage() -> None:
         assert parse_stamp(json.dumps({**full, **bad}).encode()).status is StampStatus.GARBAGE, bad
 
 
-def test_a_stamp_the_model_has_not_seen_yet_is_read_from_disk(tmp_path: Path) -> None:
-    """A worker writes in its new lane the moment its stamp is written; the prober may judge
-    it before the tail tells the model. The stamp on disk says whose the lane is."""
+def worker_stamped_on_disk(
+    tmp_path: Path,
+) -> tuple[Path, Path, Path, dict[str, m.NsRecord]]:
+    """A lane `c.pytest` and its worker `c.pytest-gw0` whose stamp is on disk (pid 20) while
+    the model knows both without one: (root, main, gw0, the model's namespaces)."""
     root = tmp_path / "root"
     main, gw0 = root / "c.pytest", root / "c.pytest-gw0"
     for ns in (main, gw0):
@@ -233,9 +235,16 @@ def test_a_stamp_the_model_has_not_seen_yet_is_read_from_disk(tmp_path: Path) ->
     )
     write_stamp(gw0, stamp)
     known = {
-        str(main): m.NsRecord(str(main), str(root), main.name, StampRead(StampStatus.MISSING)),
-        str(gw0): m.NsRecord(str(gw0), str(root), gw0.name, StampRead(StampStatus.MISSING)),
+        str(ns): m.NsRecord(str(ns), str(root), ns.name, StampRead(StampStatus.MISSING))
+        for ns in (main, gw0)
     }
+    return root, main, gw0, known
+
+
+def test_a_stamp_the_model_has_not_seen_yet_is_read_from_disk(tmp_path: Path) -> None:
+    """A worker writes in its new lane the moment its stamp is written; the prober may judge
+    it before the tail tells the model. The stamp on disk says whose the lane is."""
+    root, main, gw0, known = worker_stamped_on_disk(tmp_path)
     intake = ProbeIntake(
         [str(root)], namespaces=lambda: known, history=FileHistory(), host=hostname()
     )

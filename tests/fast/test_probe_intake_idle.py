@@ -19,7 +19,7 @@ from lanewatch.model import writers as wr
 from lanewatch.model.filehistory import FileHistory
 from lanewatch.model.holdings import Owner
 from lanewatch.processes.prober import ProbeReport
-from tests.fast.test_family import _stamp
+from tests.fast.test_family import _stamp, worker_stamped_on_disk
 from tests.processes.test_incidents import hold
 
 ROOT = "/r"
@@ -108,18 +108,7 @@ def test_a_stamp_read_from_disk_keeps_it_judged_every_time(
     tmp_path: Path, calls: list[int]
 ) -> None:
     """What `writers` found then came from the disk, which may change without the model."""
-    root = tmp_path / "root"
-    main, gw0 = root / "c.pytest", root / "c.pytest-gw0"
-    for ns in (main, gw0):
-        (ns / META_DIR).mkdir(parents=True)
-    stamp = replace(
-        _stamp(), namespace=gw0.name, pid=20, host=hostname(), family="c.pytest", root=str(root)
-    )
-    write_stamp(gw0, stamp)
-    known = {
-        str(ns): m.NsRecord(str(ns), str(root), ns.name, StampRead(StampStatus.MISSING))
-        for ns in (main, gw0)
-    }
+    root, main, gw0, known = worker_stamped_on_disk(tmp_path)
     intake = ProbeIntake(
         [str(root)], namespaces=lambda: known, history=FileHistory(), host=hostname()
     )
