@@ -185,10 +185,10 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def thread_cpu(pid: int | None = None) -> dict[int, float]:
-    """CPU seconds of each thread of this process (or of `pid`), by native thread id."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out: dict[int, float] = {}
+def per_thread(pid: int | None, name: str) -> dict[int, str]:
+    """/proc/PID/task/TID/`name` of each thread of this process (or of `pid`), by native
+    thread id; a thread that ended since the listing is left out."""
+    out: dict[int, str] = {}
     proc = "self" if pid is None else str(pid)
     try:
         tids = os.listdir(f"/proc/{proc}/task")
@@ -196,12 +196,29 @@ def thread_cpu(pid: int | None = None) -> dict[int, float]:
         return out
     for tid in tids:
         try:
-            with open(f"/proc/{proc}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{proc}/task/{tid}/{name}") as f:
+                out[int(tid)] = f.read()
         except OSError:
             continue
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
     return out
+
+
+def thread_cpu(pid: int | None = None) -> dict[int, float]:
+    """CPU seconds of each thread of this process (or of `pid`), by native thread id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for tid, text in per_thread(pid, "stat").items():
+        fields = text.rsplit(")", 1)[1].split()
+        out[tid] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out
+
+
+def thread_comms(pid: int) -> dict[int, str]:
+    """Each thread of `pid`, native id → kernel name (`main` for the process's own thread;
+    tests/bench/named_threads.py names the others)."""
+    return {
+        tid: "main" if tid == pid else name.strip() for tid, name in per_thread(pid, "comm").items()
+    }
 
 
 def thread_shares(

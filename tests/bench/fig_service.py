@@ -33,8 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench.common import REPO, emit, process_cpu, thread_cpu, thread_shares
-from tests.bench.named_threads import thread_comms
+from tests.bench.common import REPO, emit, process_cpu, thread_comms, thread_cpu, thread_shares
 
 FOLDERS = 20
 FILES_PER_FOLDER = 50

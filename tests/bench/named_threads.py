@@ -7,14 +7,13 @@ so another process reading `/proc/PID/task/*/stat` cannot tell `lanewatch-prober
 `lanewatch-fanotify`. Here each thread, as it starts, names itself (prctl `PR_SET_NAME`, 15
 bytes: the `lanewatch-` prefix dropped, so `prober`, `fanotify`...) before it runs; the main
 thread keeps the process's name (renaming it would rename the process in `ps`), and
-`thread_comms` calls it `main`. The code measured is the same; starting a thread costs one
+`common.thread_comms` calls it `main`. The code measured is the same; starting a thread costs one
 prctl more.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import runpy
 import sys
 import threading
@@ -38,22 +37,6 @@ def install() -> None:
         original(self)
 
     threading.Thread._bootstrap_inner = bootstrap_inner  # type: ignore[attr-defined]
-
-
-def thread_comms(pid: int) -> dict[int, str]:
-    """Each thread of `pid`, native id → kernel name (`main` for the process's own thread)."""
-    out: dict[int, str] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                out[int(tid)] = "main" if int(tid) == pid else f.read().strip()
-        except OSError:
-            continue
-    return out
 
 
 def main(argv: list[str]) -> Any:
