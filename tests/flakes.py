@@ -1,9 +1,11 @@
-"""The flake hunt: run chosen tests N times, each time in a new random order, beside CPU and
-fork load, and print each test's pass rate (docs/flakes.md). `.ci/flakes` is the entry point.
+"""The flake hunt: run chosen tests N times, each time in a new random order, beside CPU, fork
+and (asked for) file-write load, and print each test's pass rate (docs/flakes.md).
+`.ci/flakes` is the entry point.
 
     .ci/flakes tests/processes/test_collisions.py -m processes --runs 20
     .ci/flakes --runs 5 --load none tests/processes/test_run_cli.py::test_x   # no load
     .ci/flakes --seed 1234 --runs 1 tests/processes/test_fanotify.py          # replay one order
+    .ci/flakes --load cpu=1,fork=1,write=1 tests/processes/test_tail.py      # beside a file flood
 
 Each run is one `python -m pytest -n 2` (like CI) with tests/flakes_plugin.py, which shuffles
 the tests with that run's seed and records every outcome. Exit 0 when every test passed every
@@ -25,8 +27,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,7 +107,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--load",
         default="cpu=2,fork=1",
-        help="load beside the tests: cpu=N,fork=N workers, or none (default cpu=2,fork=1)",
+        help="load beside the tests: cpu=N,fork=N,write=N workers, or none (default cpu=2,fork=1)",
     )
     parser.add_argument("--seed", type=int, help="seed of the first run (run i: seed+i-1)")
     parser.add_argument("--all", action="store_true", help="a row for every test, not only flaky")
@@ -121,8 +123,8 @@ def parse_load(parser: argparse.ArgumentParser, text: str) -> dict[str, int]:
     load: dict[str, int] = {}
     for part in text.split(","):
         kind, _, count = part.partition("=")
-        if kind not in ("cpu", "fork") or not count.isdigit():
-            parser.error(f"--load: {part!r} is not cpu=N or fork=N")
+        if kind not in ("cpu", "fork", "write") or not count.isdigit():
+            parser.error(f"--load: {part!r} is not cpu=N, fork=N or write=N")
         load[kind] = int(count)
     return load
 
@@ -241,36 +243,51 @@ def print_rows(rows: list[tuple[str, ...]]) -> None:
 @contextmanager
 def load(kinds: dict[str, int], work: Path) -> Iterator[None]:
     """stress-ng's CPU and fork stressors when it is installed (Debian: stress-ng), else
-    processes of our own that do the same: spin, or fork children that exit at once."""
-    if not any(kinds.values()):
+    processes of our own that do the same: spin, or fork children that exit at once. `write`
+    workers are always ours: each writes and removes small files in a folder of `work`
+    without pause (another user's build or test suite on the same filesystem: what a
+    filesystem-wide fanotify mark sees, outside every root the tests watch)."""
+    with ExitStack() as stack:
+        stressed = {k: n for k, n in kinds.items() if k in ("cpu", "fork") and n}
+        if stressed:
+            stack.enter_context(_stressed(stressed, work))
+        if kinds.get("write"):
+            stack.enter_context(_workers([(write_often, (work,))] * kinds["write"]))
         yield
-        return
+
+
+@contextmanager
+def _stressed(kinds: dict[str, int], work: Path) -> Iterator[None]:
     stress = shutil.which("stress-ng")
-    if stress:
-        command = [stress, "--quiet"]
-        for kind, count in kinds.items():
-            command += [f"--{kind}", str(count)]
-        with open(work / "load.out", "wb") as out:  # its complaint when stopped, and any other
-            proc = subprocess.Popen(
-                command, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out, stderr=out
-            )
-        print(f"flakes: load: {' '.join(command[1:])} (pid {proc.pid})", file=sys.stderr)
-        try:
+    if not stress:
+        targets = {"cpu": spin, "fork": fork_often}
+        jobs = [(targets[kind], ()) for kind, count in kinds.items() for _ in range(count)]
+        with _workers(jobs):
+            print(f"flakes: load: no stress-ng, {len(jobs)} workers of our own", file=sys.stderr)
             yield
-        finally:
-            with suppress(ProcessLookupError):  # the group is stress-ng's own session
-                os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
         return
-    targets = {"cpu": spin, "fork": fork_often}
-    workers = [
-        multiprocessing.get_context("spawn").Process(target=targets[kind], daemon=True)
-        for kind, count in kinds.items()
-        for _ in range(count)
-    ]
+    command = [stress, "--quiet"]
+    for kind, count in kinds.items():
+        command += [f"--{kind}", str(count)]
+    with open(work / "load.out", "wb") as out:  # its complaint when stopped, and any other
+        proc = subprocess.Popen(
+            command, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+        )
+    print(f"flakes: load: {' '.join(command[1:])} (pid {proc.pid})", file=sys.stderr)
+    try:
+        yield
+    finally:
+        with suppress(ProcessLookupError):  # the group is stress-ng's own session
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+
+
+@contextmanager
+def _workers(jobs: list[tuple[Callable[..., None], tuple[object, ...]]]) -> Iterator[None]:
+    spawn = multiprocessing.get_context("spawn")
+    workers = [spawn.Process(target=fn, args=args, daemon=True) for fn, args in jobs]
     for worker in workers:
         worker.start()
-    print(f"flakes: load: no stress-ng, {len(workers)} workers of our own", file=sys.stderr)
     try:
         yield
     finally:
@@ -290,6 +307,16 @@ def fork_often() -> None:
         if pid == 0:
             os._exit(0)
         os.waitpid(pid, 0)
+
+
+def write_often(work: Path) -> None:
+    """Write and remove small files without pause, 500 at a time, in a folder of its own."""
+    folder = Path(tempfile.mkdtemp(prefix="write-load-", dir=work))
+    while True:
+        for i in range(500):
+            (folder / f"f{i}").write_bytes(b"x")
+        for i in range(500):
+            (folder / f"f{i}").unlink()
 
 
 if __name__ == "__main__":

@@ -3,13 +3,17 @@ new order, and tells a flaky test by its pass rate and first failure; a steady t
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.flakes import REPO
+from tests.conftest import wait_for
+from tests.flakes import REPO, load, parse_load
 
 # A test that fails every other time it runs (a counter in a file), one that always passes,
 # one that is skipped, and one whose order is recorded (to see the runs shuffle).
@@ -105,3 +109,23 @@ def test_a_hunt_over_the_suites_own_files_records_their_outcomes(tmp_path: Path)
     assert out.returncode == 0, out.stdout + out.stderr
     tests = json.loads(report.read_text())["tests"]
     assert tests and all(t["passes"] == 1 for t in tests.values()), tests
+
+
+def test_the_write_load_floods_a_folder_of_its_own_until_the_hunt_ends(tmp_path: Path) -> None:
+    """`--load write=N`: another process writing and removing files without pause on the same
+    filesystem (what a filesystem-wide fanotify mark sees beside the tests); gone at the end."""
+    assert parse_load(argparse.ArgumentParser(), "cpu=0,write=2") == {"cpu": 0, "write": 2}
+    seen: set[int] = set()
+
+    def names_come_and_go() -> bool:
+        for folder in tmp_path.glob("write-load-*"):
+            with contextlib.suppress(OSError):  # a file removed between listing and stat
+                seen.update(p.stat().st_ino for p in folder.iterdir())
+        return len(seen) >= 600  # more inodes than the 500 names it writes at a time
+
+    with load({"write": 1}, tmp_path):
+        wait_for(names_come_and_go, 60)
+        workers = multiprocessing.active_children()
+        assert workers and all(w.is_alive() for w in workers)
+    assert not any(w.is_alive() for w in workers)
+    assert len(list(tmp_path.glob("write-load-*"))) == 1

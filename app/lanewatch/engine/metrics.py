@@ -79,6 +79,7 @@ class EngineCollector(Collector):
         for name, what in (
             ("rescans", "full rescans of a root (after an overflow or a lost watch)"),
             ("overflows", "inotify queue overflows"),
+            ("kernel_overflows", "fanotify queue overflows (writers lost for a moment)"),
             ("batches", "batches of file events applied"),
         ):
             counter = CounterMetricFamily(f"lanewatch_engine_{name}", what)

@@ -88,6 +88,7 @@ class Worker:
                 "batches",
                 "items",
                 "overflows",
+                "kernel_overflows",
                 "overruns",
                 "rescans",
                 "rewatches",
@@ -195,7 +196,9 @@ class Worker:
         self.keeper.take(self.kernel.batch(batch))
         lost = self.kernel.lost(batch)
         if lost is not None:  # nothing is attributed for the gap: rescan, and say so
-            self.stats["overflows"] += 1
+            # Counted apart from the inotify queue's: a filesystem mark sees the whole
+            # machine's writes, so another process's flood overflows it, not our roots.
+            self.stats["kernel_overflows"] += 1
             # Only the watched roots: a missing or degraded root keeps its verdict, and one that
             # just appeared is listed when its watch is set up (the tick), said "ok" first.
             watched = self.tail.watched()
