@@ -244,8 +244,8 @@ def print_rows(rows: list[tuple[str, ...]]) -> None:
 def load(kinds: dict[str, int], work: Path) -> Iterator[None]:
     """stress-ng's CPU and fork stressors when it is installed (Debian: stress-ng), else
     processes of our own that do the same: spin, or fork children that exit at once. `write`
-    workers are always ours: each writes and removes small files in a folder of `work`
-    without pause (another user's build or test suite on the same filesystem: what a
+    workers are always ours: each writes and removes `WRITE_RATE` small files a second in a
+    folder of `work` (another user's build or test suite on the same filesystem: what a
     filesystem-wide fanotify mark sees, outside every root the tests watch)."""
     with ExitStack() as stack:
         stressed = {k: n for k, n in kinds.items() if k in ("cpu", "fork") and n}
@@ -253,6 +253,7 @@ def load(kinds: dict[str, int], work: Path) -> Iterator[None]:
             stack.enter_context(_stressed(stressed, work))
         if kinds.get("write"):
             stack.enter_context(_workers([(write_often, (work,))] * kinds["write"]))
+            print(f"flakes: load: {kinds['write']} file writers of our own", file=sys.stderr)
         yield
 
 
@@ -309,14 +310,25 @@ def fork_often() -> None:
         os.waitpid(pid, 0)
 
 
+WRITE_RATE = 1000  # files a second each `write` worker writes (and removes)
+
+
 def write_often(work: Path) -> None:
-    """Write and remove small files without pause, 500 at a time, in a folder of its own."""
+    """Write and remove small files, `WRITE_RATE` a second, 500 names at a time, in a folder of
+    its own: a busy neighbour (a test suite, a build), not a flood. Unpaced, one such loop
+    wrote ~50,000 files a second here, more than a root recorder reads in shared temp
+    (docs/flakes.md, *A neighbour's writes*)."""
     folder = Path(tempfile.mkdtemp(prefix="write-load-", dir=work))
+    start, done = time.monotonic(), 0
     while True:
         for i in range(500):
             (folder / f"f{i}").write_bytes(b"x")
         for i in range(500):
             (folder / f"f{i}").unlink()
+        done += 500
+        ahead = start + done / WRITE_RATE - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
 
 
 if __name__ == "__main__":

@@ -3,17 +3,13 @@ new order, and tells a flaky test by its pass rate and first failure; a steady t
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import wait_for
-from tests.flakes import REPO, load, parse_load
+from tests.flakes import REPO
 
 # A test that fails every other time it runs (a counter in a file), one that always passes,
 # one that is skipped, and one whose order is recorded (to see the runs shuffle).
@@ -111,21 +107,59 @@ def test_a_hunt_over_the_suites_own_files_records_their_outcomes(tmp_path: Path)
     assert tests and all(t["passes"] == 1 for t in tests.values()), tests
 
 
+WRITE_SUBJECT = """
+import os
+import time
+from pathlib import Path
+
+
+def test_files_come_and_go_beside_me():
+    work = Path(os.environ["LANEWATCH_FLAKES_LOG"]).parent  # the hunt's own folder
+    seen = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < 600 and time.monotonic() < deadline:  # more than its 500 names at once
+        for folder in work.glob("write-load-*"):
+            Path(os.environ["SUBJECT_FOLDERS"]).write_text(str(folder))
+            for entry in os.scandir(folder):
+                try:
+                    seen.add(entry.inode())
+                except OSError:
+                    pass
+        time.sleep(0.01)
+    assert len(seen) >= 600, len(seen)
+"""
+
+
+def marked(mark: str) -> list[int]:
+    """Pids of the processes whose environment holds `mark`."""
+    found = []
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark.encode() in f.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 def test_the_write_load_floods_a_folder_of_its_own_until_the_hunt_ends(tmp_path: Path) -> None:
     """`--load write=N`: another process writing and removing files without pause on the same
     filesystem (what a filesystem-wide fanotify mark sees beside the tests); gone at the end."""
-    assert parse_load(argparse.ArgumentParser(), "cpu=0,write=2") == {"cpu": 0, "write": 2}
-    seen: set[int] = set()
-
-    def names_come_and_go() -> bool:
-        for folder in tmp_path.glob("write-load-*"):
-            with contextlib.suppress(OSError):  # a file removed between listing and stat
-                seen.update(p.stat().st_ino for p in folder.iterdir())
-        return len(seen) >= 600  # more inodes than the 500 names it writes at a time
-
-    with load({"write": 1}, tmp_path):
-        wait_for(names_come_and_go, 60)
-        workers = multiprocessing.active_children()
-        assert workers and all(w.is_alive() for w in workers)
-    assert not any(w.is_alive() for w in workers)
-    assert len(list(tmp_path.glob("write-load-*"))) == 1
+    subject = tmp_path / "test_writes.py"
+    subject.write_text(WRITE_SUBJECT)
+    mark = f"SUBJECT_MARK={os.getpid()}-{tmp_path.name}"
+    env = os.environ | {"SUBJECT_FOLDERS": str(tmp_path / "folders"), "SUBJECT_MARK": mark}
+    command = [sys.executable, str(REPO / "tests" / "flakes.py"), str(subject), "-n", "0"]
+    out = subprocess.run(
+        [*command, "--load", "write=1", "--runs", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 file writers of our own" in out.stderr
+    assert (tmp_path / "folders").read_text()  # the subject saw the writer's folder
+    assert not Path((tmp_path / "folders").read_text()).exists()  # removed with the hunt's work
+    assert marked(mark) == []  # no writer outlives the hunt
