@@ -316,8 +316,8 @@ WRITE_RATE = 1000  # files a second each `write` worker writes (and removes)
 def write_often(work: Path) -> None:
     """Write and remove small files, `WRITE_RATE` a second, 500 names at a time, in a folder of
     its own: a busy neighbour (a test suite, a build), not a flood. Unpaced, one such loop
-    wrote ~50,000 files a second here, more than a root recorder reads in shared temp
-    (docs/flakes.md, *A neighbour's writes*)."""
+    wrote ~10,000 files a second here; two of them were more than the suite's root recorders
+    could read in shared temp beside the CPU load (docs/flakes.md, *A neighbour's writes*)."""
     folder = Path(tempfile.mkdtemp(prefix="write-load-", dir=work))
     start, done = time.monotonic(), 0
     while True:
