@@ -64,7 +64,7 @@ from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP, is_under
 from lanewatch.linux.proc import pidfd_alive, pin, thread_states
 from lanewatch.processes.pidclock import Mark, PidClock
-from lanewatch.processes.pidlane import OwnerId, PidLanes, owner_of
+from lanewatch.processes.pidlane import OwnerId, PidLanes, Writer, owner_of
 from lanewatch.processes.proclives import ProcLives
 from lanewatch.records.evidence import SMALL_FILE
 
@@ -90,6 +90,10 @@ GRACE = 0.1
 MAX_GRACE = 2.0
 RECENT_PATHS = 4096
 RECENT_WRITERS = 8  # per path, the latest
+ZONE_FOLDERS = 4096  # folders whose zone the reader keeps (the latest)
+
+# Where a path lies: ("ns", namespace, root), ("shared", None, None), or None (not ours).
+Zone = tuple[str, str | None, str | None] | None
 HINT_KERNEL = "fanotify names the writer of every write in the roots and shared temp"
 UNFILTERED = "every write on the watched filesystems wakes it"  # no kernel ignore marks
 HINT_INFERRED = (
@@ -189,6 +193,9 @@ class Attribution:
         self._watcher: FanotifyWatcher | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        # `_zone` by folder, on the reader; and the folders a name may be one of.
+        self._zones: OrderedDict[str, Zone] = OrderedDict()
+        self._prefixes = [*self.roots, *self.shared, *self.ignore]
 
     @property
     def running(self) -> bool:
@@ -262,7 +269,25 @@ class Attribution:
         self.views.close()
 
     # -- the reader: keep it short -------------------------------------------------------------
-    def _zone(self, path: str) -> tuple[str, str | None, str | None] | None:
+    def _zone(self, path: str) -> Zone:
+        """`_zone_of`, by the file's folder: every file directly in one folder has the same
+        zone, unless the folder is (or is above) a root, a shared or an ignored folder (then
+        a name in it may be one of those: asked each time). A neighbour writing thousands of
+        files a second in shared temp asks this once per folder."""
+        folder, sep, _name = path.rpartition("/")
+        if not sep:
+            return self._zone_of(path)
+        zones = self._zones
+        if folder in zones:
+            return zones[folder]
+        zone = self._zone_of(path)
+        if not any(p == folder or p.startswith(folder + "/") for p in self._prefixes):
+            zones[folder] = zone
+            if len(zones) > ZONE_FOLDERS:
+                zones.popitem(last=False)
+        return zone
+
+    def _zone_of(self, path: str) -> Zone:
         if f"/{ROOT_META}/" in path:
             return None  # lanewatch's own data: never anyone's write
         for root in self.roots:
@@ -287,6 +312,10 @@ class Attribution:
             self.lanes.pidfds = watcher.reports_pidfds
         at = time.time()
         facts: list[Fact | Lost] = []
+        # One resolve per writer per read: a live pidfd names the event's own process, and
+        # two live pidfds of one pid in one read are the same process (its number cannot come
+        # round again within a read). Forgotten when a stamp is seen (owners changed).
+        writers: dict[int, Writer] = {}
         for ev in events:
             self.stats.events += 1
             if ev.is_overflow or ev.fd_error is not None:
@@ -306,7 +335,11 @@ class Attribution:
                 self.stats.dropped += 1
                 continue
             contested = self._note_write(path, ev, began)
-            writer = self.lanes.resolve(ev.pid, ev.pidfd, window)
+            writer = writers.get(ev.pid) if ev.pidfd >= 0 else None
+            if writer is None:
+                writer = self.lanes.resolve(ev.pid, ev.pidfd, window)
+                if ev.pidfd >= 0:
+                    writers[ev.pid] = writer
             if zone[0] == "shared" and writer.identified and writer.lane is None:
                 continue  # nobody's lane, in shared temp: not ours to record
             sample = None
@@ -333,6 +366,7 @@ class Attribution:
                 # writes in shared temp right after its stamp, and a write there by a process
                 # of no lane is dropped above.
                 self._stamps_seen([fact])
+                writers.clear()
         self._settle(events, facts)
 
     def _in_our_words(self, ev: FanEvent, path: str) -> str:
