@@ -20,13 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import Stamp, read_stamp
 from lanewatch.linux import cgroup
-from lanewatch.linux.proc import read_stat
+from lanewatch.linux.proc import ProcStat, read_stat
 from lanewatch.linux.procid import Liveness
 from lanewatch.model import footprint as fp
 from lanewatch.model.classify import LivenessEvidence
@@ -360,10 +359,19 @@ def test_the_meter_rates_a_process_between_readings(spawn: Spawn) -> None:
     """Real processes: a sleeper reads next to 0 %; a process never read before gets its whole
     life's average, and the reading says over how long (its window)."""
     sleeper = spawn(["sleep", "60"])
-    st = wait_for(lambda: read_stat(sleeper.pid), 10)
-    # Its start (exec, the loader) costs a few ms of CPU: read as a whole life's average at
-    # once, under load that can be most of its life. Half a second old, it is a sleeper's.
-    wait_for(lambda: time.time() - psutil.Process(sleeper.pid).create_time() >= 0.5, 10)
+
+    def settled() -> ProcStat | None:
+        """`sleep` itself (its exec done, its pages counted), half a second old by the
+        kernel's clock. Its start (exec, the loader) costs a few ms of CPU: read as a whole
+        life's average at once, under load that can be most of its life. Not psutil's
+        create_time: it counts from a boot time whole to the second, so a sleeper 83 ms old
+        passed for 0.5 s (the tier read it before its pages were counted: memory 0)."""
+        st = read_stat(sleeper.pid)
+        if st is None or st.comm != "sleep" or st.rss_pages <= 0:
+            return None
+        return st if boot_clock() - st.start_ticks / CLK_TCK >= 0.5 else None
+
+    st = wait_for(settled, 10)
     me = read_stat(os.getpid())
     assert me is not None
     stamp = Stamp(
