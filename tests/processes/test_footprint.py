@@ -81,6 +81,19 @@ def start(spawn: Spawn, repo: Path, lane: str, script: str, *args: str) -> tuple
     return pid, go
 
 
+def stamp_after_spawn(namespace: Path) -> Stamp:
+    """The runner's stamp written after it spawned the command: the one that carries the
+    membership (cgroup, or the note why not) with the command's pid. The command can be
+    running, and write its own pid, before the runner writes it (seen under load)."""
+
+    def spawned() -> Stamp | None:
+        s = read_stamp(namespace).stamp
+        return s if s is not None and s.child_pid is not None else None
+
+    found: Stamp = wait_for(spawned, DEADLINE, what="the stamp written after the spawn")
+    return found
+
+
 def status_of(repo: Path, lane: str) -> dict[str, Any]:
     result = lanewatch("status", "--json", cwd=repo, timeout=60)
     assert result.returncode in (0, 4, 5), result.stderr
@@ -226,16 +239,7 @@ def test_membership_says_cgroup_or_rules_and_run_works_either_way(
     """As root where cgroup2 is writable: `cgroup`; as a normal user, or with
     $LANEWATCH_CGROUP=off: `rules`, the stamp saying why, and no line on stderr."""
     pid, go = start(spawn, repo, "m", HOLD, str(MIB))
-    ns = locate("m", checkout=repo).namespace
-
-    def spawned() -> Stamp | None:
-        # The runner's stamp after the spawn carries the membership (with the child's pid);
-        # the command can write its pid before the runner writes it (seen under load).
-        s = read_stamp(ns).stamp
-        return s if s is not None and s.child_pid is not None else None
-
-    stamp = wait_for(spawned, DEADLINE, what="the stamp written after the spawn")
-    assert stamp is not None
+    stamp = stamp_after_spawn(locate("m", checkout=repo).namespace)
     expect = "cgroup" if stamp.cgroup else "rules"
     if os.geteuid() == 0 and cgroup.mount_point() and os.access(cgroup.mount_point(), os.W_OK):
         assert expect == "cgroup", stamp.cgroup_note
@@ -284,8 +288,8 @@ def test_kill_ends_a_double_forked_daemon_through_the_cgroup(spawn: Spawn, repo:
     )
     pid, _go = start(spawn, repo, "daemon", daemon)
     namespace = locate("daemon", checkout=repo).namespace
-    stamp = read_stamp(namespace).stamp
-    assert stamp is not None and stamp.cgroup, stamp
+    stamp = stamp_after_spawn(namespace)
+    assert stamp.cgroup, stamp
     path = stamp.cgroup
     if not cgroup.can_kill(path):
         pytest.skip("this kernel has no cgroup.kill")
