@@ -30,6 +30,20 @@ ENGINE_THREADS = tuple(
 )
 
 
+def stamp_after_spawn(namespace: Path, timeout: float = 30.0) -> Stamp:
+    """The stamp `lanewatch run`'s runner writes after it spawned the command: the one that
+    names the command (its pid) and says how the lane runs (its cgroup or why not, its mount
+    and network namespaces). The command can be running, and say so, before the runner
+    writes it (seen under load)."""
+
+    def spawned() -> Stamp | None:
+        s = read_stamp(namespace).stamp
+        return s if s is not None and s.child_pid is not None else None
+
+    found: Stamp = wait_for(spawned, timeout, what="the stamp written after the spawn")
+    return found
+
+
 def make_stamp(root: Path, lane: str, **changes: Any) -> Path:
     """A namespace with a stamp naming this process (alive), unless `changes` say otherwise."""
     ns = root / namespace_name(CHECKOUT, lane)

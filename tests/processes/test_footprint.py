@@ -33,6 +33,7 @@ from lanewatch.model.views import Footprint, LaneMember, NamespaceView, NsState
 from lanewatch.processes.footprintmeter import Meter, boot_clock
 from lanewatch.processes.pidclock import CLK_TCK
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
+from tests.kits.enginekit import stamp_after_spawn
 
 pytestmark = pytest.mark.unprivileged  # user journeys: also run as a normal user
 
@@ -79,19 +80,6 @@ def start(spawn: Spawn, repo: Path, lane: str, script: str, *args: str) -> tuple
     )
     pid = int(wait_for(lambda: out.exists() and out.read_text(), DEADLINE, what="CMD's pid"))
     return pid, go
-
-
-def stamp_after_spawn(namespace: Path) -> Stamp:
-    """The runner's stamp written after it spawned the command: the one that carries the
-    membership (cgroup, or the note why not) with the command's pid. The command can be
-    running, and write its own pid, before the runner writes it (seen under load)."""
-
-    def spawned() -> Stamp | None:
-        s = read_stamp(namespace).stamp
-        return s if s is not None and s.child_pid is not None else None
-
-    found: Stamp = wait_for(spawned, DEADLINE, what="the stamp written after the spawn")
-    return found
 
 
 def status_of(repo: Path, lane: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from lanewatch.runner import fence as fences
 from lanewatch.runner import netfence
 from lanewatch.tui.state.forward_hint import forward_hint
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
+from tests.kits.enginekit import stamp_after_spawn
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
 
@@ -92,8 +93,8 @@ def test_two_lanes_serve_on_their_own_3000_and_forward_publishes_one(
     assert [proc.poll() for proc in lanes] == [None, None]
 
     first = locate("web", checkout=worktrees[0]).namespace
-    stamp = read_stamp(first).stamp
-    assert stamp is not None and stamp.net_ns and stamp.net_ns.startswith("net:[")
+    stamp = stamp_after_spawn(first)
+    assert stamp.net_ns and stamp.net_ns.startswith("net:[")
     assert stamp.fence_private is not None and "network" in stamp.fence_private
     assert stamp.child_pid is not None and stamp.child_start_ticks is not None
     # The ports a net-fenced lane's view carries (the dashboard's `o` reads them) are the

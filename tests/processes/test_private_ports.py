@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from lanewatch.lanes.leases import Lease
-from lanewatch.lanes.stamp import read_stamp
 from lanewatch.linux import netnsports, netsockets
 from lanewatch.linux.netsockets import Listening
 from lanewatch.linux.procid import start_ticks
@@ -31,7 +30,7 @@ from lanewatch.runner import fence as fences
 from lanewatch.runner import netfence
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
 from tests.kits.contractkit import parsed
-from tests.kits.enginekit import LaneProc, running, start_lane
+from tests.kits.enginekit import LaneProc, running, stamp_after_spawn, start_lane
 
 # In the lane: wait for a file `go` in the working folder (no process starts meanwhile), then
 # serve on 127.0.0.1 at each port of argv, in this one process.
@@ -167,8 +166,8 @@ def test_two_net_fenced_lanes_on_3000_are_listed_private(
             assert [(p["port"], p["private"]) for p in ns["ports"]] == [(3000, True)]
 
     # The reader refuses any process but the lane's own in its own namespace.
-    stamp = read_stamp(Path(str(listeners[0]["namespace"]))).stamp
-    assert stamp is not None and stamp.net_ns and stamp.child_pid and stamp.child_start_ticks
+    stamp = stamp_after_spawn(Path(str(listeners[0]["namespace"])))
+    assert stamp.net_ns and stamp.child_pid and stamp.child_start_ticks
     pid, ticks = stamp.child_pid, stamp.child_start_ticks
     found = netnsports.listening(pid, ticks, stamp.net_ns)
     assert found is not None and {(s.port, s.private) for s in found} >= {(3000, True)}
