@@ -17,6 +17,7 @@ from lanewatch.lanes.stamp import read_stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity, process_state
 from lanewatch.model.holdings import Holding
 from lanewatch.processes import prober as prober_module
+from lanewatch.processes import quietpace
 from lanewatch.processes.prober import (
     QUIET_EVERY,
     ProbeMemo,
@@ -255,12 +256,19 @@ def _children_args(pid: int) -> set[str]:
     return out
 
 
+class QuietMachine:
+    """ns_last_pid where no pid is ever handed out."""
+
+    def read(self) -> int:
+        return 4242
+
+
 def _no_process_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     """A quiet machine: no pid handed out, no socket opened or closed to listen. Neither can
     exist on a shared test machine (other tests and users start processes and servers; a change
     of the machine's listening set rightly wakes a probe, which reads the process table), so
     the prober's reads of ns_last_pid and of the listening set are the two things replaced."""
-    monkeypatch.setattr(prober_module, "read_int", lambda path: 4242)
+    monkeypatch.setattr(quietpace, "LastPid", QuietMachine)
     monkeypatch.setattr(prober_module, "_listening_now", lambda *a, **k: frozenset())
 
 

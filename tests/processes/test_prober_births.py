@@ -84,10 +84,9 @@ class MovingPid:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.pid = 4242
-        monkeypatch.setattr(quietpace, "read_int", self.read)
-        monkeypatch.setattr(prober_module, "read_int", self.read)
+        monkeypatch.setattr(quietpace, "LastPid", lambda: self)  # the pace's, and its prober's
 
-    def read(self, path: str) -> int:
+    def read(self) -> int:
         self.pid += 1
         return self.pid
 

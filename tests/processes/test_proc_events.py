@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
 import threading
+import time
 
 import pytest
 
 from lanewatch.linux import proc_events as pe
 from lanewatch.processes.proclives import ProcLives
+from tests.conftest import wait_for
 
 HEAD = struct.Struct("=IHHII")
 CN = struct.Struct("=IIIIHH")
@@ -69,3 +72,26 @@ def test_the_listener_keeps_every_life_from_the_kernel() -> None:
         assert mine and mine[-1].parent == os.getpid() and mine[-1].ended is not None
     finally:
         lives.close()
+
+
+@pytest.mark.privileged
+def test_the_listener_takes_each_life_as_it_comes_and_ends_when_closed() -> None:
+    """The listener sleeps until the kernel sends or `close` wakes it: a child's fork and exit
+    reach the table with nobody asking (`sync` is not called), and `close` ends the thread."""
+    lives = ProcLives()
+    if not lives.start():
+        pytest.skip(f"no process connector here: {lives.reason}")
+    try:
+        t0 = time.monotonic()  # the connector stamps each message with this clock
+        child = subprocess.Popen(["true"])
+        child.wait()
+        wait_for(
+            lambda: any(
+                life.born >= t0 and life.parent == os.getpid() and life.ended is not None
+                for life in lives.lives_of(child.pid)
+            ),
+            what="the child's exit in the table, taken by the listener",
+        )
+    finally:
+        lives.close()
+    assert lives._thread is not None and not lives._thread.is_alive()

@@ -40,15 +40,20 @@ class LastPid:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.pid = 4242
-        read = self.read
-        monkeypatch.setattr(quietpace, "read_int", read)
-        monkeypatch.setattr(prober_module, "read_int", read)
+        monkeypatch.setattr(quietpace, "LastPid", lambda: self)  # the pace's, and its prober's
 
-    def read(self, path: str) -> int | None:
+    def read(self) -> int | None:
         return self.pid
 
     def start(self) -> None:
         self.pid += 1
+
+
+class NoLastPid:
+    """A kernel without ns_last_pid (or one we may not read)."""
+
+    def read(self) -> int | None:
+        return None
 
 
 def _footprint(cpu: float | None) -> Footprint:
@@ -72,8 +77,7 @@ def test_sockets_are_read_often_only_after_a_process_start(
 
 
 def test_without_ns_last_pid_every_look_counts_as_a_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(quietpace, "read_int", lambda path: None)
-    pace = QuietPace()
+    pace = QuietPace(NoLastPid())
     assert all(pace.sockets_due(100.0 + 60 * i) for i in range(5))
     pace.probed(100.0, full=True, caused=False)
     assert pace.full_due(100.0 + FULL_SCAN_EVERY)

@@ -480,6 +480,37 @@ def read_int(path: str) -> int | None:
         return None
 
 
+class LastPid:
+    """`ns_last_pid` (the last pid handed out in the reader's pid namespace), read through one
+    descriptor kept open: a `pread` (~2 µs), not an open per read (~20 µs, and far more from a
+    thread that woke cold). The pid clock samples it up to 40 times a second, the prober's
+    quiet rounds twice a second. A kernel sysctl file answers each read at offset 0 afresh."""
+
+    def __init__(self) -> None:
+        try:
+            self._fd = os.open(LAST_PID, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._fd = -1
+
+    def read(self) -> int | None:
+        if self._fd < 0:
+            return read_int(LAST_PID)
+        try:
+            return int(os.pread(self._fd, 32, 0).strip())
+        except (OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        """Back to an open per read (still correct), with no descriptor held."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
+
+
 def sysctl(name: str) -> str | None:
     """A kernel setting by its sysctl name (`user.max_user_namespaces`), stripped; None when
     this kernel has no such setting or it cannot be read."""

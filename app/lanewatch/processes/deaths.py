@@ -4,6 +4,7 @@ set is readable once that process exits. Used by the prober to sleep while every
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 
@@ -52,7 +53,7 @@ class DeathWatch:
     def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` s; True if a watched process exited or `wake` was called."""
         try:
-            events = self._poll.poll(max(0, int(timeout * 1000)))
+            events = self._poll.poll(max(0, math.ceil(timeout * 1000)))  # never 0 ms early
         except InterruptedError:
             return False
         for fd, _ in events:

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from lanewatch.linux.proc import LAST_PID, PID_MAX, exists, read_int
+from lanewatch.linux.proc import PID_MAX, LastPid, exists, read_int
 
 RESERVED_PIDS = 300  # the allocator wraps to here, not to 1
 LOOKAHEAD = 32  # pids after the last one whose occupancy a mark records
@@ -36,35 +36,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 def boottime() -> float:
     """Seconds since boot, the clock of `/proc/PID/stat`'s start time."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-class _LastPid:
-    """`ns_last_pid`, read through one descriptor kept open (a pread, not an open per read:
-    the reader samples it up to 40 times a second)."""
-
-    def __init__(self) -> None:
-        try:
-            self._fd = os.open(LAST_PID, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            self._fd = -1
-
-    def read(self) -> int | None:
-        if self._fd < 0:
-            return read_int(LAST_PID)
-        try:
-            return int(os.pread(self._fd, 32, 0).strip())
-        except (OSError, ValueError):
-            return None
-
-    def close(self) -> None:
-        """Back to an open per read (still correct), with no descriptor held."""
-        fd, self._fd = self._fd, -1
-        if fd >= 0:
-            os.close(fd)
-
-    def __del__(self) -> None:
-        if getattr(self, "_fd", -1) >= 0:
-            self.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +58,7 @@ class PidClock:
 
     def __init__(self) -> None:
         self.pid_max = read_int(PID_MAX) or 0
-        self._last_pid = _LastPid()
+        self._last_pid = LastPid()
         last = self._last_pid.read()
         self.available = last is not None and self.pid_max > RESERVED_PIDS
         self.cycle = max(1, self.pid_max - RESERVED_PIDS)

@@ -29,7 +29,7 @@ from lanewatch.lanes.stamp import OwnerState, Stamp
 from lanewatch.linux import netsockets, procid
 from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.paths import SHARED_TEMP as SHARED_TEMP  # re-exported
-from lanewatch.linux.proc import LAST_PID, ProcStat, read_int, status_uid
+from lanewatch.linux.proc import ProcStat, status_uid
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.model.family import file_ids
@@ -726,7 +726,7 @@ class Prober:
                 if not due and not full and now - last_check >= self.interval * QUIET_EVERY - 0.05:
                     last_check, checked = now, True
                     self.checks += 1
-                    started = read_int(LAST_PID)
+                    started = pace.last_pid.read()
                     if started is not None and (started == judged_pid or self._all_gone(judged_at)):
                         judged_pid, judged_at = started, now
                         self.light_checks += 1
@@ -746,7 +746,7 @@ class Prober:
                     self.runs += 1
                     last_check, last, listened = now, ids, sockets
                     # Before the probe: a start during it counts.
-                    judged_pid, judged_at = read_int(LAST_PID), time.monotonic()
+                    judged_pid, judged_at = pace.last_pid.read(), time.monotonic()
                     try:
                         report = probe(
                             stamps,

@@ -69,6 +69,7 @@ class ProcLives:
         self._losses: list[tuple[float, float]] = []  # spans where messages were dropped
         self._last_ok = 0.0
         self._stop = threading.Event()
+        self._wake = -1  # an eventfd `close` writes: the listener sleeps until a message or it
         self._thread: threading.Thread | None = None
         self.stats = {"forks": 0, "exits": 0, "losses": 0}
         self._buf = bytearray(65536)  # the listener's receive buffer (under `_lock`)
@@ -91,6 +92,7 @@ class ProcLives:
             return False
         self._stop.clear()
         self.available, self.reason = True, ""
+        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._thread = threading.Thread(target=self._run, name="lanewatch-proclives", daemon=True)
         self._thread.start()
         return True
@@ -116,8 +118,13 @@ class ProcLives:
 
     def close(self) -> None:
         self._stop.set()
+        if self._wake >= 0:
+            os.eventfd_write(self._wake, 1)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2)
+        wake, self._wake = self._wake, -1
+        if wake >= 0:
+            os.close(wake)
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
@@ -153,15 +160,19 @@ class ProcLives:
             self._take(self._drain())
 
     def _run(self) -> None:
+        """Sleeps until the kernel sends (a fork or an exit anywhere) or `close` wakes it: a
+        machine where no process starts or ends costs this thread nothing."""
+        wake = self._wake
         while not self._stop.is_set():
             sock = self._sock
             if sock is None:
                 return
             try:
-                if select.select([sock], [], [], 0.5)[0]:
-                    # Let messages gather: one wake for many forks, not one each (the socket
-                    # holds about 80,000; `sync` takes in whatever waits when it is needed).
-                    self._stop.wait(GATHER)
+                if wake in select.select([sock, wake], [], [])[0]:
+                    return  # closing
+                # Let messages gather: one wake for many forks, not one each (the socket
+                # holds about 80,000; `sync` takes in whatever waits when it is needed).
+                self._stop.wait(GATHER)
                 # Received and taken under one lock: `sync` never finds the socket drained
                 # while a message it must count waits here.
                 with self._lock:

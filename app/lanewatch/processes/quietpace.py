@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 
-from lanewatch.linux.proc import LAST_PID, read_int
+from lanewatch.linux.proc import LastPid
 from lanewatch.model.views import Footprint
 
 SOCKETS_EVERY = 0.5  # seconds between two reads of the listening sockets inside a window
@@ -47,7 +47,9 @@ FULL_SCAN_QUIET = 300.0  # ... and when nothing did
 class QuietPace:
     """The prober thread's own (not thread-safe); times are `time.monotonic()` seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, last_pid: LastPid | None = None) -> None:
+        # ns_last_pid, read twice a second while lanes exist: one descriptor kept open.
+        self.last_pid = last_pid if last_pid is not None else LastPid()
         self._last_pid: int | None = None
         self._started = float("-inf")  # when a pid was last seen handed out
         self._sockets_at = float("-inf")
@@ -61,7 +63,7 @@ class QuietPace:
         self.births: Callable[[float], bool | None] | None = None
 
     def _look(self, now: float) -> int | None:
-        pid = read_int(LAST_PID)
+        pid = self.last_pid.read()
         if pid is None or pid != self._last_pid:
             self._last_pid = pid
             if pid is None or self.births is None or self.births(self._looked) is not False:
@@ -83,7 +85,7 @@ class QuietPace:
         self._sockets_at = now
         if full:
             self._full_at = now
-            self._full_pid = read_int(LAST_PID)
+            self._full_pid = self.last_pid.read()
             self._caused = False
         elif caused:
             self._caused = True
@@ -95,7 +97,7 @@ class QuietPace:
             return False
         if self._caused:
             return True
-        pid = read_int(LAST_PID)
+        pid = self.last_pid.read()
         return pid is None or pid != self._full_pid
 
     def full_in(self, now: float) -> float:
