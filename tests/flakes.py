@@ -5,7 +5,7 @@ and (asked for) file-write load, and print each test's pass rate (docs/flakes.md
     .ci/flakes tests/processes/test_collisions.py -m processes --runs 20
     .ci/flakes --runs 5 --load none tests/processes/test_run_cli.py::test_x   # no load
     .ci/flakes --seed 1234 --runs 1 tests/processes/test_fanotify.py          # replay one order
-    .ci/flakes --load cpu=1,fork=1,write=1 tests/processes/test_tail.py      # beside a file flood
+    .ci/flakes --load cpu=1,fork=1,write=1 tests/processes/test_tail.py      # a busy neighbour
 
 Each run is one `python -m pytest -n 2` (like CI) with tests/flakes_plugin.py, which shuffles
 the tests with that run's seed and records every outcome. Exit 0 when every test passed every
@@ -278,7 +278,9 @@ def _stressed(kinds: dict[str, int], work: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        with suppress(ProcessLookupError):  # the group is stress-ng's own session
+        # stress-ng leads its own session, and is our child not yet reaped: its number (and
+        # so its group's) cannot be handed to another process before `wait` below.
+        with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait()
 
