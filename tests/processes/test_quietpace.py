@@ -77,7 +77,8 @@ def test_sockets_are_read_often_only_after_a_process_start(
 
 
 def test_without_ns_last_pid_every_look_counts_as_a_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    pace = QuietPace(NoLastPid())
+    monkeypatch.setattr(quietpace, "LastPid", NoLastPid)
+    pace = QuietPace()
     assert all(pace.sockets_due(100.0 + 60 * i) for i in range(5))
     pace.probed(100.0, full=True, caused=False)
     assert pace.full_due(100.0 + FULL_SCAN_EVERY)

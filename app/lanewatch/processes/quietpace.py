@@ -47,10 +47,10 @@ FULL_SCAN_QUIET = 300.0  # ... and when nothing did
 class QuietPace:
     """The prober thread's own (not thread-safe); times are `time.monotonic()` seconds."""
 
-    def __init__(self, last_pid: LastPid | None = None) -> None:
+    def __init__(self) -> None:
         # ns_last_pid, read twice a second while lanes exist: one descriptor kept open.
-        self.last_pid = last_pid if last_pid is not None else LastPid()
-        self._last_pid: int | None = None
+        self.last_pid = LastPid()
+        self._seen_pid: int | None = None  # ns_last_pid at the last look
         self._started = float("-inf")  # when a pid was last seen handed out
         self._sockets_at = float("-inf")
         self._full_at = float("-inf")
@@ -64,8 +64,8 @@ class QuietPace:
 
     def _look(self, now: float) -> int | None:
         pid = self.last_pid.read()
-        if pid is None or pid != self._last_pid:
-            self._last_pid = pid
+        if pid is None or pid != self._seen_pid:
+            self._seen_pid = pid
             if pid is None or self.births is None or self.births(self._looked) is not False:
                 self._started = now
         self._looked = now
