@@ -6,7 +6,9 @@ runs, not every pid the machine hands out (counted, not timed)."""
 from __future__ import annotations
 
 import os
+import random
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -17,9 +19,10 @@ from lanewatch.lanes.stamp import read_stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity
 from lanewatch.processes import prober as prober_module
 from lanewatch.processes import quietpace
+from lanewatch.processes.deaths import DeathWatch
 from lanewatch.processes.prober import QUIET_EVERY, Prober, ProbeReport
 from lanewatch.processes.proclives import ProcLives
-from lanewatch.processes.quietpace import SOCKETS_SLOW, QuietPace
+from lanewatch.processes.quietpace import SOCKETS_EVERY, SOCKETS_SLOW, START_WINDOW, QuietPace
 from tests.conftest import wait_for
 from tests.kits.enginekit import make_stamp
 from tests.processes.test_proc_events import exit_, fork
@@ -160,5 +163,121 @@ def test_pids_handed_out_to_processes_gone_keep_the_stop_check_light(
             assert prober.light_checks == 0 and tables
     finally:
         prober.stop()
+        proc.kill()
+        proc.wait()
+
+
+def test_a_birth_calls_the_armed_waiter_once() -> None:
+    """`on_birth` is one call at the next fork taken in (or loss of messages), then disarmed:
+    on a machine that forks all the time the prober is woken once per sleep, not per fork."""
+    lives = ProcLives()
+    lives.available, lives._whole_from = True, time.monotonic() - 10
+    ns = int(time.monotonic() * 1e9)
+    calls: list[int] = []
+    lives.on_birth(lambda: calls.append(1))
+    _taken(lives, exit_(21, 21, ns))  # an exit is no start
+    assert calls == []
+    _taken(lives, fork(1, 22, 22, ns), fork(1, 23, 23, ns))
+    assert calls == [1]
+    _taken(lives, fork(1, 24, 24, ns))  # disarmed until armed again
+    assert calls == [1]
+    lives.on_birth(lambda: calls.append(2))
+    with lives._lock:
+        lives._lost = True  # as `_drain` marks an ENOBUFS: a birth may have been dropped
+        lives._take([])
+    assert calls == [1, 2]
+    lives.on_birth(lambda: calls.append(3))
+    lives.on_birth(None)
+    _taken(lives, fork(1, 25, 25, ns))
+    assert calls == [1, 2]
+
+
+def test_a_birth_ends_the_death_watch_wait_without_a_death() -> None:
+    deaths = DeathWatch()
+    try:
+        deaths.born()
+        t0 = time.monotonic()
+        assert deaths.wait(30) is False  # early, and nothing died
+        assert time.monotonic() - t0 < 30
+        assert deaths.wait(0) is False  # the birth was taken: nothing left to wake on
+        deaths.wake()
+        assert deaths.wait(30) is True  # a poke still says so
+    finally:
+        deaths.close()
+
+
+def test_the_look_waits_for_the_slow_pass_outside_a_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    MovingPid(monkeypatch)
+    pace = QuietPace()
+    pace.births = lambda t: False  # pids move, but every process born since is gone
+    assert pace.sockets_due(100.0)  # the slow pass
+    assert pace.look_in(100.0) == pytest.approx(SOCKETS_SLOW - 0.05)
+    assert pace.look_in(104.0) == pytest.approx(SOCKETS_SLOW - 4.05)
+    pace.births = lambda t: True  # one still runs: a window, looked at at its pace
+    pace.look(105.0)
+    assert pace.look_in(105.0) == SOCKETS_EVERY
+    pace.births = lambda t: False
+    assert pace.sockets_due(114.9)  # the window's last look
+    assert pace.look_in(105.0 + START_WINDOW) == pytest.approx(114.9 + SOCKETS_SLOW - 0.05 - 115)
+
+
+def _chosen_port_listener() -> socket.socket:
+    """A listening socket on a port someone chose (outside the ephemeral range, which the
+    prober's socket look ignores)."""
+    for port in random.sample(range(20000, 30000), 200):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            continue
+        s.listen()
+        return s
+    pytest.skip("no free port between 20000 and 30000")
+
+
+@pytest.mark.processes
+def test_a_birth_wakes_a_prober_that_sleeps_until_one(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the connector's table (`use_lives`), outside a start's window the prober sleeps
+    until the slow pass (here never) instead of looking every SOCKETS_EVERY; a birth ends the
+    sleep, and a port bound meanwhile is probed at once. The table is fed the kernel's own
+    messages (not started: no CAP_NET_ADMIN needed, and no other process's fork counts)."""
+    monkeypatch.setattr(quietpace, "SOCKETS_SLOW", 10_000.0)
+    monkeypatch.setattr(quietpace, "START_WINDOW", 1.0)
+    lives = ProcLives()
+    lives.available, lives._whole_from = True, time.monotonic() - 10
+    proc = subprocess.Popen(["sleep", "120"])
+    key, stamp = _stamped(root, proc.pid)
+    reports: list[ProbeReport] = []
+    prober = Prober(
+        10_000.0,
+        lambda: {key: stamp},  # type: ignore[dict-item]
+        lambda: [str(root)],
+        lambda r: reports.append(r) if isinstance(r, ProbeReport) else None,
+    )
+    prober.use_lives(lives)
+    listener = None
+    prober.start()
+    try:
+        wait_for(lambda: reports, what="the first probe")
+        wait_for(lambda: lives._on_birth is not None, timeout=30, what="a sleep until a birth")
+        listener = _chosen_port_listener()  # seen only at a look: none is due before 10,000 s
+        born = subprocess.Popen(["sleep", "120"])  # a pid handed out, as at every birth
+        try:
+            ns = int(time.monotonic() * 1e9)
+            _taken(lives, fork(os.getpid(), born.pid, born.pid, ns))  # and still running
+        finally:
+            born.kill()
+            born.wait()
+        wait_for(
+            lambda: any(r.cause == "sockets" for r in reports), what="a probe for the new port"
+        )
+        assert lives._on_birth is None or prober.runs >= 2  # taken, then armed again later
+    finally:
+        prober.stop()
+        if listener is not None:
+            listener.close()
         proc.kill()
         proc.wait()

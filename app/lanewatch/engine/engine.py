@@ -385,7 +385,7 @@ class Engine:
                     assert self._prober is not None
                     attribution = self.kernel.attribution
                     if attribution is not None and attribution.lives.available:
-                        self._prober.use_births(attribution.lives.born_alive_since)
+                        self._prober.use_lives(attribution.lives)
                     self._prober.start()
                 if probing and not self.settled.is_set() and w.stats["probes"] > 0:
                     self.settled.set()

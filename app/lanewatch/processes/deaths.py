@@ -1,5 +1,6 @@
 """Deaths of watched processes, learned without polling: a pidfd per process in one `poll`
-set is readable once that process exits. Used by the prober to sleep while every owner runs."""
+set is readable once that process exits. Used by the prober to sleep while every owner runs,
+and (with the process connector) until a process starts."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import select
 
 class DeathWatch:
     """A pidfd per watched owner in one `poll` set: readable when that process exits, so a
-    death is learned at once without reading /proc. Plus an eventfd to wake the wait."""
+    death is learned at once without reading /proc. Plus an eventfd to wake the wait, and one
+    that only ends it early (`born`: a process started, look again)."""
 
     def __init__(self) -> None:
         self._poll = select.poll()
@@ -19,6 +21,8 @@ class DeathWatch:
         self._pids: dict[int, int] = {}  # pidfd -> pid
         self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._poll.register(self.wake_fd, select.POLLIN)
+        self.birth_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._poll.register(self.birth_fd, select.POLLIN)
         try:
             import resource
 
@@ -30,6 +34,11 @@ class DeathWatch:
     def wake(self) -> None:
         with contextlib.suppress(OSError):
             os.eventfd_write(self.wake_fd, 1)
+
+    def born(self) -> None:
+        """A process started: the current wait ends early, returning False (nothing died)."""
+        with contextlib.suppress(OSError):
+            os.eventfd_write(self.birth_fd, 1)
 
     def watch(self, pids: set[int]) -> bool:
         """Watch exactly `pids`; False if some could not be watched (they need polling)."""
@@ -51,18 +60,22 @@ class DeathWatch:
         return complete
 
     def wait(self, timeout: float) -> bool:
-        """Wait up to `timeout` s; True if a watched process exited or `wake` was called."""
+        """Wait up to `timeout` s; True if a watched process exited or `wake` was called. A
+        `born` alone ends it early with False."""
         try:
             events = self._poll.poll(max(0, math.ceil(timeout * 1000)))  # never 0 ms early
         except InterruptedError:
             return False
+        woke = False
         for fd, _ in events:
-            if fd == self.wake_fd:
+            if fd in (self.wake_fd, self.birth_fd):
                 with contextlib.suppress(BlockingIOError):
-                    os.eventfd_read(self.wake_fd)
+                    os.eventfd_read(fd)
+                woke = woke or fd == self.wake_fd
             else:
                 self._drop(self._pids[fd])  # readable for good: judged in the next round
-        return bool(events)
+                woke = True
+        return woke
 
     def _drop(self, pid: int) -> None:
         fd = self._fds.pop(pid)
@@ -74,3 +87,4 @@ class DeathWatch:
         for pid in list(self._fds):
             self._drop(pid)
         os.close(self.wake_fd)
+        os.close(self.birth_fd)

@@ -43,6 +43,7 @@ from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.memo import ProcMemo
 from lanewatch.processes.ownpids import own_pids
 from lanewatch.processes.privateports import PrivateNets
+from lanewatch.processes.proclives import ProcLives
 from lanewatch.processes.quietpace import SOCKETS_EVERY, QuietPace
 
 log = logging.getLogger(__name__)
@@ -588,6 +589,7 @@ class Prober:
         self._private = PrivateNets()  # the same
         self._pace = QuietPace()  # the same
         self._births: Callable[[float], bool | None] | None = None  # `use_births`
+        self._lives: ProcLives | None = None  # `use_lives`: it wakes the wait at a birth
         self._prompted = float("-inf")  # monotonic time of the last prompt probe asked for
         self._thread = threading.Thread(target=self._run, name="lanewatch-prober", daemon=True)
 
@@ -630,6 +632,30 @@ class Prober:
         self._births = births
         self._pace.births = births
 
+    def use_lives(self, lives: ProcLives) -> None:
+        """`use_births` from the process connector's table, which also wakes the prober when a
+        process starts: between two starts' windows it sleeps its whole interval instead of
+        looking at `ns_last_pid` every SOCKETS_EVERY seconds (`QuietPace.look_in`)."""
+        self.use_births(lives.born_alive_since)
+        self._lives = lives
+
+    def _look_in(self, deaths: DeathWatch | None) -> float:
+        """Seconds until the next look at the listening sockets: SOCKETS_EVERY, or, where a
+        birth ends the wait (`use_lives`, the connector still listening), until the slow pass
+        while no start is recent, the connector armed to end it at the next birth."""
+        lives = self._lives
+        if deaths is None or lives is None or not lives.available:
+            return SOCKETS_EVERY
+        pace = self._pace
+        if pace.look_in(time.monotonic()) <= SOCKETS_EVERY:
+            return SOCKETS_EVERY
+        lives.on_birth(deaths.born)  # one call, then disarmed: a busy machine wakes us once
+        # A start after the last look but before the arming: this look sees it (and opens a
+        # window); one after it ends the wait.
+        now = time.monotonic()
+        pace.look(now)
+        return pace.look_in(now)
+
     def _all_gone(self, since: float) -> bool:
         """Whether every process born since `since` (monotonic) is gone now: then every
         process running now already ran then (none can have joined a lane, no pid was
@@ -666,7 +692,7 @@ class Prober:
             left = end - time.monotonic()
             if left <= 0:
                 return ""
-            step = left if listened is None else min(left, SOCKETS_EVERY)
+            step = left if listened is None else min(left, self._look_in(deaths))
             if deaths is None:
                 if self._now.wait(step):
                     return "poke"
@@ -774,6 +800,8 @@ class Prober:
                 if woke:
                     self._now.set()  # an owner exited, a poke, or a lane's port opened
         finally:
+            if self._lives is not None:
+                self._lives.on_birth(None)  # before its eventfd is closed (and its number reused)
             self._deaths = None
             if deaths is not None:
                 deaths.close()

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lanewatch.linux import proc_events
@@ -73,6 +74,10 @@ class ProcLives:
         self._thread: threading.Thread | None = None
         self.stats = {"forks": 0, "exits": 0, "losses": 0}
         self._buf = bytearray(65536)  # the listener's receive buffer (under `_lock`)
+        # Called once at the next birth taken in (or loss of messages), then disarmed: a
+        # waiter that sleeps until a process starts arms it again (`on_birth`).
+        self._on_birth: Callable[[], None] | None = None
+        self._lost = False  # messages dropped since the last `_take` (under `_lock`)
 
     # -- life ------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -130,6 +135,13 @@ class ProcLives:
             sock.close()
         self.available = False
 
+    def on_birth(self, call: Callable[[], None] | None) -> None:
+        """Call `call` once, from whichever thread takes it in, when a process is next born
+        (or messages are lost: a birth may be among them); None disarms. It must be quick and
+        must not call back into this table (it runs under its lock)."""
+        with self._lock:
+            self._on_birth = call
+
     # -- reading -----------------------------------------------------------------------------
     def _drain(self, wait: float = 0.0) -> list[bytearray]:
         sock = self._sock
@@ -149,6 +161,7 @@ class ProcLives:
                     now = time.monotonic()
                     self._losses.append((self._last_ok, now))
                     self.stats["losses"] += 1
+                    self._lost = True
                     continue
                 if exc.errno == errno.EBADF:
                     return out
@@ -184,6 +197,7 @@ class ProcLives:
 
     def _take(self, batch: list[bytearray]) -> None:
         table, order, stats = self._lives, self._order, self.stats
+        born = stats["forks"]
         for data in batch:
             for fork, tgid, parent, ns in proc_events.lives(data):
                 t = ns / 1e9
@@ -199,6 +213,10 @@ class ProcLives:
                     stats["exits"] += 1
         self._last_ok = time.monotonic()
         self._expire(self._last_ok)
+        if (self._lost or stats["forks"] != born) and self._on_birth is not None:
+            call, self._on_birth = self._on_birth, None
+            call()
+        self._lost = False
 
     def _expire(self, now: float) -> None:
         while self._order and (len(self._order) > MAX_LIVES or now - self._order[0].born > KEEP):

@@ -22,6 +22,11 @@ What "changed" means, for each:
 
 Where `ns_last_pid` cannot be read, every look counts as a start (today's pace).
 
+How often the prober looks (`look_in`): every `SOCKETS_EVERY` seconds inside a window; outside
+one, with the process connector waking it at the next birth (root: `ProcLives.on_birth`), not
+before the slow pass is due. Without the connector it looks every `SOCKETS_EVERY` seconds, as
+only a look at `ns_last_pid` can tell a start.
+
 With the process connector (root: `processes/proclives.py`, given as `births`), a pid handed
 out counts as a start only if a process born since the last look still runs: on a real
 machine pids move all the time (cron, shells, other users' tests), mostly for processes that
@@ -62,7 +67,9 @@ class QuietPace:
         # sets it where the process connector can be used (`ProcLives.born_alive_since`).
         self.births: Callable[[float], bool | None] | None = None
 
-    def _look(self, now: float) -> int | None:
+    def look(self, now: float) -> int | None:
+        """Read ns_last_pid: a pid handed out since the last look opens a window (with
+        `births`: only if a process born since still runs)."""
         pid = self.last_pid.read()
         if pid is None or pid != self._seen_pid:
             self._seen_pid = pid
@@ -73,11 +80,18 @@ class QuietPace:
 
     def sockets_due(self, now: float) -> bool:
         """Whether to read the listening sockets now (and note that they were)."""
-        self._look(now)
+        self.look(now)
         if now - self._started < START_WINDOW or now - self._sockets_at >= SOCKETS_SLOW - 0.05:
             self._sockets_at = now
             return True
         return False
+
+    def look_in(self, now: float) -> float:
+        """Seconds until the sockets' next look is due, for a waiter that a birth wakes: the
+        window's pace inside a start's window, else until the slow pass."""
+        if now - self._started < START_WINDOW:
+            return SOCKETS_EVERY
+        return max(0.0, self._sockets_at + SOCKETS_SLOW - 0.05 - now)
 
     def probed(self, now: float, *, full: bool, caused: bool) -> None:
         """A probe ran (its sockets read with it); `caused`: due for something that changed,
