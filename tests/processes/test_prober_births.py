@@ -119,6 +119,19 @@ def _stamped(root: Path, pid: int) -> tuple[str, object]:
     return str(ns), stamp
 
 
+def _owner_prober(root: Path, pid: int, interval: float) -> tuple[Prober, list[ProbeReport]]:
+    """A prober (not started) of one lane whose owner is `pid`, and the reports it sends."""
+    key, stamp = _stamped(root, pid)
+    reports: list[ProbeReport] = []
+    prober = Prober(
+        interval,
+        lambda: {key: stamp},  # type: ignore[dict-item]
+        lambda: [str(root)],
+        lambda r: reports.append(r) if isinstance(r, ProbeReport) else None,
+    )
+    return prober, reports
+
+
 @pytest.mark.processes
 @pytest.mark.parametrize("gone", [True, False])
 def test_pids_handed_out_to_processes_gone_keep_the_stop_check_light(
@@ -130,14 +143,7 @@ def test_pids_handed_out_to_processes_gone_keep_the_stop_check_light(
     MovingPid(monkeypatch)
     monkeypatch.setattr(prober_module, "_listening_now", lambda *a, **k: frozenset())
     proc = subprocess.Popen(["sleep", "60"])
-    key, stamp = _stamped(root, proc.pid)
-    reports: list[ProbeReport] = []
-    prober = Prober(
-        0.2,
-        lambda: {key: stamp},  # type: ignore[dict-item]
-        lambda: [str(root)],
-        lambda r: reports.append(r) if isinstance(r, ProbeReport) else None,
-    )
+    prober, reports = _owner_prober(root, proc.pid, 0.2)
     prober.use_births(lambda t: not gone)
     tables: list[int] = []
     real_table = prober_module.holders.process_table
@@ -249,14 +255,7 @@ def test_a_birth_wakes_a_prober_that_sleeps_until_one(
     lives = ProcLives()
     lives.available, lives._whole_from = True, time.monotonic() - 10
     proc = subprocess.Popen(["sleep", "120"])
-    key, stamp = _stamped(root, proc.pid)
-    reports: list[ProbeReport] = []
-    prober = Prober(
-        10_000.0,
-        lambda: {key: stamp},  # type: ignore[dict-item]
-        lambda: [str(root)],
-        lambda r: reports.append(r) if isinstance(r, ProbeReport) else None,
-    )
+    prober, reports = _owner_prober(root, proc.pid, 10_000.0)
     prober.use_lives(lives)
     listener = None
     prober.start()
