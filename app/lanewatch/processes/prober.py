@@ -646,13 +646,12 @@ class Prober:
         lives = self._lives
         if deaths is None or lives is None or not lives.available:
             return SOCKETS_EVERY
-        pace = self._pace
-        if pace.look_in(time.monotonic()) <= SOCKETS_EVERY:
+        pace, now = self._pace, time.monotonic()
+        if pace.look_in(now) <= SOCKETS_EVERY:
             return SOCKETS_EVERY
         lives.on_birth(deaths.born)  # one call, then disarmed: a busy machine wakes us once
         # A start after the last look but before the arming: this look sees it (and opens a
         # window); one after it ends the wait.
-        now = time.monotonic()
         pace.look(now)
         return pace.look_in(now)
 

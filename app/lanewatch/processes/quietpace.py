@@ -81,7 +81,7 @@ class QuietPace:
     def sockets_due(self, now: float) -> bool:
         """Whether to read the listening sockets now (and note that they were)."""
         self.look(now)
-        if now - self._started < START_WINDOW or now - self._sockets_at >= SOCKETS_SLOW - 0.05:
+        if now - self._started < START_WINDOW or now >= self._slow_at():
             self._sockets_at = now
             return True
         return False
@@ -91,7 +91,11 @@ class QuietPace:
         window's pace inside a start's window, else until the slow pass."""
         if now - self._started < START_WINDOW:
             return SOCKETS_EVERY
-        return max(0.0, self._sockets_at + SOCKETS_SLOW - 0.05 - now)
+        return max(0.0, self._slow_at() - now)
+
+    def _slow_at(self) -> float:
+        """When the slow pass is due (a round's scheduling slack early)."""
+        return self._sockets_at + SOCKETS_SLOW - 0.05
 
     def probed(self, now: float, *, full: bool, caused: bool) -> None:
         """A probe ran (its sockets read with it); `caused`: due for something that changed,
