@@ -313,6 +313,11 @@ def test_several_prefixes(procs: Procs, tmp_path: Path) -> None:
 
 def scan_as_nobody(path: Path) -> dict[str, object]:
     """Run holders(path) in a forked child that dropped to uid/gid 65534."""
+    # Once here first: what the scan imports or caches on its first call (the boot id, read
+    # with the "ascii" codec, imported at first use) is then in the child already. Uid 65534
+    # cannot import it: the interpreter may live in root's 0700 home (pyenv), and the child
+    # failed whenever this test was its worker's first scan.
+    holders.holders(path)
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the child
