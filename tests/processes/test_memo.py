@@ -91,6 +91,7 @@ def test_a_quiet_holder_is_reused_and_said_the_same(procs: Procs, ns: Path) -> N
     for pid in before:
         # The very same objects: nothing was read again but the links.
         assert all(a is b for a, b in zip(before[pid].paths, after[pid].paths, strict=True))
+        assert after[pid].cmdline is before[pid].cmdline  # no read of cmdline or environ
     (w,) = after[writer.pid].paths
     assert (w.path, w.access, w.directory) == (str(target), "write", False)
     (r,) = after[reader.pid].paths
@@ -224,6 +225,25 @@ def test_a_reused_pid_is_read_afresh(ns: Path) -> None:
     assert result["access"] == ["write"]
     assert result["lane"] == "second"
     assert result["same"]
+
+
+def test_facts_are_not_reused_once_the_prefixes_changed(procs: Procs, ns: Path) -> None:
+    """A fact names the prefix it lies under: scanned against other prefixes, the holder is
+    read in full again (and the answer names the prefix of this scan)."""
+    inner = ns / "inner"
+    inner.mkdir()
+    target = inner / "f"
+    target.write_text("")
+    proc = procs.holder("read", target)
+    memo = ProcMemo()
+    (trusted,) = until_trusted(ns, memo, proc.pid).paths
+    assert trusted.prefix == str(ns)
+    found = holders.scan([inner], memo=memo).holder(proc.pid)
+    assert found is not None
+    (again,) = found.paths
+    assert again is not trusted
+    assert (again.path, again.prefix) == (str(target), str(inner))
+    assert memo.previous(proc.pid) is not None and memo.previous(proc.pid).mark is None
 
 
 def test_a_memo_only_keeps_the_last_scans_holders(procs: Procs, ns: Path) -> None:

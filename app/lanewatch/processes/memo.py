@@ -44,6 +44,7 @@ from lanewatch.linux.proc import read_at
 if TYPE_CHECKING:
     from lanewatch.linux.proc import ProcStat
     from lanewatch.processes.held import HeldPath
+    from lanewatch.processes.holders import Holder
 
 # fd name -> what it held (under a prefix, without " (deleted)"); reused as is, so a caller can
 # tell an unchanged holder by identity. Also "cwd" and "root" (never an fd's name): the same
@@ -70,10 +71,8 @@ class Seen:
     fds: FdFacts = field(default_factory=dict)
     table: int | None = None  # fingerprint of the whole fd table (`Reading.table`)
     alone: bool = False  # no other process showed the same table in that scan
-    cmdline: tuple[str, ...] = ()
-    lane: str | None = None
-    namespace: str | None = None
-    env_readable: bool = False
+    # What the scan said of it then (command line, environment, uid: what it did not change).
+    holder: Holder | None = None
     # In our mount namespace (its paths ours as they are); leaving it takes a system call.
     ours: bool = False
 
@@ -91,11 +90,17 @@ class ProcMemo:
         self.stats: dict[bytes, ProcStat] = {}  # the last scan's (read only while scanning)
         self.stats_now: dict[bytes, ProcStat] = {}  # this scan's
         self.mounts = Parses()  # other mount namespaces' tables, parsed by their bytes
+        self._prefixes: object = None  # what the facts were matched against
 
     def __len__(self) -> int:
         return len(self._last)
 
-    def begin(self) -> None:
+    def begin(self, prefixes: object = None) -> None:
+        """A scan starts; `prefixes`: what it matches paths against. A fact names its prefix,
+        so when they changed since the last scan, no fact of it is reused."""
+        if prefixes != self._prefixes:
+            self._last = {}
+            self._prefixes = prefixes
         self._now = {}
         self._tables = {}
         self.stats_now = {}
