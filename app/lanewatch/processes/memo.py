@@ -95,7 +95,7 @@ class ProcMemo:
     def __len__(self) -> int:
         return len(self._last)
 
-    def begin(self, prefixes: object = None) -> None:
+    def begin(self, prefixes: object) -> None:
         """A scan starts; `prefixes`: what it matches paths against. A fact names its prefix,
         so when they changed since the last scan, no fact of it is reused."""
         if prefixes != self._prefixes:
