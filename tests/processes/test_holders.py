@@ -211,6 +211,40 @@ def test_access_modes_of_our_own_fds(ns: Path) -> None:
             os.close(fd)
 
 
+def test_a_process_with_many_fds_is_read_as_one_with_few(ns: Path) -> None:
+    """Past a few dozen fds the scan opens their folder once (`holders._MANY_FDS`): modes,
+    folders, deleted files and file ids read the same through it."""
+    assert len(os.listdir("/proc/self/fd")) + 48 > holders._MANY_FDS
+    (ns / "folder").mkdir()
+    opened: dict[int, tuple[str, str | None, bool, bool]] = {}
+    for i in range(16):
+        for mode, flags in (
+            ("read", os.O_RDONLY),
+            ("write", os.O_WRONLY),
+            ("readwrite", os.O_RDWR),
+        ):
+            path = ns / f"{mode}-{i}"
+            fd = os.open(path, flags | os.O_CREAT)
+            opened[fd] = (str(path), mode, False, False)
+    gone = os.open(ns / "gone", os.O_WRONLY | os.O_CREAT)
+    (ns / "gone").unlink()
+    opened[gone] = (str(ns / "gone"), "write", True, False)
+    folder = os.open(ns / "folder", os.O_RDONLY | os.O_DIRECTORY)
+    opened[folder] = (str(ns / "folder"), "read", False, True)
+    try:
+        h = holder_of(holders.scan([ns], with_env=False), os.getpid())
+        seen = {p.fd: (p.path, p.access, p.deleted, p.directory) for p in h.paths}
+        assert {fd: seen.get(fd) for fd in opened} == opened
+        ids = {p.fd: p.file_id for p in h.paths if p.fd is not None}
+        for fd, (_path, mode, _deleted, _folder) in opened.items():
+            st = os.fstat(fd)
+            want = (st.st_dev, st.st_ino) if mode in ("write", "readwrite") else None
+            assert ids[fd] == want
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
 def test_own_fds_are_ignored_but_our_cwd_is_not(ns: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fd = os.open(ns / "owner.lock", os.O_RDWR | os.O_CREAT)
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from lanewatch.processes import holders
 from lanewatch.processes.holders import Holder
-from lanewatch.processes.memo import ProcMemo, quiet_mark
+from lanewatch.processes.memo import ProcMemo, Seen, quiet_mark
 from tests.conftest import wait_for
 from tests.kits import prockit
 from tests.kits.prockit import DEADLINE, read_line
@@ -274,7 +274,8 @@ sys.stdin.read()
 
 def test_processes_showing_one_fd_table_are_never_vouched_for(procs: Procs, ns: Path) -> None:
     """clone(CLONE_FILES) sharers show the same table and one can change it while the other
-    sleeps: the same table in two processes (here a fork's copy) is never trusted."""
+    sleeps: the same table in two processes (here a fork's copy) is never trusted for its
+    fds. What only the process itself can change (command line, environment) is reused."""
     target = ns / "twin.bin"
     target.write_text("x")
     parent = procs.start([sys.executable, "-c", TWINS, str(target)])
@@ -291,10 +292,20 @@ def test_processes_showing_one_fd_table_are_never_vouched_for(procs: Procs, ns: 
     for pid in (parent.pid, child):
         seen = memo.previous(pid)
         assert seen is not None and not seen.alone
-        # Read afresh each time: new objects, and the same as a scan without a memo.
+        # Its fds read afresh each time (new facts), and the same as a scan without a memo.
         before = holder_of(holders.scan([ns], memo=memo), pid)
+        facts = dict(seen_of(memo, pid).fds)
         again = scan_both(ns, memo, pid)
-        assert all(a is not b for a, b in zip(before.paths, again.paths, strict=True))
+        fresh = seen_of(memo, pid).fds
+        assert facts and fresh.keys() == facts.keys()
+        assert all(fresh[name] is not facts[name] for name in facts)
+        assert again.cmdline is before.cmdline  # not read again: it did not run
+
+
+def seen_of(memo: ProcMemo, pid: int) -> Seen:
+    seen = memo.previous(pid)
+    assert seen is not None
+    return seen
 
 
 def holder_of(result: holders.ProcScan, pid: int) -> Holder:

@@ -73,6 +73,7 @@ class ProcStat:
     # process; not its reaped children's) and 24 (resident pages), read in the same pass.
     cpu_ticks: int = 0
     rss_pages: int = 0
+    threads: int = 0  # field 20 (0: not read)
 
     @property
     def kernel_thread(self) -> bool:
@@ -98,6 +99,7 @@ def parse_stat(pid: int, data: bytes) -> ProcStat | None:
             start_ticks=int(rest[19]),
             cpu_ticks=int(rest[11]) + int(rest[12]),
             rss_pages=int(rest[21]),
+            threads=int(rest[17]),
         )
     except (IndexError, ValueError):
         return None
@@ -167,6 +169,8 @@ def environ_values(env: bytes, *names: bytes) -> list[str | None]:
     """The values of the variables `names` (b"NAME=") in /proc/PID/environ content, in order;
     None for a variable that is not set."""
     found: list[str | None] = [None] * len(names)
+    if not any(key in env for key in names):
+        return found  # most processes carry none of them: no split of the whole environment
     for entry in env.split(b"\0"):
         for i, key in enumerate(names):
             if entry.startswith(key):

@@ -26,6 +26,7 @@ Permission errors never mean "not holding": the pid lands in `unreadable` with t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import os
@@ -40,7 +41,15 @@ from lanewatch.linux.mountview import MountViews
 from lanewatch.linux.proc import DELETED as _DELETED
 from lanewatch.linux.proc import DENIED_ERRNOS as _DENIED_ERRNOS
 from lanewatch.linux.proc import GONE_ERRNOS as _GONE_ERRNOS
-from lanewatch.linux.proc import PROC, ProcStat, parse_cmdline, pin, read_stat, stat_table
+from lanewatch.linux.proc import (
+    PROC,
+    ProcStat,
+    open_fd_dir,
+    parse_cmdline,
+    pin,
+    read_stat,
+    stat_table,
+)
 from lanewatch.linux.proc import environ_values as _environ_values
 from lanewatch.linux.proc import owner_at as _dir_uid
 from lanewatch.linux.proc import parse_status as _parse_status
@@ -50,7 +59,15 @@ from lanewatch.linux.proc import stat_at as _stat_at
 from lanewatch.linux.proc import why as _why
 from lanewatch.linux.procid import ProcessIdentity, boot_id
 from lanewatch.processes.held import Access, HeldPath
-from lanewatch.processes.memo import FdFacts, ProcMemo, Reading, Seen, mark_of, read_status
+from lanewatch.processes.memo import (
+    FdFacts,
+    ProcMemo,
+    Reading,
+    Seen,
+    mark_of,
+    read_sched,
+    read_status,
+)
 
 LANE_VAR = "LANEWATCH_LANE"
 NAMESPACE_VAR = "LANEWATCH_NAMESPACE"
@@ -431,17 +448,10 @@ def _probe(
         return
     try:
         seen = memo.previous(pid) if memo is not None else None
-        mark = None
-        if seen is not None or pid in statuses:
-            try:  # one read of status: the memo's mark, and the caller's if it asked
-                status = read_status(dfd)  # before any fact below, which the mark vouches for
-            except OSError:
-                pass  # gone or unreadable: the reads below tell which; no mark
-            else:
-                if seen is not None:
-                    mark = mark_of(status)
-                if kept is not None and pid in statuses:
-                    kept[pid] = status
+        sched = None
+        if seen is not None:  # the memo's mark: before the stat and every fact it vouches for
+            with contextlib.suppress(OSError):  # gone or unreadable: the reads below say; no mark
+                sched = read_sched(dfd)
         st: ProcStat | None = None
         if with_tree or seen is not None:
             st = _stat(pid, dfd, unreadable, memo)
@@ -449,17 +459,27 @@ def _probe(
                 return
             if with_tree:
                 procs[pid] = st
-        trusted = (
+            if st.kernel_thread:
+                return  # no fd table of its own, no user's cwd: nothing of ours to hold
+        mark = mark_of(sched, st) if sched is not None and st is not None else None
+        still = (
             memo is not None
             and seen is not None
             and st is not None
-            and memo.trusted(seen, mark, st.start_ticks)
+            and memo.still(seen, mark, st.start_ticks)
         )
-        if not trusted:
-            seen = None  # it ran, shares its fds, or is another process: read it afresh
+        if not still:
+            seen = None  # it ran, or is another process: read it afresh
+        if kept is not None and pid in statuses:
+            if seen is not None and seen.status is not None:
+                kept[pid] = seen.status  # its uid is its own to change: it did not run
+            else:
+                with contextlib.suppress(OSError):  # gone or unreadable: the reads below say
+                    kept[pid] = read_status(dfd)
         problems: list[Unreadable] = []
         reading = Reading() if memo is not None else None
-        reuse = seen.fds if seen is not None else None
+        # Its fds as they were, unless another process may share its table and change it.
+        reuse = seen.fds if seen is not None and seen.alone else None
         ours = False  # in our mount namespace: its paths need no words of ours
         if seen is not None and seen.ours:
             ours = True  # it did not run since: no setns(2), no unshare(2)
@@ -499,6 +519,7 @@ def _probe(
                     table=reading.table,
                     holder=holder,
                     ours=ours,
+                    status=kept.get(pid) if kept is not None else None,
                 ),
             )
     finally:
@@ -593,6 +614,34 @@ def _held_fds(
             return None
         problems.append(Unreadable(pid, "fd", _why(exc)))
         return []
+    # Many fds: their folder opened once through the pin, each look-up one step shorter.
+    at, lead = dfd, "fd/"
+    if len(names) > _MANY_FDS:
+        with contextlib.suppress(OSError):  # else through the pin, whose reads say why
+            at, lead = open_fd_dir(dfd), ""
+    try:
+        return _read_fds(pid, names, at, lead, matcher, ignored, problems, reuse, reading, view)
+    finally:
+        if at != dfd:
+            os.close(at)
+
+
+_MANY_FDS = 32  # past this many fds, opening their folder costs less than the longer look-ups
+
+
+def _read_fds(
+    pid: int,
+    names: list[str],
+    at: int,
+    lead: str,
+    matcher: _Matcher,
+    ignored: frozenset[tuple[int, int]],
+    problems: list[Unreadable],
+    reuse: FdFacts | None,
+    reading: Reading | None,
+    view: Callable[[str], str] | None,
+) -> list[HeldPath]:
+    """`_held_fds` of the fds `names`, each `lead + name` under folder fd `at`."""
     held: list[HeldPath] = []
     watcher = False
     match = matcher.match
@@ -600,9 +649,9 @@ def _held_fds(
     facts = reading.fds if reading is not None else None
     table = reading.links if reading is not None else None
     for name in names:
-        link = "fd/" + name
+        link = lead + name
         try:
-            raw = os.readlink(link, dir_fd=dfd)
+            raw = os.readlink(link, dir_fd=at)
         except OSError as exc:
             if exc.errno in _GONE_ERRNOS:
                 continue  # closed meanwhile, or the process exited
@@ -625,7 +674,11 @@ def _held_fds(
             # The same link text under the same name, the prefixes unchanged (the memo drops
             # every reuse when they change): the same open file, its facts as they were.
             known = reuse.get(name)
-            if known is not None and known.path == raw and (pid, known.fd) not in ignored:
+            if (
+                known is not None
+                and known.path == raw
+                and not (ignored and (pid, known.fd) in ignored)
+            ):
                 if facts is not None:
                     facts[name] = known
                 held.append(known)
@@ -637,9 +690,9 @@ def _held_fds(
         fd = int(name)
         if ignored and (pid, fd) in ignored:
             continue
-        access = _fd_access(link, dfd)
+        access = _fd_access(link, at)
         if suffixed or access not in ("write", "readwrite"):
-            path, deleted, directory = _resolve(raw, link, dfd)
+            path, deleted, directory = _resolve(raw, link, at)
             if path != raw or prefix is None:  # the suffix dropped (or was a name)
                 prefix = match(path)
                 if prefix is None:
@@ -648,7 +701,7 @@ def _held_fds(
             # open(2) refuses to open a folder for writing (EISDIR): a writable fd is
             # never a folder, and without the suffix it is not deleted: no stat needed.
             path, deleted, directory = raw, False, False
-        file_id = _file_id(link, dfd) if access in ("write", "readwrite") else None
+        file_id = _file_id(link, at) if access in ("write", "readwrite") else None
         one = HeldPath(path, "fd", prefix, fd, access, deleted, directory, file_id)  # type: ignore[arg-type]
         if facts is not None and not suffixed and access is not None:
             facts[name] = one

@@ -327,6 +327,11 @@ class _Tree:
 _tree = _Tree()
 
 
+def children(procs: Table) -> Children:
+    """Each process's children in `procs`, by parent pid (indexed once per table)."""
+    return _tree.of(procs)
+
+
 def _may_be_runner(stamp: Stamp, procs: Table) -> bool:
     """Whether the stamp's pid can be the lane's runner, whose tree is the lane's: never init
     (a forged stamp naming pid 1 made every process of the machine the lane's), nor a process

@@ -11,24 +11,31 @@ or unshare(2)): a process in ours is not asked again. Its links are still read o
 since a path can change under it (a rename, an unlink: " (deleted)"); an fd whose link text
 changed is read afresh.
 
-"Did not run" comes from `/proc/PID/status`, read through the same pin as everything else:
-- a task that ran and is off the CPU now went off it either preempted (state R, never trusted)
-  or by blocking, which counts one more voluntary context switch;
-- so: state not R, the same voluntary and involuntary switch counts as when the facts were
-  read (the counts are taken *before* the facts), the same start ticks, and one thread, both
-  then and now (another thread could change the shared fd table while the one we count
-  sleeps; making a thread takes a system call of the counted one).
+"Did not run" comes from `/proc/PID/schedstat` (the task's CPU time in ns, its time waiting
+for a CPU, and how many times it was put on one) and `/proc/PID/stat`, read through the same
+pin as everything else, the schedstat first:
+- the stat, read after the schedstat, says the process is not running (state not R) and has
+  one thread: it was off the CPU at that moment, so to run again it must be put on a CPU,
+  which counts in the schedstat; a task that was on the CPU at the schedstat read and blocked
+  before the stat read did what it did before the facts below were read;
+- so: the same schedstat as when the facts were read (taken *before* them), the same start
+  ticks, and not running with one thread, both then and now (another thread could change the
+  shared fd table while the one we count sleeps; making a thread takes a system call of the
+  counted one). A schedstat of "0 0 0" (a kernel that keeps no such counts) is no mark.
+  (Its status, whose context switch counts were the mark before, costs twice the read.)
 A process first seen holding something is read in full twice before its facts are trusted:
 the counts read before the second reading vouch for it.
 
 Another *process* may share the fd table (`clone(CLONE_FILES)` without `CLONE_THREAD`, rare)
 and change it while ours sleeps. Sharers show the very same table (fd numbers and link
-texts), so a holder is trusted only if no other process showed its table in the scan its
-facts come from; sharing begins with a clone by a process that has the table, which is ours
-(it ran) or one that already showed the same table. Left open: a table changed between our
-reads of two sharers in one scan, then an fd reopened under the same name with another mode
-before the next: one scan reports the old mode. Memory written by a debugger (ptrace,
-process_vm_writev) does not show in a reused command line or environment.
+texts), so a holder's fds are trusted only if no other process showed its table in the scan
+its facts come from; sharing begins with a clone by a process that has the table, which is
+ours (it ran) or one that already showed the same table. A shell and the subshell it forked
+often show one table without sharing it: their command lines and environments are still
+reused (a sharer cannot change those), their fds are read afresh. Left open: a table
+changed between our reads of two sharers in one scan, then an fd reopened under the same
+name with another mode before the next: one scan reports the old mode. Memory written by a
+debugger (ptrace, process_vm_writev) does not show in a reused command line or environment.
 
 A memo belongs to one caller (the prober's thread): it is not thread-safe.
 """
@@ -39,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lanewatch.linux.mountview import Parses
-from lanewatch.linux.proc import read_at
+from lanewatch.linux.proc import read_at, stat_at
 
 if TYPE_CHECKING:
     from lanewatch.linux.proc import ProcStat
@@ -67,7 +74,7 @@ class Seen:
     """A holder as the last scan saw it."""
 
     start_ticks: int
-    mark: bytes | None  # the switch counts read before these facts; None: not trustworthy
+    mark: bytes | None  # the schedstat read before these facts; None: not trustworthy
     fds: FdFacts = field(default_factory=dict)
     table: int | None = None  # fingerprint of the whole fd table (`Reading.table`)
     alone: bool = False  # no other process showed the same table in that scan
@@ -75,6 +82,7 @@ class Seen:
     holder: Holder | None = None
     # In our mount namespace (its paths ours as they are); leaving it takes a system call.
     ours: bool = False
+    status: bytes | None = None  # its /proc/PID/status, when the caller asked for it
 
 
 class ProcMemo:
@@ -114,16 +122,17 @@ class ProcMemo:
         self._last, self._now, self._tables = self._now, {}, {}
         self.stats, self.stats_now = self.stats_now, {}
 
+    def still(self, seen: Seen, mark: bytes | None, start_ticks: int) -> bool:
+        """Whether the process did not run since `seen` (same schedstat, read before its
+        facts and now; same start ticks): what it alone can change (its command line,
+        environment, uid, mount namespace) is as it was. Its fd table too, unless another
+        process shares it: `trusted`."""
+        return mark is not None and mark == seen.mark and start_ticks == seen.start_ticks
+
     def trusted(self, seen: Seen, mark: bytes | None, start_ticks: int) -> bool:
-        """Whether `seen`'s facts still hold: the process did not run since (same switch
-        counts, read before them and now; same start ticks) and shared its table with no
-        other process."""
-        return (
-            mark is not None
-            and seen.alone
-            and mark == seen.mark
-            and start_ticks == seen.start_ticks
-        )
+        """Whether `seen`'s facts still hold, its fds' too: `still`, and it shared its table
+        with no other process."""
+        return seen.alone and self.still(seen, mark, start_ticks)
 
     def previous(self, pid: int) -> Seen | None:
         return self._last.get(pid)
@@ -133,24 +142,30 @@ class ProcMemo:
 
 
 def quiet_mark(dfd: int) -> bytes | None:
-    """The context switch counts of the pinned process if it is off the CPU and has one
-    thread, else None (never trusted). Raises OSError like any read of /proc/PID."""
-    return mark_of(read_status(dfd))
+    """The mark of the pinned process (its schedstat, if it is off the CPU and has one thread),
+    else None (never trusted). Raises OSError like any read of /proc/PID."""
+    sched = read_sched(dfd)
+    st = stat_at(0, dfd)
+    return mark_of(sched, st) if st is not None else None
+
+
+def read_sched(dfd: int) -> bytes:
+    """/proc/PID/schedstat of the pinned process: read before the stat the mark is judged by
+    (`mark_of`), and before any fact it vouches for."""
+    return read_at(dfd, "schedstat", once=256)
 
 
 def read_status(dfd: int) -> bytes:
-    """/proc/PID/status of the pinned process, in one read (as the scan is timed): what
-    `mark_of` reads, and what the scan keeps for the prober's owners (`holders.scan`)."""
+    """/proc/PID/status of the pinned process, in one read: what the scan keeps for the
+    prober's owners (`holders.scan`)."""
     return read_at(dfd, "status", once=16384)
 
 
-def mark_of(data: bytes) -> bytes | None:
-    """`quiet_mark` of status content read a moment ago, before any fact it vouches for."""
-    state = data.find(b"\nState:\t")
-    threads = data.find(b"\nThreads:\t")
-    switches = data.find(b"\nvoluntary_ctxt_switches:")
-    if state < 0 or threads < 0 or switches < 0:
+def mark_of(sched: bytes, st: ProcStat) -> bytes | None:
+    """The mark of schedstat content `sched` given the process's stat read after it."""
+    if st.state == "R" or st.threads != 1:
         return None
-    if data[state + 8 : state + 9] == b"R" or data[threads + 10 : threads + 12] != b"1\n":
-        return None
-    return data[switches:]
+    counts = sched.split()
+    if len(counts) != 3 or counts[2] == b"0":
+        return None  # not counted here: never trusted
+    return sched

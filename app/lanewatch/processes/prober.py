@@ -45,6 +45,7 @@ from lanewatch.processes.ownpids import own_pids
 from lanewatch.processes.privateports import PrivateNets
 from lanewatch.processes.proclives import ProcLives
 from lanewatch.processes.quietpace import SOCKETS_EVERY, QuietPace
+from lanewatch.processes.verdictmemo import VerdictMemo
 
 log = logging.getLogger(__name__)
 
@@ -137,20 +138,33 @@ def judge_all(
     at: float,
     procs: Callable[[], Mapping[int, ProcStat]] | None = None,
     uids: Mapping[int, tuple[int, int]] | None = None,
+    memo: VerdictMemo | None = None,
 ) -> dict[str, LivenessEvidence]:
     """`judge` of every stamp that names a local live owner; the kernel is asked once per
     owner identity (one process may own many lanes), see `judge_once`; the process table is
-    read once (`procs`, else at the first stamp that needs it)."""
+    read once (`procs`, else at the first stamp that needs it). `memo`: the caller's, kept
+    between probes, with `procs` and `uids` from a scan: a verdict nothing of which changed
+    is not made again (`processes/verdictmemo.py`); the answer is the same."""
     out: dict[str, LivenessEvidence] = {}
     known: dict[tuple[object, ...], object] = {}
     if procs is not None:
         known[_TABLE] = procs
     if uids is not None:
         known[_UIDS] = uids
+    if memo is not None and (procs is None or uids is None):
+        memo = None  # only a scan's table and uids are what the memo compares
+    if memo is not None and procs is not None:
+        memo.begin(procs())
     for key, s in stamps.items():
-        ev = judge_once(key, s, at, known)
+        ev = memo.reuse(key, s, at, uids) if memo is not None and uids is not None else None
+        if ev is None:
+            ev = judge_once(key, s, at, known)
+            if ev is not None and memo is not None and uids is not None:
+                memo.keep(key, s, ev, uids)
         if ev is not None:
             out[key] = ev
+    if memo is not None:
+        memo.end()
     return out
 
 
@@ -182,13 +196,18 @@ def judge_once(
 
 
 def owners_of(
-    stamps: Mapping[str, Stamp], evidence: Mapping[str, LivenessEvidence] | None = None
+    stamps: Mapping[str, Stamp],
+    evidence: Mapping[str, LivenessEvidence] | None = None,
+    memo: dict[str, tuple[Stamp, tuple[LaneMember, ...] | None, Owner]] | None = None,
 ) -> dict[str, Owner]:
     """Attribution targets: every local live owner, by namespace key. A stamp whose claims
     cannot be so makes no lane members: one naming pid 1 (or 0) would make every process on
-    the machine a member, and one naming another uid's process its whole tree."""
+    the machine a member, and one naming another uid's process its whole tree. `memo`: the
+    caller's, kept between calls (`ProbeMemo.owners`): an owner made of the very same stamp
+    and members as last time is that one (when its checkout's git dir is the same too)."""
     host = procid.hostname()
     out: dict[str, Owner] = {}
+    made: dict[str, tuple[Stamp, tuple[LaneMember, ...] | None, Owner]] = {}
     for key, s in stamps.items():
         if s.state is not OwnerState.LIVE or s.host != host:
             continue
@@ -197,21 +216,32 @@ def owners_of(
         seen = (evidence or {}).get(key)
         if seen is not None and seen.about(s) and seen.uid not in (None, s.uid):
             continue
-        pids = {s.pid} | ({s.child_pid} if s.child_pid else set())
-        if seen is not None and seen.about(s):  # members that left the tree and the group
-            pids |= {m.pid for m in seen.members}
-        out[key] = Owner(
-            key,
-            s.lane,
-            s.checkout_id,
-            s.checkout_path,
-            frozenset(pids),
-            s.pgid,
-            s.pid,
-            git_common_dir(s.checkout_path),
-            family=s.family,
-            handed=file_ids(s.stdio),
-        )
+        # Members that left the tree and the group are the lane's too.
+        found = seen.members if seen is not None and seen.about(s) else None
+        git = git_common_dir(s.checkout_path)
+        last = memo.get(key) if memo is not None else None
+        if last is not None and last[0] is s and last[1] is found and last[2].git_common_dir == git:
+            owner = last[2]
+        else:
+            pids = {s.pid} | ({s.child_pid} if s.child_pid else set())
+            pids |= {m.pid for m in found or ()}
+            owner = Owner(
+                key,
+                s.lane,
+                s.checkout_id,
+                s.checkout_path,
+                frozenset(pids),
+                s.pgid,
+                s.pid,
+                git,
+                family=s.family,
+                handed=file_ids(s.stdio),
+            )
+        out[key] = owner
+        made[key] = (s, found, owner)
+    if memo is not None:
+        memo.clear()
+        memo.update(made)
     return out
 
 
@@ -243,10 +273,17 @@ _Who = tuple[int, str | None, str | None, tuple[int, ...], int, tuple[str, ...]]
 @dataclass(slots=True)
 class ProbeMemo:
     """What a caller that probes again and again keeps between full probes: the scan's memo
-    (`processes.memo`), and each holder's `Holding`s with what they were made of, reused
-    when both are unchanged (at hundreds of held paths a probe, making them is a cost)."""
+    (`processes.memo`), the owners' verdicts (`processes/verdictmemo.py`), the `Owner`s
+    made of them (`owners_of`), and each holder's `Holding`s with what they were made of,
+    reused when both are unchanged (at hundreds of held paths a probe, making them is a
+    cost)."""
 
     procs: ProcMemo = field(default_factory=ProcMemo)
+    verdicts: VerdictMemo = field(default_factory=VerdictMemo)
+    owners: dict[str, tuple[Stamp, tuple[LaneMember, ...] | None, Owner]] = field(
+        default_factory=dict
+    )
+    uids: dict[int, tuple[bytes, int | None]] = field(default_factory=dict)  # `_uids`
     made: dict[int, tuple[_Who, tuple[holders.HeldPath, ...], list[Holding]]] = field(
         default_factory=dict
     )
@@ -338,16 +375,27 @@ def _owner_pids(stamps: Mapping[str, Stamp]) -> frozenset[int]:
     )
 
 
-def _uids(scan: holders.ProcScan) -> dict[int, tuple[int, int]]:
+def _uids(
+    scan: holders.ProcScan, memo: dict[int, tuple[bytes, int | None]] | None = None
+) -> dict[int, tuple[int, int]]:
     """(start ticks, real uid) by pid, from the status and stat the scan read through one pin
     (what `procid.owner_uid` reads, and as strict: a status without its Uid or Tgid line
-    tells nothing)."""
+    tells nothing). `memo`: the caller's (`ProbeMemo.uids`): a status the scan's memo gave
+    back as it was (the very same bytes) is not parsed again."""
     out: dict[int, tuple[int, int]] = {}
+    parsed: dict[int, tuple[bytes, int | None]] = {}
     for pid, data in scan.statuses.items():
         st = scan.procs.get(pid)
-        uid = status_uid(data) if st is not None else None
-        if st is not None and uid is not None:
+        if st is None:
+            continue
+        last = memo.get(pid) if memo is not None else None
+        uid = last[1] if last is not None and last[0] is data else status_uid(data)
+        parsed[pid] = (data, uid)
+        if uid is not None:
             out[pid] = (st.start_ticks, uid)
+    if memo is not None:
+        memo.clear()
+        memo.update(parsed)
     return out
 
 
@@ -426,10 +474,11 @@ def probe(
         early = netsockets.by_link(_TABLES.listening())
         scan = _scan(prefixes, memo, early.keys(), with_tree=True, statuses=_owner_pids(stamps))
         scanned = scan.procs
-        table, uids = (lambda: scanned), _uids(scan)
-    evidence = judge_all(stamps, at, table, uids)
+        table, uids = (lambda: scanned), _uids(scan, memo.uids if memo is not None else None)
+    verdicts = memo.verdicts if memo is not None and scan is not None else None
+    evidence = judge_all(stamps, at, table, uids, verdicts)
     footprints = meter.measure(stamps, evidence, from_table(table), at) if meter else {}
-    owners = owners_of(stamps, evidence)
+    owners = owners_of(stamps, evidence, memo.owners if memo is not None else None)
     held: tuple[Holding, ...] | None = None
     partial = None
     listening: dict[str, netsockets.Listening] = {}
