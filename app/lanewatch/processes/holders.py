@@ -601,8 +601,7 @@ def _held_fds(
     reading: Reading | None = None,
     view: Callable[[str], str] | None = None,
 ) -> list[HeldPath] | None:
-    """Open files under a prefix, or None when the process vanished. This loop runs once per
-    fd of every process: it is the scan's cost, so it does no more than each fd needs."""
+    """Open files under a prefix, or None when the process vanished (`_read_fds`)."""
     # The names are listed by path (one open, no dup of a pinned folder fd: five system calls
     # fewer per process); every look-up below goes through the pin ("fd/N" under `dfd`). If
     # the process died and its pid was reused, the listing may be the next process's, but each
@@ -641,7 +640,9 @@ def _read_fds(
     reading: Reading | None,
     view: Callable[[str], str] | None,
 ) -> list[HeldPath]:
-    """`_held_fds` of the fds `names`, each `lead + name` under folder fd `at`."""
+    """`_held_fds` of the fds `names`, each `lead + name` under folder fd `at`. This loop runs
+    once per fd of every process: it is the scan's cost, so it does no more than each fd
+    needs."""
     held: list[HeldPath] = []
     watcher = False
     match = matcher.match

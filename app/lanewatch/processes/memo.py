@@ -126,13 +126,8 @@ class ProcMemo:
         """Whether the process did not run since `seen` (same schedstat, read before its
         facts and now; same start ticks): what it alone can change (its command line,
         environment, uid, mount namespace) is as it was. Its fd table too, unless another
-        process shares it: `trusted`."""
+        process may share it (`Seen.alone` false)."""
         return mark is not None and mark == seen.mark and start_ticks == seen.start_ticks
-
-    def trusted(self, seen: Seen, mark: bytes | None, start_ticks: int) -> bool:
-        """Whether `seen`'s facts still hold, its fds' too: `still`, and it shared its table
-        with no other process."""
-        return seen.alone and self.still(seen, mark, start_ticks)
 
     def previous(self, pid: int) -> Seen | None:
         return self._last.get(pid)

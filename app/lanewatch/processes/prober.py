@@ -151,16 +151,16 @@ def judge_all(
         known[_TABLE] = procs
     if uids is not None:
         known[_UIDS] = uids
-    if memo is not None and (procs is None or uids is None):
+    if memo is not None and procs is not None and uids is not None:
+        memo.begin(procs(), uids)
+    else:
         memo = None  # only a scan's table and uids are what the memo compares
-    if memo is not None and procs is not None:
-        memo.begin(procs())
     for key, s in stamps.items():
-        ev = memo.reuse(key, s, at, uids) if memo is not None and uids is not None else None
+        ev = memo.reuse(key, s, at) if memo is not None else None
         if ev is None:
             ev = judge_once(key, s, at, known)
-            if ev is not None and memo is not None and uids is not None:
-                memo.keep(key, s, ev, uids)
+            if ev is not None and memo is not None:
+                memo.keep(key, s, ev)
         if ev is not None:
             out[key] = ev
     if memo is not None:
@@ -195,10 +195,14 @@ def judge_once(
     return ev if isinstance(ev, LivenessEvidence) else None
 
 
+# Each namespace's `Owner`, with the stamp and members it was made of (`owners_of`'s memo).
+OwnerMemo = dict[str, tuple[Stamp, tuple[LaneMember, ...] | None, Owner]]
+
+
 def owners_of(
     stamps: Mapping[str, Stamp],
     evidence: Mapping[str, LivenessEvidence] | None = None,
-    memo: dict[str, tuple[Stamp, tuple[LaneMember, ...] | None, Owner]] | None = None,
+    memo: OwnerMemo | None = None,
 ) -> dict[str, Owner]:
     """Attribution targets: every local live owner, by namespace key. A stamp whose claims
     cannot be so makes no lane members: one naming pid 1 (or 0) would make every process on
@@ -207,7 +211,7 @@ def owners_of(
     and members as last time is that one (when its checkout's git dir is the same too)."""
     host = procid.hostname()
     out: dict[str, Owner] = {}
-    made: dict[str, tuple[Stamp, tuple[LaneMember, ...] | None, Owner]] = {}
+    made: OwnerMemo = {}
     for key, s in stamps.items():
         if s.state is not OwnerState.LIVE or s.host != host:
             continue
@@ -280,9 +284,7 @@ class ProbeMemo:
 
     procs: ProcMemo = field(default_factory=ProcMemo)
     verdicts: VerdictMemo = field(default_factory=VerdictMemo)
-    owners: dict[str, tuple[Stamp, tuple[LaneMember, ...] | None, Owner]] = field(
-        default_factory=dict
-    )
+    owners: OwnerMemo = field(default_factory=dict)
     uids: dict[int, tuple[bytes, int | None]] = field(default_factory=dict)  # `_uids`
     made: dict[int, tuple[_Who, tuple[holders.HeldPath, ...], list[Holding]]] = field(
         default_factory=dict
@@ -475,7 +477,7 @@ def probe(
         scan = _scan(prefixes, memo, early.keys(), with_tree=True, statuses=_owner_pids(stamps))
         scanned = scan.procs
         table, uids = (lambda: scanned), _uids(scan, memo.uids if memo is not None else None)
-    verdicts = memo.verdicts if memo is not None and scan is not None else None
+    verdicts = memo.verdicts if memo is not None else None  # used with a scan's uids only
     evidence = judge_all(stamps, at, table, uids, verdicts)
     footprints = meter.measure(stamps, evidence, from_table(table), at) if meter else {}
     owners = owners_of(stamps, evidence, memo.owners if memo is not None else None)

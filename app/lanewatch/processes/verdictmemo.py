@@ -8,8 +8,8 @@ quiet machine every few seconds asks the same questions of almost the same table
 lanes, each judged anew, were a fifth of a full probe. So the memo keeps, per namespace, the
 verdict with what it was made of, and gives it back (stamped with the new probe's time) while:
 - the stamp is the very same object (a new read of it makes a new one);
-- no process the verdict looked at changed: the owner, its command, and every process
-  below the owner (zombies too). "Changed": started, ended, or a new parent, group, start
+- no process the verdict looked at changed: the owner, its command, and every running
+  process below the owner. "Changed": started, ended, or a new parent, group, start
   ticks, name, kernel-thread flag, or state as far as a verdict tells them apart (ended;
   stopped or traced; else running). A process that changed and had, before or now, a parent
   or a group among those looked at makes it again too: a new child, a child reparented to a
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from lanewatch.lanes.stamp import Stamp
 from lanewatch.linux.proc import ProcStat
 from lanewatch.linux.procid import Liveness
-from lanewatch.linux.reaper import Children
+from lanewatch.linux.reaper import Children, descendants
 from lanewatch.model.classify import LivenessEvidence
 from lanewatch.processes import members
 from lanewatch.processes.ownpids import own_pids
@@ -88,15 +88,9 @@ class _Changes:
 
 
 def looked_at(stamp: Stamp, procs: Mapping[int, ProcStat], children: Children) -> set[int]:
-    """The processes a verdict on `stamp` read: the owner and everything below it (zombies
-    too), and its command."""
-    out = {stamp.pid}
-    todo = [stamp.pid]
-    while todo:
-        for st in children.get(todo.pop(), ()):
-            if st.pid not in out:
-                out.add(st.pid)
-                todo.append(st.pid)
+    """The processes a verdict on `stamp` read: the owner, every running process below it, and
+    its command. (A zombie below it is not one: its change, even its end, is its parent's.)"""
+    out = {stamp.pid, *(st.pid for st in descendants(stamp.pid, procs, children))}
     if stamp.child_pid:
         out.add(stamp.child_pid)
     return out
@@ -117,21 +111,22 @@ class VerdictMemo:
 
     def __init__(self) -> None:
         self._table: Mapping[int, ProcStat] | None = None
+        self._uids: Uids = {}
         self._kept: dict[str, _Kept] = {}
         self._now: dict[str, _Kept] = {}
         self._changes: _Changes | None = None
 
-    def begin(self, table: Mapping[int, ProcStat]) -> None:
-        """A probe judges on `table`; a verdict of the last one is reused only if none of
-        what it looked at changed since that one's."""
+    def begin(self, table: Mapping[int, ProcStat], uids: Uids) -> None:
+        """A probe judges on its scan's `table` and `uids`; a verdict of the last one is
+        reused only if none of what it looked at changed since that one's."""
         self._changes = changes(self._table, table) if self._table is not None else None
-        self._table = table
+        self._table, self._uids = table, uids
         self._now = {}
 
     def end(self) -> None:
         self._kept, self._now = self._now, {}
 
-    def reuse(self, key: str, stamp: Stamp, at: float, uids: Uids) -> LivenessEvidence | None:
+    def reuse(self, key: str, stamp: Stamp, at: float) -> LivenessEvidence | None:
         """The kept verdict on `key`, judged `at`, when nothing it was made of changed."""
         changed = self._changes
         kept = self._kept.get(key) if changed is not None else None
@@ -140,6 +135,7 @@ class VerdictMemo:
         looked = kept.looked
         if not (looked.isdisjoint(changed.pids) and looked.isdisjoint(changed.near)):
             return None
+        uids = self._uids
         if uids.get(stamp.pid) != kept.uid or _child_uid(stamp, uids) != kept.child_uid:
             return None
         own = own_pids()
@@ -154,13 +150,13 @@ class VerdictMemo:
         self._now[key] = kept
         return fresh
 
-    def keep(self, key: str, stamp: Stamp, ev: LivenessEvidence, uids: Uids) -> None:
+    def keep(self, key: str, stamp: Stamp, ev: LivenessEvidence) -> None:
         """Remember `ev`, judged now on this probe's table, if it may be reused (module doc)."""
         if ev.liveness is not Liveness.ALIVE or ev.child not in (None, Liveness.ALIVE):
             return
         if stamp.cgroup or ev.lock_held is not None or not ev.about(stamp):
             return
-        table = self._table
+        table, uids = self._table, self._uids
         uid = uids.get(stamp.pid)
         if table is None or uid is None or uid[0] != stamp.start_ticks:
             return  # asked of the kernel, not read by the scan: not the table's answer
