@@ -73,10 +73,6 @@ MIXED = {
     },
     "test_mounts.py": {"test_real_bind_mount_on_the_same_filesystem"},
     "test_names.py": {"test_sanitise_alike_lanes_claim_distinct_folders"},
-    "test_tail.py": {
-        "test_inotify_queue_overflow_is_detected_and_rescanned",
-        "test_watch_limit_falls_back_to_polling",
-    },
 }
 BENCH = {"test_bench_smoke.py"}
 # The files that put each runtime dependency to work for real, marked `floors`: .ci/lowest runs

@@ -3,7 +3,6 @@ lie (garbage, partial, huge, symlinked); namespaces and folders vanishing while 
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -14,8 +13,7 @@ from lanewatch.engine.worker import Worker
 from lanewatch.files import walk
 from lanewatch.lanes.stamp import MAX_STAMP_BYTES, read_stamp, stamp_path
 from lanewatch.model.views import NsState
-from tests.conftest import wait_for
-from tests.kits.enginekit import make_stamp, running
+from tests.kits.enginekit import make_evidence, make_stamp
 
 
 def fill(ns: Path, files: int, size: int = 10) -> None:
@@ -159,22 +157,10 @@ def test_missing_and_unlistable_roots(tmp_path: Path) -> None:
     assert walk.list_root(str(f)).error == "not a folder"
 
 
-def _with_evidence(root: Path) -> Path:
-    """A namespace whose ledger holds a refused claim and whose receipts name another checkout."""
-    ns = make_stamp(root, "evidence")
-    fill(ns, 2)
-    (ns / "receipts").mkdir()
-    foreign = {"step": "build", "checkout_id": "other-000000000000"}
-    (ns / "receipts" / "build.json").write_text(json.dumps(foreign))
-    line = {"event": "claim-refused", "time": time.time(), "by_pid": 4242, "lane": "evidence"}
-    (ns / ".lanewatch" / "ledger.jsonl").write_text(json.dumps(line) + "\n")
-    return ns
-
-
 def test_the_first_walk_counts_and_the_second_reads_ledgers_and_receipts(root: Path) -> None:
     """The counted first picture leaves ledgers and receipts unread (they are not states,
     counts or bytes); the walk after the watches reads them."""
-    ns = _with_evidence(root)
+    ns = make_evidence(root)
     w = Worker([str(root)])
     keys = w.list_root(str(root)) or []
     w.keeper.flush(full=True)
@@ -195,7 +181,7 @@ def test_the_first_walk_counts_and_the_second_reads_ledgers_and_receipts(root: P
 
 
 def test_a_full_walk_wins_over_a_queued_counting_one(root: Path) -> None:
-    ns = _with_evidence(root)
+    ns = make_evidence(root)
     w = Worker([str(root)])
     keys = w.list_root(str(root)) or []
     w.keeper.commit()
@@ -206,16 +192,6 @@ def test_a_full_walk_wins_over_a_queued_counting_one(root: Path) -> None:
     changes = w.keeper.flush(full=True)
     assert changes is not None and len(changes.incidents) == 2
     assert changes.upserts[str(ns)].files is not None
-
-
-def test_the_live_engine_reports_what_the_first_picture_left_unread(root: Path) -> None:
-    _with_evidence(root)
-    with running([root]) as (_, rec):
-        wait_for(lambda: len(rec.picture.incidents) == 2)
-        assert {i.kind for i in rec.picture.incidents.values()} == {
-            "refused-claim",
-            "foreign-receipt",
-        }
 
 
 def test_a_heartbeat_is_an_mtime_applied_by_the_next_tick_never_a_re_read(root: Path) -> None:
@@ -286,7 +262,7 @@ def test_the_first_pictures_stamp_reader_answers_as_read_stamp(root: Path, tmp_p
 
 
 def test_the_counting_walk_counts_what_the_full_walk_counts(root: Path) -> None:
-    ns = _with_evidence(root)
+    ns = make_evidence(root)
     fill(ns, 30, size=7)
     (ns / "scratch" / "link").symlink_to("/etc")  # a symlink is a file here, never followed
     count, full = walk.count_namespace(str(ns)), walk.scan_namespace(str(ns))

@@ -44,6 +44,21 @@ def stamp_after_spawn(namespace: Path, timeout: float = 30.0) -> Stamp:
     return found
 
 
+def make_evidence(root: Path) -> Path:
+    """A namespace whose ledger holds a refused claim and whose receipts name another checkout."""
+    ns = make_stamp(root, "evidence")
+    for sub in ("tmp", "scratch/deep/er"):
+        (ns / sub).mkdir(parents=True, exist_ok=True)
+    for i in range(2):
+        (ns / ("tmp" if i % 2 else "scratch/deep/er") / f"f{i}").write_bytes(b"x" * 10)
+    (ns / "receipts").mkdir()
+    foreign = {"step": "build", "checkout_id": "other-000000000000"}
+    (ns / "receipts" / "build.json").write_text(json.dumps(foreign))
+    line = {"event": "claim-refused", "time": time.time(), "by_pid": 4242, "lane": "evidence"}
+    (ns / META_DIR / "ledger.jsonl").write_text(json.dumps(line) + "\n")
+    return ns
+
+
 def make_stamp(root: Path, lane: str, **changes: Any) -> Path:
     """A namespace with a stamp naming this process (alive), unless `changes` say otherwise."""
     ns = root / namespace_name(CHECKOUT, lane)

@@ -223,8 +223,10 @@ class Engine:
     def stats(self) -> dict[str, int]:
         """The worker's counters, and kernel attribution's (`kernel_records` read from
         fanotify, those dropped at once included; `kernel_events` handed to attribution;
-        `kernel_ignored_folders` silenced in the kernel) while it runs."""
-        return {**self._worker.stats, **self.kernel.counts()}
+        `kernel_ignored_folders` silenced in the kernel) while it runs; `counted_by_find`:
+        namespaces the first picture counted with `find` (`files.treecount`)."""
+        w = self._worker
+        return {**w.stats, "counted_by_find": w.walks.counted_by_find, **self.kernel.counts()}
 
     # -- contract ------------------------------------------------------------------------------
     def start(self, on_changes: Callable[[Changes], None]) -> None:
@@ -245,6 +247,7 @@ class Engine:
         self._stop.set()
         self._worker.queue.put(None)
         try:
+            self._worker.walks.cancel_counts()
             self.kernel.stop()
             if self._prober is not None:
                 self._prober.stop()
@@ -255,6 +258,8 @@ class Engine:
                 and thread is not threading.current_thread()
             ):
                 thread.join(timeout=10)
+                if not thread.is_alive():
+                    self._worker.walks.close_counts()
             self._worker.stop_watches()
             if self._delivery is not None:
                 self._delivery.stop()
@@ -304,7 +309,7 @@ class Engine:
             w.keeper.load_incidents()
             keys: list[str] = []
             for root in w.roots:
-                listed = w.list_root(root)
+                listed = w.list_root(root, count=True)
                 if listed is not None:
                     keys.extend(listed)
                     w.keeper.health(SourceHealth(root, HealthStatus.OK.value, "starting the watch"))

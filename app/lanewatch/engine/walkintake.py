@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from lanewatch.engine.intake import DiskMemo, Found, LedgerState, Namespaces, NsFiles
 from lanewatch.engine.stampversions import sha256
 from lanewatch.files import walk as scanner
+from lanewatch.files.treecount import TreeCount
 from lanewatch.lanes.names import split_namespace_name
 from lanewatch.lanes.stamp import LEDGER_FILE, META_DIR, STAMP_FILE, OwnerState
 from lanewatch.linux import procid
@@ -43,6 +44,8 @@ class WalkIntake:
         self._scan_pending: set[str] = set()
         self._scan_bare: set[str] = set()  # queued for counts only (ledger, receipts: later)
         self._batch: dict[tuple[object, ...], object] | None = None  # `one_table`'s judgements
+        self._counting: dict[str, TreeCount] = {}  # the first walk's finds, per root
+        self.counted_by_find = 0  # namespaces the first walk took from find's counts
 
     @contextmanager
     def one_table(self) -> Iterator[None]:
@@ -59,10 +62,12 @@ class WalkIntake:
             self._batch = None
 
     # -- listing -------------------------------------------------------------------------------
-    def list_root(self, root: str) -> tuple[list[str] | None, Found]:
+    def list_root(self, root: str, *, count: bool = False) -> tuple[list[str] | None, Found]:
         """Phase 1 for one root: every namespace with its stamp (and owner verdict).
 
-        Keys None (and the root's health says why) when the root cannot be listed."""
+        Keys None (and the root's health says why) when the root cannot be listed. `count`:
+        the first picture's; its namespaces are counted by `find` on another core meanwhile
+        (`files.treecount`), and the counting walk (`queue(counts_only=True)`) reads that."""
         out = Found()
         listing = scanner.list_root(root)
         if listing.error is not None:
@@ -70,6 +75,8 @@ class WalkIntake:
             out.emit(m.HealthChanged(SourceHealth(root, status.value, listing.error)))
             out.emit(m.RootListed(root, frozenset()))
             return None, out
+        if count and root not in self._counting:
+            self._counting[root] = TreeCount(root, listing.names)
         keys = []
         now = time.time()
         known: dict[tuple[object, ...], object] = {}  # one kernel question per owner
@@ -147,7 +154,19 @@ class WalkIntake:
                 self._walk(key, out, counts_only=True)
             else:
                 self._walk(key, out)
+        if not self._scan_queue:
+            self.close_counts()  # the first walk is done: what find did not count, was walked
         return bool(self._scan_queue), out
+
+    def cancel_counts(self) -> None:
+        """Stop the first walk's finds (from any thread: the engine stops)."""
+        for tc in list(self._counting.values()):
+            tc.cancel()
+
+    def close_counts(self) -> None:
+        for tc in self._counting.values():
+            tc.close()
+        self._counting.clear()
 
     def unqueue(self, key: str) -> None:
         """`key` is walked now, out of turn: its queued walk is moot."""
@@ -185,7 +204,12 @@ class WalkIntake:
         """The first walk: files, bytes and the newest write. No size per path (incremental
         counts start with the walk after the watches, which keeps them), no ledger, no
         receipts (that walk reads them too)."""
-        c = scanner.count_namespace(key)
+        tc = self._counting.get(rec.root)
+        c = None if tc is None else tc.counts().pop(rec.name, None)
+        if c is None:
+            c = scanner.count_namespace(key)
+        else:
+            self.counted_by_find += 1
         if c.vanished:
             out.emit(m.NamespaceGone(key))
             return

@@ -100,9 +100,9 @@ class Worker:
         )
 
     # -- walks ---------------------------------------------------------------------------------
-    def list_root(self, root: str) -> list[str] | None:
+    def list_root(self, root: str, *, count: bool = False) -> list[str] | None:
         """Phase 1 for one root (`WalkIntake.list_root`), its events pending in the keeper."""
-        keys, found = self.walks.list_root(root)
+        keys, found = self.walks.list_root(root, count=count)
         self.keeper.take(found)
         return keys
 

@@ -273,29 +273,44 @@ def count_namespace(key: str) -> NamespaceCount:
     folder for its blocks): its generator's yield and the tuple it builds per file were ~5 %
     of the first picture, which runs this once per file of every namespace."""
     out = NamespaceCount(key)
-    meta = f"{key}/{META_DIR}"
+    count_tree(key, f"{key}/{META_DIR}", out, set())
+    return out
+
+
+def count_tree(
+    top: str,
+    meta: str,
+    out: NamespaceCount,
+    linked: set[tuple[int, int]],
+    *,
+    own_blocks: bool = True,
+) -> None:
+    """`count_namespace`'s walk of `top` into `out`: files directly in `meta` are lanewatch's
+    own (their mtimes are no write; the stamp's is noted). `linked`: the (device, inode) of
+    hard-linked files already counted, whose blocks count once. `own_blocks`: count `top`'s
+    own blocks (`files.treecount` counts the meta folder's in its walk of the namespace)."""
     errors = out.errors
     files = size = blocks = 0
-    linked: set[tuple[int, int]] = set()
     newest = 0.0
-    stack = [key]
+    stack = [top]
     pop, push = stack.pop, stack.append
     while stack:
         folder = pop()
         try:
             it = os.scandir(folder)
         except (FileNotFoundError, NotADirectoryError):
-            if folder == key:
+            if folder == top:
                 out.vanished = True
-                return out
+                return
             continue  # a subfolder removed (or replaced by a file) mid-walk
         except OSError as exc:
             errors.append(f"{folder}: {exc.strerror or exc}")
             continue
         own = folder == meta
         with it:
-            with contextlib.suppress(OSError):  # removed meanwhile: its files are gone too
-                blocks += os.lstat(folder).st_blocks
+            if own_blocks or folder != top:
+                with contextlib.suppress(OSError):  # removed meanwhile: its files are gone too
+                    blocks += os.lstat(folder).st_blocks
             for entry in it:  # runs once per file: kept tight
                 try:
                     if entry.is_dir(follow_symlinks=False):
@@ -319,9 +334,11 @@ def count_namespace(key: str) -> NamespaceCount:
                         out.stamp_mtime = st.st_mtime
                 elif st.st_mtime > newest:
                     newest = st.st_mtime
-    out.files, out.bytes, out.last_write = files, size, newest or None
-    out.allocated = blocks * BLOCK
-    return out
+    out.files += files
+    out.bytes += size
+    out.allocated += blocks * BLOCK
+    if newest and newest > (out.last_write or 0.0):
+        out.last_write = newest
 
 
 def floor_walk(top: str) -> tuple[int, int]:
