@@ -41,12 +41,12 @@ MAX_ERRORS = 1 << 20  # bytes of find's complaints read; more and every namespac
 # Per namespace (a starting point `./NAME`): a marker `\0NAME\0`, then one record per entry,
 # `\n<size> <blocks> <mtime>`. A folder's record is `\n0 <blocks> 0` (its size is not counted,
 # nor its mtime: ` 0\n` ends no file's record, whose mtime always has a fraction). Hard-linked
-# files go to a second stream with their identity; `.lanewatch/` is printed and pruned.
+# files go to a second stream with their identity; `.lanewatch/` is pruned (walked apart).
 _DIR = r"\n0 %b 0"
 _EXPR = (
     *("(", "-type", "d", "("),
     *("(", "!", "-path", "./*/*", "-printf", r"\0%f\0" + _DIR, ")", "-o"),
-    *("(", "-name", META_DIR, "!", "-path", "./*/*/*", "-printf", _DIR, "-prune", ")", "-o"),
+    *("(", "-name", META_DIR, "!", "-path", "./*/*/*", "-prune", ")", "-o"),  # walked apart
     *("-printf", _DIR, ")", ")", "-o"),
 )
 _FILE = ("-printf", r"\n%s %b %T@")
@@ -187,7 +187,7 @@ class TreeCount:
             c.last_write = _mtime(t.newest[1]) if t.newest[0] else None
             meta = f"{key}/{META_DIR}"
             if _is_folder(meta):  # else find counted it as a file (a symlink: never followed)
-                count_tree(meta, meta, c, t.linked, own_blocks=False)
+                count_tree(meta, meta, c, t.linked)
             if c.errors:  # the meta folder, or a folder in it, is unreadable: walk it all
                 continue
             c.vanished = False  # the meta folder went meanwhile: as if find had not seen it

@@ -277,18 +277,10 @@ def count_namespace(key: str) -> NamespaceCount:
     return out
 
 
-def count_tree(
-    top: str,
-    meta: str,
-    out: NamespaceCount,
-    linked: set[tuple[int, int]],
-    *,
-    own_blocks: bool = True,
-) -> None:
+def count_tree(top: str, meta: str, out: NamespaceCount, linked: set[tuple[int, int]]) -> None:
     """`count_namespace`'s walk of `top` into `out`: files directly in `meta` are lanewatch's
     own (their mtimes are no write; the stamp's is noted). `linked`: the (device, inode) of
-    hard-linked files already counted, whose blocks count once. `own_blocks`: count `top`'s
-    own blocks (`files.treecount` counts the meta folder's in its walk of the namespace)."""
+    hard-linked files already counted, whose blocks count once."""
     errors = out.errors
     files = size = blocks = 0
     newest = 0.0
@@ -308,9 +300,8 @@ def count_tree(
             continue
         own = folder == meta
         with it:
-            if own_blocks or folder != top:
-                with contextlib.suppress(OSError):  # removed meanwhile: its files are gone too
-                    blocks += os.lstat(folder).st_blocks
+            with contextlib.suppress(OSError):  # removed meanwhile: its files are gone too
+                blocks += os.lstat(folder).st_blocks
             for entry in it:  # runs once per file: kept tight
                 try:
                     if entry.is_dir(follow_symlinks=False):
