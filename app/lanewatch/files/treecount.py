@@ -77,6 +77,7 @@ class TreeCount:
         self._proc: subprocess.Popen[bytes] | None = None
         self._out = self._linked = self._errors = -1
         self._result: dict[str, NamespaceCount] | None = None
+        self._cancelled = False
         self._chunks: queue.Queue[bytes] = queue.Queue(BUFFERED)
         self._reader: threading.Thread | None = None
         find = shutil.which("find")
@@ -132,7 +133,7 @@ class TreeCount:
         (it ran meanwhile); once read, the same answer. Never raises."""
         if self._result is None:
             try:
-                self._result = self._read()
+                self._result = {} if self._cancelled else self._read()
             except (OSError, ValueError):
                 self._result = {}
             finally:
@@ -140,7 +141,9 @@ class TreeCount:
         return self._result
 
     def cancel(self) -> None:
-        """Stop find if it still runs (from any thread): `counts()` then answers at once."""
+        """Stop find if it still runs (from any thread): `counts()` then answers at once, and
+        with nothing, whether find had ended or not (the engine stops: no count is used)."""
+        self._cancelled = True
         proc = self._proc
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(OSError):
