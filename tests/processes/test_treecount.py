@@ -18,7 +18,7 @@ from lanewatch.model.views import Changes
 from tests.conftest import wait_for
 from tests.kits.enginekit import make_evidence, make_stamp, running
 
-pytestmark = pytest.mark.processes
+pytestmark = [pytest.mark.processes, pytest.mark.unprivileged]  # also as a normal user
 
 
 def _answer(c: walk.NamespaceCount) -> tuple[object, ...]:
