@@ -13,14 +13,7 @@ from lanewatch.engine.worker import Worker
 from lanewatch.files import walk
 from lanewatch.lanes.stamp import MAX_STAMP_BYTES, read_stamp, stamp_path
 from lanewatch.model.views import NsState
-from tests.kits.enginekit import make_evidence, make_stamp
-
-
-def fill(ns: Path, files: int, size: int = 10) -> None:
-    for sub in ("tmp", "scratch/deep/er"):
-        (ns / sub).mkdir(parents=True, exist_ok=True)
-    for i in range(files):
-        (ns / ("tmp" if i % 2 else "scratch/deep/er") / f"f{i}").write_bytes(b"x" * size)
+from tests.kits.enginekit import fill, make_evidence, make_stamp
 
 
 def test_counts_match_a_bare_walk(root: Path) -> None:

@@ -44,13 +44,18 @@ def stamp_after_spawn(namespace: Path, timeout: float = 30.0) -> Stamp:
     return found
 
 
+def fill(ns: Path, files: int, size: int = 10) -> None:
+    """`files` files of `size` bytes, spread over a shallow and a deep folder of `ns`."""
+    for sub in ("tmp", "scratch/deep/er"):
+        (ns / sub).mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        (ns / ("tmp" if i % 2 else "scratch/deep/er") / f"f{i}").write_bytes(b"x" * size)
+
+
 def make_evidence(root: Path) -> Path:
     """A namespace whose ledger holds a refused claim and whose receipts name another checkout."""
     ns = make_stamp(root, "evidence")
-    for sub in ("tmp", "scratch/deep/er"):
-        (ns / sub).mkdir(parents=True, exist_ok=True)
-    for i in range(2):
-        (ns / ("tmp" if i % 2 else "scratch/deep/er") / f"f{i}").write_bytes(b"x" * 10)
+    fill(ns, 2)
     (ns / "receipts").mkdir()
     foreign = {"step": "build", "checkout_id": "other-000000000000"}
     (ns / "receipts" / "build.json").write_text(json.dumps(foreign))

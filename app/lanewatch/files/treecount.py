@@ -264,10 +264,11 @@ class TreeCount:
             if t is None:
                 continue
             dev, _, ino = ident.partition(b":")
+            inode = (int(dev), int(ino))
             t.files += 1
             t.bytes += int(size_)
-            if (int(dev), int(ino)) not in t.linked:
-                t.linked.add((int(dev), int(ino)))
+            if inode not in t.linked:
+                t.linked.add(inode)
                 t.blocks += int(blocks)
             t.newest = max(t.newest, _newest([mtime], signed=mtime.startswith(b"-")))
 
