@@ -24,6 +24,7 @@ from lanewatch.tui.state import humanize
 from lanewatch.tui.state.forward_hint import forward_line
 from lanewatch.tui.state.humanize import lane_label
 from lanewatch.tui.state.incident_status import incident_state, state_line
+from lanewatch.tui.widgets.prerendered import Prerendered
 from lanewatch.tui.widgets.view_columns import ROLE_STYLES, STATE_STYLES, intruder_label
 
 
@@ -238,20 +239,20 @@ class DetailPane(VerticalScroll, can_focus=False):
 
         A layout pass re-arranges and repaints the whole screen (~60-80 ms of CPU with
         1,000 rows); it is needed only when the pane's content changes height. The selected
-        lane's counts change with every write to it, its height seldom: measuring the new
-        content (~1 ms) decides."""
+        lane's counts change with every write to it, its height seldom: rendering the new
+        content once (replayed by Textual's own renders) decides."""
         if key is not None and key == self._key:
             return
         self._key = key
         body = self.query_one("#detail-body", Static)
-        lines = self._measure(body, renderable)
+        width = body.content_region.width
+        if width > 0:
+            # Rendered once, as Textual renders a Static's content, and replayed when Textual
+            # counts its height and paints it (`prerendered.py`).
+            options = self.app.console_options.update(highlight=False).update_width(width)
+            renderable = Prerendered.render(self.app.console, options, renderable)
+            lines: tuple[int, int] | None = (width, len(renderable.lines))
+        else:
+            lines = None  # not laid out yet
         body.update(renderable, layout=lines is None or lines != self._lines)
         self._lines = lines
-
-    def _measure(self, body: Static, renderable: RenderableType) -> tuple[int, int] | None:
-        width = body.content_region.width
-        if width <= 0:
-            return None  # not laid out yet
-        console = self.app.console
-        options = console.options.update_width(width)
-        return width, len(console.render_lines(renderable, options, pad=False))
