@@ -32,6 +32,7 @@ from typing import Any
 
 from lanewatch.engine.engine import Engine
 from lanewatch.lanes.stamp import OwnerState, read_stamp
+from lanewatch.linux import heap
 from lanewatch.model.views import Changes, NsState, merge_changes
 from tests.bench.common import cpu_seconds, emit, load_json, module_cmd, stop_process
 
@@ -181,6 +182,7 @@ def main(argv: list[str]) -> None:
     try:
         if not engine.settled.wait(300):
             raise TimeoutError("the engine did not settle")
+        heap.freeze()  # as `record` does once its engine settles (linux/heap.py)
         time.sleep(0.3)
         picture.record()
         before = engine.stats

@@ -36,6 +36,7 @@ from textual.widgets import Static
 
 from lanewatch.engine.engine import Engine
 from lanewatch.engine.process import EngineProcess
+from lanewatch.linux import heap
 from lanewatch.tui.app import LanewatchApp, make_app
 from tests.bench.common import (
     SCREEN,
@@ -125,7 +126,7 @@ async def app_idle(root: str, expected: int, seconds: float, settle: float) -> d
     """The dashboard as `lanewatch dash` runs it: the UI here, its engine in a child process.
     CPU and memory are both processes' together."""
     engine = EngineProcess([root])
-    app = make_app([Path(root)], engine=engine)
+    app = make_app([Path(root)], engine=engine, long_lived=True)
     frames = encode_frames(app)
     async with app.run_test(size=SCREEN) as pilot:
         await until(pilot, lambda: lanes_rows(app) >= expected, 120)
@@ -178,6 +179,7 @@ def engine_idle(root: str, seconds: float, attribution: bool | None = None) -> d
     try:
         if not engine.settled.wait(300):
             raise TimeoutError("the engine did not settle")
+        heap.freeze()  # as `record` does once its engine settles (linux/heap.py)
         time.sleep(1.0)
         k0 = engine.stats
         cpu0, t0, threads0 = cpu_seconds(), time.monotonic(), thread_cpu()

@@ -30,6 +30,7 @@ from watchdog.observers import Observer
 
 from lanewatch.engine.engine import Engine
 from lanewatch.files.tail import FILTER
+from lanewatch.linux import heap
 from tests.bench.common import (
     cpu_seconds,
     emit,
@@ -82,6 +83,7 @@ def measure_model(root: str, plan: str, rate: float, seconds: float, work: str) 
     try:
         if not engine.settled.wait(300):
             raise TimeoutError("the engine did not settle")
+        heap.freeze()  # as `record` does once its engine settles (linux/heap.py)
         time.sleep(0.3)
         before = engine.stats
         result = load(plan, rate, seconds, work, "model")

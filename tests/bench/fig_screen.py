@@ -185,7 +185,7 @@ def namespace_of(root: str, path: str) -> str:
 async def write_to_screen(root: str, plan: str, rate: float, seconds: float, work: str) -> Any:
     applied: list[tuple[float, list[str]]] = []
     engine = EngineProcess([root], on_applied=lambda t, paths: applied.append((t, paths)))
-    app = make_app([Path(root)], engine=engine)
+    app = make_app([Path(root)], engine=engine, long_lived=True)  # as `lanewatch dash` makes it
     frames: list[float] = []
     hook_frames(app, frames)
     # time, picture at, frame, rows on screen, rows on screen whose cells the drain changed

@@ -295,9 +295,10 @@ def test_cli_opens_the_dashboard_on_the_demo_root_and_stops_on_sigterm(
         demo_note: str | None = None,
         on_leave: Any = None,
         on_abandon: Any = None,
+        long_lived: bool = False,
     ) -> FakeApp:
         seen["roots"], seen["note"], seen["on_leave"] = roots, demo_note, on_leave
-        seen["on_abandon"] = on_abandon
+        seen["on_abandon"], seen["long_lived"] = on_abandon, long_lived
         return FakeApp()
 
     created: list[DemoScenario] = []
@@ -319,6 +320,7 @@ def test_cli_opens_the_dashboard_on_the_demo_root_and_stops_on_sigterm(
     assert seen["roots"] == [scenario.scratch_root]
     assert seen["on_leave"] == scenario.stop  # the dashboard stops the demo at its signal
     assert seen["on_abandon"] == scenario.remove_files  # and removes its files if abandoned
+    assert seen["long_lived"]  # the demo is its process's one job (linux/heap.py)
     assert "takeover" in seen["note"] and str(scenario.scratch_root) in seen["note"]
     assert scenario.takeover_delay > 0  # the takeover happens in front of the dashboard
     assert len(seen["alive"]) >= 8

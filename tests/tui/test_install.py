@@ -124,6 +124,7 @@ def test_bare_lanewatch_opens_the_dashboard_on_every_known_root(
     (app,) = ran
     assert str(scratch.resolve()) in app.root_paths()
     assert str(scratch.resolve()) in app.engine.roots
+    assert app.long_lived  # its process's one job: the heap is frozen once the picture is in
 
 
 def test_dash_smoke_on_a_root(scratch: Path, lanes: Lanes) -> None:

@@ -16,6 +16,7 @@ incident id, user), ("stats", request), ("threads", request), ("stop",).
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -53,9 +54,16 @@ def _frames_stream() -> IO[bytes]:
     return os.fdopen(frames_fd, "wb", buffering=0)
 
 
-def _send_when(event: threading.Event, out: wire.Writer, message: tuple[str]) -> None:
+def _send_when(
+    event: threading.Event, out: wire.Writer, message: tuple[str], *, freeze: bool = False
+) -> None:
+    """Send `message` once `event` is set; with `freeze`, first take the heap the engine
+    holds then out of the collector's full walks (`heap.freeze`)."""
+
     def wait() -> None:
         event.wait()
+        if freeze:
+            heap.freeze()
         with contextlib.suppress(OSError, ValueError):
             out.send(message)
 
@@ -74,6 +82,8 @@ def _keep_alive(out: wire.Writer, done: threading.Event) -> None:
             except (OSError, ValueError):  # the dashboard is gone: the end of stdin stops us
                 return
             beats += 1
+            if beats % int(heap.REFREEZE_EVERY / KEEP_ALIVE) == 0:
+                heap.refreeze()  # the collector's cyclic garbage, once in ten minutes
             if beats % int(heap.TRIM_EVERY / KEEP_ALIVE) == 0:
                 heap.trim()  # free pages of the malloc arenas back to the kernel (linux/heap.py)
 
@@ -119,7 +129,7 @@ def _serve(settings: dict[str, Any], commands: IO[bytes], out: wire.Writer) -> i
         return 1
     out.send(("started",))
     _send_when(engine.first_picture, out, ("first_picture",))
-    _send_when(engine.settled, out, ("settled",))
+    _send_when(engine.settled, out, ("settled",), freeze=True)
     try:
         while True:
             command = wire.receive(commands)
@@ -129,8 +139,9 @@ def _serve(settings: dict[str, Any], commands: IO[bytes], out: wire.Writer) -> i
                 engine.rescan()
             elif command[0] == "ack":
                 engine.acknowledge(command[1])
-            elif command[0] == "stats":
-                out.send(("answer", command[1], engine.stats))
+            elif command[0] == "stats":  # and how much of the heap is frozen (linux/heap.py)
+                stats = {**engine.stats, "heap_frozen": gc.get_freeze_count()}
+                out.send(("answer", command[1], stats))
             elif command[0] == "threads":  # for the bench's CPU by thread
                 names = {t.native_id: t.name for t in threading.enumerate()}
                 out.send(("answer", command[1], names))

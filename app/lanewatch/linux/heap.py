@@ -1,4 +1,5 @@
-"""glibc's heap, for a process that runs for days (the recorder, the dashboard's engine).
+"""The heap of a process that runs for days (the recorder, the dashboard's engine): glibc's
+arenas, and Python's cyclic collector.
 
 What the soak found (docs/engine.md): the recorder's Python objects stayed near 35 MiB while
 its RSS rose past 200 MiB, almost all of it in glibc's per-thread malloc arenas (64 MiB-aligned
@@ -15,12 +16,26 @@ were made, and glibc returns a non-main arena's free pages only from its top. So
   it every TRIM_EVERY seconds.
 
 Both are no-ops where libc is not glibc (musl has no arenas to cap and trims by itself).
+
+The collector: a full collection walks every object that can hold a reference. An engine on
+1,000 lanes holds ~93,000 of them (its modules, watchdog's watches, the picture), and walking
+them took 31-47 ms on the bench machine, every few seconds under a write load: every thread of
+the process stops meanwhile, so each write in flight waited that long (docs/perf-notes/
+collector-freeze.md). So:
+
+- `freeze()`: once the first picture is whole, collect, then move what survived out of the
+  collector's sight (`gc.freeze`). Later full collections walk only what came after. Objects
+  moved there are still freed by their reference counts; only garbage in cycles among them
+  waits for the next `refreeze()`.
+- `refreeze()`: every REFREEZE_EVERY seconds, one whole collection (the same pause, once in ten
+  minutes), then freeze again.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import logging
 
 from lanewatch.linux.libc import libc as shared_libc
@@ -30,6 +45,7 @@ log = logging.getLogger(__name__)
 M_ARENA_MAX = -8  # malloc.h
 ARENAS = 2
 TRIM_EVERY = 60.0  # seconds
+REFREEZE_EVERY = 600.0  # seconds
 
 
 @functools.cache
@@ -64,3 +80,16 @@ def trim() -> bool:
     """Give the free pages of every arena back to the kernel; whether any were."""
     libc = _libc()
     return bool(libc.malloc_trim(0)) if libc is not None else False
+
+
+def freeze() -> int:
+    """Collect, then keep every object alive now out of later full collections; how many."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
+def refreeze() -> int:
+    """What was frozen is collected again once (its cyclic garbage freed), then frozen."""
+    gc.unfreeze()
+    return freeze()

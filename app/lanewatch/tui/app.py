@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert, inert_lines
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
+from lanewatch.linux import heap
 from lanewatch.model.engine_api import EngineApi
 from lanewatch.tui.backend.actions_adapter import ActionOutcome, ActionsAdapter
 from lanewatch.tui.plumbing.change_buffer import ChangeBuffer
@@ -117,6 +118,9 @@ class LanewatchApp(App[None]):
         self._terminal: int | None = None  # stdin, watched for a hang-up once mounted
         self._reaper_at = float("-inf")
         self._stopped = False
+        # `lanewatch dash` runs for hours: its heap is kept out of the collector's full walks
+        # once the first picture is in (`linux/heap.py`). Not for an app in a test's process.
+        self.long_lived = False
         self.leaving = Leaving(self)  # SIGTERM, SIGHUP, a hung-up terminal: `shell/leaving.py`
         self.feed = PictureFeed(self)  # changes → screen, and the watchdog over them
         self.last_key_at = float("-inf")
@@ -209,6 +213,8 @@ class LanewatchApp(App[None]):
         self.leaving.guard_resume(self._terminal)
         self.push_screen(self.main)
         self.set_interval(TICK, self._tick, name="ages")
+        if self.long_lived:
+            self.set_interval(heap.REFREEZE_EVERY, heap.refreeze, name="refreeze")
         in_thread(self, self._start_engine, "engine", "start the engine")
 
     def _start_engine(self) -> None:
@@ -285,6 +291,13 @@ class LanewatchApp(App[None]):
         """Apply what the engine sent since the last drain (`shell/picture_feed.py`)."""
         self.feed.drain()
 
+    def picture_loaded(self) -> None:
+        """The first whole picture is on screen (`PictureFeed.drain`)."""
+        if self.long_lived:
+            # After the frame that shows it: a full collection of 85,000 objects (~45 ms on
+            # the bench machine) would delay that frame. Later ones walk only what came after.
+            self.call_after_refresh(heap.freeze)
+
     def main_live(self) -> bool:
         """The main screen is composed and the app is not shutting down (`run_test` tears the
         screens down while the message loop still runs)."""
@@ -339,6 +352,7 @@ def make_app(
     clock: Callable[[], float] | None = None,
     on_leave: Callable[[], object] | None = None,
     on_abandon: Callable[[], object] | None = None,
+    long_lived: bool = False,
 ) -> LanewatchApp:
     """The dashboard on `roots` (None: every registered root). Starts nothing until it runs;
     the app owns the engine from then on and stops it when it exits.
@@ -346,6 +360,8 @@ def make_app(
     `clock` (wall time, for the ages shown) is for tests that freeze time. `on_leave` runs at
     once when a signal or a hung-up terminal ends the app (the demo stops its processes there);
     `on_abandon` before a process that did not end within the grace is ended anyway.
+    `long_lived`: the app is its process's one job (`lanewatch dash`, the demo), so it may
+    freeze its heap for the collector (`linux/heap.py`); a test's app must not.
     """
     if engine is None:
         from lanewatch.engine.process import EngineProcess
@@ -359,6 +375,7 @@ def make_app(
         except LanewatchError:
             paths = []
     app = LanewatchApp(engine, root_paths=paths, demo_note=demo_note, clock=clock or time.time)
+    app.long_lived = long_lived
     app.leaving.before = on_leave
     app.leaving.last = on_abandon
     return app

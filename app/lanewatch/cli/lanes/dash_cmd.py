@@ -57,7 +57,7 @@ def dash_command(
 
         local = EngineProcess(list(roots) or None, poll=poll)
         engine = ManyHosts(local, [HostStream(h) for h in hosts])
-    app = make_app(list(roots) or None, poll=poll, engine=engine)
+    app = make_app(list(roots) or None, poll=poll, engine=engine, long_lived=True)
     if self_check:
         from lanewatch.tui.selfcheck import self_check_run
 

@@ -442,14 +442,23 @@ def record_command(
         next_beat = time.monotonic() + svc.BEAT_EVERY
         next_roots = time.monotonic() + ROOTS_EVERY
         next_trim = time.monotonic() + heap.TRIM_EVERY
+        next_refreeze = time.monotonic() + heap.REFREEZE_EVERY
+        frozen = False
         while not stop.wait(0.5) and not printer.closed:
             now = time.monotonic()
+            if not frozen and engine.settled.is_set():
+                heap.freeze()  # the first picture's heap, out of the collector's walks
+                frozen = True
+            if now >= next_refreeze:
+                next_refreeze = now + heap.REFREEZE_EVERY
+                heap.refreeze()
             if follow and now >= next_roots:
                 next_roots = now + ROOTS_EVERY
                 wanted = _wanted_roots(system)
                 if wanted is not None and wanted != engine.roots:
                     engine.stop()
                     engine = Engine(wanted, poll=poll, min_interval=pace)
+                    frozen = False
                     with printer._lock:
                         printer.roots = list(engine.roots)
                         printer.emit("roots", roots=printer.roots)

@@ -132,6 +132,7 @@ def demo_command(keep: bool, no_ui: bool) -> None:
                     demo_note=scenario.note,
                     on_leave=scenario.stop,
                     on_abandon=scenario.remove_files,
+                    long_lived=True,
                 )
                 app.run()
                 code = app.leaving.code  # SIGTERM, SIGHUP or a hung-up terminal: 128+N

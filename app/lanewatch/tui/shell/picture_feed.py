@@ -60,6 +60,8 @@ class FeedHost(Notifier, Protocol):
 
     def main_live(self) -> bool: ...
 
+    def picture_loaded(self) -> None: ...
+
     def call_next(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None: ...
 
 
@@ -69,6 +71,7 @@ class PictureFeed:
         self._last_drain = 0.0
         self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
         self._attribution_told = False
+        self._loaded_told = False
         self._fixes_told: set[str] = set()  # a half-migrated host's fix, told once (toast)
         self.watch_problem: staleness.Problem | None = None  # what the watchdog found, if any
         self._problem_at = 0.0
@@ -115,6 +118,9 @@ class PictureFeed:
             return
         picture = app.picture
         main.rows.apply(picture.apply(changes))
+        if picture.loaded and not self._loaded_told:
+            self._loaded_told = True
+            app.picture_loaded()
         if not self._attribution_told and picture.attribution == "inferred":
             # Once in the app's life (not once per picture or engine restart): how writers are
             # known, and how to know them exactly. The status line keeps saying the mode.
