@@ -19,9 +19,9 @@ Both are no-ops where libc is not glibc (musl has no arenas to cap and trims by 
 
 The collector: a full collection walks every object that can hold a reference. An engine on
 1,000 lanes holds ~93,000 of them (its modules, watchdog's watches, the picture), and walking
-them took 31-47 ms on the bench machine, every few seconds under a write load: every thread of
-the process stops meanwhile, so each write in flight waited that long (docs/perf-notes/
-collector-freeze.md). So:
+them took 31-47 ms on the bench machine, about once in ten seconds under a write load: every
+thread of the process stops meanwhile, so each write in flight waited that long
+(docs/perf-notes/collector-freeze.md). So:
 
 - `freeze()`: once the first picture is whole, collect, then move what survived out of the
   collector's sight (`gc.freeze`). Later full collections walk only what came after. Objects
