@@ -21,11 +21,15 @@ from tests.kits.enginekit import Recorder, make_stamp
 pytestmark = [pytest.mark.processes, pytest.mark.unprivileged]  # also as a normal user
 
 
-def _python(code: str, tmp_path: Path) -> str:
+def _python(code: str, tmp_path: Path, *args: str) -> str:
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(code))
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
@@ -103,15 +107,6 @@ def test_the_dashboard_freezes_after_its_first_picture_only_when_long_lived(
     root: Path, tmp_path: Path, long_lived: bool
 ) -> None:
     make_stamp(root, "a")
-    script = tmp_path / "app.py"
-    script.write_text(textwrap.dedent(APP))
-    done = subprocess.run(
-        [sys.executable, str(script), str(root), "1" if long_lived else "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    frozen = int(done.stdout.strip().splitlines()[-1])
+    out = _python(APP, tmp_path, str(root), "1" if long_lived else "0")
+    frozen = int(out.splitlines()[-1])
     assert (frozen > 1000) if long_lived else frozen == 0

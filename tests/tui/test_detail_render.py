@@ -65,7 +65,7 @@ async def test_a_new_content_is_rendered_once_and_painted_as_it_reads() -> None:
 
 async def test_another_width_renders_the_content_itself() -> None:
     """A resize after the render: the replay is for one width only, the rest is wrapped
-    afresh (a 60-character line in a 30-column pane folds)."""
+    afresh (a 36-character line in a pane narrowed to 20 columns folds)."""
     app = PaneApp()
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(DetailPane)

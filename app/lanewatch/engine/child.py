@@ -58,7 +58,8 @@ def _send_when(
     event: threading.Event, out: wire.Writer, message: tuple[str], *, freeze: bool = False
 ) -> None:
     """Send `message` once `event` is set; with `freeze`, first take the heap the engine
-    holds then out of the collector's full walks (`heap.freeze`)."""
+    holds then out of the collector's full walks (`heap.freeze`): before the message, so its
+    pause is over when the dashboard (or the bench) acts on it."""
 
     def wait() -> None:
         event.wait()

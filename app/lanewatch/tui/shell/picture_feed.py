@@ -71,7 +71,6 @@ class PictureFeed:
         self._last_drain = 0.0
         self._drain_timer: asyncio.TimerHandle | None = None  # a drain is scheduled
         self._attribution_told = False
-        self._loaded_told = False
         self._fixes_told: set[str] = set()  # a half-migrated host's fix, told once (toast)
         self.watch_problem: staleness.Problem | None = None  # what the watchdog found, if any
         self._problem_at = 0.0
@@ -117,9 +116,9 @@ class PictureFeed:
         if changes is None:
             return
         picture = app.picture
+        was_loaded = picture.loaded  # once True, it stays so
         main.rows.apply(picture.apply(changes))
-        if picture.loaded and not self._loaded_told:
-            self._loaded_told = True
+        if picture.loaded and not was_loaded:
             app.picture_loaded()
         if not self._attribution_told and picture.attribution == "inferred":
             # Once in the app's life (not once per picture or engine restart): how writers are

@@ -1,11 +1,11 @@
 """A renderable drawn once at a known width, replayed for every later render at that width.
 
-The detail pane measures its content before it updates (`DetailPane._measure`: a layout pass
-only when the height changes), and Textual then renders the same content again to count its
-height and again to paint it. For a lane under a write load that content (Rich grids of the
-lane's processes, files and incidents) took ~20 ms to render on the bench machine, redrawn
-twice a second: up to three renders each time, on the UI's thread, while drains waited.
-Rendered once, the later renders replay the lines.
+The detail pane renders its content to learn its height (`DetailPane.show`: a layout pass only
+when the height changes), and Textual renders the same content again to count its height and
+again to paint it. For a lane under a write load that content (Rich grids of the lane's
+processes, files and incidents) took ~20 ms to render on the bench machine, redrawn twice a
+second: up to four renders each time, on the UI's thread, while drains waited. Rendered once,
+the later renders replay the lines.
 """
 
 from __future__ import annotations
