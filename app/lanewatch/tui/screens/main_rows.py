@@ -1,10 +1,20 @@
 """The picture's rows on the main screen's three tables: a drained batch touches only the rows
 it changed (every table gets every batch, shown or not), the ages move on once a second only
-for the rows on screen, and "follow" keeps the cursor on the newest activity."""
+for the rows on screen, and "follow" keeps the cursor on the newest activity.
+
+A row off screen whose change is only activity (`view_columns.ACTIVITY`: a write, a heartbeat,
+a reading), in a drain that changed no incident (a row's roles and tone follow the incidents),
+in a table neither sorted by one of those columns nor filtered, is not built at once: the table
+builds it when it comes into view or once a second (`LaneTable.defer`). Under a write load most
+changed rows are off screen, and building their cells was most of a drain's work.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+import dataclasses
+import operator
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.screens.main_keys import ORDER
@@ -21,6 +31,24 @@ if TYPE_CHECKING:
     from lanewatch.tui.widgets.lane_table import LaneTable
 
 TICK_MARGIN = 3  # rows above and below the viewport whose ages move on each second
+
+
+def _settled(view: View) -> operator.attrgetter[Any] | None:
+    """The fields of a namespace other than its activity in `view`; None: every change shows
+    at once."""
+    activity = view_columns.ACTIVITY.get(view)
+    if activity is None:
+        return None
+    names = [f.name for f in dataclasses.fields(NamespaceView) if f.name not in activity]
+    return operator.attrgetter(*names)
+
+
+SETTLED = {view: _settled(view) for view in ORDER}
+# The columns that show activity: a table sorted by one moves rows on every write.
+ACTIVITY_COLUMNS = {
+    view: {column for columns in fields.values() for column in columns}
+    for view, fields in view_columns.ACTIVITY.items()
+}
 
 
 class RowsScreen(Protocol):
@@ -46,6 +74,10 @@ class MainRows:
         self.state = state
         # Per view and row key: when one of the row's ages next shows another text.
         self._ages_due: dict[View, dict[object, float]] = {view: {} for view in ORDER}
+        # Per view and row key: the namespace its cells were built from (what a change is
+        # compared with before its cells may wait).
+        self._built: dict[View, dict[str, NamespaceView]] = {view: {} for view in ORDER}
+        self.sources = {view: self._source(view) for view in ORDER}
 
     def build(self, view: View, row: Row, now: float) -> tuple[Cell, ...]:
         key = row.id if isinstance(row, Incident) else row.key
@@ -55,6 +87,7 @@ class MainRows:
             assert isinstance(row, Incident)
             return view_columns.collisions_row(row, now, picture.victim_label)
         assert isinstance(row, NamespaceView)
+        self._built[view][row.key] = row
         if view is View.LANES:
             return view_columns.lanes_row(row, now, picture.roles(row.key))
         return view_columns.stale_row(row, now)
@@ -67,23 +100,78 @@ class MainRows:
         """Put one drained batch on screen: only the rows it touched."""
         screen = self.screen
         now = self.state.clock()
+        # An incident changed: a row's roles and tone may have, whatever its fields say.
+        may_wait = not delta.touched(View.COLLISIONS)
         for view in ORDER:
             upserts = delta.upserts[view]
             removals = delta.removals[view]
             if upserts or removals:
-                rows = {key: self.build(view, row, now) for key, row in upserts.items()}
-                table = screen.table(view)
-                table.apply(rows, removals)
-                table.set_tones({key: self.tone(row) for key, row in upserts.items()})
-                due = self._ages_due[view]
-                for key in removals:
-                    due.pop(key, None)
+                self._apply_view(view, upserts, removals, now, may_wait)
         if screen.follow:
             self.follow_newest()
         screen.chrome.update()
         selected = screen.table().cursor_key
         if selected is not None and selected in delta.touched(screen.view):
             screen.details.changed()
+
+    def _apply_view(
+        self,
+        view: View,
+        upserts: Mapping[str, Row],
+        removals: Collection[str],
+        now: float,
+        may_wait: bool,
+    ) -> None:
+        table = self.screen.table(view)
+        later = self._can_wait(view, table, upserts) if may_wait else set()
+        rows = {key: self.build(view, row, now) for key, row in upserts.items() if key not in later}
+        table.apply(rows, removals)
+        table.set_tones({key: self.tone(upserts[key]) for key in rows})
+        if later:
+            table.defer(later, self.sources[view])
+        due, built = self._ages_due[view], self._built[view]
+        for key in removals:
+            due.pop(key, None)
+            built.pop(key, None)
+
+    def _can_wait(self, view: View, table: LaneTable, upserts: Mapping[str, Row]) -> set[str]:
+        """The changed rows whose cells may wait until they can be seen (the module's doc):
+        the table builds those near the view at once."""
+        settled = SETTLED[view]
+        if settled is None or table.filter_text or table.sort_column in ACTIVITY_COLUMNS[view]:
+            return set()
+        built = self._built[view]
+        later = set()
+        for key, row in upserts.items():
+            old = built.get(key)
+            if old is None or old is row or not isinstance(row, NamespaceView):
+                continue  # a new row, or the same one touched for its roles or tone: now
+            if settled(old) == settled(row):
+                later.add(key)
+        return later
+
+    def _source(self, view: View) -> Any:
+        """Builds a table's waiting rows from the picture as it is when they are asked for."""
+
+        def rows_now(
+            keys: Collection[object],
+        ) -> tuple[dict[object, tuple[Cell, ...]], dict[object, str | None]]:
+            now = self.state.clock()
+            rows: dict[object, tuple[Cell, ...]] = {}
+            tones: dict[object, str | None] = {}
+            for key in keys:
+                row = self.state.picture.row(view, str(key))
+                if row is not None:
+                    rows[key], tones[key] = self.build(view, row, now), self.tone(row)
+            return rows, tones
+
+        return rows_now
+
+    def freshen(self) -> None:
+        """Build every row waiting for its cells, in every table (once a second: column widths
+        follow the rows off screen that long after)."""
+        for view in ORDER:
+            self.screen.table(view).freshen()
 
     def tick(self) -> None:
         """Once a second (and on a view switch or a resume), the ages move on: only for the
@@ -95,6 +183,7 @@ class MainRows:
         screen = self.screen
         if screen.paused or not self.state.picture.loaded:
             return
+        self.freshen()
         view = screen.view
         table = screen.table()
         top = max(0, table.scroll_offset.y - TICK_MARGIN)

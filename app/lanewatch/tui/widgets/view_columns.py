@@ -125,6 +125,39 @@ COLUMNS: dict[View, tuple[Column, ...]] = {
     View.COLLISIONS: COLLISIONS,
     View.STALE: STALE,
 }
+# What a write or a reading changes of a namespace, by view: each field with the columns that
+# show it. A row whose change is only these moves nowhere unless the table sorts by one of those
+# columns (or filters), so off screen its cells may wait until it can be seen (`MainRows.apply`,
+# `LaneTable.defer`). A field not named here changes the row at once.
+_READINGS = {
+    "footprint": ("cpu", "mem"),
+    "cpu_history": ("cpu_spark",),
+    "cpu_quiet_since": ("cpu",),
+}
+ACTIVITY: dict[View, dict[str, tuple[str, ...]]] = {
+    View.LANES: {
+        "last_write": ("write",),
+        "heartbeat_at": ("beat",),
+        "write_rate": ("activity",),
+        "allocated": ("disk",),
+        "disk_growth": (),
+        "bytes": ("bytes",),
+        "files": ("files",),
+        **_READINGS,
+    },
+    View.STALE: {
+        "last_write": ("since",),
+        "heartbeat_at": ("since",),
+        "write_rate": (),
+        "allocated": ("disk",),
+        "disk_growth": (),
+        "bytes": ("bytes",),
+        "files": ("files",),
+        **{field: () for field in _READINGS},
+    },
+}
+
+
 DEFAULT_SORT: dict[View, tuple[str, bool]] = {
     View.LANES: ("lane", False),
     View.COLLISIONS: ("last", False),

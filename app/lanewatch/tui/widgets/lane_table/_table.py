@@ -7,7 +7,8 @@ changed something that affects it; the cursor and the marks follow row keys, nev
 
 The widget is the face; the work is done by what it owns: `RowOrder` (`_order.py`: rows, sort,
 filter, positions), `CursorKeeper` (`_cursor.py`: cursor and marks), `RowPainter`
-(`_painter.py`: widths, strips, styles) and, per batch of changes, `RowBatch` (`_batch.py`).
+(`_painter.py`: widths, strips, styles), `DeferredRows` (`_deferred.py`: changed rows whose cells
+wait until they can be seen) and, per batch of changes, `RowBatch` (`_batch.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from textual.strip import Strip
 from lanewatch.tui.widgets.lane_table._batch import RowBatch
 from lanewatch.tui.widgets.lane_table._column import Cell, Column, RowKey
 from lanewatch.tui.widgets.lane_table._cursor import CursorKeeper
+from lanewatch.tui.widgets.lane_table._deferred import DeferredRows, RowSource
 from lanewatch.tui.widgets.lane_table._order import RowOrder
 from lanewatch.tui.widgets.lane_table._painter import PLAIN, RowPainter
 
@@ -144,6 +146,7 @@ class LaneTable(ScrollView, can_focus=True):
         self.cursor = CursorKeeper(self)
         self.painter = RowPainter(self, cell_padding, cache_size)
         self.tones: dict[RowKey, str] = {}  # row key -> tone (`set_tones`)
+        self.deferred = DeferredRows(self)
         self.row_renders = 0
         """Rows rendered to strips (cache misses); for tests and benchmarks."""
         self.line_renders = 0
@@ -169,7 +172,15 @@ class LaneTable(ScrollView, can_focus=True):
 
     def get_row(self, key: RowKey) -> tuple[Cell, ...] | None:
         """The cells of a row, or None if there is no such row."""
+        if key in self.deferred.keys:
+            self.deferred.build([key])
         return self.order.rows.get(key)
+
+    def window(self, margin: int) -> list[RowKey]:
+        """The keys of the rows in view, and `margin` rows above and below it."""
+        top = max(0, self.scroll_offset.y - margin)
+        height = self.scrollable_content_region.height
+        return self.order.visible[top : top + height + 2 * margin]
 
     def has_row(self, key: RowKey) -> bool:
         return key in self.order.rows
@@ -223,7 +234,9 @@ class LaneTable(ScrollView, can_focus=True):
         batch = RowBatch(self)
         every = range(len(self.columns))
         rows = self.order.rows
-        for key, cells in (upserts or {}).items():
+        upserts = upserts or {}
+        self.deferred.discard(upserts)  # given whole: nothing of theirs waits any more
+        for key, cells in upserts.items():
             row = tuple(cells)
             if len(row) != len(self.columns):
                 raise ValueError(f"row {key!r} has {len(row)} cells, expected {len(self.columns)}")
@@ -232,6 +245,7 @@ class LaneTable(ScrollView, can_focus=True):
                 batch.store(key, row, old, every)
         gone = {key for key in removals if key in rows}
         if gone:
+            self.deferred.discard(gone)
             batch.drop(gone)
         batch.finish()
 
@@ -259,8 +273,19 @@ class LaneTable(ScrollView, can_focus=True):
                 batch.store(key, tuple(row), old, changed)
         batch.finish()
 
+    def defer(self, keys: Iterable[RowKey], source: RowSource) -> None:
+        """These rows changed, but in nothing that moves them (their sort key, the filter):
+        `source` builds them when they may be seen or read (`_deferred.py`). Those near the
+        view are built at once."""
+        self.deferred.add(keys, source)
+
+    def freshen(self) -> None:
+        """Build every row that waits for its cells (`defer`) now."""
+        self.deferred.build()
+
     def sort_by(self, column: str | None, *, reverse: bool = False) -> None:
         """Sort by a column (stable; ties keep insertion order), or None for insertion order."""
+        self.deferred.build()  # every row's sort key as it is now
         if not self.order.set_sort(column, reverse):
             return
         self.painter.header = None
@@ -275,6 +300,7 @@ class LaneTable(ScrollView, can_focus=True):
         `columns` defaults to every column; an empty `text` shows every row. The cursor stays on
         its row if that row still shows, and returns to it when a later filter shows it again.
         """
+        self.deferred.build()  # every row's cells as they are now
         if self.order.set_filter(text, columns):
             self.rebuild()
 
@@ -381,6 +407,9 @@ class LaneTable(ScrollView, can_focus=True):
     # --------------------------------------------------------------- rendering
 
     def render_lines(self, crop: Region) -> list[Strip]:
+        # No row waits for its cells where it can be seen, whatever brought it there (a scroll,
+        # rows removed above it): built before anything of this pass is computed.
+        self.deferred.in_view()
         painter = self.painter
         painter.layers.clear()  # focus, hover and theme changes reach us through a repaint
         # The same for every line of this pass, and not free to compute (~18 us) per line.
@@ -424,5 +453,10 @@ class LaneTable(ScrollView, can_focus=True):
         super().notify_style_update()
         self.refresh()
 
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self.deferred.in_view()
+
     def _on_resize(self, event: events.Resize) -> None:
+        self.deferred.in_view()
         self.cursor.scroll_to()
