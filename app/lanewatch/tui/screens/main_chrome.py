@@ -63,6 +63,7 @@ class MainChrome:
         self.state = state
         self._bindings_signature: tuple[object, ...] = ()
         self._empty_shown: dict[View, Text | None] = {}
+        self._empty_inputs: dict[View, tuple[object, ...]] = {}
 
     def update(self) -> None:
         """Header counts, status line, empty states, footer: each touched only on a change."""
@@ -107,14 +108,15 @@ class MainChrome:
     def _update_empty(self, view: View) -> None:
         screen = self.screen
         table = screen.table(view)
-        message = empty_text(
-            view,
-            self.state.picture.loaded,
-            table.row_count,
-            len(table.visible_keys),
-            table.filter_text,
-            self.state.roots,
-        )
+        roots = self.state.roots()
+        # What the message depends on: a drain that changes none of it (most, under a write
+        # load) builds no message.
+        loaded, rows, shown = self.state.picture.loaded, table.row_count, len(table.order.visible)
+        inputs = (loaded, rows, shown, table.filter_text, tuple(roots))
+        if inputs == self._empty_inputs.get(view):
+            return
+        self._empty_inputs[view] = inputs
+        message = empty_text(view, loaded, rows, shown, table.filter_text, lambda: roots)
         if message == self._empty_shown.get(view, ""):
             return
         self._empty_shown[view] = message
