@@ -29,8 +29,13 @@ from lanewatch.engine import wire
 from lanewatch.linux import heap
 from lanewatch.processes.ownpids import count_as_own
 
-DELIVERY_INTERVAL = 1 / 60  # one a frame: Textual paints no more often; the dashboard drains each
-# as it arrives (tui/shell/picture_feed.py)
+DELIVERY_INTERVAL = 1 / 60  # one a frame: for a feed to another host's dashboard, and `events`
+# This process, the dashboard's own engine, delivers four times a frame, as often as the
+# dashboard drains (`picture_feed.DRAIN_GAP`). Textual paints once a frame on a clock of its
+# own: a change that also waits for a delivery once a frame waits for two clocks in series
+# (~8 ms more at the median). Cheap since a drain builds only the rows that can be seen
+# (`tui/screens/main_rows.py`); docs/perf-notes/offscreen-rows.md.
+DASHBOARD_INTERVAL = DELIVERY_INTERVAL / 4
 KEEP_ALIVE = 1.0  # seconds between two ("alive",) frames: one tiny pickle, one wake-up
 
 
@@ -121,8 +126,8 @@ def _serve(settings: dict[str, Any], commands: IO[bytes], out: wire.Writer) -> i
             attribution=settings.get("attribution"),
             on_applied=on_applied,
             # Out of the UI's process, a delivery no longer takes the UI's share of one
-            # interpreter: changes may go out as often as the UI draws (one frame).
-            min_interval=DELIVERY_INTERVAL,
+            # interpreter: changes may go out as often as the UI drains them.
+            min_interval=DASHBOARD_INTERVAL,
         )
         engine.start(lambda changes: out.send(("changes", changes)))
     except Exception as exc:  # said to the dashboard, which shows it instead of a picture

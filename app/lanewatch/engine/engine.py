@@ -185,7 +185,7 @@ class Engine:
         worker thread after each batch is in the model (for benchmarks and tests).
         `attribution` None: kernel write attribution (fanotify) where it works; False: off.
         `min_interval`: the shortest pause between two deliveries (the dashboard's engine
-        process delivers once a frame)."""
+        process delivers four times a frame)."""
         self.roots = resolve_roots(roots)
         self.poll = poll
         self.probe_interval = probe_interval

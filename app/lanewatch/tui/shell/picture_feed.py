@@ -4,7 +4,7 @@ open, and once a second (`watch`) the check that the picture is current
 (`shell/staleness.py`). Owned by the app.
 
 Why at once and not once a frame: the engine already paces what it hands over (its process
-delivers at most once a frame, `engine/child.py`), and Textual paints at most once a frame
+delivers at most once a `DRAIN_GAP`, `engine/child.py`), and Textual paints at most once a frame
 (its `MAX_FPS`) whatever the drains do. A drain held back to a frame of its own was a third
 wait of up to a frame in series with those two: write → screen p99 61 ms against the floor's
 19 ms (docs/performance.md, *The screen close to the model*). Two drains before one paint
