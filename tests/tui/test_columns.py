@@ -4,14 +4,24 @@ Rendered by the real app on the stand-in engine (fixed rows: this is about layou
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from lanewatch.model.views import NsState
+from lanewatch.model.views import Footprint, NamespaceView, NsState
 from lanewatch.tui.app import make_app
+from lanewatch.tui.state.dashboard_store import View
 from lanewatch.tui.widgets.spark_cells import WIDTH as SPARK_WIDTH
-from lanewatch.tui.widgets.view_columns import COLLISIONS, LANES, STALE
+from lanewatch.tui.widgets.view_columns import (
+    ACTIVITY,
+    COLLISIONS,
+    COLUMNS,
+    LANES,
+    STALE,
+    lanes_row,
+    stale_row,
+)
 
 from .fakes import NOW, FakeEngine, incident, ns_view
 from .helpers import screen_text, until
@@ -119,3 +129,38 @@ def test_a_beat_on_time_says_ok_and_costs_no_redraw_until_it_is_late() -> None:
     assert age_cells(View.LANES, hung, NOW)["beat"] == "2s"
     unknown_interval = ns_view("c", heartbeat_at=NOW - 2, heartbeat_interval=None)
     assert age_cells(View.LANES, unknown_interval, NOW)["beat"] == "2s"
+
+
+# What each activity field becomes, for the test below: a value unlike `ns_view`'s.
+ACTIVITY_VALUES = {
+    "last_write": NOW - 50,
+    "heartbeat_at": NOW - 40,
+    "write_rate": (9, 9, 9),
+    "allocated": 10**9,
+    "disk_growth": 5000.0,
+    "bytes": 10**8,
+    "files": 99_999,
+    "footprint": Footprint(NOW, 75.0, 2.0, 300 * 2**20, 2, "rules"),
+    "cpu_history": (50, 60),
+    "cpu_quiet_since": NOW - 3600,
+}
+
+
+@pytest.mark.parametrize("view", sorted(ACTIVITY, key=lambda v: v.value))
+def test_an_activity_field_changes_only_the_columns_it_names(view: View) -> None:
+    """`view_columns.ACTIVITY` lets a row off screen wait when only these fields changed,
+    unless the table sorts by one of the columns named (`main_rows.py`). A field that changed
+    another column would leave that column wrong, or a row out of order, until the row is
+    seen: so each field, changed alone, changes no column but those it names."""
+    names = {f.name for f in dataclasses.fields(NamespaceView)}
+    assert set(ACTIVITY[view]) <= names
+    assert set(ACTIVITY[view]) == set(ACTIVITY_VALUES)
+    # Footprint readings show for a lane whose CPU has been quiet with memory held ("idle").
+    base = ns_view("a", footprint=Footprint(NOW, 0.0, 2.0, 2**20, 1, "rules"))
+    keys = [c.key for c in COLUMNS[view]]
+    build = lanes_row if view is View.LANES else stale_row
+    before = build(base, NOW)
+    for field, columns in ACTIVITY[view].items():
+        after = build(dataclasses.replace(base, **{field: ACTIVITY_VALUES[field]}), NOW)
+        changed = {keys[i] for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b}
+        assert changed <= set(columns), f"{field} changed {changed - set(columns)}"

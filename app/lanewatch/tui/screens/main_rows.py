@@ -20,7 +20,7 @@ from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.screens.main_keys import ORDER
 from lanewatch.tui.state.dashboard_store import Delta, Row, View
 from lanewatch.tui.widgets import view_columns
-from lanewatch.tui.widgets.lane_table import Cell
+from lanewatch.tui.widgets.lane_table import Cell, RowKey, RowSource
 
 if TYPE_CHECKING:
     from textual.geometry import Size
@@ -150,15 +150,15 @@ class MainRows:
                 later.add(key)
         return later
 
-    def _source(self, view: View) -> Any:
+    def _source(self, view: View) -> RowSource:
         """Builds a table's waiting rows from the picture as it is when they are asked for."""
 
         def rows_now(
-            keys: Collection[object],
-        ) -> tuple[dict[object, tuple[Cell, ...]], dict[object, str | None]]:
+            keys: Collection[RowKey],
+        ) -> tuple[dict[RowKey, tuple[Cell, ...]], dict[RowKey, str | None]]:
             now = self.state.clock()
-            rows: dict[object, tuple[Cell, ...]] = {}
-            tones: dict[object, str | None] = {}
+            rows: dict[RowKey, tuple[Cell, ...]] = {}
+            tones: dict[RowKey, str | None] = {}
             for key in keys:
                 row = self.state.picture.row(view, str(key))
                 if row is not None:

@@ -52,8 +52,6 @@ class DeferredRows:
         self.table = table
         self.keys: set[RowKey] = set()
         self.source: RowSource | None = None
-        self.built = 0
-        """Rows built on demand (for tests and benchmarks)."""
 
     def add(self, keys: Iterable[RowKey], source: RowSource) -> None:
         """These rows changed; their cells may wait (those near the view are built now)."""
@@ -84,6 +82,5 @@ class DeferredRows:
                 return
             pending.difference_update(keys)
         rows, tones = self.source(keys)
-        self.built += len(rows)
         self.table.apply(rows)
         self.table.set_tones(tones)
