@@ -8,8 +8,12 @@ path to the screen, so that path is what the test sees; the last test checks the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+from textual.pilot import Pilot
 
 from lanewatch.model.views import Changes, Incident, NamespaceView
 from lanewatch.tui.app import LanewatchApp, make_app
@@ -21,9 +25,19 @@ SIZE = (220, 30)  # every Lanes column fits: FILES shows without a sideways scro
 LANES = [ns_view(f"l{i:03}") for i in range(200)]  # sorted by lane: l000 on top
 
 
-def app_with_lanes() -> tuple[LanewatchApp, FakeEngine]:
+@contextlib.asynccontextmanager
+async def dashboard(
+    catch_up: bool = False,
+) -> AsyncIterator[tuple[LanewatchApp, FakeEngine, Pilot[None], list[set[str]]]]:
+    """The dashboard on the 200 lanes, all in its table; the keys each drain builds from now
+    (`track_builds`). Without `catch_up`, the once-a-second catch-up is off."""
     engine = FakeEngine(LANES)
-    return make_app([Path("/roots/r1")], engine=engine, clock=lambda: NOW), engine
+    app = make_app([Path("/roots/r1")], engine=engine, clock=lambda: NOW)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.main.table().row_count == 200)
+        if not catch_up:
+            app.main.rows.freshen = lambda: None  # type: ignore[method-assign]
+        yield app, engine, pilot, track_builds(app)
 
 
 def written(view: NamespaceView, files: int) -> NamespaceView:
@@ -66,11 +80,7 @@ def row_line(app: LanewatchApp, lane: str) -> str:
 
 
 async def test_a_write_off_screen_waits_and_shows_when_scrolled_to() -> None:
-    app, engine = app_with_lanes()
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.table().row_count == 200)
-        app.main.rows.freshen = lambda: None  # type: ignore[method-assign]
-        drains = track_builds(app)
+    async with dashboard() as (app, engine, pilot, drains):
         table = app.main.table()
         push(engine, written(LANES[1], 4321), written(LANES[150], 98765))
         await until(pilot, lambda: bool(drains))
@@ -86,11 +96,7 @@ async def test_a_write_off_screen_waits_and_shows_when_scrolled_to() -> None:
 
 
 async def test_a_change_that_is_not_activity_is_built_at_once() -> None:
-    app, engine = app_with_lanes()
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.table().row_count == 200)
-        app.main.rows.freshen = lambda: None  # type: ignore[method-assign]
-        drains = track_builds(app)
+    async with dashboard() as (app, engine, pilot, drains):
         moved = dataclasses.replace(LANES[160], pid=7777)  # a new owner, far off screen
         push(engine, moved)
         await until(pilot, lambda: bool(drains))
@@ -103,11 +109,7 @@ async def test_a_change_that_is_not_activity_is_built_at_once() -> None:
 async def test_a_write_that_comes_with_an_incident_is_built_at_once() -> None:
     """The incident makes the lane a victim (its `!` cell, its tone): nothing in the lane's
     own fields says so, so a drain that changes an incident builds every row it touched."""
-    app, engine = app_with_lanes()
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.table().row_count == 200)
-        app.main.rows.freshen = lambda: None  # type: ignore[method-assign]
-        drains = track_builds(app)
+    async with dashboard() as (app, engine, pilot, drains):
         hit = written(LANES[150], 777)
         engine.push(
             Changes(upserts={hit.key: hit}, incidents={"i1": incident("i1", hit.key)}, at=NOW)
@@ -118,13 +120,9 @@ async def test_a_write_that_comes_with_an_incident_is_built_at_once() -> None:
 
 
 async def test_sorted_by_files_a_write_off_screen_moves_its_row_at_once() -> None:
-    app, engine = app_with_lanes()
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.table().row_count == 200)
-        app.main.rows.freshen = lambda: None  # type: ignore[method-assign]
+    async with dashboard() as (app, engine, pilot, drains):
         table = app.main.table()
         table.sort_by("files", reverse=True)  # every lane has 12: ties keep l000 on top
-        drains = track_builds(app)
         push(engine, written(LANES[170], 55555))
         await until(pilot, lambda: bool(drains))
         assert drains == [{LANES[170].key}]  # its place depends on the cell: built now
@@ -133,10 +131,7 @@ async def test_sorted_by_files_a_write_off_screen_moves_its_row_at_once() -> Non
 
 
 async def test_rows_left_waiting_catch_up_within_a_second() -> None:
-    app, engine = app_with_lanes()
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.table().row_count == 200)
-        drains = track_builds(app)
+    async with dashboard(catch_up=True) as (app, engine, pilot, drains):
         table = app.main.table()
         push(engine, *(written(LANES[i], 60000 + i) for i in range(100, 200)))
         await until(pilot, lambda: bool(drains))

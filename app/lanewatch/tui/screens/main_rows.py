@@ -144,8 +144,9 @@ class MainRows:
         later = set()
         for key, row in upserts.items():
             old = built.get(key)
-            if old is None or old is row or not isinstance(row, NamespaceView):
-                continue  # a new row, or the same one touched for its roles or tone: now
+            if old is None or not isinstance(row, NamespaceView):
+                continue  # a new row: now (a row touched for its roles or tone comes with an
+                # incident: `may_wait` is False for the whole drain)
             if settled(old) == settled(row):
                 later.add(key)
         return later
@@ -186,9 +187,8 @@ class MainRows:
         self.freshen()
         view = screen.view
         table = screen.table()
-        top = max(0, table.scroll_offset.y - TICK_MARGIN)
-        height = table.size.height or screen.size.height  # a table just shown has no size yet
-        window = table.order.visible[top : top + height + 2 * TICK_MARGIN]
+        # A table just shown has no size yet: the screen's height instead.
+        window = table.window(TICK_MARGIN, table.size.height or screen.size.height)
         now = self.state.clock()
         due = self._ages_due[view]
         cells = {}

@@ -176,10 +176,12 @@ class LaneTable(ScrollView, can_focus=True):
             self.deferred.build([key])
         return self.order.rows.get(key)
 
-    def window(self, margin: int) -> list[RowKey]:
-        """The keys of the rows in view, and `margin` rows above and below it."""
+    def window(self, margin: int, height: int | None = None) -> list[RowKey]:
+        """The keys of the rows in view, and `margin` rows above and below it; `height`: the
+        view's, if not the table's own (a table just shown has no size yet)."""
         top = max(0, self.scroll_offset.y - margin)
-        height = self.scrollable_content_region.height
+        if height is None:
+            height = self.scrollable_content_region.height
         return self.order.visible[top : top + height + 2 * margin]
 
     def has_row(self, key: RowKey) -> bool:
