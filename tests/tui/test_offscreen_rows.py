@@ -3,8 +3,9 @@ cells until they can be seen (`main_rows.py`, `lane_table/_deferred.py`); everyt
 every row on screen, is built in the drain that brings it. On a stand-in engine (fakes.py):
 what is checked is which rows a drain builds and what the screen shows after, not timing.
 
-`MainRows.freshen` (the once-a-second catch-up) is switched off where a test shows another
-path to the screen, so that path is what the test sees; the last test checks the catch-up."""
+`MainRows.catch_up` (rows that waited a second, built a few at a time) is switched off where a
+test shows another path to the screen, so that path is what the test sees; the last test checks
+the catch-up."""
 
 from __future__ import annotations
 
@@ -30,13 +31,13 @@ async def dashboard(
     catch_up: bool = False,
 ) -> AsyncIterator[tuple[LanewatchApp, FakeEngine, Pilot[None], list[set[str]]]]:
     """The dashboard on the 200 lanes, all in its table; the keys each drain builds from now
-    (`track_builds`). Without `catch_up`, the once-a-second catch-up is off."""
+    (`track_builds`). Without `catch_up`, rows that wait are built only when seen or read."""
     engine = FakeEngine(LANES)
     app = make_app([Path("/roots/r1")], engine=engine, clock=lambda: NOW)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.main.table().row_count == 200)
         if not catch_up:
-            app.main.rows.freshen = lambda: None  # type: ignore[method-assign]
+            app.main.rows.catch_up = lambda limit: None  # type: ignore[method-assign]
         yield app, engine, pilot, track_builds(app)
 
 

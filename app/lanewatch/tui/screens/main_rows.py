@@ -5,8 +5,9 @@ for the rows on screen, and "follow" keeps the cursor on the newest activity.
 A row off screen whose change is only activity (`view_columns.ACTIVITY`: a write, a heartbeat,
 a reading), in a drain that changed no incident (a row's roles and tone follow the incidents),
 in a table neither sorted by one of those columns nor filtered, is not built at once: the table
-builds it when it comes into view or once a second (`LaneTable.defer`). Under a write load most
-changed rows are off screen, and building their cells was most of a drain's work.
+builds it when it comes into view, or a second later a few at a time (`catch_up`,
+`LaneTable.defer`). Under a write load most changed rows are off screen, and building their
+cells was most of a drain's work.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ if TYPE_CHECKING:
     from lanewatch.tui.widgets.lane_table import LaneTable
 
 TICK_MARGIN = 3  # rows above and below the viewport whose ages move on each second
+# Rows off screen whose cells waited this long are built, at most CATCH_UP_PER_DRAIN in each
+# drain and CATCH_UP_PER_TICK each second: spread thin, not all in one turn of the UI's loop
+# (the 200 busy lanes of the benchmark's write load held every drain ~15 ms once a second).
+CATCH_UP_AFTER = 1.0
+CATCH_UP_PER_DRAIN = 16
+CATCH_UP_PER_TICK = 128
 
 
 def _settled(view: View) -> operator.attrgetter[Any] | None:
@@ -113,6 +120,7 @@ class MainRows:
         selected = screen.table().cursor_key
         if selected is not None and selected in delta.touched(screen.view):
             screen.details.changed()
+        self.catch_up(CATCH_UP_PER_DRAIN)
 
     def _apply_view(
         self,
@@ -168,11 +176,12 @@ class MainRows:
 
         return rows_now
 
-    def freshen(self) -> None:
-        """Build every row waiting for its cells, in every table (once a second: column widths
-        follow the rows off screen that long after)."""
+    def catch_up(self, limit: int) -> None:
+        """Build, in every table, at most `limit` of the rows that have waited CATCH_UP_AFTER
+        for their cells, the oldest first: column widths follow the rows off screen about
+        that long after."""
         for view in ORDER:
-            self.screen.table(view).freshen()
+            self.screen.table(view).catch_up(CATCH_UP_AFTER, limit)
 
     def tick(self) -> None:
         """Once a second (and on a view switch or a resume), the ages move on: only for the
@@ -184,7 +193,7 @@ class MainRows:
         screen = self.screen
         if screen.paused or not self.state.picture.loaded:
             return
-        self.freshen()
+        self.catch_up(CATCH_UP_PER_TICK)
         view = screen.view
         table = screen.table()
         # A table just shown has no size yet: the screen's height instead.

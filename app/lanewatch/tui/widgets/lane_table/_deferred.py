@@ -6,13 +6,16 @@ work. A caller that knows a change moves neither the row's place (its sort key, 
 nor anything else a reader needs now hands the table the keys instead of the cells. The table
 asks the caller's `RowSource` for those rows only when they may be seen or read: a row within
 `MARGIN` of the view at once, the others when they scroll or are laid into view, before a sort
-or a filter reads every row, before `get_row`, and whenever the caller says (`freshen`, once a
-second on the dashboard). Until then a waiting row keeps its old cells, so column widths may
-lag by that long; nothing shown does. Plain data and one callback; no Textual.
+or a filter reads every row, before `get_row`, and whenever the caller says (`build_due`: the
+dashboard builds, a few at a time, the rows that have waited a second). Until then a waiting
+row keeps its old cells, so column widths may lag by that long; nothing shown does. Plain data
+and one callback; no Textual.
 """
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
@@ -48,22 +51,39 @@ class DeferTable(Protocol):
 class DeferredRows:
     """The keys waiting for their cells, and where to get them. Owned by a `LaneTable`."""
 
-    def __init__(self, table: DeferTable) -> None:
+    def __init__(self, table: DeferTable, clock: Callable[[], float] = time.monotonic) -> None:
         self.table = table
-        self.keys: set[RowKey] = set()
+        self.clock = clock
+        # Each waiting key and when it began to wait, oldest first (a key that changes again
+        # keeps its place: it has waited since its first change that is not built).
+        self.keys: dict[RowKey, float] = {}
         self.source: RowSource | None = None
 
     def add(self, keys: Iterable[RowKey], source: RowSource) -> None:
         """These rows changed; their cells may wait (those near the view are built now)."""
         self.source = source
-        rows = self.table.order.rows
-        self.keys.update(key for key in keys if key in rows)
+        rows, waiting, now = self.table.order.rows, self.keys, self.clock()
+        for key in keys:
+            if key in rows and key not in waiting:
+                waiting[key] = now
         self.in_view()
 
     def discard(self, keys: Iterable[RowKey]) -> None:
         """These rows were given whole or removed: nothing of theirs waits any more."""
         if self.keys:
-            self.keys.difference_update(keys)
+            waiting = self.keys
+            for key in keys:
+                waiting.pop(key, None)
+
+    def build_due(self, waited: float, limit: int) -> None:
+        """Build at most `limit` of the rows that have waited `waited` seconds or more, the
+        oldest first. Called often with a small `limit`, it spreads the catch-up of a busy
+        table's rows off screen over many short turns instead of one long one."""
+        if not self.keys:
+            return
+        since = self.clock() - waited
+        due = [key for key, at in itertools.islice(self.keys.items(), limit) if at <= since]
+        self.build(due)
 
     def in_view(self) -> None:
         """Build the waiting rows within `MARGIN` of the view (after a scroll or a resize)."""
@@ -76,11 +96,12 @@ class DeferredRows:
         if not pending or self.source is None:
             return
         if keys is None:
-            keys, self.keys = pending, set()
+            keys, self.keys = list(pending), {}
         else:
             if not keys:
                 return
-            pending.difference_update(keys)
+            for key in keys:
+                pending.pop(key, None)
         rows, tones = self.source(keys)
         self.table.apply(rows)
         self.table.set_tones(tones)

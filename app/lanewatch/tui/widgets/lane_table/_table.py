@@ -281,9 +281,10 @@ class LaneTable(ScrollView, can_focus=True):
         view are built at once."""
         self.deferred.add(keys, source)
 
-    def freshen(self) -> None:
-        """Build every row that waits for its cells (`defer`) now."""
-        self.deferred.build()
+    def catch_up(self, waited: float, limit: int) -> None:
+        """Build at most `limit` of the rows that have waited `waited` seconds or more for
+        their cells (`defer`), the oldest first."""
+        self.deferred.build_due(waited, limit)
 
     def sort_by(self, column: str | None, *, reverse: bool = False) -> None:
         """Sort by a column (stable; ties keep insertion order), or None for insertion order."""
