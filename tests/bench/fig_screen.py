@@ -42,6 +42,7 @@ from textual._compositor import CompositorUpdate  # noqa: E402
 from textual.app import App, ComposeResult  # noqa: E402
 from textual.css.query import NoMatches  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
+from textual.screen import Screen  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 from watchdog.events import FileSystemEvent, FileSystemEventHandler  # noqa: E402
 from watchdog.observers import Observer  # noqa: E402
@@ -68,17 +69,30 @@ from tests.bench.workload import finish_writer, start_writer  # noqa: E402
 T_IMPORTED = time.perf_counter()
 
 
-def hook_frames(app: App[Any], frames: list[float]) -> None:
-    """Record `time.time()` at the end of every frame, after encoding it for a terminal."""
+def hook_frames(app: App[Any], frames: list[float], paints: list[float] | None = None) -> None:
+    """Record `time.time()` at the end of every frame, after encoding it for a terminal; and
+    in `paints`, how long each frame took, from the screen's update timer to that end."""
     original = app._display
+    started: list[float] = []
 
     def display(screen: Any, renderable: Any) -> None:
         original(screen, renderable)
         if isinstance(renderable, CompositorUpdate):
             renderable.render_segments(app.console)
         frames.append(time.time())
+        if paints is not None and started:
+            paints.append(time.perf_counter() - started[-1])
 
     app._display = display  # type: ignore[method-assign]
+    if paints is None:
+        return
+    on_timer = Screen._on_timer_update
+
+    def timed_update(screen: Screen[Any]) -> None:
+        started.append(time.perf_counter())
+        on_timer(screen)
+
+    Screen._on_timer_update = timed_update  # type: ignore[method-assign]
 
 
 async def until(pilot: Pilot[Any], condition: Callable[[], bool], timeout: float) -> None:
@@ -187,7 +201,8 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
     engine = EngineProcess([root], on_applied=lambda t, paths: applied.append((t, paths)))
     app = make_app([Path(root)], engine=engine, long_lived=True)  # as `lanewatch dash` makes it
     frames: list[float] = []
-    hook_frames(app, frames)
+    paints: list[float] = []
+    hook_frames(app, frames, paints)
     # time, picture at, frame, rows on screen, rows on screen whose cells the drain changed
     drains: list[tuple[float, float, int, frozenset[str], frozenset[str]]] = []
     expected = len([n for n in os.listdir(root) if not n.startswith(".")])
@@ -241,8 +256,14 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
     put_at = [p[1] for p in puts]
     to_screen: list[float] = []
     to_table: list[float] = []
-    # The same writes, stage by stage: write -> model -> handed to the UI -> in the table.
-    stages: dict[str, list[float]] = {"model": [], "handed_to_ui": [], "ui_drained": []}
+    # The same writes, stage by stage: write -> model -> handed to the UI -> in the table; and
+    # for those whose row on screen changed, the table -> the end of the next frame.
+    stages: dict[str, list[float]] = {
+        "model": [],
+        "handed_to_ui": [],
+        "ui_drained": [],
+        "to_frame": [],
+    }
     lost = off = unframed = unchanged = 0
     for t_w, path in result["writes"]:
         t_m = first_after(model, path, t_w)
@@ -274,6 +295,7 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
             unframed += 1
             continue
         to_screen.append(frames[frame] - t_w)
+        stages["to_frame"].append(frames[frame] - t_d)
     ui_cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
     engine_cpu = sum(child1.values()) - sum(child0.values())
     return {
@@ -290,6 +312,7 @@ async def write_to_screen(root: str, plan: str, rate: float, seconds: float, wor
         "rows_on_screen": page,
         "drains": len(drains),
         "frames": len(frames),
+        "paint": summary_ms(paints),  # each frame: the screen's update timer -> encoded
         "cpu_share": round((ui_cpu + engine_cpu) / wall, 3),
         "ui_cpu_share": round(ui_cpu / wall, 3),
         "engine_cpu_share": round(engine_cpu / wall, 3),
@@ -306,7 +329,8 @@ class FloorApp(App[None]):
 async def floor_write(root: str, plan: str, rate: float, seconds: float, work: str) -> Any:
     app = FloorApp()
     frames: list[float] = []
-    hook_frames(app, frames)
+    paints: list[float] = []
+    hook_frames(app, frames, paints)
     got: list[tuple[float, list[str], int]] = []  # time on the app's loop, paths, frames before
     pending: list[str] = []
     lock = threading.Lock()
@@ -346,18 +370,26 @@ async def floor_write(root: str, plan: str, rate: float, seconds: float, work: s
     got_at = [g[0] for g in got]
     seen = index_times((t, paths) for t, paths, _ in got)
     latencies: list[float] = []
+    to_frame: list[float] = []  # the event on the app's loop -> the end of the next frame
     lost = 0
     for t_w, path in result["writes"]:
         t_e = first_after(seen, path, t_w)
         if t_e is None:
             lost += 1
             continue
-        frame = got[bisect.bisect_left(got_at, t_e)][2]
+        t_loop, _, frame = got[bisect.bisect_left(got_at, t_e)]
         if frame < len(frames):
             latencies.append(frames[frame] - t_w)
+            to_frame.append(frames[frame] - t_loop)
         else:
             lost += 1
-    return {"screen": summary_ms(latencies), "not_reached": lost, "writes": len(result["writes"])}
+    return {
+        "screen": summary_ms(latencies),
+        "to_frame": summary_ms(to_frame),
+        "paint": summary_ms(paints),
+        "not_reached": lost,
+        "writes": len(result["writes"]),
+    }
 
 
 def main(argv: list[str]) -> None:
