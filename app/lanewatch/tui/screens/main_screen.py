@@ -21,10 +21,12 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container, Vertical
 from textual.screen import Screen
+from textual.timer import Timer, TimerCallback
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.tui.backend.actions_adapter import can_kill
+from lanewatch.tui.plumbing.frame_timer import paced_interval
 from lanewatch.tui.plumbing.messages import (
     CatchUp,
     CopyPath,
@@ -87,6 +89,23 @@ class MainScreen(TypeaheadGuard, Screen[None]):
         self.follow = False
         self.came_from: Incident | None = None  # the incident a jump came from (backspace)
         self._visited: set[View] = {View.LANES}  # views shown once (`switch_to`)
+
+    def set_interval(
+        self,
+        interval: float,
+        callback: TimerCallback | None = None,
+        *,
+        name: str | None = None,
+        repeat: int = 0,
+        pause: bool = False,
+    ) -> Timer:
+        """As Textual's; the paint timer is paced from the last frame, not on a grid
+        (`plumbing/frame_timer.py`): a change paints within a frame, not two."""
+        if not repeat:
+            timer = paced_interval(self, interval, callback, name=name, pause=pause)
+            if timer is not None:
+                return timer
+        return super().set_interval(interval, callback, name=name, repeat=repeat, pause=pause)
 
     def live(self) -> bool:
         """Composed, and the app is not shutting down (`run_test` tears the screens down while
