@@ -131,13 +131,13 @@ async def test_sorted_by_files_a_write_off_screen_moves_its_row_at_once() -> Non
         await until(pilot, lambda: "55555" in row_line(app, "l170"), what="l170 on top")
 
 
-async def test_rows_left_waiting_catch_up_within_a_second() -> None:
+async def test_rows_left_waiting_catch_up_once_they_have_waited_a_second() -> None:
     async with dashboard(catch_up=True) as (app, engine, pilot, drains):
         table = app.main.table()
         push(engine, *(written(LANES[i], 60000 + i) for i in range(100, 200)))
         await until(pilot, lambda: bool(drains))
         assert not drains[0]  # all of them off screen
-        # The once-a-second tick builds them (column widths follow); reading a row would
-        # build it too, so the table's own rows are what is looked at.
+        # Once they have waited a second, the age tick builds them (column widths follow);
+        # reading a row would build it too, so the table's own rows are what is looked at.
         await until(pilot, lambda: not table.deferred.keys, 5.0, what="the catch-up")
         assert table.order.rows[LANES[199].key][table.order.column_index["files"]] == "60199"

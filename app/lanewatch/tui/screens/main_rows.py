@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 TICK_MARGIN = 3  # rows above and below the viewport whose ages move on each second
 # Rows off screen whose cells waited this long are built, at most CATCH_UP_PER_DRAIN in each
 # drain and CATCH_UP_PER_TICK each second: spread thin, not all in one turn of the UI's loop
-# (the 200 busy lanes of the benchmark's write load held every drain ~15 ms once a second).
+# (all at the age tick, the 200 busy lanes of the benchmark's write load held the UI's loop
+# 12-29 ms once a second).
 CATCH_UP_AFTER = 1.0
 CATCH_UP_PER_DRAIN = 16
 CATCH_UP_PER_TICK = 128
