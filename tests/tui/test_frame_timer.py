@@ -41,10 +41,7 @@ async def test_ticks_are_never_closer_than_an_interval_however_often_resumed() -
     interval = 0.02
     ticks: list[float] = []
 
-    class Paced(App[None]):
-        pass
-
-    app = Paced()
+    app: App[None] = App()
     async with app.run_test() as pilot:
         timer: Timer
 

@@ -46,8 +46,9 @@ class FrameTimer(Timer):
         count = 0
         while True:
             await self._active.wait()
-            due = next_frame(last, time.monotonic(), interval)
-            wait = due - time.monotonic()
+            now = time.monotonic()
+            due = next_frame(last, now, interval)
+            wait = due - now
             if wait > 0:
                 await asyncio.sleep(wait)
                 await self._active.wait()

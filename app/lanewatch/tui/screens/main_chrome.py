@@ -108,10 +108,10 @@ class MainChrome:
     def _update_empty(self, view: View) -> None:
         screen = self.screen
         table = screen.table(view)
-        roots = self.state.roots()
         # What the message depends on: a drain that changes none of it (most, under a write
-        # load) builds no message.
+        # load) builds no message. The roots are listed only under an empty table.
         loaded, rows, shown = self.state.picture.loaded, table.row_count, len(table.order.visible)
+        roots = self.state.roots() if loaded and not rows else []
         inputs = (loaded, rows, shown, table.filter_text, tuple(roots))
         if inputs == self._empty_inputs.get(view):
             return
