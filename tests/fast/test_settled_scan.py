@@ -15,6 +15,7 @@ import pytest
 from lanewatch.actions import checks
 from lanewatch.processes.holders import ProcScan, Unreadable
 
+pytestmark = pytest.mark.unprivileged  # its loop-again path is a normal user's: the tier runs it
 ME = os.geteuid()
 
 
