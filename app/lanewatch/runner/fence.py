@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from lanewatch.errors import FenceRefused
+from lanewatch.lanes.fsutil import write_atomic
+from lanewatch.lanes.stamp import META_DIR
 from lanewatch.linux import userns
 from lanewatch.linux.proc import namespace_link, sysctl
 
@@ -98,6 +100,9 @@ class Fence:
     # kernel way only); else `net_note` says why a lane that asked for one runs without it.
     net: str = ""
     net_note: str = ""
+    # With `net`: the lane's resolver file (runner/netdns.py), bound over /etc/resolv.conf
+    # where the host's resolver is on loopback: (its path in `.lanewatch/`, its text).
+    resolv: tuple[str, str] | None = None
 
     @property
     def fenced(self) -> bool:
@@ -167,7 +172,8 @@ class Fence:
         # The stub's arguments, plain words (json would cost the stub `re`'s import): the
         # report fd (-1: none), the binds as pairs, the kept paths, each list after its count.
         go = "-1" if go_ahead is None or not self.net else str(go_ahead)
-        spec = ["-1" if report is None else str(report), go, str(len(self.binds))]
+        dns = self.resolv[0] if self.net and self.resolv and go != "-1" else "-"
+        spec = ["-1" if report is None else str(report), go, dns, str(len(self.binds))]
         spec += [part for bind in self.binds for part in bind]
         spec += [str(len(self.kept)), *self.kept]
         return [sys.executable, "-I", "-S", "-c", STUB, *spec, *argv]
@@ -179,7 +185,8 @@ def _under(real: str, top: str) -> bool:
     return real == top or real.startswith(top.rstrip("/") + "/")
 
 
-# The kernel way, run as `python -I -S -c STUB FD GO N SRC DST... M KEPT... CMD...` (`Fence.wrap`):
+# The kernel way, run as `python -I -S -c STUB FD GO DNS N SRC DST... M KEPT... CMD...`
+# (`Fence.wrap`; DNS: the lane's resolver file, or "-"):
 # stdlib only, no site, no lanewatch: linux/userns.py's text, then this.
 STUB = (
     userns.source()
@@ -188,7 +195,8 @@ import ctypes, os, sys
 args = sys.argv[1:]
 report = int(args[0]) if args[0] != "-1" else None
 go = int(args[1]) if args[1] != "-1" else None
-args = args[1:]
+dns = args[2] if args[2] != "-" else None
+args = args[2:]
 n = int(args[1])
 binds = [(args[2 + 2 * i], args[3 + 2 * i]) for i in range(n)]
 m = int(args[2 + 2 * n])
@@ -214,6 +222,11 @@ if go is not None and libc.unshare(0x40000000) != 0:  # CLONE_NEWNET: `--fence n
     fail("unshare net")
 # Open every source before the first mount hides it (the lane's folders may lie under /tmp).
 try:
+    dns_fd = os.open(dns, os.O_PATH | os.O_NOFOLLOW) if dns else None
+except OSError as exc:
+    dns_fd = None
+    sys.stderr.write("lanewatch: the lane keeps the host's resolver: %s\n" % exc.strerror)
+try:
     opened = [(os.open(s, os.O_PATH | os.O_DIRECTORY), d) for s, d in binds]
     opened += [(os.open(k, os.O_PATH), k) for k in keep]
     for i, (fd, dst) in enumerate(opened):
@@ -227,6 +240,11 @@ try:
         os.close(fd)
 except OSError as exc:
     fail("bind %s" % (exc.filename or "a folder"), exc.errno)
+if dns_fd is not None:  # not a reason to refuse the fence: the lookups fail, as they would
+    if libc.mount(os.fsencode(fd_path(dns_fd)), b"/etc/resolv.conf", None, 4096, None) != 0:
+        err = os.strerror(ctypes.get_errno())
+        sys.stderr.write("lanewatch: the lane keeps the host's resolver: %s\n" % err)
+    os.close(dns_fd)
 try:
     os.chdir(cwd)  # again: a cwd in /tmp is now the lane's
 except OSError:
@@ -390,16 +408,17 @@ def decide(mode: Mode, namespace: Path, need: Need, *, shm: bool = False) -> Fen
     keep = kept(need.paths, [m for _, m in binds])
     forced = os.environ.get(ENV_FENCE_WITH, "")
     if forced == "bwrap":
-        return _asked_net(mode, _without_kernel(mode, binds, keep, None))
+        return _asked_net(mode, _without_kernel(mode, binds, keep, None), namespace)
     refusal = None if mode in (Mode.AUTO, Mode.NET) else kernel_refusal()
     if refusal is None:
-        return _asked_net(mode, Fence("kernel", "", binds, keep))
+        return _asked_net(mode, Fence("kernel", "", binds, keep), namespace)
     return _without_kernel(mode, binds, keep, refusal)
 
 
-def _asked_net(mode: Mode, fence: Fence) -> Fence:
+def _asked_net(mode: Mode, fence: Fence, namespace: Path) -> Fence:
     """`fence`, with a network namespace of its own where `--fence net` asked for one and the
-    kernel way builds it with slirp4netns installed; else saying why not (`net_note`)."""
+    kernel way builds it with slirp4netns installed (and the lane's resolver file where the
+    host's resolver is on loopback: runner/netdns.py); else saying why not (`net_note`)."""
     if mode is not Mode.NET:
         return fence
     from lanewatch.runner import netfence
@@ -408,7 +427,17 @@ def _asked_net(mode: Mode, fence: Fence) -> Fence:
         why = f"the network fence is built the kernel's way only; this lane's is {fence.how}"
         return replace(fence, net_note=why)
     tool, why = netfence.tool()
-    return replace(fence, net=tool) if tool else replace(fence, net_note=why)
+    if not tool:
+        return replace(fence, net_note=why)
+    return replace(fence, net=tool, resolv=_lane_resolv(namespace))
+
+
+def _lane_resolv(namespace: Path) -> tuple[str, str] | None:
+    from lanewatch.runner import netdns  # `--fence net` only: `run` starts without it
+
+    host = netdns.host_text(os.environ)
+    text = None if host is None else netdns.lane_text(host)
+    return None if text is None else (str(namespace / META_DIR / netdns.LANE_RESOLV), text)
 
 
 def without_net(fence: Fence, why: str) -> Fence:
@@ -507,6 +536,9 @@ def prepare(fence: Fence) -> None:
     """Make the lane's folders the fence shows (the namespace exists, the lane is claimed)."""
     for src, _ in fence.binds:
         os.makedirs(src, mode=0o700, exist_ok=True)
+    if fence.net and fence.resolv is not None:
+        path, text = fence.resolv
+        write_atomic(Path(path), text.encode("utf-8", "surrogateescape"), 0o644)
 
 
 def short_tmp(tmp: Path, state: Path) -> str:
