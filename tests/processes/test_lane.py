@@ -448,6 +448,16 @@ def test_readers_skip_corrupt_lines(tmp_path: Path) -> None:
     assert [line.event for line in ledger.read(namespace, tail=1)] == ["released"]
     assert ledger.read(namespace, tail=0) == []
     assert ledger.read(tmp_path / "missing") == []
+    # The last line, read from the end: corrupt and over-long lines after it are passed over.
+    last = ledger.last(namespace)
+    assert last is not None and last.event == "released" and last.fields == {"exit_code": 0}
+    with ledger.ledger_path(namespace).open("ab") as f:
+        f.write(b"x" * 70_000 + b"\nnot json\n")
+    assert ledger.last(namespace) is None  # nothing whole in the last line's reach
+    assert ledger.last(tmp_path / "missing") is None
+    ledger.append(namespace, "cleared", lane="a")
+    last = ledger.last(namespace)
+    assert last is not None and last.event == "cleared"
 
 
 def test_a_symlinked_ledger_is_not_written_through(tmp_path: Path) -> None:

@@ -151,6 +151,35 @@ def test_a_clear_is_checked_again_when_it_acts(lw: Procs, repo: Path, scratch: P
     assert ns.is_dir()
 
 
+def test_a_refusal_that_stands_is_written_once_while_its_reason_stands(
+    lw: Procs, repo: Path, scratch: Path
+) -> None:
+    """The pass comes back every few minutes: a namespace a process keeps holding gets one
+    `clear-refused` line from the reaper while the reason stands, not one a pass. A person's
+    refused clear is written each time, and another holder is another reason."""
+    ns = run_lane(repo, scratch, "held")
+    first = lw.holder("cwd", ns)
+    label = f"lane 'held' ({ns.name})"
+    for _ in range(3):
+        assert outcomes(reap.run([scratch], ReapPolicy(age=AGE), now=later())) == {label: "refused"}
+
+    def refusals() -> list[dict[str, Any]]:
+        return [line for line in _ledger_lines(ns) if line["event"] == "clear-refused"]
+
+    assert len(refusals()) == 1, refusals()
+    assert "reaper" in refusals()[0] and str(first.pid) in refusals()[0]["reason"]
+    assert clear(str(ns), check=False).outcome == "refused"  # a person's: always written
+    assert len(refusals()) == 2 and "reaper" not in refusals()[1]
+    first.kill()
+    first.wait(timeout=DEADLINE)
+    second = lw.holder("cwd", ns)
+    reap.run([scratch], ReapPolicy(age=AGE), now=later())
+    reap.run([scratch], ReapPolicy(age=AGE), now=later())
+    assert len(refusals()) == 3, refusals()
+    assert str(second.pid) in refusals()[2]["reason"] and "reaper" in refusals()[2]
+    assert ns.is_dir()
+
+
 # --- purge ------------------------------------------------------------------------------------
 
 

@@ -209,7 +209,7 @@ def test_readers_and_appenders_refuse_special_files_at_once(
     started = time.monotonic()
     read = read_stamp(ns)
     assert read.status is StampStatus(label) and read.detail == f"owner.json is {words}, not a file"
-    assert ledger.read(ns) == []
+    assert ledger.read(ns) == [] and ledger.last(ns) is None
     assert ledger.append(ns, "x", lane="l") == f"ledger.jsonl is {words}, not a file"
     assert IncidentLog(str(root)).load() == []
     assert WriteLog(str(root)).append([]) is True  # nothing to write: not even opened

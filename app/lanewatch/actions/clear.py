@@ -34,6 +34,7 @@ from lanewatch.actions.results import checked, sizes_text
 from lanewatch.actions.sockets import why_listening
 from lanewatch.actions.targets import Target, TargetError, ViewLike, namespaces
 from lanewatch.errors import LanewatchError
+from lanewatch.lanes import ledger
 from lanewatch.model.views import STALE_STATES
 
 Outcome = Literal["cleared", "would-clear", "refused", "gone"]
@@ -101,7 +102,7 @@ def clear_target(
     first = assess(target)
     why = why_not_clearable(first)
     if why is not None:
-        _note_refusal(target, first, why, dry_run)
+        _note_refusal(target, first, why, dry_run, reaper)
         return _refused(target, why, first.state.value, foreign_host(first.stamp))
     diary: list[Callable[[], object]] = []  # written once the trash lock is let go
     try:
@@ -146,7 +147,7 @@ def _pinned(
         held = why_held(target.path, pinned.own_fds) if why is None else None
         why = why or (held.why if held else None)
         if why is not None:
-            diary.append(functools.partial(_note_refusal, target, now, why, dry_run))
+            diary.append(functools.partial(_note_refusal, target, now, why, dry_run, reaper))
             return _refused(target, why, now.state.value, foreign_host(now.stamp))
         files, size, disk = tree_size(target.path)
         note = f" [{held.note}]" if held and held.note else ""
@@ -231,7 +232,7 @@ def _move(
             )
         mounted = why_mounted(entry / trashbox.PAYLOAD)  # one mounted since the check moved too
         if mounted is not None:
-            diary.append(functools.partial(_note_refusal, target, a, mounted, False))
+            diary.append(functools.partial(_note_refusal, target, a, mounted, False, reaper))
             return _put_back(target, pinned, entry, entry_fd, tid, mounted, diary)
     finally:
         os.close(entry_fd)
@@ -322,11 +323,26 @@ def _gone(target: Target) -> ClearResult:
     )
 
 
-def _note_refusal(target: Target, a: Assessment, why: str, dry_run: bool) -> None:
-    if not dry_run and os.path.isdir(target.path) and not os.path.islink(target.path):
-        journal.note(
-            target.path, "clear-refused", lane=a.stamp.lane if a.stamp else target.lane, reason=why
-        )
+def _note_refusal(
+    target: Target, a: Assessment, why: str, dry_run: bool, reaper: str | None = None
+) -> None:
+    """A refused clear in the namespace's ledger. The reaper's (`reaper`: its rule) is written
+    once while the same reason stands: its pass comes back every few minutes, and a namespace a
+    process keeps holding would fill its ledger with the same line."""
+    if dry_run or not os.path.isdir(target.path) or os.path.islink(target.path):
+        return
+    by_policy = {"reaper": reaper} if reaper else {}
+    if reaper is not None:
+        last = ledger.last(target.path)
+        if (
+            last is not None
+            and last.event == "clear-refused"
+            and "reaper" in last.fields
+            and last.fields.get("reason") == why
+        ):
+            return
+    lane = a.stamp.lane if a.stamp else target.lane
+    journal.note(target.path, "clear-refused", lane=lane, reason=why, **by_policy)
 
 
 def _spec_text(spec: object) -> str:

@@ -76,6 +76,27 @@ def read(namespace: Path, *, tail: int | None = None) -> list[LedgerLine]:
     return lines[-tail:] if tail > 0 else []
 
 
+def last(namespace: Path) -> LedgerLine | None:
+    """The last line that parses among the ledger's final MAX_LINE bytes (a long ledger is not
+    read whole); None when there is none there."""
+    try:
+        fd = open_regular(ledger_path(namespace), os.O_RDONLY)
+    except OSError:  # NotAFile too
+        return None
+    with contextlib.closing(os.fdopen(fd, "rb")) as f:
+        end = f.seek(0, os.SEEK_END)
+        f.seek(max(0, end - MAX_LINE - 1))
+        chunk = f.read()
+    raws = chunk.splitlines()
+    if end > len(chunk) and raws:
+        raws = raws[1:]  # the first may be the tail of a longer line
+    for raw in reversed(raws):
+        line = _parse(raw)
+        if line is not None:
+            return line
+    return None
+
+
 def _iter_lines(namespace: Path) -> Iterator[LedgerLine]:
     path = ledger_path(namespace)
     try:
@@ -84,18 +105,22 @@ def _iter_lines(namespace: Path) -> Iterator[LedgerLine]:
         return
     with contextlib.closing(os.fdopen(fd, "rb")) as f:
         for raw in f:
-            if len(raw) > MAX_LINE:
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            if not isinstance(obj, dict):
-                continue
-            t, event, lane, pid = obj.get("time"), obj.get("event"), obj.get("lane"), obj.get("pid")
-            if not (
-                isinstance(t, int | float) and isinstance(event, str) and isinstance(lane, str)
-            ):
-                continue
-            rest = {k: v for k, v in obj.items() if k not in ("time", "event", "lane", "pid")}
-            yield LedgerLine(float(t), event, lane, pid if isinstance(pid, int) else -1, rest)
+            line = _parse(raw)
+            if line is not None:
+                yield line
+
+
+def _parse(raw: bytes) -> LedgerLine | None:
+    if len(raw) > MAX_LINE:
+        return None
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    t, event, lane, pid = obj.get("time"), obj.get("event"), obj.get("lane"), obj.get("pid")
+    if not (isinstance(t, int | float) and isinstance(event, str) and isinstance(lane, str)):
+        return None
+    rest = {k: v for k, v in obj.items() if k not in ("time", "event", "lane", "pid")}
+    return LedgerLine(float(t), event, lane, pid if isinstance(pid, int) else -1, rest)
