@@ -5,7 +5,8 @@ would want reported, and the corpus must find every one.
   the main checkout (and holds it open, so a recorder without the kernel sees it too);
 - a shared fixed name: two unfenced lanes (`--fence none`), one per checkout, write one
   fixed-name file in the real /tmp;
-- a takeover: a live lane's stamp is rewritten to name another live process.
+- a takeover: a live lane's stamp is rewritten to name another live process;
+- a leased port: a lane of the linked checkout listens on the port another lane leased.
 """
 
 from __future__ import annotations
@@ -30,6 +31,17 @@ HOLD = (
     "time.sleep(600)\n"
 )
 SLEEP = ("sleep", "600")
+# As servers do (SO_REUSEADDR): the port may still have connections in TIME_WAIT from the
+# last lane that leased it (the corpus's own `web`).
+SQUAT = (
+    "import socket, sys, time\n"
+    "s = socket.socket()\n"
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('127.0.0.1', int(sys.argv[1])))\n"
+    "s.listen()\n"
+    "print('listening', flush=True)\n"
+    "time.sleep(600)\n"
+)
 
 
 def shared_name() -> Path:
@@ -38,7 +50,7 @@ def shared_name() -> Path:
 
 
 def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Plant], list[Lane]]:
-    """Start the three collisions; the plants to look for and the lanes to stop after."""
+    """Start the four collisions; the plants to look for and the lanes to stop after."""
     py = sys.executable
     victim = procs.lane("victim", checkouts.main, SLEEP)
     taken = procs.lane("taken", checkouts.main, SLEEP)
@@ -62,6 +74,15 @@ def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Pl
     ident = ProcessIdentity.of(sleeper.pid)
     # Behind the lock's back, while the owner lives: what a second tool claiming by hand does.
     write_stamp(taken.namespace, stamp.with_changes(pid=sleeper.pid, start_ticks=ident.start_ticks))
+    leased = victim.stamp()
+    assert leased is not None and leased.ports, "the victim lane got no port lease"
+    squatter = procs.lane("squatter", checkouts.linked, (py, "-c", SQUAT, str(leased.ports[0])))
+    wait_until(
+        lambda: "listening" in squatter.text() or squatter.proc.poll() is not None,
+        30,
+        "the squatter listening",
+    )
+    assert "listening" in squatter.text(), f"the squatter could not listen: {squatter.text()}"
     plants = [
         Plant(
             "cross-lane-write",
@@ -75,5 +96,10 @@ def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Pl
             "lane taken's stamp rewritten to name another live process",
             victim=str(taken.namespace),
         ),
+        Plant(
+            "leased-port",
+            "lane squatter listens on lane victim's leased port",
+            victim=str(victim.namespace),
+        ),
     ]
-    return plants, [victim, taken, intruder, *both]
+    return plants, [victim, taken, intruder, *both, squatter]

@@ -201,9 +201,9 @@ def _neighbour(procs: Processes, where: Path, failures: list[str]) -> None:
 def _start(procs: Processes, cos: checkouts.Checkouts, w: Workload, redirect: Path) -> Lane:
     where = cos.of(w.checkout) / w.subdir
     if not w.redirect:
-        return procs.lane(w.lane, where, w.argv, env=w.env)
+        return procs.lane(w.lane, where, w.argv, env=w.env, fence=w.fence)
     with open(redirect, "ab") as out:  # the user's `> /tmp/log`: the lane inherits it
-        return procs.lane(w.lane, where, w.argv, env=w.env, stdout=out)
+        return procs.lane(w.lane, where, w.argv, env=w.env, stdout=out, fence=w.fence)
 
 
 def _found_all(recorder: Recorder, planted: list[Plant]) -> None:

@@ -50,6 +50,41 @@ sort "$TMPDIR/corpus-ls.txt" > "$TMPDIR/sorted.txt"
 # Another project's lane on the same machine (a root the recorder does not watch, a checkout
 # in another /tmp entry), come and gone before the corpus starts: its mount namespace's number
 # is free for the next fenced lane. It works a moment, as a short build would.
+# A web project's lane: its dev server (`python -m http.server`, a process of its own) on the
+# lane's $PORT, or, in a lane with a network of its own (`--fence net`), on the usual 3000; and
+# its tests' own server on a port the kernel picks (bind to 0), as test suites start them. The
+# tests request both for two seconds, so the recorder's listening sockets are read meanwhile.
+SERVE = """
+import http.server, os, subprocess, sys, threading, time, urllib.request
+port = 3000 if os.environ.get("LANEWATCH_NET") == "private" else int(os.environ["PORT"])
+dev = subprocess.Popen(
+    [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+own = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+threading.Thread(target=own.serve_forever, daemon=True).start()
+def get(p):
+    with urllib.request.urlopen(f"http://127.0.0.1:{p}/", timeout=5) as r:
+        return r.status
+deadline = time.monotonic() + 30
+while True:
+    try:
+        get(port)
+        break
+    except OSError:
+        if dev.poll() is not None or time.monotonic() > deadline:
+            sys.exit(f"the dev server on {port} did not answer")
+        time.sleep(0.05)
+until = time.monotonic() + 2
+while time.monotonic() < until:
+    assert get(port) == 200 and get(own.server_port) == 200
+    time.sleep(0.05)
+dev.terminate()
+dev.wait()
+"""
 NEIGHBOUR = """set -e
 for i in 1 2 3 4 5 6 7 8 9 10; do date > build.log; sleep 0.1; done
 """
@@ -66,6 +101,7 @@ class Workload:
     # Its output goes to a file in shared /tmp, opened by whoever started the lane (the
     # user's `lanewatch run -- pytest … > /tmp/log`), not by the lane.
     redirect: bool = False
+    fence: str = "auto"  # `lanewatch run --fence`
 
 
 def pairs(checkouts: Checkouts) -> list[tuple[Workload, Workload]]:
@@ -110,4 +146,14 @@ def pairs(checkouts: Checkouts) -> list[tuple[Workload, Workload]]:
         "git worktree add, commits in two linked worktrees, merge, gc; git log > /tmp/…",
         dict(IDENTITY),
     )
-    return [(click, pytest_slice), (tox, pip), (shell, git)]
+    web = Workload(
+        "web", "main", (PY, "-c", SERVE), "a dev server on the lane's $PORT, tests on port 0"
+    )
+    web_net = Workload(
+        "web-net",
+        "linked",
+        (PY, "-c", SERVE),
+        "--fence net: a dev server on 3000 in the lane's own network, tests on port 0",
+        fence="net",
+    )
+    return [(click, pytest_slice), (tox, pip), (shell, git), (web, web_net)]

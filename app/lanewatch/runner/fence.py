@@ -170,7 +170,8 @@ class Fence:
                 out += ["--cap-add", "ALL"]  # bwrap drops root's capabilities by default
             return [*out, "--", *argv]
         # The stub's arguments, plain words (json would cost the stub `re`'s import): the
-        # report fd (-1: none), the binds as pairs, the kept paths, each list after its count.
+        # report fd and the go-ahead fd (-1: none), the lane's resolver file ("-": none), the
+        # binds as pairs, the kept paths, each list after its count.
         go = "-1" if go_ahead is None or not self.net else str(go_ahead)
         dns = self.resolv[0] if self.net and self.resolv and go != "-1" else "-"
         spec = ["-1" if report is None else str(report), go, dns, str(len(self.binds))]
