@@ -6,12 +6,17 @@ would want reported, and the corpus must find every one.
 - a shared fixed name: two unfenced lanes (`--fence none`), one per checkout, write one
   fixed-name file in the real /tmp;
 - a takeover: a live lane's stamp is rewritten to name another live process;
-- a leased port: a lane of the linked checkout listens on the port another lane leased.
+- a leased port: a lane of the linked checkout listens on the port another lane leased;
+- a shared port: a lane of each checkout listens on one fixed port outside every lease, at
+  once (SO_REUSEPORT, as `gunicorn --reuse-port` does: the kernel then splits the connections
+  between the two lanes' servers).
 """
 
 from __future__ import annotations
 
 import os
+import random
+import socket
 import subprocess
 import sys
 import uuid
@@ -31,17 +36,21 @@ HOLD = (
     "time.sleep(600)\n"
 )
 SLEEP = ("sleep", "600")
-# As servers do (SO_REUSEADDR): the port may still have connections in TIME_WAIT from the
-# last lane that leased it (the corpus's own `web`).
-SQUAT = (
+# Listens on 127.0.0.1:ARGV[1] until stopped; as servers do (SO_REUSEADDR: the port may still
+# have connections in TIME_WAIT from the last lane that leased it, the corpus's own `web`), and
+# with ARGV[2] "reuse" as `--reuse-port` servers do (SO_REUSEPORT: two may listen at once).
+LISTEN = (
     "import socket, sys, time\n"
     "s = socket.socket()\n"
     "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "if sys.argv[2:] == ['reuse']:\n"
+    "    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
     "s.bind(('127.0.0.1', int(sys.argv[1])))\n"
     "s.listen()\n"
     "print('listening', flush=True)\n"
     "time.sleep(600)\n"
 )
+FIXED_PORTS = (10000, 19999)  # below the leases' range, above the well-known ports
 
 
 def shared_name() -> Path:
@@ -50,7 +59,7 @@ def shared_name() -> Path:
 
 
 def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Plant], list[Lane]]:
-    """Start the four collisions; the plants to look for and the lanes to stop after."""
+    """Start the five collisions; the plants to look for and the lanes to stop after."""
     py = sys.executable
     victim = procs.lane("victim", checkouts.main, SLEEP)
     taken = procs.lane("taken", checkouts.main, SLEEP)
@@ -76,13 +85,14 @@ def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Pl
     write_stamp(taken.namespace, stamp.with_changes(pid=sleeper.pid, start_ticks=ident.start_ticks))
     leased = victim.stamp()
     assert leased is not None and leased.ports, "the victim lane got no port lease"
-    squatter = procs.lane("squatter", checkouts.linked, (py, "-c", SQUAT, str(leased.ports[0])))
-    wait_until(
-        lambda: "listening" in squatter.text() or squatter.proc.poll() is not None,
-        30,
-        "the squatter listening",
-    )
-    assert "listening" in squatter.text(), f"the squatter could not listen: {squatter.text()}"
+    squatter = procs.lane("squatter", checkouts.linked, (py, "-c", LISTEN, str(leased.ports[0])))
+    fixed = _free_port()
+    servers = [
+        procs.lane(f"port-{which}", checkouts.of(which), (py, "-c", LISTEN, str(fixed), "reuse"))
+        for which in ("main", "linked")
+    ]
+    for lane in (squatter, *servers):
+        _listening(lane)
     plants = [
         Plant(
             "cross-lane-write",
@@ -101,5 +111,28 @@ def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Pl
             "lane squatter listens on lane victim's leased port",
             victim=str(victim.namespace),
         ),
+        Plant("shared-port", "two lanes listen on one fixed port at once", path=f":{fixed}"),
     ]
-    return plants, [victim, taken, intruder, *both, squatter]
+    return plants, [victim, taken, intruder, *both, squatter, *servers]
+
+
+def _free_port() -> int:
+    """A port outside every lease that nothing listens on now (tried for real)."""
+    for _ in range(50):
+        port = random.randint(*FIXED_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {FIXED_PORTS} after 50 tries")
+
+
+def _listening(lane: Lane) -> None:
+    wait_until(
+        lambda: "listening" in lane.text() or lane.proc.poll() is not None,
+        30,
+        f"lane {lane.name} listening",
+    )
+    assert "listening" in lane.text(), f"lane {lane.name} could not listen: {lane.text()}"

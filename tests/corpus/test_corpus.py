@@ -1,5 +1,5 @@
 """The corpus: real third-party work in lanes of two checkouts under a recorder
-that runs the whole time, plus four planted collisions. Nothing may be invented, and every
+that runs the whole time, plus five planted collisions. Nothing may be invented, and every
 planted collision must be found: as root the recorder attributes writes by the kernel; in the
 unprivileged tier (.ci/unprivileged) it runs as a normal user and infers them.
 
@@ -43,4 +43,4 @@ def test_the_corpus_invents_no_incident_and_finds_every_planted_one(tmp_path: Pa
         + "\n".join(describe(i) for i in invented[:20])
     )
     assert not outcome.score.missed, f"planted but not found: {outcome.score.missed}"
-    assert outcome.score.found == outcome.score.planted == 4
+    assert outcome.score.found == outcome.score.planted == 5
