@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "service.mcp_cmd:mcp_command",
     "guard": "service.guard_cmd:guard_command",
     "events": "service.events_cmd:events_command",
+    "doctor": "tools.doctor_cmd:doctor_command",
 }
 
 
@@ -65,6 +66,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "files": _ANYWHERE,  # reads one namespace's folder: the far end of a dashboard's files view
     "hello": _ANYWHERE,  # the many-host handshake: names a host even where the engine cannot run
     "guard": _ANYWHERE,  # an agent's hook: judges paths by their names and stamps
+    "doctor": _ANYWHERE,  # says itself what this system lacks
     "mcp": _PROC_ONLY,  # who asks: the lane in an ancestor's environment
     "run": _PROC_ONLY,  # the owner's identity: start time and boot id
     "prove": _PROC_ONLY,

@@ -35,6 +35,7 @@ NAMES = (
     "files",  # lanewatch files TARGET --json: one namespace's files (a far files view)
     "events",  # lanewatch events [--follow]: every line
     "ports",  # lanewatch ports [PORT] --json: leases and listeners
+    "doctor",  # lanewatch doctor --json: what a lane gets here
 )
 
 

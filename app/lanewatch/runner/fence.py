@@ -23,6 +23,7 @@ making the stub's calls), so that it refuses before anything is claimed or run.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import sys
@@ -52,6 +53,7 @@ SOCKET_TAIL = 33  # what multiprocessing adds: "/pymp-xxxxxxxx/listener-xxxxxxxx
 EXIT_FENCE_FAILED = 125  # the stub could not build the fence (CMD has not run)
 
 MS_BIND = 4096
+CLONE_NEWNET = 0x40000000
 
 
 class Mode(StrEnum):
@@ -322,7 +324,12 @@ def _unshare_works(root: bool) -> bool:
     return done.returncode == 0
 
 
-def _probe(root: bool) -> int:
+NET_STEP = 128  # `_probe`'s exit for a refused network namespace: this plus its errno
+
+
+def _probe(root: bool, net: bool = False) -> int:
+    """The errno of the stub's step that refused (0: none refused), the network namespace's
+    (`net`) as NET_STEP plus its errno."""
     from lanewatch.linux.libc import libc as c_library
 
     libc = c_library()
@@ -334,12 +341,39 @@ def _probe(root: bool) -> int:
         code = 0
         try:
             failed = userns.enter_private_mounts(libc, root)
-            code = failed[1] if failed is not None else 0
+            if failed is not None:
+                code = failed[1]
+            elif net and libc.unshare(CLONE_NEWNET) != 0:
+                code = NET_STEP + (ctypes.get_errno() or errno.EPERM)
         except OSError as exc:
             code = exc.errno or errno.EPERM
         os._exit(min(code, 255))
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else errno.EPERM
+
+
+def fence_here() -> tuple[str, str]:
+    """How `--fence auto` would fence a lane of this user here, asked for real: ("kernel", ""),
+    ("bwrap", why not the kernel's way) or ("none", why not at all)."""
+    refusal = kernel_refusal()
+    if refusal is None:
+        return "kernel", ""
+    import shutil
+
+    bwrap = shutil.which("bwrap")
+    if bwrap is not None and _bwrap_works(bwrap):
+        return "bwrap", refusal
+    return "none", f"{refusal}; bwrap is not installed or does not work here"
+
+
+def net_refusal() -> str | None:
+    """None when the kernel lets this user make the fence's network namespace beside its
+    mount namespace (the stub's calls, made for real in a forked child), else why not."""
+    root = os.geteuid() == 0
+    code = _probe(root, net=True)
+    if code == 0:
+        return None
+    return _no_netns(code - NET_STEP) if code > NET_STEP else why_refused(code, root)
 
 
 def _bwrap_works(path: str) -> bool:
