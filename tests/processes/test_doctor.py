@@ -20,7 +20,7 @@ from tests.kits.contractkit import parsed
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
 
-NAMES = ["system", "fence", "network", "dns", "cgroup", "attribution", "ports", "roots"]
+NAMES = ["system", "fence", "network", "dns", "cgroup", "attribution", "ports", "roots", "service"]
 
 
 def _checks(cwd: Path, env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
@@ -57,6 +57,10 @@ def test_what_doctor_says_a_lane_gets_is_what_run_and_status_give(repo: Path) ->
     assert _checks(repo)["roots"]["summary"] == "1 watched, all readable"
     if os.geteuid() != 0:
         assert checks["cgroup"]["status"] == "degraded" and checks["cgroup"]["fix"]
+    # No service of this test's state folder (test_service_journey.py: one that watches).
+    assert (
+        checks["service"]["status"] == "degraded" and "service install" in checks["service"]["fix"]
+    )
     for c in checks.values():
         assert bool(c["fix"]) == (c["status"] != "ok") or c["name"] == "dns", c
 
@@ -97,4 +101,4 @@ def test_a_root_that_is_gone_is_named_inert_and_the_table_reads(repo: Path, tmp_
     assert "\x1b" not in done.stdout  # the root's name, made inert
     for name in NAMES:
         assert name in done.stdout
-    assert "degraded" in done.stdout and "of 8 ok" in done.stdout
+    assert "degraded" in done.stdout and "of 9 ok" in done.stdout

@@ -31,7 +31,8 @@ from lanewatch.lanes.stamp import read_stamp
 from lanewatch.processes.markers import MarkerMemo
 from lanewatch.processes.prober import probe
 from lanewatch.records.incident_log import read_all
-from tests.conftest import LANEWATCH, Spawn, wait_for
+from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
+from tests.kits.contractkit import parsed
 from tests.kits.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged
@@ -118,6 +119,9 @@ def _journey(
         [*LANEWATCH, "service", "status"], capture_output=True, text=True, timeout=60
     )
     assert said.returncode == 0 and said.stdout.startswith("service: watching: pid"), said
+    doctor = parsed("doctor", lanewatch("doctor", "--json", cwd=tmp_path).stdout)
+    (service,) = [c for c in doctor["checks"] if c["name"] == "service"]
+    assert service["status"] == "ok" and service["summary"].startswith("watching: pid"), service
 
     target = a.namespace / "tmp" / "b-was-here.txt"
     pidfile = tmp_path / "writer.pid"

@@ -5,8 +5,9 @@ fence's kernel calls in a forked child and bubblewrap run (`runner/fence.py`), t
 namespace beside it, slirp4netns and /dev/net/tun (`runner/netfence.py`), the host's resolver
 (`runner/netdns.py`), a cgroup made and removed (`linux/cgroup.py`), a fanotify group marked
 (`kernel/attribution.py`), the port lease folder and range (`lanes/leases.py`), the registry's
-roots. A check says "ok" (lanes get it), "degraded" (they get less, and still run: what is
-missing and what would change it) or "off" (they do not get it).
+roots, and the always-on service's heartbeat (`records/service.py`). A check says "ok" (lanes
+get it), "degraded" (they get less, and still run: what is missing and what would change it)
+or "off" (they do not get it).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ STATUSES = (OK, DEGRADED, OFF)
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    name: str  # what is checked: system, fence, network, dns, cgroup, attribution, ports, roots
+    name: str  # system, fence, network, dns, cgroup, attribution, ports, roots, service
     status: str  # OK, DEGRADED or OFF
     summary: str  # what lanes get here, in one line
     fix: str = ""  # what would change it; empty when it is ok
@@ -218,6 +219,22 @@ def roots() -> Check:
     return Check("roots", OK, f"{len(paths)} watched, all readable")
 
 
+def service() -> Check:
+    from lanewatch.records import service as svc
+
+    states = svc.services()
+    watching = [s for s in states if s.watching]
+    if watching:
+        return Check("service", OK, svc.describe(watching)[0].removeprefix("service: "))
+    said = f" ({states[0].reason})" if states else ""
+    return Check(
+        "service",
+        DEGRADED,
+        f"none watching{said}: collisions are recorded only while a dashboard runs",
+        "`lanewatch service install` (docs/service.md)",
+    )
+
+
 def run_all() -> list[Check]:
     """Every check, in the order a lane meets them."""
     base = system()
@@ -225,4 +242,5 @@ def run_all() -> list[Check]:
         return [base]
     fenced = fence()
     net = network(fenced)
-    return [base, fenced, net, dns(net), cgroups(), attribution(), ports(), roots()]
+    checks = [base, fenced, net, dns(net), cgroups(), attribution(), ports(), roots()]
+    return [*checks, service()]
