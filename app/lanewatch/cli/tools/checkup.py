@@ -83,14 +83,13 @@ def network(fence_check: Check) -> Check:
             "--fence net: lanes share the host's loopback (it is built the kernel's way only)",
             "allow user namespaces (docs/fence.md)",
         )
+    shared = "--fence net: lanes share the host's loopback, and say so"
     tool, why = netfence.tool()
     if not tool:
-        return Check("network", OFF, f"--fence net: lanes share the host's loopback ({why})", why)
+        return Check("network", OFF, shared, why)  # why: what is missing, and how to get it
     refused = fences.net_refusal()
     if refused is not None:
-        return Check(
-            "network", OFF, f"--fence net: lanes share the host's loopback ({refused})", refused
-        )
+        return Check("network", OFF, shared, f"{refused} (docs/fence.md)")
     return Check("network", OK, f"--fence net: a loopback of the lane's own, by {tool}")
 
 
