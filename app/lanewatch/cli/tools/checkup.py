@@ -23,7 +23,6 @@ from lanewatch.lanes.roots import Registry, canonical_root, default_root
 from lanewatch.linux import support
 
 OK, DEGRADED, OFF = "ok", "degraded", "off"
-STATUSES = (OK, DEGRADED, OFF)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +158,8 @@ def ports() -> Check:
         size = leases.block_size()
         low, high = leases.port_range()
     except leases.LeaseUnavailable as exc:
-        return Check("ports", OFF, f"no port leases: {exc}", "fix the setting")
+        how = f"fix or unset ${leases.ENV_RANGE} and ${leases.ENV_BLOCK} (docs/ports.md)"
+        return Check("ports", OFF, f"no port leases: {exc}", how)
     if size == 0:
         return Check(
             "ports", OFF, f"no port leases (${leases.ENV_BLOCK}=0)", f"unset ${leases.ENV_BLOCK}"
@@ -193,10 +193,16 @@ def _lease_folder(folder: os.PathLike[str] | str) -> str:
 
 
 def roots() -> Check:
+    registry = Registry()
     try:
-        paths = Registry().paths()
+        paths = registry.paths()
     except LanewatchError as exc:
-        return Check("roots", DEGRADED, f"the registry cannot be read: {exc}", "see its path")
+        return Check(
+            "roots",
+            DEGRADED,
+            f"the registry cannot be read: {exc}",
+            f"repair or remove {registry.path}; `lanewatch roots add DIR` again",
+        )
     if not paths:
         return Check(
             "roots", OK, "none yet: `lanewatch run` registers the default root at its first claim"
@@ -215,7 +221,9 @@ def roots() -> Check:
             + ", ".join(unreadable),
             "`lanewatch roots remove DIR` for a root that is gone",
         )
-    return Check("roots", OK, f"{len(paths)} watched, all readable")
+    later = f" (the default, {default}, is made by the first run)" if default in paths else ""
+    later = later if not os.path.lexists(default) else ""
+    return Check("roots", OK, f"{len(paths)} watched, all readable{later}")
 
 
 def service() -> Check:
