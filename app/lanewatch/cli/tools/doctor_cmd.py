@@ -49,5 +49,5 @@ def doctor_command(as_json: bool) -> None:
             what.append(cell(c.fix, "dim"))
         table.add_row(c.name, cell(c.status, STYLES.get(c.status, "green")), what)
     console().print(table)
-    worst = sum(c.status != "ok" for c in checks)
-    say(f"lanewatch {__version__} as {user_name()}: {len(checks) - worst} of {len(checks)} ok")
+    short = sum(c.status != "ok" for c in checks)
+    say(f"lanewatch {__version__} as {user_name()}: {len(checks) - short} of {len(checks)} ok")
