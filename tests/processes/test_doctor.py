@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from lanewatch.lanes.lane import locate
+from lanewatch.lanes.stamp import read_stamp
 from lanewatch.runner import netdns
 from tests.conftest import LANEWATCH, lanewatch
 from tests.kits.contractkit import parsed
@@ -55,6 +57,9 @@ def test_what_doctor_says_a_lane_gets_is_what_run_and_status_give(repo: Path) ->
     # The default root, not made before the first run, is not "gone"; the run made it.
     assert checks["roots"]["status"] == "ok", checks["roots"]
     assert _checks(repo)["roots"]["summary"] == "1 watched, all readable"
+    stamp = read_stamp(locate("doc", checkout=repo).namespace).stamp
+    assert stamp is not None
+    assert bool(stamp.cgroup) == (checks["cgroup"]["status"] == "ok"), (checks["cgroup"], stamp)
     if os.geteuid() != 0:
         assert checks["cgroup"]["status"] == "degraded" and checks["cgroup"]["fix"]
     # No service of this test's state folder (test_service_journey.py: one that watches).
