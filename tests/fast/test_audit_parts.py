@@ -9,6 +9,7 @@ from lanewatch.audit.audit import pytest_position
 from lanewatch.audit.auditreport import AuditReport, Finding, Read, Run, Write, markdown
 from lanewatch.audit.capture import SLACK_NS, Tick
 from lanewatch.audit.capture import tests_running_at as running_at
+from lanewatch.audit.kernelwatch import Access, own_times
 from lanewatch.audit.scopes import (
     CHECKOUT,
     OTHER,
@@ -148,3 +149,21 @@ def test_fixes_say_what_a_user_types() -> None:
     assert "COVERAGE_FILE" in fix_for("checkout", ".coverage.host.123", CHECKOUT, True)
     other = fix_for("checkout", "out/result.txt", CHECKOUT, True)
     assert "$LANEWATCH_NAMESPACE/scratch" in other and "lanewatch.lanes" not in other
+
+
+def test_a_write_whose_file_time_a_later_write_moved_is_named_by_no_test() -> None:
+    """The kernel's events are read a moment after the writes, and a write's time is its file's
+    mtime then: run 1 wrote at 100 and went on to its next test; run 0 rewrote the file at 250
+    before run 1's event was read, so both events carry 250. Run 1's own time is unknown: no
+    test of it is named (not the one running at 250), and run 0's write keeps its time."""
+    accesses = [
+        Access(1, "/p/artifact", "written", 250),
+        Access(0, "/p/feed", "written", 250),  # another file at the same tick: its own time
+        Access(1, "/p/artifact", "read", 260),
+        Access(0, "/p/artifact", "written", 250),
+        Access(0, "/p/artifact", "written", 400),  # a later write of its own: both kept
+    ]
+    assert own_times(accesses) == [None, 250, 260, 250, 400]
+    ticks = [Tick("t::build", 50, 150), Tick("t::gate", 160, 300)]
+    assert running_at(ticks, 250) == ["t::gate"]  # what the moved time said
+    assert running_at(ticks, None) == []

@@ -7,6 +7,7 @@ no member of a run, writing in the same folder meanwhile, is not reported.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lanewatch.cli.exits import Exit
-from tests.conftest import git, wait_for
+from tests.conftest import LANEWATCH, Spawn, git, inner_pytest_env, wait_for
 from tests.kits.contractkit import parsed
 from tests.processes.test_audit import PYTEST, audit, by_path
 
@@ -118,3 +119,68 @@ def test_as_root_every_write_of_the_runs_is_seen_and_a_read_across_runs_fails(
     assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
     assert "run 1 read what run 0 wrote" in done.stdout
     assert "**READ BY ANOTHER RUN**" in done.stdout
+
+
+# Run 0 writes the artifact and goes on to its next test; run 1 writes it again meanwhile. Each
+# waits on the other by files in the product folder, so the order is certain.
+LATE = """
+import os
+import pathlib
+import time
+
+PRODUCT = pathlib.Path(os.environ["AUDIT_PRODUCT"])
+FIRST = pathlib.Path.cwd().name.endswith("-0")
+
+def _wait(path):
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+def test_build():
+    if FIRST:
+        (PRODUCT / "ready").touch()
+        _wait(PRODUCT / "go")
+        (PRODUCT / "artifact.bin").write_text("run 0")
+    else:
+        _wait(PRODUCT / "moved-on")
+        (PRODUCT / "artifact.bin").write_text("run 1")
+
+def test_after():
+    if FIRST:
+        (PRODUCT / "moved-on").touch()
+        _wait(PRODUCT / "artifact.bin.1")
+    else:
+        (PRODUCT / "artifact.bin.1").touch()
+"""
+
+
+def test_a_write_read_after_another_runs_rewrite_names_no_test_of_its_run(
+    tmp_path: Path, spawn: Spawn
+) -> None:
+    """The audit reads a write's time as its file's mtime when it reads the event. Here it
+    reads them late for certain (stopped, SIGSTOP, while both runs write): run 0's write then
+    carries run 1's later time, which falls in run 0's `test_after`. It must not name that
+    test: the artifact was written by `test_build` alone."""
+    repo, home, product = tmp_path / "sample", tmp_path / "home", tmp_path / "product"
+    for folder in (repo, home, product):
+        folder.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "test_sample.py").write_text(LATE)
+    git("add", "test_sample.py", cwd=repo)
+    git("commit", "-q", "-m", "sample", cwd=repo)
+    env = inner_pytest_env({**os.environ, "HOME": str(home), "AUDIT_PRODUCT": str(product)})
+    args = [*LANEWATCH, "audit", "--parallel", "2", "--json", "--", *PYTEST]
+    proc = spawn(args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for((product / "ready").exists, 120, what="run 0 at its write")
+    os.kill(proc.pid, signal.SIGSTOP)  # the audit, not its runs: its events wait in the queue
+    try:
+        (product / "go").touch()
+        wait_for((product / "artifact.bin.1").exists, 60, what="run 1 rewrote the artifact")
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == Exit.COLLISION, (out, err)
+    report = parsed("audit", out.decode())
+    artifact = by_path(report)[str(product / "artifact.bin")]
+    assert (artifact["shared"], artifact["runs"]) == (True, [0, 1]), artifact
+    assert artifact["tests"] == ["test_sample.py::test_build"], artifact["writes"]

@@ -25,7 +25,7 @@ from typing import IO
 
 from lanewatch.audit import capture, stopper
 from lanewatch.audit.auditreport import AuditReport, Finding, Read, Run, Write
-from lanewatch.audit.kernelwatch import KernelWatch
+from lanewatch.audit.kernelwatch import KernelWatch, own_times
 from lanewatch.audit.portwatch import FIX as PORT_FIX
 from lanewatch.audit.portwatch import PortWatch
 from lanewatch.audit.scopes import (
@@ -312,13 +312,13 @@ def _kernel(
     home = os.environ.get("HOME", "")
     overlaid = {r.index for r in runs if r.home == "overlay"}
     by_path: dict[str, tuple[str, str]] = {}
-    for acc in kernel.accesses:
+    for acc, when in zip(kernel.accesses, own_times(kernel.accesses), strict=True):
         if acc.kind == "read":
             continue
         area, rel = area_of(acc.path, home)
         if area == "~" and acc.run in overlaid:
             continue  # the run's home overlay has it (and the path is not the real one)
-        item = capture.Seen(area, rel, acc.kind, acc.time_ns)
+        item = capture.Seen(area, rel, acc.kind, when)
         finding = _add(found, runs[acc.run], item, area, clocks[acc.run], is_pytest, bytecode)
         if finding is None:
             continue

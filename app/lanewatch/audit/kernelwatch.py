@@ -75,6 +75,26 @@ class Access:
     time_ns: int  # the file's mtime for a write; when we read the event for a read
 
 
+def own_times(accesses: Sequence[Access]) -> list[int | None]:
+    """Each access's time, None for a write whose time may be another write's.
+
+    A write's time is its file's mtime when the event is read (`os.fstat` on the event's fd),
+    and a later write of the same file before that read moves it: run A's write, read after run
+    B rewrote the file, carries B's time, which may fall in another of A's tests. Events come in
+    kernel order, so when a later write of the same path carries the very same time, the
+    earlier one's own time is unknown (or was the same coarse tick): None, named by no test."""
+    last: dict[str, int] = {}  # path -> index of its latest write so far
+    out: list[int | None] = [a.time_ns for a in accesses]
+    for i, acc in enumerate(accesses):
+        if acc.kind == "read":
+            continue
+        before = last.get(acc.path)
+        if before is not None and accesses[before].time_ns == acc.time_ns:
+            out[before] = None
+        last[acc.path] = i
+    return out
+
+
 class KernelWatch:
     """Start with `start()` (None, or why it cannot watch), `add_run()` for each run as it
     starts, `stop()` once every run ended; then `accesses` and `notes`."""
