@@ -100,8 +100,7 @@ class DeferredRows:
         else:
             if not keys:
                 return
-            for key in keys:
-                pending.pop(key, None)
+            self.discard(keys)
         rows, tones = self.source(keys)
         self.table.apply(rows)
         self.table.set_tones(tones)
