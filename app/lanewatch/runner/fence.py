@@ -353,17 +353,13 @@ def _probe(root: bool, net: bool = False) -> int:
 
 
 def fence_here() -> tuple[str, str]:
-    """How `--fence auto` would fence a lane of this user here, asked for real: ("kernel", ""),
-    ("bwrap", why not the kernel's way) or ("none", why not at all)."""
+    """How `--fence auto` would fence a lane of this user here, asked for real: ("kernel", "")
+    or, where the kernel refuses, what `fall_back` chooses ("bwrap" or "none") and why not
+    the kernel's way."""
     refusal = kernel_refusal()
     if refusal is None:
         return "kernel", ""
-    import shutil
-
-    bwrap = shutil.which("bwrap")
-    if bwrap is not None and _bwrap_works(bwrap):
-        return "bwrap", refusal
-    return "none", f"{refusal}; bwrap is not installed or does not work here"
+    return _without_kernel(Mode.AUTO, (), (), refusal).how, refusal
 
 
 def net_refusal() -> str | None:

@@ -65,7 +65,8 @@ def fence() -> Check:
     return Check(
         "fence",
         OFF,
-        f"none: lanes share /tmp and each run says so ({why})",
+        f"none: lanes share /tmp and each run says so ({why}; bwrap is not installed or does "
+        "not work here)",
         "install bubblewrap or allow user namespaces (docs/fence.md); --fence require refuses "
         "to run unfenced",
     )
