@@ -47,10 +47,10 @@ def lane_text(host: str) -> str | None:
     out: list[str] = []
     named = replaced = False
     for line in host.splitlines():
-        words = line.split()
-        if len(words) >= 2 and words[0] == "nameserver":
+        server = _nameserver(line)
+        if server is not None:
             named = True
-            if _loopback(words[1]):
+            if _loopback(server):
                 if not replaced:
                     out.append(f"nameserver {SLIRP_DNS}")
                 replaced = True
@@ -61,6 +61,16 @@ def lane_text(host: str) -> str | None:
     elif not replaced:
         return None
     return "\n".join([HEADER, *out]) + "\n"
+
+
+def nameservers(text: str) -> list[str]:
+    """The addresses a resolver file names, in its order."""
+    return [server for line in text.splitlines() if (server := _nameserver(line)) is not None]
+
+
+def _nameserver(line: str) -> str | None:
+    words = line.split()
+    return words[1] if len(words) >= 2 and words[0] == "nameserver" else None
 
 
 def _loopback(word: str) -> bool:

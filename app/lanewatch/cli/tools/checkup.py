@@ -106,7 +106,7 @@ def dns(network_check: Check) -> Check:
             f"{netdns.HOST_RESOLV} cannot be read: a net-fenced lane keeps what it finds there",
             f"a readable {netdns.HOST_RESOLV}",
         )
-    servers = _nameservers(host)
+    servers = netdns.nameservers(host)
     if netdns.lane_text(host) is not None:
         named = ", ".join(servers) or "none: the local host"
         return Check(
@@ -118,11 +118,6 @@ def dns(network_check: Check) -> Check:
     return Check(
         "dns", OK, f"a net-fenced lane asks the host's resolvers as they are ({', '.join(servers)})"
     )
-
-
-def _nameservers(text: str) -> list[str]:
-    words = (line.split() for line in text.splitlines())
-    return [w[1] for w in words if len(w) >= 2 and w[0] == "nameserver"]
 
 
 def cgroups() -> Check:
@@ -145,13 +140,13 @@ def cgroups() -> Check:
 
 
 def attribution() -> Check:
-    from lanewatch.kernel.attribution import attribution_status
+    from lanewatch.kernel.attribution import HINT_INFERRED, attribution_status
 
     mode, hint = attribution_status()
     if mode == "kernel":
         return Check("attribution", OK, f"kernel: {hint}")
-    inferred, _, how = hint.partition("; ")
-    return Check("attribution", DEGRADED, f"inferred: {inferred}", how)
+    how = hint.removeprefix(HINT_INFERRED).removeprefix("; ")
+    return Check("attribution", DEGRADED, f"inferred: {HINT_INFERRED}", how)
 
 
 def ports() -> Check:
