@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from lanewatch.lanes.lane import locate
-from lanewatch.runner import fence as fences
-from lanewatch.runner import netdns, netfence
+from lanewatch.runner import netdns
 from tests.conftest import LANEWATCH, Spawn
+from tests.kits.netfencekit import why_no_net_fence
 from tests.kits.tinydns import TinyResolver
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
@@ -26,14 +26,9 @@ pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
 SHOW = [sys.executable, "-c", "print(open('/etc/resolv.conf').read(), end='')"]
 
 
-def _why_not() -> str | None:
-    path, why = netfence.tool()
-    return why if not path else fences.kernel_refusal()
-
-
 @pytest.fixture
 def net_fence() -> None:
-    why = _why_not()
+    why = why_no_net_fence()
     if why is not None:
         pytest.skip(f"no network fence here: {why}")
 

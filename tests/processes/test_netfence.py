@@ -25,6 +25,7 @@ from lanewatch.runner import netfence
 from lanewatch.tui.state.forward_hint import forward_hint
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
 from tests.kits.enginekit import stamp_after_spawn
+from tests.kits.netfencekit import why_no_net_fence
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
 
@@ -53,13 +54,6 @@ SERVE_AND_READ = textwrap.dedent(
 )
 
 
-def _why_not() -> str | None:
-    path, why = netfence.tool()
-    if not path:
-        return why
-    return fences.kernel_refusal()
-
-
 def _serving(spawn: Spawn, checkout: Path, who: str) -> subprocess.Popen[bytes]:
     served = checkout / "served"
     served.mkdir()
@@ -81,7 +75,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
 def test_two_lanes_serve_on_their_own_3000_and_forward_publishes_one(
     spawn: Spawn, worktrees: tuple[Path, Path]
 ) -> None:
-    why = _why_not()
+    why = why_no_net_fence()
     if why is not None:
         pytest.skip(f"no network fence here: {why}")
     lanes = [_serving(spawn, wt, f"lane-{i}") for i, wt in enumerate(worktrees)]
@@ -194,7 +188,7 @@ def test_when_slirp4netns_fails_the_command_runs_once_without_a_private_network(
     """A slirp4netns that refuses (here a stand-in that exits 1, as one does without
     /dev/net/tun): the stub ends before CMD, the runner starts it again without the network
     namespace; CMD runs once, and the line says why."""
-    why = _why_not()
+    why = why_no_net_fence()
     if why is not None:
         pytest.skip(f"no network fence here: {why}")
     tools = tmp_path / "refusing tools"

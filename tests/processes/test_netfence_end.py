@@ -20,18 +20,11 @@ from pathlib import Path
 import pytest
 
 from lanewatch.linux.tunkeep import keep_tap, pidfd_of
-from lanewatch.runner import fence as fences
 from lanewatch.runner import netfence
 from tests.conftest import LANEWATCH, Spawn, wait_for
+from tests.kits.netfencekit import why_no_net_fence
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
-
-
-def _why_not() -> str | None:
-    path, why = netfence.tool()
-    if not path:
-        return why
-    return fences.kernel_refusal()
 
 
 def _slirps_for(pid: int) -> list[tuple[int, str]]:
@@ -73,7 +66,7 @@ def test_a_daemon_left_by_cmd_keeps_the_lanes_network_until_it_ends(
 ) -> None:
     """CMD exits at once, its daemon reaches the host only afterwards: slirp4netns (the
     runner's own child beside the daemon) must still carry it, and the lane stays live."""
-    why = _why_not()
+    why = why_no_net_fence()
     if why is not None:
         pytest.skip(f"no network fence here: {why}")
     server, got = _host_server()
@@ -104,7 +97,7 @@ def test_a_daemon_left_by_cmd_keeps_the_lanes_network_until_it_ends(
 def test_slirp4netns_is_gone_when_run_returns_and_dies_with_a_killed_runner(
     spawn: Spawn, repo: Path
 ) -> None:
-    why = _why_not()
+    why = why_no_net_fence()
     if why is not None:
         pytest.skip(f"no network fence here: {why}")
     cmd = ["sh", "-c", 'echo "$$"']

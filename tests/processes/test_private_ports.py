@@ -26,11 +26,10 @@ from lanewatch.model.ports import Listener, ports_cell, ports_from_json
 from lanewatch.model.views import LanePort
 from lanewatch.processes import privateports
 from lanewatch.processes.prober import _listening_now, judge_all, probe
-from lanewatch.runner import fence as fences
-from lanewatch.runner import netfence
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
 from tests.kits.contractkit import parsed
 from tests.kits.enginekit import LaneProc, running, stamp_after_spawn, start_lane
+from tests.kits.netfencekit import why_no_net_fence
 
 # In the lane: wait for a file `go` in the working folder (no process starts meanwhile), then
 # serve on 127.0.0.1 at each port of argv, in this one process.
@@ -50,15 +49,8 @@ LATE_SERVE = textwrap.dedent(
 )
 
 
-def _why_not() -> str | None:
-    path, why = netfence.tool()
-    if not path:
-        return why
-    return fences.kernel_refusal()
-
-
 def _need_net_fence() -> None:
-    why = _why_not()
+    why = why_no_net_fence()
     if why is not None:
         pytest.skip(f"no network fence here: {why}")
 
