@@ -25,6 +25,9 @@ Asked for, in each process that runs tests:
   the lane: pytest stops with a usage error before any test runs. Never a shared /tmp.
 - the lane is released when the process's session ends (exit code: pytest's).
 
+Not asked for, but inside a lane (`lanewatch run -- pytest -n 2`): the run's one lane is
+shared by its xdist workers, and the summary says so in one line (`_sharing_workers`).
+
 `<lane>` is --lanewatch-lane, else the ini `lanewatch_lane`, else $LANEWATCH_LANE, else
 "pytest". Two runs at once in one checkout need two lanes: `--lanewatch-lane`, or
 `lanewatch run --lane-auto -- pytest -p lanewatch -n 4`.
@@ -240,13 +243,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     held = config.stash.get(_HELD, None)
     if held is None:
         return []
+    from lanewatch.inert import inert
+
     lines = [
-        f"lanewatch: lane {held.lane}, {held.owner}, in {held.namespace}; "
-        f"basetemp {_basetemp(config)}"
+        f"lanewatch: lane {inert(held.lane)}, {held.owner}, in {inert(held.namespace)}; "
+        f"basetemp {inert(_basetemp(config))}"
     ]
     workers = getattr(config.option, "numprocesses", None)
     if isinstance(workers, int) and workers > 0:
-        names = ", ".join(f"{held.lane}-gw{n}" for n in range(min(workers, 4)))
+        names = ", ".join(f"{inert(held.lane)}-gw{n}" for n in range(min(workers, 4)))
         more = ", …" if workers > 4 else ""
         lines.append(
             f"lanewatch: each of {workers} xdist workers claims its own lane ({names}{more}), "
@@ -286,11 +291,52 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     workers = config.stash.get(_WORKERS, {})
-    for wid in sorted(workers, key=lambda w: (len(w), w)):
-        said = workers[wid]
-        terminalreporter.write_line(
-            f"lanewatch: {wid} ran in lane {said['lane']}, basetemp {said['basetemp']}"
-        )
+    if workers:
+        from lanewatch.inert import inert
+
+        for wid in sorted(workers, key=lambda w: (len(w), w)):
+            said = workers[wid]
+            terminalreporter.write_line(
+                f"lanewatch: {inert(wid)} ran in lane {inert(said['lane'])}, "
+                f"basetemp {inert(said['basetemp'])}"
+            )
+    hint = _sharing_workers(config)
+    if hint:
+        terminalreporter.write_line(hint)
+
+
+def _local_workers(config: pytest.Config) -> int:
+    """How many xdist workers this main process starts on this machine (`-n N` is N `popen`
+    specs by then; `--tx 3*popen` counts 3; an ssh or socket worker has a /tmp of its own)."""
+    if getattr(config.option, "dist", "no") == "no":
+        return 0
+    count = 0
+    for spec in getattr(config.option, "tx", None) or []:
+        times, star, rest = str(spec).partition("*")
+        if not star:
+            times, rest = "1", str(spec)
+        if rest.startswith("popen") and times.isdigit():
+            count += int(times)
+    return count
+
+
+def _sharing_workers(config: pytest.Config) -> str:
+    """Inside a lane (`lanewatch run`, `prove`) without `-p lanewatch`, xdist's workers share
+    the lane's TMPDIR and /tmp: a test writing a fixed temp name races its twin in the other
+    worker, and no lanewatch incident can show it (one lane, one writer). Say so once, at the
+    end, where a failure is read (`-q` hides the header, not the summary)."""
+    if config.stash.get(_HELD, None) is not None or _worker_id(config) is not None:
+        return ""
+    lane = os.environ.get("LANEWATCH_LANE")
+    workers = _local_workers(config)
+    if not lane or not os.environ.get("LANEWATCH_NAMESPACE") or workers < 2:
+        return ""
+    from lanewatch.inert import inert
+
+    return (
+        f"lanewatch: these {workers} xdist workers shared lane {inert(lane)}'s /tmp and TMPDIR; "
+        "`-p lanewatch` gives each worker a lane of its own"
+    )
 
 
 @pytest.hookimpl(trylast=True)

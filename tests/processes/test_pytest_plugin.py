@@ -134,7 +134,7 @@ def test_without_the_plugin_asked_for_nothing_is_claimed(
     handshake, log = tmp_path / "handshake", tmp_path / "inner.log"
     (handshake / "go").parent.mkdir()
     (handshake / "go").touch()
-    inner = start_inner(spawn, repo, handshake, log)
+    inner = start_inner(spawn, repo, handshake, log, "-n", "2")  # in no lane: nothing to say
     assert inner.wait(timeout=120) == 1  # the inner test needs LANEWATCH_LANE: not set
     out = log.read_text()
     assert "KeyError: 'LANEWATCH_LANE'" in out and "lanewatch:" not in out
@@ -176,9 +176,44 @@ def test_inside_lanewatch_run_the_run_owns_the_lane_and_workers_take_their_own(
         assert read_stamp(locate(lane, checkout=repo).namespace).stamp.family == head
     (handshake / "go").touch()
     assert inner.wait(timeout=120) == 0, log.read_text()
-    assert "lanewatch: lane agent-1, owned by the lanewatch run around this pytest, pid" in (
-        log.read_text()
-    )
+    out = log.read_text()
+    assert "lanewatch: lane agent-1, owned by the lanewatch run around this pytest, pid" in out
+    assert "shared lane" not in out  # asked for: each worker has its own
+
+
+def test_inside_lanewatch_run_unasked_the_workers_sharing_the_lane_are_named(
+    spawn: Spawn, repo: Path, tmp_path: Path
+) -> None:
+    """Without `-p lanewatch`, `lanewatch run -- pytest -n 2` is one lane: both workers write
+    in its one /tmp, where a fixed temp name races its twin. The summary says so, even with
+    `-q`, which hides the header."""
+    handshake, log = tmp_path / "handshake", tmp_path / "inner.log"
+    run = (sys.executable, "-m", "lanewatch", "run", "--lane", "agent-1", "--")
+    inner = start_inner(spawn, repo, handshake, log, "-q", "-n", "2", tests=2, prefix=run)
+    infos = wait_for(lambda: ready(handshake, 2), 180, what="two workers ready")
+    assert sorted(i["worker"] for i in infos) == ["gw0", "gw1"]
+    assert infos[0]["TMPDIR"] == infos[1]["TMPDIR"]  # the fact the line reports
+    (handshake / "go").touch()
+    assert inner.wait(timeout=120) == 0, log.read_text()
+    out = log.read_text()
+    assert (
+        "lanewatch: these 2 xdist workers shared lane agent-1's /tmp and TMPDIR; "
+        "`-p lanewatch` gives each worker a lane of its own"
+    ) in out
+    assert out.count("shared lane") == 1  # the main process says it; workers do not
+
+
+def test_inside_lanewatch_run_one_process_shares_nothing(
+    spawn: Spawn, repo: Path, tmp_path: Path
+) -> None:
+    handshake, log = tmp_path / "handshake", tmp_path / "inner.log"
+    (handshake / "go").parent.mkdir()
+    (handshake / "go").touch()
+    run = (sys.executable, "-m", "lanewatch", "run", "--lane", "agent-1", "--")
+    for extra in ((), ("-n", "1"), ("-n", "0")):
+        inner = start_inner(spawn, repo, handshake, log, *extra, prefix=run)
+        assert inner.wait(timeout=120) == 0, log.read_text()
+        assert "1 passed" in log.read_text() and "lanewatch:" not in log.read_text(), extra
 
 
 def test_outside_a_checkout_it_fails_closed_before_any_test(spawn: Spawn, tmp_path: Path) -> None:
@@ -228,3 +263,17 @@ def test_the_plugin_loaded_unasked_costs_one_small_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['lanewatch.pytest_plugin']"
+
+
+def test_a_lane_name_with_escapes_reaches_the_terminal_inert(
+    spawn: Spawn, repo: Path, tmp_path: Path
+) -> None:
+    handshake, log = tmp_path / "handshake", tmp_path / "inner.log"
+    (handshake / "go").parent.mkdir()
+    (handshake / "go").touch()
+    lane = "red\x1b[31m-\u202eevil"
+    inner = start_inner(spawn, repo, handshake, log, "-p", "lanewatch", "--lanewatch-lane", lane)
+    assert inner.wait(timeout=120) == 0, log.read_text()
+    out = log.read_bytes()
+    assert b"\x1b" not in out and "\u202e".encode() not in out
+    assert b"lanewatch: lane red\\x1b[31m-\\u202eevil, claimed by this pytest" in out
