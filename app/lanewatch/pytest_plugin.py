@@ -334,8 +334,8 @@ def _sharing_workers(config: pytest.Config) -> str:
     from lanewatch.inert import inert
 
     return (
-        f"lanewatch: these {workers} xdist workers shared lane {inert(lane)}'s /tmp and TMPDIR; "
-        "`-p lanewatch` gives each worker a lane of its own"
+        f"lanewatch: these {workers} xdist workers shared lane {inert(lane)}'s TMPDIR and /tmp; "
+        "`-p lanewatch` gives each worker a lane and a TMPDIR of its own"
     )
 
 

@@ -197,8 +197,8 @@ def test_inside_lanewatch_run_unasked_the_workers_sharing_the_lane_are_named(
     assert inner.wait(timeout=120) == 0, log.read_text()
     out = log.read_text()
     assert (
-        "lanewatch: these 2 xdist workers shared lane agent-1's /tmp and TMPDIR; "
-        "`-p lanewatch` gives each worker a lane of its own"
+        "lanewatch: these 2 xdist workers shared lane agent-1's TMPDIR and /tmp; "
+        "`-p lanewatch` gives each worker a lane and a TMPDIR of its own"
     ) in out
     assert out.count("shared lane") == 1  # the main process says it; workers do not
 
