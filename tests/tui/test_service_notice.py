@@ -24,4 +24,6 @@ async def test_the_dashboard_says_a_service_is_watching(isolated_state: Path) ->
             what="the service notice",
         )
         (notice,) = [n for n in app.notices.notices if n.title == "service"]
-        assert notice.message.startswith(f"service: watching: pid {os.getpid()} alive")
+        assert notice.message.startswith(f"watching: pid {os.getpid()} alive")  # titled once
+        toasts = [n.message for n in app._notifications]  # what Textual shows (private)
+        assert any(t.startswith(f"service: watching: pid {os.getpid()}") for t in toasts), toasts

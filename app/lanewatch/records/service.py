@@ -192,15 +192,17 @@ def services() -> list[ServiceState]:
     return out
 
 
-def _status_line(state: ServiceState) -> str:
+def verdict(state: ServiceState) -> str:
+    """One service's verdict, without the "service: " that `describe` puts before it (for a
+    notice titled "service", and doctor's service line)."""
     b = state.beat
-    verdict = "watching" if state.watching else "not watching"
+    word = "watching" if state.watching else "not watching"
     if b is None:
-        return f"service: {verdict} ({state.reason})"
+        return f"{word} ({state.reason})"
     since = time.strftime("%Y-%m-%d %H:%M", time.localtime(b.started_at))
     roots = f"{len(b.roots)} root{'s' if len(b.roots) != 1 else ''}"
     how = f"attribution {b.attribution}" if b.attribution else "attribution not yet known"
-    return f"service: {verdict}: {state.reason} ({b.mode} service since {since}, {roots}, {how})"
+    return f"{word}: {state.reason} ({b.mode} service since {since}, {roots}, {how})"
 
 
 def describe(states: list[ServiceState]) -> list[str]:
@@ -210,7 +212,7 @@ def describe(states: list[ServiceState]) -> list[str]:
             "service: none: nothing records while no dashboard runs "
             "(`lanewatch service install`, docs/service.md)"
         ]
-    return [_status_line(s) for s in states]
+    return [f"service: {verdict(s)}" for s in states]
 
 
 def stopped(beat: Beat) -> Beat:

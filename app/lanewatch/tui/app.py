@@ -227,13 +227,13 @@ class LanewatchApp(App[None]):
     def _tell_service(self) -> None:
         """Once, off the UI thread: an always-on service that records while no dashboard runs
         (docs/service.md); its incidents are in the roots, so this picture has them."""
-        from lanewatch.records.service import describe, services
+        from lanewatch.records.service import services, verdict
 
         states = [s for s in services() if s.watching]
         if states:
             with contextlib.suppress(RuntimeError):  # the app already stopped
                 self.call_from_thread(
-                    self.notify, describe(states)[0], title="service", markup=False, timeout=8
+                    self.notify, verdict(states[0]), title="service", markup=False, timeout=8
                 )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

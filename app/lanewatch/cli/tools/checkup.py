@@ -228,7 +228,7 @@ def service() -> Check:
     states = svc.services()
     watching = [s for s in states if s.watching]
     if watching:
-        return Check("service", OK, svc.describe(watching)[0].removeprefix("service: "))
+        return Check("service", OK, svc.verdict(watching[0]))
     said = f" ({states[0].reason})" if states else ""
     return Check(
         "service",
