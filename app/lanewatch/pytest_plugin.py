@@ -38,6 +38,7 @@ one small module, not for the lanes.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -56,6 +57,9 @@ DEFAULT_BASE = "pytest"
 # Set by the main process in each xdist worker's environment (before the worker's pytest
 # starts), read and dropped by the worker: "you are lane L". Never inherited further.
 WORKER_LANE = "LANEWATCH_XDIST_WORKER_LANE"
+# Beside it, the main process's argv (JSON): a worker's own is execnet's `-c`, which says
+# nothing in the stamp's command, the dashboard's detail or a kill's question.
+WORKER_COMMAND = "LANEWATCH_XDIST_WORKER_COMMAND"
 
 
 def _stdio_now() -> list[list[int]]:
@@ -136,10 +140,11 @@ def _base_lane(config: pytest.Config, option: Any) -> str:
 def pytest_load_initial_conftests(early_config: pytest.Config) -> Any:
     """Claim before pytest's capture makes its temporary files, so that they are the lane's."""
     worker_lane = os.environ.pop(WORKER_LANE, None)  # set for us alone: never inherited
+    main_argv = os.environ.pop(WORKER_COMMAND, None)
     option = early_config.known_args_namespace
     asked = _asked(option) or bool(early_config.getini(NAME))
     if asked and not (getattr(option, "help", False) or getattr(option, "version", False)):
-        _claim(early_config, option, worker_lane)
+        _claim(early_config, option, worker_lane, _worker_command(main_argv))
     return (yield)
 
 
@@ -150,12 +155,29 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = _worker_id(config)
     if config.stash.get(_HELD, None) is None:  # not claimed early (--help; a worker xdist
         name = f"{_base_lane(config, config.option)}-{worker}" if worker else None
-        _claim(config, config.option, name)  # started without our word): claim now
+        main_argv = getattr(config, "workerinput", {}).get("mainargv")
+        _claim(config, config.option, name, _worker_command(main_argv))  # without our word)
     if worker:
         config.option.basetemp = None  # xdist's popen-gwN, under the main process's lane
 
 
-def _claim(config: pytest.Config, option: Any, worker_lane: str | None) -> None:
+def _worker_command(main_argv: object) -> list[str]:
+    """The stamp's command: this process's argv, or in an xdist worker the main process's with
+    the worker named (`pytest -n 2 (xdist worker gw1)`). `main_argv`: a JSON list (our word in
+    the worker's environment) or a list (xdist's `mainargv`); None outside a worker."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if main_argv is None or not worker:
+        return list(sys.argv)
+    try:
+        argv = json.loads(main_argv) if isinstance(main_argv, str) else main_argv
+    except ValueError:
+        return list(sys.argv)
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return list(sys.argv)
+    return [*argv, f"(xdist worker {worker})"]
+
+
+def _claim(config: pytest.Config, option: Any, worker_lane: str | None, command: list[str]) -> None:
     """Claim the lane (or find the `lanewatch run` around us that owns it) and move TMPDIR and
     the LANEWATCH_* variables into it. A usage error when it cannot be."""
     from lanewatch.errors import LanewatchError
@@ -179,7 +201,7 @@ def _claim(config: pytest.Config, option: Any, worker_lane: str | None) -> None:
             family = family_of_parent(target.root, target.namespace) if worker_lane else None
             claimed = Lane(
                 name,
-                command=list(sys.argv),
+                command=command,
                 root=target.root,
                 checkout=target.checkout.root,
                 family=family,
@@ -230,6 +252,7 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
         env = getattr(spec, "env", None)
         if isinstance(wid, str) and isinstance(env, dict):
             env[WORKER_LANE] = f"{held.lane}-{wid}"
+            env[WORKER_COMMAND] = json.dumps(sys.argv)
 
 
 def _basetemp(config: pytest.Config) -> str:

@@ -42,6 +42,7 @@ INNER = textwrap.dedent(
             "gettempdir": tempfile.gettempdir(),
             "mkstemp": tempfile.mkstemp()[1],
             "worker_var": os.environ.get("LANEWATCH_XDIST_WORKER_LANE"),
+            "command_var": os.environ.get("LANEWATCH_XDIST_WORKER_COMMAND"),
         }
         ready = HANDSHAKE / f"ready-{worker}-{n}.json"
         Path(f"{ready}.tmp").write_text(json.dumps(info))
@@ -124,8 +125,15 @@ def test_four_xdist_workers_get_four_lanes_seen_live_from_outside(
         stamp = read_stamp(locate(lane, checkout=repo).namespace).stamp
         assert stamp.state is OwnerState.RELEASED and stamp.exit_code == 0, lane  # not stale
         assert stamp.family == (None if lane == "pytest" else head), lane  # one family
+        # A worker's own argv is execnet's `-c`: its stamp shows the main command, named.
+        worker = lane.removeprefix("pytest").lstrip("-")
+        said = tuple(stamp.command)
+        if worker:
+            assert said[-1] == f"(xdist worker {worker})", said
+            said = said[:-1]
+        assert said[-3:] == ("-n", "4", "test_inner.py"), stamp.command
     # The main process told each worker its lane; the worker dropped the word before its tests.
-    assert all(i["worker_var"] is None for i in infos)
+    assert all(i["worker_var"] is None and i["command_var"] is None for i in infos)
 
 
 def test_without_the_plugin_asked_for_nothing_is_claimed(
