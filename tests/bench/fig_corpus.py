@@ -4,7 +4,7 @@ precision and recall.
     python -m tests.bench.fig_corpus WORK
 
 Runs tests/corpus (real third-party work in lanes of two checkouts under `lanewatch record`,
-plus five planted collisions) in WORK, as the current user (as root: kernel attribution), and
+plus six planted collisions) in WORK, as the current user (as root: kernel attribution), and
 answers with the score `python -m tests.corpus.score` prints. Offline with no cached sdists it
 answers with a note instead.
 """

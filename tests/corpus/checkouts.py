@@ -43,6 +43,50 @@ class Checkouts:
         return {"main": self.main, "linked": self.linked}[which]
 
 
+# Python's multiprocessing at work, as test suites and data tools use it: a pool and a process
+# pool executor (named semaphores: glibc writes each as /dev/shm/sem.XXXXXX, then links it to
+# its name), a lock, a manager, and shared memory (/dev/shm/psm_…) written by a pool worker.
+# Every name is the program's own: both lanes of the pair run it at once. A file of the
+# checkouts, not `python -c`: the forkserver and spawn start methods import the main module.
+MP_SCRIPT = "mpwork.py"
+MP_PROGRAM = """
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import shared_memory
+
+
+def square(x):
+    return x * x
+
+
+def fill(name, n):
+    shm = shared_memory.SharedMemory(name=name)
+    shm.buf[:n] = bytes(range(n))
+    shm.close()
+
+
+if __name__ == "__main__":
+    with mp.Pool(2) as pool:
+        assert sum(pool.map(square, range(200))) == 2646700
+    with ProcessPoolExecutor(2) as ex:
+        assert sum(ex.map(square, range(200))) == 2646700
+    with mp.Manager() as manager:
+        shared = manager.dict(done=0)
+        lock = mp.Lock()
+        with lock:
+            shared["done"] += 1
+    shm = shared_memory.SharedMemory(create=True, size=1 << 20)
+    try:
+        worker = mp.Process(target=fill, args=(shm.name, 200))
+        worker.start()
+        worker.join()
+        assert bytes(shm.buf[:200]) == bytes(range(200)), "the worker's bytes"
+    finally:
+        shm.close()
+        shm.unlink()
+"""
+
+
 def git(*args: str, cwd: Path, env: Mapping[str, str]) -> None:
     subprocess.run(
         ["git", *args], cwd=cwd, env={**env, **IDENTITY}, check=True, capture_output=True
@@ -60,7 +104,8 @@ def make(base: Path, env: Mapping[str, str]) -> Checkouts:
     exclude.write_text(f"/{CLICK.folder}/\n/{PYTEST.folder}/\n.tox/\n.venvs/\n/{TINY_WHEEL}\n")
     (main / "README").write_text("corpus\n")
     (main / "tox.ini").write_text(TOX_INI)
-    git("add", "README", "tox.ini", cwd=main, env=env)
+    (main / MP_SCRIPT).write_text(MP_PROGRAM)
+    git("add", "README", "tox.ini", MP_SCRIPT, cwd=main, env=env)
     git("commit", "-q", "-m", "init", cwd=main, env=env)
     git("worktree", "add", "-q", "-b", "side", str(linked), cwd=main, env=env)
     unpack(CLICK, main)

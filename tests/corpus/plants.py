@@ -9,7 +9,10 @@ would want reported, and the corpus must find every one.
 - a leased port: a lane of the linked checkout listens on the port another lane leased;
 - a shared port: a lane of each checkout listens on one fixed port outside every lease, at
   once (SO_REUSEPORT, as `gunicorn --reuse-port` does: the kernel then splits the connections
-  between the two lanes' servers).
+  between the two lanes' servers);
+- a shared name in /dev/shm: two fenced lanes, one per checkout, write one fixed name there
+  (the fence leaves /dev/shm shared unless `--fence-shm`), as two copies of a program that
+  names its shared memory do.
 """
 
 from __future__ import annotations
@@ -53,13 +56,16 @@ LISTEN = (
 FIXED_PORTS = (10000, 19999)  # below the leases' range, above the well-known ports
 
 
-def shared_name() -> Path:
-    """A fixed name in the real /tmp, unique to this run (`session.run_corpus` removes it)."""
-    return Path(os.path.realpath("/tmp")) / f"lanewatch-corpus-{uuid.uuid4().hex}.json"
+def shared_name(where: str = "/tmp", suffix: str = ".json") -> Path:
+    """A fixed name in the real /tmp (or /dev/shm), unique to this run (`session.run_corpus`
+    removes it)."""
+    return Path(os.path.realpath(where)) / f"lanewatch-corpus-{uuid.uuid4().hex}{suffix}"
 
 
-def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Plant], list[Lane]]:
-    """Start the five collisions; the plants to look for and the lanes to stop after."""
+def plant(
+    procs: Processes, checkouts: Checkouts, shared: Path, shm: Path
+) -> tuple[list[Plant], list[Lane]]:
+    """Start the six collisions; the plants to look for and the lanes to stop after."""
     py = sys.executable
     victim = procs.lane("victim", checkouts.main, SLEEP)
     taken = procs.lane("taken", checkouts.main, SLEEP)
@@ -73,6 +79,10 @@ def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Pl
             (py, "-c", HOLD, str(shared), which),
             fence="none",
         )
+        for which in ("main", "linked")
+    ]
+    in_shm = [
+        procs.lane(f"shm-{which}", checkouts.of(which), (py, "-c", HOLD, str(shm), which))
         for which in ("main", "linked")
     ]
     # Not holding our stdout: the intruder of a takeover holding a file in /tmp open for
@@ -112,8 +122,9 @@ def plant(procs: Processes, checkouts: Checkouts, shared: Path) -> tuple[list[Pl
             victim=str(victim.namespace),
         ),
         Plant("shared-port", "two lanes listen on one fixed port at once", path=f":{fixed}"),
+        Plant("shared-file", "two fenced lanes write one fixed name in /dev/shm", path=str(shm)),
     ]
-    return plants, [victim, taken, intruder, *both, squatter, *servers]
+    return plants, [victim, taken, intruder, *both, *in_shm, squatter, *servers]
 
 
 def _free_port() -> int:

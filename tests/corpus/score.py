@@ -1,6 +1,6 @@
 """The corpus's figures: which recorded incidents are the planted ones, which were invented.
 
-    python -m tests.corpus.score [--no-plant] [--json] [--keep DIR]
+    python -m tests.corpus.score [--no-plant] [--unfenced] [--json] [--keep DIR]
 
 runs the whole corpus as the current user (as root: kernel attribution) and prints planted,
 found, invented, precision and recall, then each invented incident. Exit 0 when nothing was
@@ -108,9 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plant", action="store_true", help="run the corpus alone")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     parser.add_argument("--keep", type=Path, help="work in DIR (created) and keep it")
+    parser.add_argument(
+        "--unfenced", action="store_true", help="every workload with --fence none (no fence here)"
+    )
     args = parser.parse_args(argv)
     try:
-        outcome = run_corpus(args.keep, plant=not args.no_plant)
+        outcome = run_corpus(
+            args.keep, plant=not args.no_plant, unfenced=args.unfenced, keep=bool(args.keep)
+        )
     except Unavailable as exc:
         print(f"corpus: cannot run here: {exc}", file=sys.stderr)
         return 2

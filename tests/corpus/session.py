@@ -70,11 +70,11 @@ class Outcome:
         }
 
 
-def child_env(base: Path) -> dict[str, str]:
+def child_env(base: Path, state: Path | None = None) -> dict[str, str]:
     """This process's environment without what would steer the lanes, with a state folder
-    of the run's own (so nothing of the user's lanewatch shows)."""
+    of the run's own (so nothing of the user's lanewatch shows): `state`, else in `base`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
-    env["LANEWATCH_STATE_DIR"] = str(base / "state")
+    env["LANEWATCH_STATE_DIR"] = str(state or base / "state")
     env["LANEWATCH_SYSTEM_STATE_DIR"] = str(base / "system-state")
     # Only the plugins a workload names (-p xdist -p lanewatch): none of this venv's others.
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -92,9 +92,15 @@ def versions() -> dict[str, str]:
     return found
 
 
-def run_corpus(base: Path | None = None, *, plant: bool = True) -> Outcome:
+def run_corpus(
+    base: Path | None = None, *, plant: bool = True, unfenced: bool = False, keep: bool = False
+) -> Outcome:
     """The whole corpus in `base` (a new temporary folder, removed after, when None).
-    Raises `sdists.Unavailable` before starting anything when a pinned sdist cannot be had."""
+    `unfenced`: every workload runs with `--fence none`, as on a machine that cannot build the
+    fence (a kernel that refuses user namespaces and no bubblewrap): the same work, in the real
+    /tmp. `keep`: `base` is kept (the caller's), and the state folder it links to too.
+    Raises `sdists.Unavailable` before starting anything when a pinned sdist cannot be
+    had."""
     for pin in (CLICK, PYTEST):
         fetch(pin)
     own = base is None
@@ -102,19 +108,36 @@ def run_corpus(base: Path | None = None, *, plant: bool = True) -> Outcome:
     work.mkdir(parents=True, exist_ok=True)
     shared = plants.shared_name()
     redirect = plants.shared_name().with_suffix(".log")
+    shm = plants.shared_name("/dev/shm", "")
     # The neighbour's own first-level folder of /tmp, apart from the corpus's checkouts.
     neighbour = Path(tempfile.mkdtemp(prefix="lanewatch-corpus-", dir=os.path.realpath("/tmp")))
+    # A short state folder: an unfenced lane's TMPDIR is a link in it (`state/t/…`), and the
+    # sockets programs make there (multiprocessing's manager) must fit in 108 bytes, which a
+    # pytest tmp_path under a long folder would not leave room for. `base/state` links to it;
+    # removed at the end unless `keep`.
+    state = Path(tempfile.mkdtemp(prefix="lwc-", dir=os.path.realpath("/tmp")))
+    (work / "state").symlink_to(state)
     try:
-        return _run(work, plant, shared, redirect, neighbour)
+        return _run(work, plant, (shared, shm), redirect, (neighbour, state), unfenced)
     finally:
-        for path in (shared, redirect):
+        for path in (shared, shm, redirect):
             path.unlink(missing_ok=True)
         shutil.rmtree(neighbour, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(state, ignore_errors=True)
         if own:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path) -> Outcome:
+def _run(
+    base: Path,
+    plant: bool,
+    shared: tuple[Path, Path],  # the fixed names the plants share: in /tmp, in /dev/shm
+    redirect: Path,
+    elsewhere: tuple[Path, Path],  # the neighbour's folder, and the run's state folder
+    unfenced: bool,
+) -> Outcome:
+    neighbour, state = elsewhere
     t0, cpu0 = time.monotonic(), _children_cpu()
     phases: dict[str, float] = {}
     last = [t0]
@@ -124,7 +147,7 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
         phases[name] = round(now - last[0], 1)
         last[0] = now
 
-    env = child_env(base)
+    env = child_env(base, state)
     root = base / "root"
     root.mkdir()
     cos = checkouts.make(base / "checkouts", env)
@@ -139,7 +162,7 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
         lap("recorder ready")
         _neighbour(procs, neighbour, failures)
         lap("neighbour")
-        for pair in pairs(cos):
+        for pair in pairs(cos, unfenced=unfenced):
             running = [_start(procs, cos, w, redirect) for w in pair]
             for w, lane in zip(pair, running, strict=True):
                 code = lane.wait(WORKLOAD_TIMEOUT)
@@ -156,7 +179,7 @@ def _run(base: Path, plant: bool, shared: Path, redirect: Path, neighbour: Path)
                     failures.append(f"{w.lane} exited {code}: {tail}")
         lap("workloads")
         if plant:
-            planted, lanes = plants.plant(procs, cos, shared)
+            planted, lanes = plants.plant(procs, cos, *shared)
             _found_all(recorder, planted)
             for lane in lanes:
                 _stop(lane)

@@ -1,5 +1,5 @@
 """The corpus: real third-party work in lanes of two checkouts under a recorder
-that runs the whole time, plus five planted collisions. Nothing may be invented, and every
+that runs the whole time, plus six planted collisions. Nothing may be invented, and every
 planted collision must be found: as root the recorder attributes writes by the kernel; in the
 unprivileged tier (.ci/unprivileged) it runs as a normal user and infers them.
 
@@ -25,9 +25,13 @@ pytestmark = [pytest.mark.corpus, pytest.mark.unprivileged]
 
 
 @pytest.mark.timeout(900)
-def test_the_corpus_invents_no_incident_and_finds_every_planted_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("unfenced", [False, True], ids=["fenced", "unfenced"])
+def test_the_corpus_invents_no_incident_and_finds_every_planted_one(
+    tmp_path: Path, unfenced: bool
+) -> None:
+    """`unfenced`: every workload with `--fence none`, as where the fence cannot be built."""
     try:
-        outcome = run_corpus(tmp_path / "corpus")
+        outcome = run_corpus(tmp_path / "corpus", unfenced=unfenced)
     except Unavailable as exc:
         pytest.skip(f"the corpus cannot run here: {exc}")
     print(outcome.summary())
@@ -43,4 +47,4 @@ def test_the_corpus_invents_no_incident_and_finds_every_planted_one(tmp_path: Pa
         + "\n".join(describe(i) for i in invented[:20])
     )
     assert not outcome.score.missed, f"planted but not found: {outcome.score.missed}"
-    assert outcome.score.found == outcome.score.planted == 5
+    assert outcome.score.found == outcome.score.planted == 6

@@ -4,9 +4,9 @@ checkouts; the pairs run at once (one lane per checkout), one pair after another
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from tests.corpus.checkouts import IDENTITY, TINY, TINY_WHEEL, Checkouts
+from tests.corpus.checkouts import IDENTITY, MP_SCRIPT, TINY, TINY_WHEEL, Checkouts
 from tests.corpus.sdists import CLICK, PYTEST
 
 PY = sys.executable
@@ -104,7 +104,15 @@ class Workload:
     fence: str = "auto"  # `lanewatch run --fence`
 
 
-def pairs(checkouts: Checkouts) -> list[tuple[Workload, Workload]]:
+def pairs(checkouts: Checkouts, *, unfenced: bool = False) -> list[tuple[Workload, Workload]]:
+    """The pairs, in order; `unfenced`: every lane with `--fence none`."""
+    found = _pairs(checkouts)
+    if not unfenced:
+        return found
+    return [(replace(a, fence="none"), replace(b, fence="none")) for a, b in found]
+
+
+def _pairs(checkouts: Checkouts) -> list[tuple[Workload, Workload]]:
     main, linked = checkouts.main, checkouts.linked
     click = Workload(
         "click",
@@ -156,4 +164,13 @@ def pairs(checkouts: Checkouts) -> list[tuple[Workload, Workload]]:
         "--fence net: a dev server on 3000 in the lane's own network, tests on port 0",
         fence="net",
     )
-    return [(click, pytest_slice), (tox, pip), (shell, git), (web, web_net)]
+    mp_main, mp_linked = (
+        Workload(
+            f"mp-{which}",
+            which,
+            (PY, MP_SCRIPT),
+            "multiprocessing: a pool, an executor, a lock, a manager, shared memory (/dev/shm)",
+        )
+        for which in ("main", "linked")
+    )
+    return [(click, pytest_slice), (tox, pip), (shell, git), (web, web_net), (mp_main, mp_linked)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from lanewatch.audit.audit import pytest_position
+from lanewatch.audit.audit import _own_ipc_names, pytest_position
 from lanewatch.audit.auditreport import AuditReport, Finding, Read, Run, Write, markdown
 from lanewatch.audit.capture import SLACK_NS, Tick
 from lanewatch.audit.capture import tests_running_at as running_at
@@ -167,3 +167,30 @@ def test_a_write_whose_file_time_a_later_write_moved_is_named_by_no_test() -> No
     ticks = [Tick("t::build", 50, 150), Tick("t::gate", 160, 300)]
     assert running_at(ticks, 250) == ["t::gate"]  # what the moved time said
     assert running_at(ticks, None) == []
+
+
+def test_names_in_dev_shm_of_one_run_alone_are_left_out_and_counted() -> None:
+    def finding(path: str, *runs: int, read_by: int | None = None) -> Finding:
+        f = Finding(
+            path, UNBOUND, "/dev/shm", "fix", [Write(r, "/dev/shm", "written", 1) for r in runs]
+        )
+        if read_by is not None:
+            f.reads.append(Read(read_by, 2))
+        return f
+
+    found = {
+        ("/dev/shm", "sem.Ab12Cd"): finding("/dev/shm/sem.Ab12Cd", 0),
+        ("/dev/shm", "psm_1f2e"): finding("/dev/shm/psm_1f2e", 1),
+        ("/dev/shm", "meet"): finding("/dev/shm/meet", 0, 1),  # both runs: shared, stays
+        ("/dev/shm", "read"): finding("/dev/shm/read", 0, read_by=1),  # another run read it
+        ("/tmp", "x"): Finding("/tmp/x", UNBOUND, "/tmp", "fix", [Write(0, "/tmp", "written", 1)]),
+    }
+    alone = dict(found)
+    assert _own_ipc_names(alone, runs=1) == 0 and alone == found  # one run: nothing to compare
+    assert _own_ipc_names(found, runs=2) == 2
+    assert sorted(found) == [("/dev/shm", "meet"), ("/dev/shm", "read"), ("/tmp", "x")]
+    report = AuditReport(["python3", "mp.py"], False, [], list(found.values()), [])
+    report.own_ipc_names = 2
+    assert report.to_json()["own_ipc_names"] == 2
+    assert any("2 names in /dev/shm each written by one run alone" in x for x in report.left_out)
+    assert "## Left out" in markdown(report)

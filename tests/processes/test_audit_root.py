@@ -184,3 +184,59 @@ def test_a_write_read_after_another_runs_rewrite_names_no_test_of_its_run(
     artifact = by_path(report)[str(product / "artifact.bin")]
     assert (artifact["shared"], artifact["runs"]) == (True, [0, 1]), artifact
     assert artifact["tests"] == ["test_sample.py::test_build"], artifact["writes"]
+
+
+# Python's multiprocessing (named semaphores, shared memory), and one name both runs agree on.
+MULTIPROCESSING = """
+import multiprocessing as mp, os, sys
+from multiprocessing import shared_memory
+
+def square(x):
+    return x * x
+
+if __name__ == "__main__":
+    with mp.Pool(2) as pool:
+        assert sum(pool.map(square, range(50))) == 40425
+    shm = shared_memory.SharedMemory(create=True, size=4096)
+    shm.buf[:2] = b"ok"
+    shm.close()
+    shm.unlink()
+    with open(sys.argv[1], "w") as meet:
+        meet.write(os.getcwd())
+"""
+
+
+def test_names_in_dev_shm_of_one_run_are_left_out_and_one_both_use_fails(
+    tmp_path: Path,
+) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm here")
+    repo, home = tmp_path / "sample", tmp_path / "home"
+    repo.mkdir()
+    home.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "mp.py").write_text(MULTIPROCESSING)
+    git("add", "mp.py", cwd=repo)
+    git("commit", "-q", "-m", "sample", cwd=repo)
+    meet = shm / f"lanewatch-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        done = audit(
+            "--parallel",
+            "2",
+            "--json",
+            "--",
+            sys.executable,
+            "mp.py",
+            str(meet),
+            cwd=repo,
+            home=home,
+        )
+    finally:
+        meet.unlink(missing_ok=True)
+    assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
+    report = parsed("audit", done.stdout)
+    assert [r["exit_code"] for r in report["runs"]] == [0, 0], report["runs"]
+    in_shm = [f for f in report["findings"] if f["path"].startswith("/dev/shm/")]
+    assert [(f["path"], f["shared"]) for f in in_shm] == [(str(meet), True)], in_shm
+    assert report["own_ipc_names"] >= 4, report  # each run's semaphores and shared memory

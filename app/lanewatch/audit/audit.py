@@ -44,6 +44,7 @@ from lanewatch.lanes.lane import SCRATCH_DIR, TEMP_VARS, locate
 from lanewatch.lanes.leases import ENV_DIR as ENV_PORTS_DIR
 from lanewatch.lanes.leases import lease_dir
 from lanewatch.lanes.stamp import read_stamp
+from lanewatch.linux.paths import IPC_TEMP, under_any
 from lanewatch.runner.fence import ENV_FENCE_WITH, FOLDERS
 
 EXIT_FENCE_REFUSED = 3  # `lanewatch run --fence tmp` where the fence cannot be built
@@ -281,10 +282,29 @@ def _collect(
         unseen |= _kernel(kernel, runs, found, clocks, is_pytest, bytecode)
     if ports is not None:
         _ports(ports, found, clocks)
+    own_ipc = _own_ipc_names(found, len(runs))
     findings = sorted(found.values(), key=lambda f: (not f.shared, not f.crossed, f.scope, f.path))
     report = AuditReport(list(cmd), is_pytest, runs, findings, sorted(unseen))
     report.bytecode_caches = len(bytecode)
+    report.own_ipc_names = own_ipc
     return report
+
+
+def _own_ipc_names(found: dict[tuple[str, str], Finding], runs: int) -> int:
+    """Leave out (and count) the names in /dev/shm that one run alone wrote and no other run
+    read, when two or more runs ran the same command: a name the program picked unique
+    (multiprocessing's `sem.XXXXXX` and `psm_…`), which cannot meet another run's. A name two
+    runs wrote stays a finding (shared); with one run there is nothing to compare."""
+    if runs < 2:
+        return 0
+    mine = [
+        key
+        for key, f in found.items()
+        if under_any(f.path, IPC_TEMP) and len(f.runs) == 1 and not f.crossed
+    ]
+    for key in mine:
+        del found[key]
+    return len(mine)
 
 
 def _ports(

@@ -137,6 +137,7 @@ class AuditReport:
     timed_out: list[int] = field(default_factory=list)  # runs ended by --timeout
     timeout: float | None = None
     bytecode_caches: int = 0  # `__pycache__/*.pyc` paths written, left out (scopes.py)
+    own_ipc_names: int = 0  # names in /dev/shm of one run alone, left out (audit._own_ipc_names)
 
     @property
     def shared(self) -> list[Finding]:
@@ -182,18 +183,26 @@ class AuditReport:
             "unseen": self.unseen,
             "errors": self.errors,
             "bytecode_caches": self.bytecode_caches,
+            "own_ipc_names": self.own_ipc_names,
         }
 
     @property
-    def left_out(self) -> str | None:
-        """The one line that says what was seen and left out, or None."""
-        if not self.bytecode_caches:
-            return None
-        return (
-            f"{self.bytecode_caches} bytecode caches (`__pycache__/*.pyc`, Python's and "
-            "pytest's assertion rewriting, in a venv's site-packages too): each is derived "
-            "from its source and written atomically, so runs sharing one cannot clobber it"
-        )
+    def left_out(self) -> list[str]:
+        """The lines that say what was seen and left out."""
+        out: list[str] = []
+        if self.bytecode_caches:
+            out.append(
+                f"{self.bytecode_caches} bytecode caches (`__pycache__/*.pyc`, Python's and "
+                "pytest's assertion rewriting, in a venv's site-packages too): each is derived "
+                "from its source and written atomically, so runs sharing one cannot clobber it"
+            )
+        if self.own_ipc_names:
+            out.append(
+                f"{self.own_ipc_names} names in /dev/shm each written by one run alone "
+                "(semaphores and shared memory a program names unique, as multiprocessing's "
+                "`sem.XXXXXX` and `psm_…`): no other run used them"
+            )
+        return out
 
 
 def _writers(f: Finding, pytest: bool) -> str:
@@ -232,7 +241,7 @@ def markdown(report: AuditReport) -> str:
         out.append(f"- fix: {f.fix}")
         out.append("")
     if report.left_out:
-        out += ["## Left out", "", f"- {report.left_out}", ""]
+        out += ["## Left out", "", *(f"- {line}" for line in report.left_out), ""]
     if report.unseen:
         out += ["## Not seen", ""] + [f"- {inert(u)}" for u in report.unseen] + [""]
     if report.errors:
@@ -253,8 +262,7 @@ def text(report: AuditReport) -> list[str]:
     if report.timed_out:
         ended = ", ".join(map(str, report.timed_out))
         out.append(f"timed out after {report.timeout:g} s and ended: runs {ended}")
-    if report.left_out:
-        out.append(f"left out: {report.left_out}")
+    out += [f"left out: {line}" for line in report.left_out]
     for u in report.unseen:
         out.append(f"not seen: {inert(u)}")
     code = report.exit_code

@@ -18,11 +18,12 @@ from lanewatch.kernel.fanotify import ContentSample, FanEvent
 from lanewatch.kernel.keeper import Keep
 from lanewatch.lanes.leases import lease_dir
 from lanewatch.lanes.stamp import META_DIR, STAMP_FILE
-from lanewatch.linux.paths import is_under
+from lanewatch.linux.paths import IPC_TEMP, is_under, under_any
 from lanewatch.linux.proc import readlink
 from lanewatch.model.facts import WroteInNamespace, WroteInSharedTemp
-from lanewatch.model.family import handed
+from lanewatch.model.family import handed, head
 from lanewatch.model.filehistory import WriteRecord
+from lanewatch.model.ipcnames import IpcNames
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.kinds import detect
 from lanewatch.model.observation import Observation
@@ -165,6 +166,7 @@ class Attributor:
         self._hashes: OrderedDict[str, str | None] = OrderedDict()
         self._budget: dict[str, tuple[int, int]] = {}
         self._stdio: dict[int, tuple[float, frozenset[str]]] = {}
+        self._ipc = IpcNames()  # who wrote each name in /dev/shm
 
     def attribute(
         self, facts: Sequence[Fact]
@@ -218,10 +220,25 @@ class Attributor:
                 continue  # a lane's port lease (lanes/leases.py): lanewatch's own file
             else:
                 fact, root = WroteInSharedTemp(kw, self.roots), w.root or ""
+                if kw.namespace is not None and under_any(path, IPC_TEMP):
+                    fact = self._in_ipc(kw, observations, root)
             for obs in detect(fact):
                 if self._within_budget(obs.id, f.at):
                     observations.append((obs, root))
         return writes, observations, keeps
+
+    def _in_ipc(
+        self, kw: KernelWrite, observations: list[tuple[Observation, str]], root: str
+    ) -> WroteInSharedTemp:
+        """A lane's write of a name in /dev/shm: its fact, with the other families that wrote
+        the name (`model/ipcnames.py`); their writes not judged yet are judged now, with this
+        one's family as their rival, so the incident names them all."""
+        rivals, earlier = self._ipc.meet(kw, root)
+        mine = frozenset({head(kw.namespace or "", kw.family)})
+        for prior, prior_root in earlier:
+            for obs in detect(WroteInSharedTemp(prior, self.roots, mine)):
+                observations.append((obs, prior_root))
+        return WroteInSharedTemp(kw, self.roots, rivals)
 
     def _within_budget(self, incident_id: str, at: float) -> bool:
         """At most EVIDENCE_PER_SECOND new evidence items a second per incident: a storm of

@@ -10,6 +10,11 @@ from collections.abc import Iterable
 
 # The machine's shared temp: what every process sees unless a fence gives it its own.
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+# Of it, the place for shared memory and semaphores (`shm_open`, `sem_open`): a name there is a
+# rendezvous that programs pick unique (multiprocessing's `sem.XXXXXX` and `psm_…`, Chromium's
+# `.org.chromium.Chromium.…`), or agree on to meet. One lane using a name alone collides with
+# nobody; two lanes of different families on one name do.
+IPC_TEMP = ("/dev/shm",)
 
 
 def is_under(path: str, prefix: str) -> bool:

@@ -86,12 +86,14 @@ class HeldInNamespace:
 
 @dataclass(frozen=True, slots=True)
 class HeldInSharedTemp:
-    """A process holds a path in shared temp, outside every namespace."""
+    """A process holds a path in shared temp, outside every namespace. `rivals`: the other
+    lane families (their heads' keys) whose processes hold the same path for writing now."""
 
     h: Holding
     owners: OwnerIndex
     roots: Sequence[str]
     at: float
+    rivals: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +110,12 @@ class WroteInNamespace:
 
 @dataclass(frozen=True, slots=True)
 class WroteInSharedTemp:
-    """The kernel reported a lane's write in shared temp, outside every namespace."""
+    """The kernel reported a lane's write in shared temp, outside every namespace. `rivals`:
+    the other lane families (their heads' keys) the recorder saw write the same path."""
 
     w: KernelWrite
     roots: Sequence[str]
+    rivals: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

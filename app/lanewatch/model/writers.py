@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from lanewatch.linux.paths import is_under
+from lanewatch.linux.paths import IPC_TEMP, is_under, under_any
 from lanewatch.model.facts import HeldInNamespace, HeldInSharedTemp
-from lanewatch.model.family import Stamped
-from lanewatch.model.holdings import Holding, Owner, OwnerIndex, writes
+from lanewatch.model.family import Stamped, head
+from lanewatch.model.holdings import Holding, Owner, OwnerIndex, lane_of, writes
 from lanewatch.model.kinds import detect
 from lanewatch.model.observation import Observation
 
@@ -84,10 +84,12 @@ def writers(
     holders: dict[tuple[str, str, bool], set[int]] = {}
     for h in holdings:
         holders.setdefault((h.path, h.kind, writes(h)), set()).add(h.pid)
+    ipc = _ipc_families(holdings, by_owner)
     out: list[Observation] = []
     nothing = found_quiet if found_quiet is not None else set()
     for h in holdings:
-        if h in quiet:
+        rivals = _rivals(h, ipc)
+        if h in quiet and not rivals:
             nothing.add(h)
             continue
         if any(p in holders[(h.path, h.kind, writes(h))] for p in h.lineage[1:]):
@@ -108,9 +110,32 @@ def writers(
             elif h.path in handed and h.pid not in owner_pids:
                 continue
             else:
-                found = detect(HeldInSharedTemp(h, by_owner, roots, at))
+                found = detect(HeldInSharedTemp(h, by_owner, roots, at, rivals))
         if found:
             out.extend(found)
-        else:
+        elif not rivals:
             nothing.add(h)
     return out
+
+
+def _ipc_families(holdings: Sequence[Holding], owners: OwnerIndex) -> dict[str, dict[Holding, str]]:
+    """For each name in `/dev/shm` held for writing, the lane family (its head's key) of each
+    holding of it: whether one family uses the name alone is a matter of the probe, not of
+    one holding (so such a holding is never quiet while another family holds the name)."""
+    out: dict[str, dict[Holding, str]] = {}
+    for h in holdings:
+        if not writes(h) or not under_any(h.path, IPC_TEMP):
+            continue
+        found = lane_of(h, owners)
+        if found is not None:
+            owner = found[0]
+            out.setdefault(h.path, {})[h] = head(owner.key, owner.family)
+    return out
+
+
+def _rivals(h: Holding, ipc: Mapping[str, Mapping[Holding, str]]) -> frozenset[str]:
+    families = ipc.get(h.path)
+    if not families:
+        return frozenset()
+    mine = families.get(h)
+    return frozenset(f for f in families.values() if f != mine)

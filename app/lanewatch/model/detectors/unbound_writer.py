@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lanewatch.linux.paths import is_under
+from lanewatch.linux.paths import IPC_TEMP, is_under, under_any
 from lanewatch.model.detection import detects
 from lanewatch.model.facts import HeldInSharedTemp, WroteInSharedTemp
 from lanewatch.model.family import handed, head
@@ -28,13 +28,22 @@ KIND = "shared-file"  # formerly "unbound-writer" (`model.kinds.LEGACY_NAMES`)
 
 
 @detects(KIND, reads=HeldInSharedTemp)
-def held(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Observation | None:
+def held(
+    h: Holding,
+    owners: OwnerIndex,
+    roots: Sequence[str],
+    at: float,
+    rivals: frozenset[str] = frozenset(),
+) -> Observation | None:
     """A lane's process holds a file in shared temp (outside every namespace) open for writing.
     Not a collision: a cwd, a file read, an unlinked file, a lane of a root we do not watch, a
     path in the lane's own checkout or its repository's common git dir, a file handed to the
-    lane or to its family's head by whoever started it (`model/family.py`)."""
+    lane or to its family's head by whoever started it (`model/family.py`), a name in
+    `/dev/shm` no other lane family holds (`alone_in_ipc`)."""
     if not writes(h) or h.deleted or h.directory:
         return None  # a cwd or a read-only file is not a write; an unlinked file has no name
+    if alone_in_ipc(h.path, rivals):
+        return None
     found = lane_of(h, owners)
     if found is None:
         return None
@@ -52,8 +61,17 @@ def held(h: Holding, owners: OwnerIndex, roots: Sequence[str], at: float) -> Obs
     return from_holding(KIND, None, owner, h, how, at, summary, group=h.path, path=h.path)
 
 
+def alone_in_ipc(path: str, rivals: frozenset[str]) -> bool:
+    """A name in `/dev/shm` (`linux.paths.IPC_TEMP`) that no other lane family uses: a
+    semaphore or shared memory of the lane's own program (multiprocessing, a browser), which
+    collides with nobody. The same name written by two families is an incident."""
+    return not rivals and under_any(path, IPC_TEMP)
+
+
 @detects(KIND, reads=WroteInSharedTemp)
-def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
+def unbound_write(
+    w: KernelWrite, roots: Sequence[str], rivals: frozenset[str] = frozenset()
+) -> Observation | None:
     """A lane's process wrote in shared temp, outside its namespace.
 
     Not a collision: a writer with no lane, a lane of a root we do not watch (its own engine
@@ -62,9 +80,12 @@ def unbound_write(w: KernelWrite, roots: Sequence[str]) -> Observation | None:
     lane (or its family's head) was started with on fds 0-2 (`w.handed`: chosen by whoever
     started it; `model/family.py`). Not judged: a lane known only by its environment, whose
     owner's stamp (so its checkout) was not read (yet): its write may be in its own checkout,
-    and unknown is never turned into a guess (the write is in the history all the same).
+    and unknown is never turned into a guess (the write is in the history all the same). A
+    name in `/dev/shm` that no other lane family wrote (`alone_in_ipc`).
     """
     if w.namespace is None or w.lane is None or w.handed or w.checkout_path is None:
+        return None
+    if alone_in_ipc(w.path, rivals):
         return None
     if not any(is_under(w.namespace, r) for r in roots) or is_under(w.path, w.namespace):
         return None
