@@ -187,22 +187,34 @@ def test_a_write_read_after_another_runs_rewrite_names_no_test_of_its_run(
 
 
 # Python's multiprocessing (named semaphores, shared memory), and one name both runs agree on.
+# After writing it, each run waits for the other's (by a file of each in the product folder)
+# and then works on: a writer that exits the moment it wrote can be gone before the audit
+# reads its event, and is then no run's (docs/audit.md, "not seen").
 MULTIPROCESSING = """
-import multiprocessing as mp, os, sys
+import multiprocessing as mp, os, pathlib, sys, time
 from multiprocessing import shared_memory
 
 def square(x):
     return x * x
 
-if __name__ == "__main__":
+def work():
     with mp.Pool(2) as pool:
         assert sum(pool.map(square, range(50))) == 40425
+
+if __name__ == "__main__":
+    meet, product = sys.argv[1], pathlib.Path(os.environ["AUDIT_PRODUCT"])
+    work()
     shm = shared_memory.SharedMemory(create=True, size=4096)
     shm.buf[:2] = b"ok"
     shm.close()
     shm.unlink()
-    with open(sys.argv[1], "w") as meet:
-        meet.write(os.getcwd())
+    with open(meet, "w") as out:
+        out.write(os.getcwd())
+    (product / pathlib.Path.cwd().name).write_text("wrote")
+    deadline = time.monotonic() + 60
+    while len(list(product.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    work()
 """
 
 
@@ -212,9 +224,9 @@ def test_names_in_dev_shm_of_one_run_are_left_out_and_one_both_use_fails(
     shm = Path("/dev/shm")
     if not shm.is_dir():
         pytest.skip("no /dev/shm here")
-    repo, home = tmp_path / "sample", tmp_path / "home"
-    repo.mkdir()
-    home.mkdir()
+    repo, home, product = tmp_path / "sample", tmp_path / "home", tmp_path / "product"
+    for folder in (repo, home, product):
+        folder.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
     (repo / "mp.py").write_text(MULTIPROCESSING)
     git("add", "mp.py", cwd=repo)
@@ -222,21 +234,17 @@ def test_names_in_dev_shm_of_one_run_are_left_out_and_one_both_use_fails(
     meet = shm / f"lanewatch-test-{os.getpid()}-{tmp_path.name}"
     try:
         done = audit(
-            "--parallel",
-            "2",
-            "--json",
-            "--",
-            sys.executable,
-            "mp.py",
-            str(meet),
+            *("--parallel", "2", "--json", "--", sys.executable, "mp.py", str(meet)),
             cwd=repo,
             home=home,
+            env={"AUDIT_PRODUCT": str(product)},
         )
     finally:
         meet.unlink(missing_ok=True)
-    assert done.returncode == Exit.COLLISION, (done.stdout, done.stderr)
     report = parsed("audit", done.stdout)
-    assert [r["exit_code"] for r in report["runs"]] == [0, 0], report["runs"]
     in_shm = [f for f in report["findings"] if f["path"].startswith("/dev/shm/")]
-    assert [(f["path"], f["shared"]) for f in in_shm] == [(str(meet), True)], in_shm
+    said = (in_shm, report["unseen"], report["runs"])
+    assert done.returncode == Exit.COLLISION, said
+    assert [r["exit_code"] for r in report["runs"]] == [0, 0], said
+    assert [(f["path"], f["shared"]) for f in in_shm] == [(str(meet), True)], said
     assert report["own_ipc_names"] >= 4, report  # each run's semaphores and shared memory

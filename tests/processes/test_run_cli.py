@@ -574,6 +574,28 @@ def test_a_grandchild_that_outlives_cmd_keeps_the_lane_until_it_ends(
     ]
 
 
+def test_a_helper_that_ends_with_cmd_is_not_lingering(
+    spawn: Spawn, repo: Path, tmp_path: Path
+) -> None:
+    """multiprocessing's resource tracker outlives its program by the moment it takes to read
+    the end of its pipe: the lane does not "stay live" for it, and says nothing. The helper
+    here is the same shape: it reads a pipe only CMD holds, and ends at its end."""
+    helper = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen(['sh', '-c', 'read x; echo $$ > \"$TMPDIR/helper\"'],"
+        " stdin=subprocess.PIPE)\n"
+        "sys.exit(6)\n"
+    )
+    log = tmp_path / "run.log"
+    proc = start_run(spawn, repo, [sys.executable, "-c", helper], "--lane", "tracked", log=log)
+    assert proc.wait(timeout=60) == 6
+    namespace = ns_of("tracked", repo)
+    assert (namespace / "tmp" / "helper").exists()  # it ran, and ended after CMD
+    assert "stays live" not in log.read_text()
+    events = [e.event for e in ledger.read(namespace)]
+    assert "lingering" not in events and events[-1] == "released", events
+
+
 # -- from Python --------------------------------------------------------------------------------
 
 

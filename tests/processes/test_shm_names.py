@@ -40,8 +40,8 @@ PROGRAM = textwrap.dedent(
         mine.buf[:4] = b"mine"
         with mp.Lock():
             pass
-        with open(f"{go}.{lane}", "w") as ready:
-            ready.write(mine.name)
+        with open(os.path.join(os.environ["TMPDIR"], "ready"), "w") as ready:
+            ready.write(mine.name)  # in the lane's own tmp/: no write outside it but the test's
         while not os.path.exists(go):
             time.sleep(0.02)
         out = open(shared, "a")  # the name both lanes use, held open for writing
@@ -85,12 +85,13 @@ def both_named(rec: Recorder, path: Path) -> Any:
 def run_pair(procs: list[Any], repo: Path, root: Path, tmp_path: Path, shared: Path) -> None:
     program, go = tmp_path / "program.py", tmp_path / "go"
     program.write_text(PROGRAM)
-    for lane in ("a", "b"):
-        argv = ("python3", str(program), str(shared), str(go), lane)
-        start_lane(procs, repo, root, lane, argv)
+    lanes = [
+        start_lane(procs, repo, root, lane, ("python3", str(program), str(shared), str(go), lane))
+        for lane in ("a", "b")
+    ]
 
     def ready() -> bool:  # each program's pool done, its own shared memory made and held
-        return all(Path(f"{go}.{lane}").exists() for lane in ("a", "b"))
+        return all((lane.namespace / "tmp" / "ready").exists() for lane in lanes)
 
     wait_for(ready, 60, what="both programs' pools done, their shared memory made")
     go.touch()

@@ -16,6 +16,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +29,10 @@ from lanewatch.linux.procid import ProbeError, ProcessIdentity, boot_id, start_t
 from lanewatch.runner.launchers import listening
 
 MAX_NAMED = 5
+# How long the processes CMD leaves may take to end on their own before the runner says the
+# lane lingers: a helper that ends with its program (multiprocessing's resource tracker, which
+# exits once it reads the end of its pipe from the exited CMD) is not work going on.
+SETTLE = 0.5
 
 
 def become_subreaper() -> str | None:
@@ -159,9 +164,7 @@ def linger(
     `retarget` points the runner's signal forwarding at those processes. `before`: processes
     that predate the run (`processes_before`): not the lane's, never waited for. `helpers`:
     those of `before` that are the runner's own children (slirp4netns)."""
-    if before <= helpers and _childless(helpers):
-        return
-    left = lane_descendants(before)
+    left = _settled(before, helpers)
     if not left:
         return
     retarget()
@@ -186,6 +189,20 @@ def linger(
             except ChildProcessError:
                 break
     ledger.append(lane.namespace, "processes-ended", lane=lane.name)
+
+
+def _settled(before: Before, helpers: Before) -> list[ProcStat]:
+    """The lane's processes still running once those that end with CMD have ended (up to
+    SETTLE seconds, reaping them on the way). The runner's own children are asked first, which
+    costs no /proc scan; the scan runs only while a process of the lane may be left."""
+    deadline = time.monotonic() + SETTLE
+    while True:
+        if before <= helpers and _childless(helpers):
+            return []
+        left = lane_descendants(before)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)  # a helper ending on its own takes a few milliseconds
 
 
 def _wait_for_the_lanes(before: Before) -> None:
