@@ -33,9 +33,7 @@ class IpcNames:
         self.most = most
         self._names: OrderedDict[str, dict[str, _Latest]] = OrderedDict()
 
-    def meet(
-        self, w: KernelWrite, root: str
-    ) -> tuple[frozenset[str], list[tuple[KernelWrite, str]]]:
+    def meet(self, w: KernelWrite, root: str) -> tuple[frozenset[str], Earlier]:
         """Remember `w` (a lane's write, its namespace known, by a lane of `root`); return the
         other families that wrote its name (their heads' keys) and their writes not yet judged
         with a rival, each with its writer's root."""
