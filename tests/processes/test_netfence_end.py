@@ -62,36 +62,45 @@ def _host_server() -> tuple[socket.socket, list[bytes]]:
 
 
 def test_a_daemon_left_by_cmd_keeps_the_lanes_network_until_it_ends(
-    repo: Path, tmp_path: Path
+    spawn: Spawn, repo: Path, tmp_path: Path
 ) -> None:
     """CMD exits at once, its daemon reaches the host only afterwards: slirp4netns (the
-    runner's own child beside the daemon) must still carry it, and the lane stays live."""
+    runner's own child beside the daemon) must still carry it, and the lane stays live. The
+    daemon connects once the runner has said the lane stays live for it (by a file the test
+    makes then), so it outlives CMD by more than the runner's settle."""
     why = why_no_net_fence()
     if why is not None:
         pytest.skip(f"no network fence here: {why}")
     server, got = _host_server()
     port = server.getsockname()[1]
+    go = tmp_path / "go"
     daemon = textwrap.dedent(
         f"""
         import os, socket, sys, time
         if os.fork():
             sys.exit(0)  # CMD's child exits; the grandchild is re-parented to the runner
-        time.sleep(0.3)
+        deadline = time.monotonic() + 60
+        while not os.path.exists({str(go)!r}) and time.monotonic() < deadline:
+            time.sleep(0.02)
         with socket.create_connection(("10.0.2.2", {port}), timeout=20) as c:
             c.sendall(b"from the daemon")
         """
     )
+    log = tmp_path / "run.log"
     try:
-        done = subprocess.run(
-            [*LANEWATCH, "run", "--lane", "d", "--fence", "net", "--", sys.executable, "-c",
-             daemon],
-            cwd=repo, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        with log.open("wb") as err:
+            proc = spawn(
+                [*LANEWATCH, "run", "--lane", "d", "--fence", "net", "--", sys.executable,
+                 "-c", daemon],
+                cwd=repo, stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+        wait_for(lambda: "stays live while" in log.read_text(), 60, what="the lane lingering")
+        go.touch()
+        assert proc.wait(timeout=60) == 0, log.read_text()
+        wait_for(lambda: got, 30, what="the daemon's bytes at the host's server")
     finally:
         server.close()
-    assert done.returncode == 0, done.stderr
-    assert "stays live while" in done.stderr, done.stderr
-    assert got == [b"from the daemon"], done.stderr
+    assert got == [b"from the daemon"], log.read_text()
 
 
 def test_slirp4netns_is_gone_when_run_returns_and_dies_with_a_killed_runner(
