@@ -98,11 +98,11 @@ def json_lines(proc: subprocess.Popen[bytes], into: list[dict[str, Any]]) -> thr
 
 
 @contextlib.contextmanager
-def shared_temp_file(suffix: str = ".json") -> Iterator[Path]:
-    """A fixed-name file in /tmp, unique to this test run; removed at the end."""
-    base = Path(os.path.realpath("/tmp"))
-    if not base.is_dir():
-        pytest.skip("no /tmp here")
+def shared_temp_file(suffix: str = ".json", where: str = "/tmp") -> Iterator[Path]:
+    """A fixed-name file in /tmp (or /dev/shm), unique to this test run; removed at the end."""
+    base = Path(os.path.realpath(where))
+    if not base.is_dir() or not os.access(base, os.W_OK):
+        pytest.skip(f"no writable {where} here")
     path = base / f"lanewatch-test-{uuid.uuid4().hex}{suffix}"
     try:
         yield path

@@ -16,6 +16,7 @@ import pytest
 
 from lanewatch.cli.exits import Exit
 from tests.conftest import LANEWATCH, Spawn, git, inner_pytest_env, wait_for
+from tests.kits.attributionkit import shared_temp_file
 from tests.kits.contractkit import parsed
 from tests.processes.test_audit import PYTEST, audit, by_path
 
@@ -223,9 +224,6 @@ if __name__ == "__main__":
 def test_names_in_dev_shm_of_one_run_are_left_out_and_one_both_use_fails(
     tmp_path: Path,
 ) -> None:
-    shm = Path("/dev/shm")
-    if not shm.is_dir():
-        pytest.skip("no /dev/shm here")
     repo, home, product = tmp_path / "sample", tmp_path / "home", tmp_path / "product"
     for folder in (repo, home, product):
         folder.mkdir()
@@ -233,16 +231,13 @@ def test_names_in_dev_shm_of_one_run_are_left_out_and_one_both_use_fails(
     (repo / "mp.py").write_text(MULTIPROCESSING)
     git("add", "mp.py", cwd=repo)
     git("commit", "-q", "-m", "sample", cwd=repo)
-    meet = shm / f"lanewatch-test-{os.getpid()}-{tmp_path.name}"
-    try:
+    with shared_temp_file("", where="/dev/shm") as meet:
         done = audit(
             *("--parallel", "2", "--json", "--", sys.executable, "mp.py", str(meet)),
             cwd=repo,
             home=home,
             env={"AUDIT_PRODUCT": str(product)},
         )
-    finally:
-        meet.unlink(missing_ok=True)
     report = parsed("audit", done.stdout)
     in_shm = [f for f in report["findings"] if f["path"].startswith("/dev/shm/")]
     said = (in_shm, report["unseen"], report["runs"])

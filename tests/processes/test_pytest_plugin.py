@@ -83,6 +83,12 @@ def start_inner(
         )
 
 
+def go_at_once(handshake: Path) -> None:
+    """The inner tests find "go" said already: they run through without waiting."""
+    handshake.mkdir()
+    (handshake / "go").touch()
+
+
 def ready(handshake: Path, count: int) -> list[dict[str, Any]]:
     found = [json.loads(p.read_text()) for p in sorted(handshake.glob("ready-*.json"))]
     return found if len(found) >= count else []
@@ -140,8 +146,7 @@ def test_without_the_plugin_asked_for_nothing_is_claimed(
     spawn: Spawn, repo: Path, tmp_path: Path
 ) -> None:
     handshake, log = tmp_path / "handshake", tmp_path / "inner.log"
-    (handshake / "go").parent.mkdir()
-    (handshake / "go").touch()
+    go_at_once(handshake)
     inner = start_inner(spawn, repo, handshake, log, "-n", "2")  # in no lane: nothing to say
     assert inner.wait(timeout=120) == 1  # the inner test needs LANEWATCH_LANE: not set
     out = log.read_text()
@@ -215,8 +220,7 @@ def test_inside_lanewatch_run_one_process_shares_nothing(
     spawn: Spawn, repo: Path, tmp_path: Path
 ) -> None:
     handshake, log = tmp_path / "handshake", tmp_path / "inner.log"
-    (handshake / "go").parent.mkdir()
-    (handshake / "go").touch()
+    go_at_once(handshake)
     run = (sys.executable, "-m", "lanewatch", "run", "--lane", "agent-1", "--")
     for extra in ((), ("-n", "1"), ("-n", "0")):
         inner = start_inner(spawn, repo, handshake, log, *extra, prefix=run)
@@ -277,8 +281,7 @@ def test_a_lane_name_with_escapes_reaches_the_terminal_inert(
     spawn: Spawn, repo: Path, tmp_path: Path
 ) -> None:
     handshake, log = tmp_path / "handshake", tmp_path / "inner.log"
-    (handshake / "go").parent.mkdir()
-    (handshake / "go").touch()
+    go_at_once(handshake)
     lane = "red\x1b[31m-\u202eevil"
     inner = start_inner(spawn, repo, handshake, log, "-p", "lanewatch", "--lanewatch-lane", lane)
     assert inner.wait(timeout=120) == 0, log.read_text()

@@ -7,9 +7,7 @@ Every name this test makes itself in /dev/shm is its own (a uuid), removed at th
 
 from __future__ import annotations
 
-import os
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +15,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_for
-from tests.kits.attributionkit import kernel_engine, privileged
+from tests.kits.attributionkit import kernel_engine, privileged, shared_temp_file
 from tests.kits.enginekit import Recorder, running, start_lane
-
-SHM = Path("/dev/shm")
 
 # Real multiprocessing at work (named semaphores, a pool, shared memory), then, once `$2`
 # exists, writes of the one name both lanes agree on (`$1`), held open until the test ends.
@@ -57,13 +53,8 @@ PROGRAM = textwrap.dedent(
 
 @pytest.fixture
 def shm_name() -> Iterator[Path]:
-    if not SHM.is_dir() or not os.access(SHM, os.W_OK):
-        pytest.skip("no writable /dev/shm here")
-    path = SHM / f"lanewatch-test-{uuid.uuid4().hex}"
-    try:
+    with shared_temp_file("", where="/dev/shm") as path:
         yield path
-    finally:
-        path.unlink(missing_ok=True)
 
 
 def incidents(rec: Recorder) -> list[Any]:
