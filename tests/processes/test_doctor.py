@@ -22,7 +22,10 @@ from tests.kits.contractkit import parsed
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
 
-NAMES = ["system", "fence", "network", "dns", "cgroup", "attribution", "ports", "roots", "service"]
+NAMES = [
+    *("system", "fence", "network", "dns", "cgroup", "attribution", "ports", "roots"),
+    *("inotify", "service"),
+]
 
 
 def _checks(cwd: Path, env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
@@ -106,4 +109,43 @@ def test_a_root_that_is_gone_is_named_inert_and_the_table_reads(repo: Path, tmp_
     assert "\x1b" not in done.stdout  # the root's name, made inert
     for name in NAMES:
         assert name in done.stdout
-    assert "degraded" in done.stdout and "of 9 ok" in done.stdout
+    assert "degraded" in done.stdout and "of 10 ok" in done.stdout
+
+
+def test_inotify_counts_the_roots_folders_and_the_watches_a_real_watcher_holds(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A real watcher of this user (watchdog's inotify observer on a root of 40 folders) is in
+    what doctor counts as held, and the root's folders in what one more watcher needs."""
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers.inotify import InotifyObserver
+
+    root = tmp_path / "root"
+    for n in range(39):  # namespaces, half with a folder inside
+        (root / f"ns-{n}" / ("tmp" if n % 2 else "")).mkdir(parents=True)
+    (root / "link").symlink_to(tmp_path)  # never followed: not a folder of the root
+    assert lanewatch("roots", "add", str(root), cwd=repo).returncode == 0
+    listed = json.loads(lanewatch("roots", "list", "--json", cwd=repo).stdout)["roots"]
+    folders = sum(
+        1 + sum(1 for p in Path(r["path"]).rglob("*") if p.is_dir() and not p.is_symlink())
+        for r in listed
+        if Path(r["path"]).is_dir()
+    )
+    before = _checks(repo)["inotify"]
+    observer = InotifyObserver()
+    observer.schedule(FileSystemEventHandler(), str(root), recursive=True)
+    observer.start()
+    try:
+        after = _checks(repo)["inotify"]
+    finally:
+        observer.stop()
+        observer.join(timeout=30)
+    assert after["status"] == "ok", after
+    assert f"the roots' {folders:,} folders" in after["summary"], (folders, after)
+    held = [int(s.split(" of ")[0].replace(",", "")) for s in _watch_figures(before, after)]
+    assert held[1] >= folders, (folders, before, after)  # ours, and any other of this user
+
+
+def _watch_figures(*checks: dict[str, Any]) -> list[str]:
+    """Each check's "N of M watches" figure."""
+    return [c["summary"].split(": ", 1)[1].split(" watches")[0] for c in checks]

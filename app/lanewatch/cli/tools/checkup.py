@@ -5,9 +5,10 @@ fence's kernel calls in a forked child and bubblewrap run (`runner/fence.py`), t
 namespace beside it, slirp4netns and /dev/net/tun (`runner/netfence.py`), the host's resolver
 (`runner/netdns.py`), a cgroup made and removed (`linux/cgroup.py`), a fanotify group marked
 (`kernel/attribution.py`), the port lease folder and range (`lanes/leases.py`), the registry's
-roots, and the always-on service's heartbeat (`records/service.py`). A check says "ok" (lanes
-get it), "degraded" (they get less, and still run: what is missing and what would change it)
-or "off" (they do not get it).
+roots, the inotify watches a watcher of those roots needs against what this user has left
+(`linux/inotifyuse.py`), and the always-on service's heartbeat (`records/service.py`). A
+check says "ok" (lanes get it), "degraded" (they get less, and still run: what is missing and
+what would change it) or "off" (they do not get it).
 """
 
 from __future__ import annotations
@@ -15,19 +16,22 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lanewatch.errors import LanewatchError
 from lanewatch.lanes import leases
 from lanewatch.lanes.roots import Registry, canonical_root, default_root
 from lanewatch.linux import support
 
+if TYPE_CHECKING:
+    from lanewatch.linux.inotifyuse import InotifyUse
+
 OK, DEGRADED, OFF = "ok", "degraded", "off"
 
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    name: str  # system, fence, network, dns, cgroup, attribution, ports, roots, service
+    name: str  # system, fence, network, dns, cgroup, attribution, ports, roots, inotify, service
     status: str  # OK, DEGRADED or OFF
     summary: str  # what lanes get here, in one line
     fix: str = ""  # what would change it; empty when it is ok
@@ -222,6 +226,90 @@ def roots() -> Check:
     return Check("roots", OK, f"{len(paths)} watched, all readable{later}")
 
 
+FOLDERS_COUNTED = 1_000_000  # folders of the roots counted at the most (a doctor, not a walk)
+
+
+def inotify() -> Check:
+    """Room for one more watcher of the roots (a dashboard, the service): each watches every
+    folder of every root with one inotify watch, and each root with one instance; the kernel
+    counts both per user. Past the limit the watcher polls instead, and says so."""
+    from lanewatch.linux import inotifyuse
+    from lanewatch.linux.procid import user_name
+
+    try:
+        paths = [str(p) for p in Registry().paths() if os.path.isdir(p)]
+    except LanewatchError:
+        paths = []  # the roots check says why
+    most_watches, most_instances = inotifyuse.limits()
+    use = inotifyuse.use_of(os.geteuid())
+    return inotify_verdict(
+        _folders(paths), len(paths), use, most_watches, most_instances, user_name()
+    )
+
+
+def inotify_verdict(
+    folders: int,
+    roots: int,
+    use: InotifyUse,
+    most_watches: int | None,
+    most_instances: int | None,
+    user: str,
+) -> Check:
+    """The check from its figures: what one more watcher needs, what the user holds."""
+    if most_watches is None or most_instances is None:
+        return Check("inotify", OK, "this kernel states no inotify limits")
+    free = most_watches - use.watches
+    free_instances = most_instances - use.instances
+    unread = f"; {use.unread} of {user}'s processes not read" if use.unread else ""
+    held = f"{use.watches:,} of {most_watches:,} watches and {use.instances} of {most_instances}"
+    if folders > free:
+        want = _round_up(max(2 * most_watches, use.watches + 4 * folders))
+        return Check(
+            "inotify",
+            DEGRADED,
+            f"the roots' {folders:,} folders want a watch each, and {free:,} are left "
+            f"({held} instances held by {user}'s processes{unread}): a new dashboard or "
+            "service would poll instead, slower and costlier",
+            f"sudo sysctl fs.inotify.max_user_watches={want} (and the line in "
+            "/etc/sysctl.d/ to keep it)",
+        )
+    if roots > free_instances:
+        want = _round_up(max(2 * most_instances, use.instances + 4 * roots), 128)
+        return Check(
+            "inotify",
+            DEGRADED,
+            f"{roots} roots want an inotify instance each, and {max(free_instances, 0)} "
+            f"left ({held} instances held by {user}'s processes{unread}): a new dashboard "
+            "or service would poll them instead",
+            f"sudo sysctl fs.inotify.max_user_instances={want} (and the line in "
+            "/etc/sysctl.d/ to keep it)",
+        )
+    return Check(
+        "inotify",
+        OK,
+        f"room to watch the roots' {folders:,} folders: {held} instances held by "
+        f"{user}'s processes{unread}",
+    )
+
+
+def _round_up(n: int, step: int = 65536) -> int:
+    return -(-n // step) * step
+
+
+def _folders(paths: list[str]) -> int:
+    """The folders of the roots, the roots included, never following a link."""
+    count, stack = 0, list(paths)
+    while stack and count < FOLDERS_COUNTED:
+        top = stack.pop()
+        count += 1
+        try:
+            with os.scandir(top) as entries:
+                stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+    return count
+
+
 def service() -> Check:
     from lanewatch.records import service as svc
 
@@ -245,5 +333,5 @@ def run_all() -> list[Check]:
         return [base]
     fenced = fence()
     net = network(fenced)
-    checks = [base, fenced, net, dns(net), cgroups(), attribution(), ports(), roots()]
+    checks = [base, fenced, net, dns(net), cgroups(), attribution(), ports(), roots(), inotify()]
     return [*checks, service()]
