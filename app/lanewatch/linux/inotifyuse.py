@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from lanewatch.linux.proc import PROC, pids, sysctl
+from lanewatch.linux.proc import PROC, is_gone, pids, read_int
 
 INOTIFY_LINK = "anon_inode:inotify"
 
@@ -25,16 +25,8 @@ class InotifyUse:
 
 def limits() -> tuple[int | None, int | None]:
     """(max_user_watches, max_user_instances); None for one this kernel does not say."""
-    return _int(sysctl("fs.inotify.max_user_watches")), _int(
-        sysctl("fs.inotify.max_user_instances")
-    )
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
+    base = f"{PROC}/sys/fs/inotify"
+    return read_int(f"{base}/max_user_watches"), read_int(f"{base}/max_user_instances")
 
 
 def use_of(uid: int) -> InotifyUse:
@@ -47,10 +39,8 @@ def use_of(uid: int) -> InotifyUse:
             if os.stat(base).st_uid != uid:
                 continue
             fds = os.listdir(f"{base}/fd")
-        except FileNotFoundError:
-            continue
-        except OSError:
-            unread += 1
+        except OSError as exc:
+            unread += not is_gone(exc)  # gone meanwhile: none held
             continue
         for fd in fds:
             try:
