@@ -218,10 +218,11 @@ class Attributor:
                 root = f.root
             elif is_under(f.path, self.leases):
                 continue  # a lane's port lease (lanes/leases.py): lanewatch's own file
+            elif kw.namespace is not None and under_any(path, IPC_TEMP):
+                root = w.root or ""
+                fact = self._in_ipc(kw, observations, root)
             else:
                 fact, root = WroteInSharedTemp(kw, self.roots), w.root or ""
-                if kw.namespace is not None and under_any(path, IPC_TEMP):
-                    fact = self._in_ipc(kw, observations, root)
             for obs in detect(fact):
                 if self._within_budget(obs.id, f.at):
                     observations.append((obs, root))

@@ -24,10 +24,10 @@ STYLES = {DEGRADED: "yellow", OFF: "red"}
 @friendly_errors
 def doctor_command(as_json: bool) -> None:
     """What a lane gets here, as this user: the /tmp fence, a network of its own and its
-    resolver, a cgroup, who wrote what (kernel or inferred), port leases, the roots and the
-    always-on service. Each is tried the way `run` and the engine try it; a check is ok,
-    degraded (lanes get less, and say what would change it) or off. Exits 0: nothing here is
-    an error of the command."""
+    resolver, a cgroup, who wrote what (kernel or inferred), port leases, the roots, the
+    inotify watches one more watcher of them needs, and the always-on service. Each is tried
+    the way `run` and the engine try it; a check is ok, degraded (lanes get less, and say what
+    would change it) or off. Exits 0: nothing here is an error of the command."""
     checks = run_all()
     if as_json:
         data = {
