@@ -60,19 +60,22 @@ while True:
 """
 
 
+def _sample(tmp_path: Path, name: str, text: str) -> tuple[Path, Path, Path]:
+    """A repository whose one commit holds `name` (`text`), a home and a product folder."""
+    repo, home, product = tmp_path / "sample", tmp_path / "home", tmp_path / "product"
+    for folder in (repo, home, product):
+        folder.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / name).write_text(text)
+    git("add", name, cwd=repo)
+    git("commit", "-q", "-m", "sample", cwd=repo)
+    return repo, home, product
+
+
 def test_as_root_every_write_of_the_runs_is_seen_and_a_read_across_runs_fails(
     tmp_path: Path,
 ) -> None:
-    repo = tmp_path / "sample"
-    repo.mkdir()
-    home = tmp_path / "home"
-    home.mkdir()
-    product = tmp_path / "product"
-    product.mkdir()
-    git("init", "-q", "-b", "main", cwd=repo)
-    (repo / "test_sample.py").write_text(SAMPLE)
-    git("add", "test_sample.py", cwd=repo)
-    git("commit", "-q", "-m", "sample", cwd=repo)
+    repo, home, product = _sample(tmp_path, "test_sample.py", SAMPLE)
     neighbour_file = product / "neighbour.txt"
     # Not a member of any run: another test, another user's job on the same machine.
     neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(neighbour_file)])
@@ -164,13 +167,7 @@ def test_a_write_read_after_another_runs_rewrite_names_no_test_of_its_run(
     reads them late for certain (stopped, SIGSTOP, while both runs write): run 0's write then
     carries run 1's later time, which falls in run 0's `test_after`. It must not name that
     test: the artifact was written by `test_build` alone."""
-    repo, home, product = tmp_path / "sample", tmp_path / "home", tmp_path / "product"
-    for folder in (repo, home, product):
-        folder.mkdir()
-    git("init", "-q", "-b", "main", cwd=repo)
-    (repo / "test_sample.py").write_text(LATE)
-    git("add", "test_sample.py", cwd=repo)
-    git("commit", "-q", "-m", "sample", cwd=repo)
+    repo, home, product = _sample(tmp_path, "test_sample.py", LATE)
     env = inner_pytest_env({**os.environ, "HOME": str(home), "AUDIT_PRODUCT": str(product)})
     args = [*LANEWATCH, "audit", "--parallel", "2", "--json", "--", *PYTEST]
     proc = spawn(args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -224,13 +221,7 @@ if __name__ == "__main__":
 def test_names_in_dev_shm_of_one_run_are_left_out_and_one_both_use_fails(
     tmp_path: Path,
 ) -> None:
-    repo, home, product = tmp_path / "sample", tmp_path / "home", tmp_path / "product"
-    for folder in (repo, home, product):
-        folder.mkdir()
-    git("init", "-q", "-b", "main", cwd=repo)
-    (repo / "mp.py").write_text(MULTIPROCESSING)
-    git("add", "mp.py", cwd=repo)
-    git("commit", "-q", "-m", "sample", cwd=repo)
+    repo, home, product = _sample(tmp_path, "mp.py", MULTIPROCESSING)
     with shared_temp_file("", where="/dev/shm") as meet:
         done = audit(
             *("--parallel", "2", "--json", "--", sys.executable, "mp.py", str(meet)),
