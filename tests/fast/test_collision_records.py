@@ -21,26 +21,7 @@ from lanewatch.model.incidents import (
 )
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.kinds import kind_of, severity_of
-from tests.kits.attributionkit import sha
-
-
-def kw(path: str, lane: str, t: float, content: bytes = b"x", pid: int = 42) -> KernelWrite:
-    return KernelWrite(
-        path=path,
-        time=t,
-        event="close-write",
-        size=len(content),
-        sha256=sha(content),
-        pid=pid,
-        start_ticks=7,
-        lane=lane,
-        namespace=f"/r/ck.{lane}",
-        checkout_id="ck",
-        checkout_path="/work/co",
-        command=("sh",),
-        how="$LANEWATCH_NAMESPACE",
-        writer=f"pid {pid} (lane {lane}): sh",
-    )
+from tests.kits.attributionkit import kw
 
 
 def shared(*writes: KernelWrite) -> IncidentRecord:

@@ -11,27 +11,13 @@ from lanewatch.model.detectors.unbound_writer import alone_in_ipc, unbound_write
 from lanewatch.model.incidents import merge
 from lanewatch.model.ipcnames import IpcNames
 from lanewatch.model.kernelwrites import KernelWrite
+from tests.kits.attributionkit import kw
 
-BASE = KernelWrite(
-    path="/dev/shm/psm_1f2e3d",
-    time=1.0,
-    event="close-write",
-    size=4,
-    sha256="0" * 64,
-    pid=42,
-    start_ticks=7,
-    lane="a",
-    namespace="/r/ck.a",
-    checkout_id="ck",
-    checkout_path="/work/co",
-    command=("python3",),
-    how="$LANEWATCH_NAMESPACE",
-    writer="pid 42 (lane a): python3",
-)
+PATH = "/dev/shm/psm_1f2e3d"
 
 
-def by(lane: str, path: str = BASE.path, t: float = 1.0, family: str | None = None) -> KernelWrite:
-    return replace(BASE, lane=lane, namespace=f"/r/ck.{lane}", path=path, time=t, family=family)
+def by(lane: str, path: str = PATH, t: float = 1.0, family: str | None = None) -> KernelWrite:
+    return replace(kw(path, lane, t), family=family)
 
 
 def test_a_name_in_dev_shm_alone_is_quiet_and_with_a_rival_is_judged() -> None:
@@ -69,7 +55,7 @@ def test_the_incident_names_both_writers_from_the_first_write_on() -> None:
         if obs is not None:
             rec = merge(rec, obs, "/r")
     assert rec is not None
-    assert rec.summary == f"a and b both write {BASE.path}"
+    assert rec.summary == f"a and b both write {PATH}"
     assert rec.first_seen == 1.0  # a's first write, judged once b wrote the name
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from lanewatch.engine.engine import Engine
 from lanewatch.kernel.fanotify import fanotify_available
+from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.views import Evidence, Incident
 from tests.conftest import wait_for
 from tests.kits.enginekit import Recorder, running
@@ -41,6 +42,27 @@ def privileged(test: F) -> F:
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def kw(path: str, lane: str, t: float, content: bytes = b"x", pid: int = 42) -> KernelWrite:
+    """A kernel-attributed write by lane `lane` (namespace `/r/ck.<lane>`, checkout
+    `/work/co`), for the detectors' pure tests."""
+    return KernelWrite(
+        path=path,
+        time=t,
+        event="close-write",
+        size=len(content),
+        sha256=sha(content),
+        pid=pid,
+        start_ticks=7,
+        lane=lane,
+        namespace=f"/r/ck.{lane}",
+        checkout_id="ck",
+        checkout_path="/work/co",
+        command=("sh",),
+        how="$LANEWATCH_NAMESPACE",
+        writer=f"pid {pid} (lane {lane}): sh",
+    )
 
 
 @contextlib.contextmanager

@@ -18,27 +18,13 @@ from lanewatch.model.flood import FLOOD_AFTER, is_flood
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.records.incident_log import IncidentLog, log_path
 from tests.conftest import wait_for
-from tests.kits.attributionkit import kernel_engine, privileged, sha, shared_temp_dir
+from tests.kits.attributionkit import kernel_engine, kw, privileged, shared_temp_dir
 from tests.kits.enginekit import running, start_lane
 
 
-def kw(path: str, lane: str, t: float, pid: int = 42) -> KernelWrite:
-    return KernelWrite(
-        path=path,
-        time=t,
-        event="close-write",
-        size=1,
-        sha256=sha(path.encode()),
-        pid=pid,
-        start_ticks=7,
-        lane=lane,
-        namespace=f"/r/ck.{lane}",
-        checkout_id="ck",
-        checkout_path="/work/co",
-        command=("tox",),
-        how="$LANEWATCH_NAMESPACE",
-        writer=f"pid {pid} (lane {lane}): tox",
-    )
+def write(path: str, lane: str, t: float, pid: int = 42) -> KernelWrite:
+    """A lane's write of `path`, its content the path's own (each file's evidence apart)."""
+    return kw(path, lane, t, path.encode(), pid)
 
 
 def observed(*writes: KernelWrite) -> list[m.Observed]:
@@ -57,7 +43,9 @@ def test_a_lanes_thousands_of_files_are_ten_incidents_and_one_with_a_count(
     state = m.ModelState()
     for start in range(0, len(files), 100):  # in batches, as the engine applies them
         batch = files[start : start + 100]
-        state, _ = m.apply(state, observed(*(kw(p, "toxl", 1.0 + i) for i, p in enumerate(batch))))
+        state, _ = m.apply(
+            state, observed(*(write(p, "toxl", 1.0 + i) for i, p in enumerate(batch)))
+        )
     records = list(state.incidents.values())
     floods = [r for r in records if is_flood(r)]
     assert len(records) == FLOOD_AFTER + 1 and len(floods) == 1
@@ -68,8 +56,8 @@ def test_a_lanes_thousands_of_files_are_ten_incidents_and_one_with_a_count(
     )
     # Another lane writing one of the first files is still named with it there; a file of its
     # own is its own incident.
-    state, _ = m.apply(state, observed(kw(files[0], "other", 9e3, pid=77)))
-    state, _ = m.apply(state, observed(kw("/tmp/other.json", "other", 9e3, pid=77)))
+    state, _ = m.apply(state, observed(write(files[0], "other", 9e3, pid=77)))
+    state, _ = m.apply(state, observed(write("/tmp/other.json", "other", 9e3, pid=77)))
     titles = {r.summary for r in state.incidents.values()}
     assert f"toxl and other both write {files[0]}" in titles
     assert "other writes /tmp/other.json outside its lane" in titles
