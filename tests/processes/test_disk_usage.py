@@ -16,7 +16,7 @@ import pytest
 from lanewatch.files import walk
 from lanewatch.files.usage import Usage
 from lanewatch.lanes.stamp import OwnerState
-from tests.conftest import LANEWATCH, wait_for
+from tests.conftest import lanewatch, wait_for
 from tests.kits.enginekit import make_stamp, running
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -53,27 +53,14 @@ def test_status_json_allocated_is_what_du_says(repo: Path, root: Path) -> None:
     ns = make_stamp(root, "many", state=OwnerState.RELEASED, released_at=time.time(), exit_code=0)
     small_files(ns, 3000)
     expected = du(ns)
-    out = subprocess.run(
-        [*LANEWATCH, "status", "--root", str(root), "--json"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    out = lanewatch("status", "--root", str(root), "--json", cwd=repo, timeout=60)
     assert out.returncode == 0, out.stderr
     (v,) = json.loads(out.stdout)["namespaces"]
     assert close(v["allocated_bytes"], expected), (v["allocated_bytes"], expected)
     apparent = sum(p.lstat().st_size for p in ns.rglob("*") if not p.is_dir())
     assert v["bytes"] == apparent  # the old figure is still there, still apparent
-    table = subprocess.run(
-        [*LANEWATCH, "status", "--root", str(root)],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "160"},
+    table = lanewatch(
+        "status", "--root", str(root), cwd=repo, env={**os.environ, "COLUMNS": "160"}, timeout=60
     )
     header = next(line for line in table.stdout.splitlines() if "state" in line)
     assert "disk" in header and "size" in header and "checkout" in header

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import read_stamp
 from lanewatch.runner import netdns
-from tests.conftest import LANEWATCH, lanewatch
+from tests.conftest import lanewatch
 from tests.kits.contractkit import parsed
 
 pytestmark = [pytest.mark.unprivileged, pytest.mark.processes]
@@ -40,13 +39,8 @@ def _checks(cwd: Path, env: dict[str, str] | None = None) -> dict[str, dict[str,
 def test_what_doctor_says_a_lane_gets_is_what_run_and_status_give(repo: Path) -> None:
     checks = _checks(repo)
     show = 'echo "$LANEWATCH_FENCE $LANEWATCH_NET"'
-    done = subprocess.run(
-        [*LANEWATCH, "run", "--lane", "doc", "--fence", "net", "--", "sh", "-c", show],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
+    done = lanewatch(
+        "run", "--lane", "doc", "--fence", "net", "--", "sh", "-c", show, cwd=repo, timeout=60
     )
     assert done.returncode == 0, done.stderr
     fence, net = done.stdout.split()
