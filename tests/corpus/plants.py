@@ -18,8 +18,6 @@ would want reported, and the corpus must find every one.
 from __future__ import annotations
 
 import os
-import random
-import socket
 import subprocess
 import sys
 import uuid
@@ -30,6 +28,7 @@ from lanewatch.linux.procid import ProcessIdentity
 from tests.corpus.checkouts import Checkouts
 from tests.corpus.lanes import Lane, Processes, wait_until
 from tests.corpus.score import Plant
+from tests.kits.portkit import free_fixed_port
 
 HOLD = (
     "import sys, time\n"
@@ -53,7 +52,6 @@ LISTEN = (
     "print('listening', flush=True)\n"
     "time.sleep(600)\n"
 )
-FIXED_PORTS = (10000, 19999)  # below the leases' range, above the well-known ports
 
 
 def shared_name(where: str = "/tmp", suffix: str = ".json") -> Path:
@@ -96,7 +94,7 @@ def plant(
     leased = victim.stamp()
     assert leased is not None and leased.ports, "the victim lane got no port lease"
     squatter = procs.lane("squatter", checkouts.linked, (py, "-c", LISTEN, str(leased.ports[0])))
-    fixed = _free_port()
+    fixed = free_fixed_port()
     servers = [
         procs.lane(f"port-{which}", checkouts.of(which), (py, "-c", LISTEN, str(fixed), "reuse"))
         for which in ("main", "linked")
@@ -125,19 +123,6 @@ def plant(
         Plant("shared-file", "two fenced lanes write one fixed name in /dev/shm", path=str(shm)),
     ]
     return plants, [victim, taken, intruder, *both, *in_shm, squatter, *servers]
-
-
-def _free_port() -> int:
-    """A port outside every lease that nothing listens on now (tried for real)."""
-    for _ in range(50):
-        port = random.randint(*FIXED_PORTS)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError(f"no free port in {FIXED_PORTS} after 50 tries")
 
 
 def _listening(lane: Lane) -> None:

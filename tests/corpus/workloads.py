@@ -54,9 +54,15 @@ sort "$TMPDIR/corpus-ls.txt" > "$TMPDIR/sorted.txt"
 # lane's $PORT, or, in a lane with a network of its own (`--fence net`), on the usual 3000; and
 # its tests' own server on a port the kernel picks (bind to 0), as test suites start them. The
 # tests request both for two seconds, so the recorder's listening sockets are read meanwhile.
+# With $DOCS_PORT, a docs preview instead: the project's fixed port (`mkdocs serve`'s :8000),
+# which a lane of each checkout serves one after the other, the first's run over before the
+# second starts (agent sessions one after another, each previewing the docs).
 SERVE = """
 import http.server, os, subprocess, sys, threading, time, urllib.request
-port = 3000 if os.environ.get("LANEWATCH_NET") == "private" else int(os.environ["PORT"])
+port = int(
+    os.environ.get("DOCS_PORT")
+    or (3000 if os.environ.get("LANEWATCH_NET") == "private" else os.environ["PORT"])
+)
 dev = subprocess.Popen(
     [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -104,15 +110,18 @@ class Workload:
     fence: str = "auto"  # `lanewatch run --fence`
 
 
-def pairs(checkouts: Checkouts, *, unfenced: bool = False) -> list[tuple[Workload, Workload]]:
-    """The pairs, in order; `unfenced`: every lane with `--fence none`."""
-    found = _pairs(checkouts)
+def pairs(
+    checkouts: Checkouts, docs_port: int, *, unfenced: bool = False
+) -> list[tuple[Workload, ...]]:
+    """The groups of lanes run at once, in order (a pair each, and a docs preview beside the
+    last two); `docs_port`: the project's fixed port; `unfenced`: every lane `--fence none`."""
+    found = _pairs(checkouts, docs_port)
     if not unfenced:
         return found
-    return [(replace(a, fence="none"), replace(b, fence="none")) for a, b in found]
+    return [tuple(replace(w, fence="none") for w in group) for group in found]
 
 
-def _pairs(checkouts: Checkouts) -> list[tuple[Workload, Workload]]:
+def _pairs(checkouts: Checkouts, docs_port: int) -> list[tuple[Workload, ...]]:
     main, linked = checkouts.main, checkouts.linked
     click = Workload(
         "click",
@@ -173,4 +182,20 @@ def _pairs(checkouts: Checkouts) -> list[tuple[Workload, Workload]]:
         )
         for which in ("main", "linked")
     )
-    return [(click, pytest_slice), (tox, pip), (shell, git), (web, web_net), (mp_main, mp_linked)]
+    docs_main, docs_linked = (
+        Workload(
+            f"docs-{which}",
+            which,
+            (PY, "-c", SERVE),
+            f"a docs preview on the project's fixed port :{docs_port}, one lane after the other",
+            {"DOCS_PORT": str(docs_port)},
+        )
+        for which in ("main", "linked")
+    )
+    return [
+        (click, pytest_slice),
+        (tox, pip),
+        (shell, git),
+        (web, web_net, docs_main),
+        (mp_main, mp_linked, docs_linked),
+    ]

@@ -17,7 +17,7 @@ import pytest
 from lanewatch.engine.engine import Engine
 from lanewatch.lanes.stamp import OwnerState, Stamp, StampRead, StampStatus, parse_stamp
 from lanewatch.linux.procid import Liveness, ProcessIdentity, liveness
-from lanewatch.model.classify import LivenessEvidence, classify
+from lanewatch.model.classify import LivenessEvidence, classify, run_over
 from lanewatch.model.views import STALE_STATES, Grade, LaneMember, NsState
 from lanewatch.processes.prober import judge
 from tests.conftest import wait_for
@@ -122,6 +122,19 @@ def test_a_released_lane_with_running_members_is_headless_and_never_stale() -> N
     assert judge_(read(stamp()), ev(Liveness.ALIVE, members=MEMBERS))[0] is NsState.LIVE
     # Another boot: nothing of it runs, whatever the evidence says.
     assert judge_(read(stamp()), ev(Liveness.OTHER_BOOT, members=MEMBERS))[0] is NsState.STALE
+
+
+def test_a_run_is_over_once_released_or_dead_with_nothing_of_it_left_running() -> None:
+    released = stamp(state=OwnerState.RELEASED, exit_code=0)
+    assert run_over(released, None) and run_over(released, ev(Liveness.DEAD))
+    assert run_over(stamp(), ev(Liveness.DEAD)) and run_over(stamp(), ev(Liveness.REUSED))
+    assert not run_over(stamp(), ev(Liveness.ALIVE)) and not run_over(stamp(), None)
+    assert not run_over(stamp(), ev(Liveness.STOPPED))
+    # Headless (members run on), or maybe so (processes it cannot read): not over.
+    assert not run_over(released, ev(Liveness.DEAD, members=MEMBERS))
+    assert not run_over(stamp(), ev(Liveness.DEAD, unreadable=1))
+    # Evidence about a previous owner says nothing of this run.
+    assert not run_over(stamp(), ev(Liveness.DEAD, pid=99))
 
 
 def test_stamp_from_before_this_boot_is_stale_without_probing() -> None:

@@ -6,7 +6,9 @@ real engine. Only loopback is ever bound or addressed."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +21,10 @@ from lanewatch.model.family import Stamped
 from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.kinds import IncidentKind
 from lanewatch.model.ports import Listener, PortMemory
+from lanewatch.model.views import Incident, NsState
 from tests.conftest import wait_for
-from tests.kits.enginekit import running, start_lane
+from tests.kits.enginekit import LaneProc, running, start_lane
+from tests.kits.portkit import free_fixed_port
 
 ROOT = "/r"
 EPHEMERAL = (32768, 60999)
@@ -80,6 +84,39 @@ def test_one_fixed_port_of_two_lanes_is_shared_an_ephemeral_one_is_not() -> None
     assert port_clash.shared(_listener("b", 20001, pid=2), leases, memory, EPHEMERAL, 2.0) == []
 
 
+def test_a_port_one_run_used_after_anothers_run_was_over_is_not_shared() -> None:
+    """agent-1 served :5173 and its run ended; agent-2 serving :5173 later takes nothing from
+    it. A run still alive (between two servers), or one that still listens, is fought with."""
+    a, b, c = _listener("a", 5173, pid=1), _listener("b", 5173, pid=2), _listener("c", 5173, pid=3)
+    live = {a.owner.key: Stamped(1, 1), b.owner.key: Stamped(2, 1), c.owner.key: Stamped(3, 1)}
+    memory = PortMemory()
+    assert port_clash.shared(a, [], memory, EPHEMERAL, 1.0, live) == []
+    ended = {**live, a.owner.key: Stamped(1, 1, over=True)}
+    assert port_clash.shared(b, [], memory, EPHEMERAL, 2.0, ended) == []  # a's run was over
+    found = port_clash.shared(c, [], memory, EPHEMERAL, 3.0, ended)  # b's run is alive
+    assert {o.intruder["lane"] for o in found} == {"b", "c"}
+    # Over, but still listening (a server its lane left behind): at once, so shared.
+    memory = PortMemory()
+    port_clash.shared(a, [], memory, EPHEMERAL, 1.0, live)
+    still = frozenset({(1, a.socket.inode)})
+    found = port_clash.shared(b, [], memory, EPHEMERAL, 2.0, ended, still)
+    assert {o.intruder["lane"] for o in found} == {"a", "b"}
+    # Another run in a's namespace since (its stamp names another pid), or a's namespace
+    # cleared: a's first run is over.
+    for now in ({**live, a.owner.key: Stamped(9, 1)}, {b.owner.key: Stamped(2, 1)}):
+        memory = PortMemory()
+        port_clash.shared(a, [], memory, EPHEMERAL, 1.0, live)
+        assert port_clash.shared(b, [], memory, EPHEMERAL, 2.0, now) == []
+    # a's next run listens again while b's is alive: shared.
+    again = _listener("a", 5173, pid=9)
+    memory = PortMemory()
+    port_clash.shared(a, [], memory, EPHEMERAL, 1.0, live)
+    port_clash.shared(b, [], memory, EPHEMERAL, 2.0, ended)
+    runs = {**live, a.owner.key: Stamped(9, 1)}
+    found = port_clash.shared(again, [], memory, EPHEMERAL, 3.0, runs)
+    assert {o.intruder["lane"] for o in found} == {"a", "b"}
+
+
 def _listens(port: int) -> bool:
     return any(s.port == port for s in netsockets.listening())
 
@@ -119,3 +156,70 @@ def test_a_lane_binding_the_others_leased_port_makes_an_incident_within_2s(
     assert found.intruder["lane"] == "api"
     assert found.intruder["namespace"] == str(intruder.namespace)
     assert "web" in found.summary and "api" in found.summary
+
+
+# Listens on 127.0.0.1:ARGV[1] until the test knocks (connects), then closes the socket; with
+# ARGV[2] "stay" the lane's run goes on (a lane between two servers), else it ends.
+SERVE_ONCE = (
+    "import socket, sys, time\n"
+    "s = socket.socket()\n"
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('127.0.0.1', int(sys.argv[1])))\n"
+    "s.listen()\n"
+    "s.accept()[0].close()\n"
+    "s.close()\n"
+    "if sys.argv[2:] == ['stay']:\n"
+    "    time.sleep(600)\n"
+)
+
+
+def _knock(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=10):
+        pass
+
+
+@pytest.mark.unprivileged
+@pytest.mark.processes
+def test_a_fixed_port_is_shared_by_runs_alive_together_not_by_one_after_an_ended_one(
+    worktrees: tuple[Path, Path], tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """a serves a fixed port and ends; b serves it (a's run was over: no fight), stops serving
+    and stays; c serves it: one incident, naming b and c, never a."""
+    main, side = worktrees
+    root = tmp_path / "root"
+    root.mkdir()
+    port = free_fixed_port()
+    with running([root]) as (_engine, rec):
+
+        def served(lane: LaneProc) -> bool:
+            view = rec.view(lane.namespace)
+            return view is not None and any(p.port == port for p in view.ports)
+
+        a = start_lane(procs, main, root, "a", (sys.executable, "-c", SERVE_ONCE, str(port)))
+        wait_for(lambda: served(a), timeout=30, what=f"a seen serving :{port}")
+        _knock(port)
+        a.proc.wait(timeout=30)
+
+        def released(lane: LaneProc) -> bool:
+            view = rec.view(lane.namespace)
+            return view is not None and view.state is NsState.RELEASED
+
+        wait_for(lambda: released(a), timeout=30, what="a's run seen over")
+        b = start_lane(
+            procs, side, root, "b", (sys.executable, "-c", SERVE_ONCE, str(port), "stay")
+        )
+        wait_for(lambda: served(b), timeout=30, what=f"b seen serving :{port}")
+        _knock(port)
+        wait_for(lambda: not _listens(port), timeout=30, what=f"b no longer on :{port}")
+        start_lane(procs, main, root, "c", (sys.executable, "-c", SERVE_ONCE, str(port)))
+
+        def incidents() -> list[Incident]:
+            with rec.lock:
+                found = rec.picture.incidents.values()
+                return [i for i in found if i.kind == IncidentKind.SHARED_PORT.value]
+
+        shared = wait_for(incidents, timeout=30, what="a shared-port incident")
+        _knock(port)  # c may end
+    assert len(shared) == 1, shared
+    lanes = {w.get("lane") for w in shared[0].writers}
+    assert lanes == {"b", "c"}, shared[0].summary

@@ -21,6 +21,7 @@ from lanewatch.linux.paths import is_under
 from lanewatch.model import model as m
 from lanewatch.model import ports
 from lanewatch.model import writers as wr
+from lanewatch.model.classify import run_over
 from lanewatch.model.facts import ListenerSeen
 from lanewatch.model.family import Stamped
 from lanewatch.model.filehistory import FileHistory
@@ -197,8 +198,9 @@ class ProbeIntake:
         leases = read_leases()
         stamped = self._stamped(known)
         found: list[Observation] = []
+        now = frozenset((h.holding.pid, h.socket.inode) for h in heard)
         for one in mine:
-            fact = ListenerSeen(one, leases, self.port_memory, self.ephemeral, at, stamped)
+            fact = ListenerSeen(one, leases, self.port_memory, self.ephemeral, at, stamped, now)
             found.extend(detect(fact))
         return found
 
@@ -214,7 +216,7 @@ class ProbeIntake:
         for key, rec in known.items():
             s = rec.owner
             if s is not None and s.host == self.host:
-                out[key] = Stamped(s.pid, s.start_ticks, s.family)
+                out[key] = Stamped(s.pid, s.start_ticks, s.family, run_over(s, rec.liveness))
         self._stamped_from = (known, out)
         return _StampedNow(out, known, self.host)
 
@@ -272,7 +274,8 @@ class _StampedNow(Mapping[str, Stamped]):
         if key not in self._read:
             s = read_stamp(Path(key)).stamp
             ok = s is not None and s.host == self._host
-            self._read[key] = Stamped(s.pid, s.start_ticks, s.family) if ok and s else None
+            over = ok and s is not None and s.state is OwnerState.RELEASED
+            self._read[key] = Stamped(s.pid, s.start_ticks, s.family, over) if ok and s else None
         return self._read[key]
 
     def __iter__(self) -> Iterator[str]:

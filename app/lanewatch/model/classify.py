@@ -137,6 +137,18 @@ def classify(
 _RUNNING = (Liveness.ALIVE, Liveness.STOPPED)
 
 
+def run_over(stamp: Stamp, evidence: LivenessEvidence | None) -> bool:
+    """Whether the run `stamp` names is over: released by its owner, or its owner dead, with
+    no process of the lane left running (or unreadable: maybe running). A headless lane's
+    processes still run, so its run is not over."""
+    about = evidence is not None and evidence.about(stamp)
+    if about and evidence is not None and (evidence.members or evidence.unreadable):
+        return False
+    if stamp.state is OwnerState.RELEASED:
+        return True
+    return about and evidence is not None and evidence.liveness in _DEAD
+
+
 def claims_mismatch(read: StampRead, evidence: LivenessEvidence | None) -> str | None:
     """What a valid local stamp claims that is not so, or None. Only what was read counts:
     an owner not yet read (no uid, not probed) is not a mismatch, and a kill checks again.

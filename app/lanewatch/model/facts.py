@@ -122,7 +122,7 @@ class WroteInSharedTemp:
 class ListenerSeen:
     """A lane's process of a watched root listens on a socket. `leases`: the live port leases;
     `memory`: who listened on which port outside them while the engine watched; `ephemeral`:
-    the kernel's own port range."""
+    the kernel's own port range; `now`: (pid, socket inode) of every listener of this probe."""
 
     one: Listener
     leases: Sequence[Lease]
@@ -130,6 +130,7 @@ class ListenerSeen:
     ephemeral: tuple[int, int]
     at: float
     stamped: Mapping[str, Stamped] | None = None
+    now: frozenset[tuple[int, int]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,9 @@ class Stamped:
     pid: int
     start_ticks: int
     family: str | None = None
+    # The run is over: released, or its owner dead, and none of its processes left running
+    # (`classify.run_over`). Its lane listened on a port no later lane can fight it for.
+    over: bool = False
 
 
 def head(key: str, family: str | None) -> str:

@@ -8,7 +8,7 @@ holder's, as a held file is (`model/writers.py`). A process of no lane holds nob
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lanewatch.linux.netsockets import Listening
@@ -126,17 +126,25 @@ def ports_from_json(value: object) -> tuple[LanePort, ...]:
     return tuple(out)
 
 
+def _never(_: Listener) -> bool:
+    return False
+
+
 @dataclass
 class PortMemory:
     """Who listened on each port outside any lease while this engine watched: the first
-    listener of each lane, by (proto, port). Bounded (oldest ports forgotten first)."""
+    listener of each lane's run, by (proto, port). Bounded (oldest ports forgotten first)."""
 
     seen: dict[tuple[str, int], dict[str, Listener]] = field(default_factory=dict)
 
-    def note(self, one: Listener) -> list[Listener]:
-        """Remember `one`; the other lanes (of other families) that used its port."""
+    def note(self, one: Listener, over: Callable[[Listener], bool] = _never) -> list[Listener]:
+        """Remember `one`; the other lanes (of other families) that used its port. A listener
+        whose lane's run is `over` (and that no longer listens) is forgotten first: a fixed
+        port used by one run after another is no fight, only by runs alive together."""
         where = (one.socket.proto, one.socket.port)
         lanes = self.seen.setdefault(where, {})
+        for key in [k for k, other in lanes.items() if over(other)]:
+            del lanes[key]
         lanes.setdefault(one.owner.key, one)
         if len(self.seen) > MAX_REMEMBERED:
             del self.seen[next(iter(self.seen))]

@@ -3,8 +3,10 @@
 `leased-port`: a lane's process listens on a port of another lane's lease (`lanes/leases.py`);
 the victim is the leaseholder, whose `$PORT` now answers with someone else's build.
 `shared-port`: a lane's process listens outside its lease on a port that another lane listened
-on too (now or earlier while this engine watched): the port twin of a fixed `/tmp` name. One
-incident per port, naming every lane.
+on too, now or earlier while this engine watched and that lane's run was still alive (a lane
+between two servers on its fixed port will start the next one there): the port twin of a fixed
+`/tmp` name. One incident per port, naming every lane. A port one run used after another's run
+was over is no fight: nothing of the first is left to clash with.
 
 Not a collision: a process of no lane; a lane and its family (`model/family.py`: a pytest
 worker listening on its head's `$PORT`); a lane on its own lease; a port the kernel picked
@@ -18,7 +20,7 @@ Both are graded inferred: the prober saw the process hold the listening socket.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from lanewatch.lanes.leases import Lease, lease_of
 from lanewatch.model.detection import detects
@@ -99,6 +101,25 @@ def leased(
     )
 
 
+def run_over(
+    stamped: Mapping[str, Stamped] | None, now: Collection[tuple[int, int]]
+) -> Callable[[Listener], bool]:
+    """Whether a remembered listener's run is over: it no longer listens (not in `now`) and
+    its namespace has no stamp on this host any more (cleared), or one of another run (its
+    stamp's pid is not the listener's owner's), or one whose run is over (released, or its
+    owner dead, with none of its processes left). Without `stamped`, never."""
+
+    def over(other: Listener) -> bool:
+        if stamped is None or (other.holding.pid, other.socket.inode) in now:
+            return False
+        said = stamped.get(other.owner.key)
+        if said is None:
+            return True
+        return said.over or (other.owner.pid is not None and said.pid != other.owner.pid)
+
+    return over
+
+
 @detects(SHARED, reads=ListenerSeen)
 def shared(
     one: Listener,
@@ -107,15 +128,17 @@ def shared(
     ephemeral: tuple[int, int],
     at: float,
     stamped: Mapping[str, Stamped] | None = None,
+    now: Collection[tuple[int, int]] = (),
 ) -> list[Observation]:
-    """`one` listens outside every lease on a port another lane used: an observation for each
-    lane of the port (so the incident names them all), or none."""
+    """`one` listens outside every lease on a port another lane used while both lanes' runs
+    were alive: an observation for each lane of the port (so the incident names them all), or
+    none."""
     port = one.socket.port
     if one.socket.private:  # never remembered either: a later lane on the host takes nothing
         return []
     if lease_of(port, leases) is not None or ephemeral[0] <= port <= ephemeral[1]:
         return []
-    others = memory.note(one)
+    others = memory.note(one, run_over(stamped, now))
     if not others:
         return []
     group = f"{one.socket.proto}/{port}"
