@@ -70,6 +70,8 @@ def test_one_fixed_port_of_two_lanes_is_shared_an_ephemeral_one_is_not() -> None
     assert {o.intruder["lane"] for o in found} == {"a", "b"}
     assert {o.id for o in found} == {found[0].id} and found[0].kind == IncidentKind.SHARED_PORT
     assert found[0].path == ":8000"
+    # Each listener's evidence is dated when it was seen listening, not when b was.
+    assert {o.intruder["lane"]: o.evidence.time for o in found} == {"a": 1.0, "b": 2.0}
     # The same lane again, a lane of its family, a port the kernel picked: nothing.
     assert port_clash.shared(_listener("a", 8000, pid=3), [], memory, EPHEMERAL, 3.0) != []
     memory = PortMemory()

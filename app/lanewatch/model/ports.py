@@ -135,22 +135,26 @@ class PortMemory:
     """Who listened on each port outside any lease while this engine watched: the first
     listener of each lane's run, by (proto, port). Bounded (oldest ports forgotten first)."""
 
-    seen: dict[tuple[str, int], dict[str, Listener]] = field(default_factory=dict)
+    # (proto, port) -> namespace key -> (its listener, when first seen)
+    seen: dict[tuple[str, int], dict[str, tuple[Listener, float]]] = field(default_factory=dict)
 
-    def note(self, one: Listener, over: Callable[[Listener], bool] = _never) -> list[Listener]:
-        """Remember `one`; the other lanes (of other families) that used its port. A listener
-        whose lane's run is `over` (and that no longer listens) is forgotten first: a fixed
-        port used by one run after another is no fight, only by runs alive together."""
+    def note(
+        self, one: Listener, at: float, over: Callable[[Listener], bool] = _never
+    ) -> list[tuple[Listener, float]]:
+        """Remember `one`, seen at `at`; the other lanes (of other families) that used its
+        port, each with when it was first seen there. A listener whose lane's run is `over`
+        (and that no longer listens) is forgotten first: a fixed port used by one run after
+        another is no fight, only by runs alive together."""
         where = (one.socket.proto, one.socket.port)
         lanes = self.seen.setdefault(where, {})
-        for key in [k for k, other in lanes.items() if over(other)]:
+        for key in [k for k, (other, _) in lanes.items() if over(other)]:
             del lanes[key]
-        lanes.setdefault(one.owner.key, one)
+        lanes.setdefault(one.owner.key, (one, at))
         if len(self.seen) > MAX_REMEMBERED:
             del self.seen[next(iter(self.seen))]
         return [
-            other
-            for key, other in lanes.items()
+            (other, when)
+            for key, (other, when) in lanes.items()
             if key != one.owner.key
             and not one_family(key, other.owner.family, one.owner.key, one.owner.family)
         ]

@@ -138,13 +138,13 @@ def shared(
         return []
     if lease_of(port, leases) is not None or ephemeral[0] <= port <= ephemeral[1]:
         return []
-    others = memory.note(one, run_over(stamped, now))
+    others = memory.note(one, at, run_over(stamped, now))
     if not others:
         return []
     group = f"{one.socket.proto}/{port}"
     label = f":{port}" + ("" if one.socket.proto == "tcp" else f"/{one.socket.proto}")
     out = []
-    for each in (*others, one):
+    for each, when in (*others, (one, at)):  # each at the time it was seen listening
         summary = f"pid {each.holding.pid} of lane {each.owner.lane} listens on {_where(each)}"
         out.append(
             Observation(
@@ -152,7 +152,7 @@ def shared(
                 victim=None,
                 intruder_key=group,
                 intruder=owner_json(each.owner, each.holding),
-                evidence=_evidence(each, at),
+                evidence=_evidence(each, when),
                 summary=summary,
                 path=label,
             )
