@@ -18,7 +18,10 @@ Asked for, in each process that runs tests:
   the main lane (its TMPDIR until it claimed) or in a sibling's is never an intruder;
 - TMPDIR/TMP/TEMP, `tempfile.tempdir` and the LANEWATCH_* variables point into the lane, so
   pytest's basetemp (`tmp_path`) and every `tempfile` call land in the lane's `tmp/`; a worker
-  drops the basetemp xdist handed it (under the main process's) for one in its own lane;
+  keeps the basetemp xdist hands it (`popen-gwN` under the main process's, in the main lane:
+  its family's), so that the workers' basetemps share one parent, where xdist's documented
+  recipe for a session fixture run once (a file and a `FileLock` in
+  `tmp_path_factory.getbasetemp().parent`) meets its twin in the other workers;
 - the files on fds 0-2 when pytest loaded this module (`pytest > /tmp/log`) are recorded in the
   stamp as handed to the lane (`lanes/handed.py`): writing them is not the lane's write;
 - unbound (no git checkout here), a lane another live process owns, or a --basetemp outside
@@ -157,8 +160,6 @@ def pytest_configure(config: pytest.Config) -> None:
         name = f"{_base_lane(config, config.option)}-{worker}" if worker else None
         main_argv = getattr(config, "workerinput", {}).get("mainargv")
         _claim(config, config.option, name, _worker_command(main_argv))  # without our word)
-    if worker:
-        config.option.basetemp = None  # xdist's popen-gwN, under the main process's lane
 
 
 def _worker_command(main_argv: object) -> list[str]:

@@ -112,8 +112,11 @@ def test_four_xdist_workers_get_four_lanes_seen_live_from_outside(
         assert seen["checkout_path"] == str(repo)
         assert seen["pid"] != inner.pid  # the worker itself owns it, not the main process
         assert os.path.realpath(seen["key"]) == os.path.realpath(info["namespace"])
-        for where in ("tmp_path", "TMPDIR", "gettempdir", "mkstemp"):
+        for where in ("TMPDIR", "gettempdir", "mkstemp"):
             assert inside(info[where], info["namespace"]), (where, info)
+        # tmp_path: xdist's popen-gwN under the main process's basetemp, in the main lane
+        assert inside(info["tmp_path"], lanes["pytest"]["key"]), info
+        assert f"popen-{info['worker']}" in Path(info["tmp_path"]).parts, info
     assert lanes["pytest"]["state"] == "live"  # the main process, which spawned them
     assert lanes["pytest"]["pid"] == inner.pid
     assert len({i["namespace"] for i in infos}) == 4
@@ -214,6 +217,60 @@ def test_inside_lanewatch_run_unasked_the_workers_sharing_the_lane_are_named(
         "`-p lanewatch` gives each worker a lane and a TMPDIR of its own"
     ) in out
     assert out.count("shared lane") == 1  # the main process says it; workers do not
+
+
+# pytest-xdist's documented recipe for a session fixture run once across workers: the first
+# worker to take the lock makes the data, the others read it. Each maker writes a line.
+ONCE = textwrap.dedent(
+    """
+    import json, os
+
+    import pytest
+    from filelock import FileLock
+
+
+    def produce():
+        with open(os.environ["MADE"], "a") as out:
+            out.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + "\\n")
+        return {"v": 42}
+
+
+    @pytest.fixture(scope="session")
+    def session_data(tmp_path_factory, worker_id):
+        if worker_id == "master":
+            return produce()
+        fn = tmp_path_factory.getbasetemp().parent / "data.json"
+        with FileLock(str(fn) + ".lock"):
+            if fn.is_file():
+                return json.loads(fn.read_text())
+            data = produce()
+            fn.write_text(json.dumps(data))
+        return data
+
+
+    @pytest.mark.parametrize("n", range(8))
+    def test_uses_it(session_data, n):
+        assert session_data == {"v": 42}
+    """
+)
+
+
+def test_xdists_session_fixture_run_once_recipe_still_runs_it_once(
+    spawn: Spawn, repo: Path, tmp_path: Path
+) -> None:
+    """With a lane per worker, the workers' basetemps still share xdist's parent folder (in
+    the main lane), where the recipe's file and lock meet: the data is made once."""
+    (repo / "test_once.py").write_text(ONCE)
+    made, log = tmp_path / "made", tmp_path / "inner.log"
+    env = inner_pytest_env({**os.environ, "MADE": str(made)})
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "lanewatch"]
+    with log.open("wb") as out:
+        inner = spawn([*argv, "-n", "2", "test_once.py"], cwd=repo, env=env, stdout=out,
+                      stderr=subprocess.STDOUT)  # fmt: skip
+    assert inner.wait(timeout=120) == 0, log.read_text()
+    out = log.read_text()
+    assert "8 passed" in out and "lanewatch: gw1 ran in lane pytest-gw1" in out, out
+    assert len(made.read_text().split()) == 1, made.read_text()  # one worker made it
 
 
 def test_inside_lanewatch_run_one_process_shares_nothing(
