@@ -3,21 +3,26 @@ views, formatting, and incident export. No app, no engine: plain data in, plain 
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.console import Console
 
-from lanewatch.model.views import Changes, NsState
+from lanewatch.model.views import Changes, Evidence, NsState
 from lanewatch.tui.backend.report_export import build_report, render, write_report
 from lanewatch.tui.plumbing.change_buffer import ChangeBuffer
+from lanewatch.tui.screens.incident_screen import context_renderable
 from lanewatch.tui.state import humanize
 from lanewatch.tui.state.dashboard_store import Picture, View
 from lanewatch.tui.widgets import view_columns
+from lanewatch.tui.widgets.detail_pane import incident_renderable
 
 from .fakes import NOW, incident, ns_view
 
@@ -136,6 +141,38 @@ def test_export_escapes_untrusted_text_and_never_clobbers(tmp_path: Path) -> Non
     assert first != second and first.read_text() == second.read_text() == md
     assert first.name == "lanewatch-incident-takeover-0123.md"
     assert second.name == "lanewatch-incident-takeover-0123-1.md"
+
+
+def test_a_shared_port_timeline_shows_its_listeners_not_files_nor_a_victims_stamp(
+    tmp_path: Path,
+) -> None:
+    """A shared port has no file and no victim: the timeline and the export say who listened
+    where, not "no write was recorded" and "victim namespace not known"."""
+    writer = "pid 7 (lane agent-3): python3 -m http.server 8000"
+    listens = Evidence("127.0.0.1:8000", NOW - 50, None, None, "inferred", writer, "listens")
+    port = replace(incident("shared-port-1", "", kind="shared-port"), victim=None,
+                   evidence=(listens,))  # fmt: skip
+    report = build_report([], port)
+    md, pane = render(report, "md"), plain(context_renderable(report))
+    files = ("What each writer wrote", "Victim's owner stamp", "Ledger")
+    for shown in (md, pane):
+        assert not any(words in shown for words in files), shown
+    assert writer in md and "the evidence above is all" in pane
+    # The Collisions view's detail pane names every lane of the port, not the latest alone.
+    lanes = ({"lane": "agent-3", "pid": 7, "gone_at": NOW - 40}, {"lane": "agent-4", "pid": 8})
+    detail = plain(incident_renderable(replace(port, writers=lanes), lambda v: v or "–"))
+    assert "lane agent-3, pid 7, gone since" in detail and "lane agent-4, pid 8" in detail
+    # A takeover (a file, a victim) keeps all three.
+    takeover = incident("takeover-1", str(tmp_path / "ns"))
+    for shown in (render(build_report([], takeover), "md"),
+                  plain(context_renderable(build_report([], takeover)))):  # fmt: skip
+        assert all(words in shown for words in files), shown
+
+
+def plain(renderable: object) -> str:
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(renderable)
+    return out.getvalue()
 
 
 def test_markdown_code_fence_outlasts_backticks_in_the_stamp(tmp_path: Path) -> None:

@@ -162,6 +162,18 @@ class IncidentReport:
     ledger: tuple[LedgerLine, ...]
     files: tuple[FileStory, ...] = field(default=())
 
+    @property
+    def about_files(self) -> bool:
+        """Whether the evidence names a file: a port incident's names an address, a budget's
+        none, and "what each writer wrote" would only say that nothing was."""
+        return any(r.path and r.path.startswith("/") for r in self.evidence)
+
+    @property
+    def has_victim(self) -> bool:
+        """A lane the incident happened to (its ledger and stamp are shown); a shared file or
+        port is every writer's, and has none."""
+        return self.incident.victim is not None
+
 
 # -- building ---------------------------------------------------------------------------------
 
@@ -417,8 +429,9 @@ def to_markdown(report: IncidentReport) -> str:
         )
     else:
         out.append("No evidence recorded.")
-    out += ["", "## What each writer wrote", ""]
-    if not report.files:
+    if report.about_files:
+        out += ["", "## What each writer wrote", ""]
+    if report.about_files and not report.files:
         out += ["No write of these paths was recorded (kernel attribution records them).", ""]
     for story in report.files:
         out += [f"### {_md(story.path)}", ""]
@@ -430,6 +443,8 @@ def to_markdown(report: IncidentReport) -> str:
             if s.lines:
                 more = [f"... ({s.more} more lines)"] if s.more else []
                 out += [*_fence([*s.lines, *more], "diff" if s.kind == "diff" else ""), ""]
+    if not report.has_victim:  # no lane of its own: no stamp, no ledger
+        return "\n".join(out).rstrip("\n") + "\n"
     out += ["## Victim's owner stamp (as read)", ""]
     stamp = report.victim_stamp
     if stamp is None:

@@ -109,7 +109,16 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
 
 
 def context_renderable(report: IncidentReport, hint: str = "") -> RenderableType:
-    parts: list[RenderableType] = [writes_renderable(report, hint)]
+    """What each writer wrote (when the evidence names a file), then the victim's ledger and
+    stamp (when the incident has a victim): a shared port has neither."""
+    parts: list[RenderableType] = [writes_renderable(report, hint)] if report.about_files else []
+    if not report.has_victim:
+        if not parts:
+            return Text(
+                "No file was written and no lane was its victim: the evidence above is all.",
+                style="dim",
+            )
+        return Group(*parts)
     parts.append(Text("\nLedger around the incident", style="bold underline"))
     if not report.ledger:
         parts.append(Text("no ledger lines in the window", style="dim"))

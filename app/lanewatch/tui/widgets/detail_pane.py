@@ -21,6 +21,7 @@ from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.runner.fence import describe
 from lanewatch.tui.backend.lane_details import Detail
 from lanewatch.tui.state import humanize
+from lanewatch.tui.state.culprit import WRITERS_SHOWN, writer_line, writers_now_and_gone
 from lanewatch.tui.state.forward_hint import forward_line
 from lanewatch.tui.state.humanize import lane_label
 from lanewatch.tui.state.incident_status import incident_state, state_line
@@ -200,6 +201,9 @@ def _writes_and_ledger(detail: Detail | None) -> list[RenderableType]:
     return parts
 
 
+DETAIL_COMMAND = 40  # characters of a writer's command in the pane (the timeline has more)
+
+
 def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]) -> RenderableType:
     title = Text(inert(inc.kind), style="bold red")
     title.append(inert(f"  {inc.id}"), style="dim")
@@ -212,6 +216,13 @@ def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]
         grid.add_row(
             "command", _t(" ".join(command) if isinstance(command, list | tuple) else command)
         )
+    now, past = writers_now_and_gone(inc)
+    if len(now) + len(past) > 1:  # more than the intruder: every lane of a shared file or port
+        for label, group in (("writing", now), ("gone", past)):
+            for writer in group[:WRITERS_SHOWN]:
+                grid.add_row(label, _t(writer_line(writer, DETAIL_COMMAND)))
+            if len(group) > WRITERS_SHOWN:
+                grid.add_row("", _t(f"… and {len(group) - WRITERS_SHOWN} more"))
     grid.add_row("first seen", _t(humanize.stamp_time(inc.first_seen)))
     grid.add_row("last seen", _t(humanize.stamp_time(inc.last_seen)))
     grid.add_row("count", _t(inc.count))
