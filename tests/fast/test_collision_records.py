@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from types import MappingProxyType
 
 from lanewatch.cli.lanes.status_cmd import incident_json
 from lanewatch.model.detectors.foreign_writer import foreign_write
@@ -51,6 +52,23 @@ def test_two_lanes_writing_one_shared_file_are_one_incident_naming_both() -> Non
     out = incident_json(both.to_view())
     assert [w["lane"] for w in out["writers"]] == ["agent-1", "agent-2"]
     assert out["path"] == "/tmp/receipt.json" and out["acknowledged"] is False
+
+
+def test_two_copies_of_one_incident_keep_the_newer_intruders_gone_time_not_the_olders() -> None:
+    """The log holds an incident whose intruder (agent-1) was seen gone; a later copy names
+    agent-2, still running. Merged either way: agent-2, not gone (agent-1's `gone_at` is not
+    agent-2's); one process in both copies keeps its gone time."""
+    old = shared(kw("/tmp/receipt.json", "agent-1", 1.0))
+    old = replace(old, intruder=MappingProxyType({**old.intruder, "gone_at": 1.5}))
+    obs = unbound_write(kw("/tmp/receipt.json", "agent-2", 2.0, pid=50), ["/r"])
+    assert obs is not None
+    new = merge(old, obs)
+    assert new.intruder["pid"] == 50 and "gone_at" not in new.intruder
+    for merged in (merge_records(old, new), merge_records(new, old)):
+        assert merged.intruder["pid"] == 50 and "gone_at" not in merged.intruder, merged.intruder
+    gone_later = replace(new, intruder=MappingProxyType({**new.intruder, "gone_at": 3.0}))
+    for merged in (merge_records(new, gone_later), merge_records(gone_later, new)):
+        assert merged.intruder["gone_at"] == 3.0
 
 
 def test_every_lane_writing_in_one_lane_is_one_incident() -> None:

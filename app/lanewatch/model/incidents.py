@@ -208,6 +208,25 @@ def _bounded(evidence: Sequence[Evidence]) -> tuple[Evidence, ...]:
     return (evidence[0], *evidence[-(MAX_EVIDENCE - 1) :])
 
 
+def _one_intruder(a: IncidentRecord, b: IncidentRecord, newer: IncidentRecord) -> dict[str, Any]:
+    """The merged record's intruder: what both say of one process (its pid and start ticks),
+    gone when either saw it gone; of two processes, the newer record's, whole (a field of
+    the other, its `gone_at` say, belongs to another process)."""
+    x, y = a.intruder, b.intruder
+    if (x.get("pid"), x.get("start_ticks")) != (y.get("pid"), y.get("start_ticks")):
+        return dict(newer.intruder)
+    older = b if newer is a else a
+    out = {**older.intruder, **newer.intruder}
+    gone = [
+        t
+        for t in (x.get("gone_at"), y.get("gone_at"))
+        if isinstance(t, int | float) and not isinstance(t, bool)
+    ]
+    if gone:
+        out["gone_at"] = max(gone)
+    return out
+
+
 def merge_records(a: IncidentRecord, b: IncidentRecord) -> IncidentRecord:
     """One record from two views of the same incident (same id). Commutative."""
     by_key: dict[str, Evidence] = {}
@@ -225,7 +244,7 @@ def merge_records(a: IncidentRecord, b: IncidentRecord) -> IncidentRecord:
         id=a.id,
         kind=a.kind,
         victim=a.victim,
-        intruder=MappingProxyType({**a.intruder, **b.intruder}),
+        intruder=MappingProxyType(_one_intruder(a, b, newer)),
         first_seen=min(a.first_seen, b.first_seen),
         last_seen=max(a.last_seen, b.last_seen),
         count=max(a.count, b.count, len(by_key)),
