@@ -274,6 +274,7 @@ class _StampedNow(Mapping[str, Stamped]):
         if key not in self._read:
             s = read_stamp(Path(key)).stamp
             ok = s is not None and s.host == self._host
+            # No liveness evidence for a stamp read here: only its release says its run is over.
             over = ok and s is not None and s.state is OwnerState.RELEASED
             self._read[key] = Stamped(s.pid, s.start_ticks, s.family, over) if ok and s else None
         return self._read[key]

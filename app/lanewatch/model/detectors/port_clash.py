@@ -101,10 +101,10 @@ def leased(
     )
 
 
-def run_over(
+def ended(
     stamped: Mapping[str, Stamped] | None, now: Collection[tuple[int, int]]
 ) -> Callable[[Listener], bool]:
-    """Whether a remembered listener's run is over: it no longer listens (not in `now`) and
+    """Whether a remembered listener's run has ended: it no longer listens (not in `now`) and
     its namespace has no stamp on this host any more (cleared), or one of another run (its
     stamp's pid is not the listener's owner's), or one whose run is over (released, or its
     owner dead, with none of its processes left). Without `stamped`, never."""
@@ -138,7 +138,7 @@ def shared(
         return []
     if lease_of(port, leases) is not None or ephemeral[0] <= port <= ephemeral[1]:
         return []
-    others = memory.note(one, at, run_over(stamped, now))
+    others = memory.note(one, at, ended(stamped, now))
     if not others:
         return []
     group = f"{one.socket.proto}/{port}"
