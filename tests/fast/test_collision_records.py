@@ -19,6 +19,7 @@ from lanewatch.model.incidents import (
     merge_records,
     record_from_json,
     resolve_quiet,
+    writers_gone,
 )
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.kinds import kind_of, severity_of
@@ -69,6 +70,25 @@ def test_two_copies_of_one_incident_keep_the_newer_intruders_gone_time_not_the_o
     gone_later = replace(new, intruder=MappingProxyType({**new.intruder, "gone_at": 3.0}))
     for merged in (merge_records(new, gone_later), merge_records(gone_later, new)):
         assert merged.intruder["gone_at"] == 3.0
+
+
+def test_a_reopened_incident_is_titled_by_the_lanes_of_the_new_clash() -> None:
+    """agent-1 and agent-2 wrote /tmp/r.json, ended, and the incident was resolved; a week
+    later agent-3 writes it: the title names agent-3, not last week's lanes (the writers list
+    keeps all three). A writer still running when it opens again is named too."""
+    old = shared(kw("/tmp/r.json", "agent-1", 1.0), kw("/tmp/r.json", "agent-2", 2.0, pid=50))
+    ended = replace(writers_gone(old, {(42, 7), (50, 7)}, 3.0), ack_at=4.0)
+    obs = unbound_write(kw("/tmp/r.json", "agent-3", 5.0, pid=60), ["/r"])
+    assert obs is not None
+    again = merge(ended, obs)
+    assert again.summary == "agent-3 writes /tmp/r.json outside its lane", again.summary
+    assert [w["lane"] for w in again.writers] == ["agent-1", "agent-2", "agent-3"]
+    running = replace(writers_gone(old, {(50, 7)}, 3.0), ack_at=4.0)  # agent-1 runs on
+    assert merge(running, obs).summary == "agent-1 and agent-3 both write /tmp/r.json"
+    # Never acknowledged: every writer, gone or not.
+    assert merge(writers_gone(old, {(42, 7), (50, 7)}, 3.0), obs).summary == (
+        "agent-1, agent-2 and agent-3 all write /tmp/r.json"
+    )
 
 
 def test_every_lane_writing_in_one_lane_is_one_incident() -> None:

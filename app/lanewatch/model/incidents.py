@@ -261,13 +261,25 @@ def merge_records(a: IncidentRecord, b: IncidentRecord) -> IncidentRecord:
     )
 
 
+def _named(rec: IncidentRecord) -> Sequence[Writer]:
+    """The writers a title names: every one, but in an incident acknowledged (or resolved)
+    before, only those still running or seen since, so that a clash after the acknowledged
+    one is titled by its own lanes ("agent-5 and agent-6 both listen on :8000", not with the
+    agent-3 and agent-4 of last week's). The timeline keeps every writer."""
+    if rec.ack_at is None:
+        return rec.writers
+    since = rec.ack_at
+    kept = [w for w in rec.writers if "gone_at" not in w or w.get("last_seen", 0) > since]
+    return kept or rec.writers
+
+
 def _titled(rec: IncidentRecord, fallback: str) -> IncidentRecord:
-    """The record with its title: built from every writer for the writer kinds."""
+    """The record with its title: built from its writers (`_named`) for the writer kinds."""
     entry = kind_of(rec.kind)
     line = None
     if entry is not None and entry.title is not None:
         line = entry.title(
-            rec.writers,
+            _named(rec),
             path=rec.path,
             victim=rec.victim,
             victim_lane=rec.victim_lane,
