@@ -6,8 +6,10 @@ it when it prints."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -135,3 +137,20 @@ def echo_json(data: Any) -> None:
     import click  # see the module's docstring
 
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def mute_dead_streams() -> None:
+    """Before the process exits with 128+N: a standard output or error that cannot be flushed
+    (the terminal hung up: EIO) is pointed at /dev/null. Python flushes standard output once
+    more as it exits, and a failure there turns the exit code into 120; what was left to say
+    has no one to read it. A stream that flushes is left as it is."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError):
+                null = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(null, stream.fileno())
+                finally:
+                    os.close(null)

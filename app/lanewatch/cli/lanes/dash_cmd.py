@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from lanewatch.cli.common import friendly_errors, needs_terminal
+from lanewatch.cli.common import friendly_errors, mute_dead_streams, needs_terminal
 
 
 @click.command("dash")
@@ -64,4 +64,5 @@ def dash_command(
         raise SystemExit(self_check_run(app))
     app.run()
     if app.leaving.code is not None:  # SIGTERM, SIGHUP or a hung-up terminal: 128+N
+        mute_dead_streams()  # its unflushed bytes must not make the exit code 120
         raise SystemExit(app.leaving.code)

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from lanewatch.cli.common import friendly_errors, needs_terminal
+from lanewatch.cli.common import friendly_errors, mute_dead_streams, needs_terminal
 from lanewatch.demo import DemoScenario
 
 TAKEOVER_DELAY = 6.0  # the takeover arrives in front of an open dashboard
@@ -156,4 +156,5 @@ def demo_command(keep: bool, no_ui: bool) -> None:
     if guard.signum is not None:
         code = 128 + guard.signum
     if code is not None:
+        mute_dead_streams()  # a hung-up terminal: its unflushed bytes must not make it 120
         sys.exit(code)
