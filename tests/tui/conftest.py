@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from textual import constants as textual_constants
 
 from lanewatch.lanes.lane import locate
 from lanewatch.lanes.stamp import Stamp, read_stamp
@@ -131,6 +132,19 @@ def _killpg(pgid: int) -> None:
     if pgid > 0:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+@pytest.fixture(autouse=True)
+def plain_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dashboards these tests run in-process draw as on a 16-colour terminal (TERM=xterm,
+    as the snapshots were taken: the ANSI theme, `tui/app.theme_for`), whatever terminal runs
+    the suite. Under TERM=xterm-256color or tmux-256color, COLORTERM=truecolor, NO_COLOR or
+    TEXTUAL_FILTERS, Textual would pick other colours and another theme, and 22 snapshots and
+    the help's layout failed as soon as the suite ran in tmux. Textual reads TEXTUAL_* when it
+    is imported: its constants are set here."""
+    monkeypatch.setattr(textual_constants, "COLOR_SYSTEM", "standard")
+    monkeypatch.setattr(textual_constants, "FILTERS", "")
+    monkeypatch.delenv("NO_COLOR", raising=False)
 
 
 @pytest.fixture
