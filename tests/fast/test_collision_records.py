@@ -9,6 +9,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from lanewatch.cli.lanes.status_cmd import incident_json
+from lanewatch.model.detectors import port_clash
 from lanewatch.model.detectors.foreign_writer import foreign_write
 from lanewatch.model.detectors.unbound_writer import unbound_write
 from lanewatch.model.incidents import (
@@ -19,11 +20,12 @@ from lanewatch.model.incidents import (
     merge_records,
     record_from_json,
     resolve_quiet,
-    writers_gone,
 )
 from lanewatch.model.kernelwrites import KernelWrite
 from lanewatch.model.kinds import kind_of, severity_of
-from tests.kits.attributionkit import kw
+from lanewatch.model.observation import Observation
+from lanewatch.model.ports import PortMemory
+from tests.kits.attributionkit import kw, listener
 
 
 def shared(*writes: KernelWrite) -> IncidentRecord:
@@ -72,23 +74,34 @@ def test_two_copies_of_one_incident_keep_the_newer_intruders_gone_time_not_the_o
         assert merged.intruder["gone_at"] == 3.0
 
 
-def test_a_reopened_incident_is_titled_by_the_lanes_of_the_new_clash() -> None:
-    """agent-1 and agent-2 wrote /tmp/r.json, ended, and the incident was resolved; a week
-    later agent-3 writes it: the title names agent-3, not last week's lanes (the writers list
-    keeps all three). A writer still running when it opens again is named too."""
-    old = shared(kw("/tmp/r.json", "agent-1", 1.0), kw("/tmp/r.json", "agent-2", 2.0, pid=50))
-    ended = replace(writers_gone(old, {(42, 7), (50, 7)}, 3.0), ack_at=4.0)
-    obs = unbound_write(kw("/tmp/r.json", "agent-3", 5.0, pid=60), ["/r"])
-    assert obs is not None
-    again = merge(ended, obs)
-    assert again.summary == "agent-3 writes /tmp/r.json outside its lane", again.summary
-    assert [w["lane"] for w in again.writers] == ["agent-1", "agent-2", "agent-3"]
-    running = replace(writers_gone(old, {(50, 7)}, 3.0), ack_at=4.0)  # agent-1 runs on
-    assert merge(running, obs).summary == "agent-1 and agent-3 both write /tmp/r.json"
-    # Never acknowledged: every writer, gone or not.
-    assert merge(writers_gone(old, {(42, 7), (50, 7)}, 3.0), obs).summary == (
-        "agent-1, agent-2 and agent-3 all write /tmp/r.json"
+def test_a_reopened_port_clash_names_its_own_two_lanes_or_every_lane_if_one_is_new() -> None:
+    """A port title needs two lanes: a clash after the acknowledgement names its own two; one
+    new lane beside a remembered one (seen before the acknowledgement) names every lane."""
+    memory = PortMemory()
+
+    def listen(lane: str, pid: int, at: float) -> list[Observation]:
+        return port_clash.shared(listener(lane, 8000, pid), [], memory, (32768, 60999), at)
+
+    rec = None
+    for obs in (*listen("agent-3", 3, 1.0), *listen("agent-4", 4, 2.0)):
+        rec = merge(rec, obs)
+    assert rec is not None and rec.summary == "agent-3 and agent-4 both listen on :8000"
+    rec = replace(rec, ack_at=3.0)
+    memory = PortMemory()  # their runs over: forgotten (test_port_incidents has the rule)
+    for obs in (*listen("agent-7", 7, 5.0), *listen("agent-8", 8, 6.0)):
+        rec = merge(rec, obs)
+    assert rec.summary == "agent-7 and agent-8 both listen on :8000", rec.summary
+    assert len(rec.writers) == 4
+    one_new = replace(rec, ack_at=6.5)  # agent-9 alone seen since: no title of its own
+    obs = listen("agent-9", 9, 7.0)
+    assert merge(one_new, obs[-1]).summary == (
+        "agent-3, agent-4, agent-7 and 2 more all listen on :8000"
     )
+    # A shared file keeps every writer in its title: the file stays for the next lane to read.
+    file = replace(shared(kw("/tmp/r.json", "a-1", 1.0), kw("/tmp/r.json", "a-2", 2.0)), ack_at=3)
+    third = unbound_write(kw("/tmp/r.json", "a-3", 5.0, pid=60), ["/r"])
+    assert third is not None
+    assert merge(file, third).summary == "a-1, a-2 and a-3 all write /tmp/r.json"
 
 
 def test_every_lane_writing_in_one_lane_is_one_incident() -> None:

@@ -19,7 +19,10 @@ import pytest
 
 from lanewatch.engine.engine import Engine
 from lanewatch.kernel.fanotify import fanotify_available
+from lanewatch.linux.netsockets import Listening
+from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.kernelwrites import KernelWrite
+from lanewatch.model.ports import Listener
 from lanewatch.model.views import Evidence, Incident
 from tests.conftest import wait_for
 from tests.kits.enginekit import Recorder, running
@@ -42,6 +45,15 @@ def privileged(test: F) -> F:
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def listener(lane: str, port: int, pid: int = 100, family: str | None = None) -> Listener:
+    """Lane `lane` (namespace `/r/c.<lane>`) listening on 127.0.0.1:`port` by pid `pid` (its
+    socket's inode the pid too), for the port detectors' pure tests."""
+    owner = Owner(f"/r/c.{lane}", lane, "c", "/co", frozenset({pid}), pid, pid, family=family)
+    h = Holding(pid, 7, f"socket:[{pid}]", "socket", None, False, False, lane, None, (pid,), pid,
+                ("server",), fd=3)  # fmt: skip
+    return Listener(owner, "owner process", h, Listening("tcp", "127.0.0.1", port, pid, 0))
 
 
 def kw(path: str, lane: str, t: float, content: bytes = b"x", pid: int = 42) -> KernelWrite:

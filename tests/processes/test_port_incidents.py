@@ -15,14 +15,13 @@ import pytest
 
 from lanewatch.lanes.leases import Lease
 from lanewatch.linux import netsockets
-from lanewatch.linux.netsockets import Listening
 from lanewatch.model.detectors import port_clash
 from lanewatch.model.family import Stamped
-from lanewatch.model.holdings import Holding, Owner
 from lanewatch.model.kinds import IncidentKind
 from lanewatch.model.ports import Listener, PortMemory
 from lanewatch.model.views import Incident, NsState
 from tests.conftest import wait_for
+from tests.kits.attributionkit import listener
 from tests.kits.enginekit import LaneProc, running, start_lane
 from tests.kits.portkit import free_fixed_port
 
@@ -35,10 +34,7 @@ def _lease(lane: str, first: int) -> Lease:
 
 
 def _listener(lane: str, port: int, family: str | None = None, pid: int = 100) -> Listener:
-    owner = Owner(f"{ROOT}/c.{lane}", lane, "c", "/co", frozenset({pid}), pid, pid, family=family)
-    h = Holding(pid, 7, f"socket:[{pid}]", "socket", None, False, False, lane, None, (pid,), pid,
-                ("server",), fd=3)  # fmt: skip
-    return Listener(owner, "owner process", h, Listening("tcp", "127.0.0.1", port, pid, 0))
+    return listener(lane, port, pid, family)
 
 
 def test_a_lane_on_another_lanes_lease_is_a_collision_naming_both() -> None:

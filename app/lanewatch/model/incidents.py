@@ -10,6 +10,7 @@ The detectors live one module per kind in `model/detectors/`, run by the registr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -261,30 +262,34 @@ def merge_records(a: IncidentRecord, b: IncidentRecord) -> IncidentRecord:
     )
 
 
-def _named(rec: IncidentRecord) -> Sequence[Writer]:
-    """The writers a title names: every one, but in an incident acknowledged (or resolved)
-    before, only those still running or seen since, so that a clash after the acknowledged
-    one is titled by its own lanes ("agent-5 and agent-6 both listen on :8000", not with the
-    agent-3 and agent-4 of last week's). The timeline keeps every writer."""
+def _since_ack(rec: IncidentRecord) -> Sequence[Writer] | None:
+    """In an incident acknowledged (or resolved) before, the writers seen since: a port clash
+    after the acknowledged one is titled by its own lanes ("agent-7 and agent-8 both listen on
+    :8000", not with the agent-3 and agent-4 of last week). None: never acknowledged, or no
+    writer seen since. The timeline and the writers list keep every one. (A shared file keeps
+    every writer in its title: the file stays for the next lane to read.)"""
     if rec.ack_at is None:
-        return rec.writers
-    since = rec.ack_at
-    kept = [w for w in rec.writers if "gone_at" not in w or w.get("last_seen", 0) > since]
-    return kept or rec.writers
+        return None
+    since = [w for w in rec.writers if w.get("last_seen", 0) > rec.ack_at]
+    return since if since and len(since) < len(rec.writers) else None
 
 
 def _titled(rec: IncidentRecord, fallback: str) -> IncidentRecord:
-    """The record with its title: built from its writers (`_named`) for the writer kinds."""
+    """The record with its title, built from its writers for the writer kinds: for a kind
+    whose lanes clash only while alive (a port), those seen since its acknowledgement when
+    they make a title (`_since_ack`); else every one."""
     entry = kind_of(rec.kind)
     line = None
     if entry is not None and entry.title is not None:
-        line = entry.title(
-            _named(rec),
+        title = functools.partial(
+            entry.title,
             path=rec.path,
             victim=rec.victim,
             victim_lane=rec.victim_lane,
             latest=rec.evidence[-1].path if rec.evidence else None,
         )
+        since = _since_ack(rec) if entry.clashes_while_alive else None
+        line = (title(since) if since is not None else None) or title(rec.writers)
     summary = line or fallback or rec.summary
     return rec if summary == rec.summary else replace(rec, summary=summary)
 

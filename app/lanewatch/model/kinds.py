@@ -58,6 +58,10 @@ class Kind:
     per_file: bool = False
     # A collision between lanes (what `status` exits 4 for); False: a warning about one lane.
     collision: bool = True
+    # Its lanes clash only while their runs are alive together (a port, not a file, which stays
+    # for the next lane to read): reopened after an acknowledgement, the incident is titled by
+    # the writers seen since (`model.incidents._titled`).
+    clashes_while_alive: bool = False
 
 
 _KINDS = (
@@ -108,6 +112,7 @@ _KINDS = (
         "for each other.",
         (port_clash.shared,),
         port_clash.title,
+        clashes_while_alive=True,
     ),
     Kind(
         refused_claim.KIND,
