@@ -28,7 +28,7 @@ from lanewatch.linux.procid import ProcessIdentity
 from tests.corpus.checkouts import Checkouts
 from tests.corpus.lanes import Lane, Processes, wait_until
 from tests.corpus.score import Plant
-from tests.kits.portkit import free_fixed_port
+from tests.kits.portkit import CORPUS_PORTS, free_fixed_port
 
 HOLD = (
     "import sys, time\n"
@@ -94,7 +94,7 @@ def plant(
     leased = victim.stamp()
     assert leased is not None and leased.ports, "the victim lane got no port lease"
     squatter = procs.lane("squatter", checkouts.linked, (py, "-c", LISTEN, str(leased.ports[0])))
-    fixed = free_fixed_port()
+    fixed = free_fixed_port(CORPUS_PORTS)
     servers = [
         procs.lane(f"port-{which}", checkouts.of(which), (py, "-c", LISTEN, str(fixed), "reuse"))
         for which in ("main", "linked")

@@ -21,7 +21,7 @@ from tests.corpus.lanes import LANEWATCH, Lane, Processes, Recorder, wait_until
 from tests.corpus.score import Plant, Score, matches, score
 from tests.corpus.sdists import CLICK, PYTEST, fetch
 from tests.corpus.workloads import NEIGHBOUR, Workload, pairs
-from tests.kits.portkit import free_fixed_port
+from tests.kits.portkit import CORPUS_PORTS, free_fixed_port
 
 WORKLOAD_TIMEOUT = 180.0
 # Past the prober's full scan (60 s), which finds a held file no write pointed it to.
@@ -163,7 +163,7 @@ def _run(
         lap("recorder ready")
         _neighbour(procs, neighbour, failures)
         lap("neighbour")
-        for pair in pairs(cos, free_fixed_port(), unfenced=unfenced):
+        for pair in pairs(cos, free_fixed_port(CORPUS_PORTS), unfenced=unfenced):
             running = [_start(procs, cos, w, redirect) for w in pair]
             for w, lane in zip(pair, running, strict=True):
                 code = lane.wait(WORKLOAD_TIMEOUT)

@@ -1,22 +1,29 @@
 """A fixed port for a test: one a lane would choose itself (outside every lease and the kernel's
-ephemeral range), free when asked."""
+ephemeral range), free when asked.
+
+Sessions run side by side (`.ci/run` runs the normal-user tier beside the root suite), and a
+port found free is only taken later, so whoever picks from one range can meet another holding
+the port for long. The ranges are kept apart by who holds a port how long: the demo's
+(`demo/loopback.FIXED_RANGE`, 18000-19999) for its whole life, the corpus's plants for up to a
+minute, the other tests' for a few seconds (each of their servers retries or holds briefly)."""
 
 from __future__ import annotations
 
 import random
 import socket
 
-FIXED_PORTS = (10000, 19999)  # below the leases' range, above the well-known ports
+CORPUS_PORTS = (10000, 13999)  # the corpus's plants and docs previews
+TEST_PORTS = (14000, 17999)  # every other test's fixed port
 
 
-def free_fixed_port() -> int:
-    """A port in FIXED_PORTS that nothing listens on now (tried for real)."""
+def free_fixed_port(ports: tuple[int, int] = TEST_PORTS) -> int:
+    """A port in `ports` that nothing listens on now (tried for real)."""
     for _ in range(50):
-        port = random.randint(*FIXED_PORTS)
+        port = random.randint(*ports)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise AssertionError(f"no free port in {FIXED_PORTS} after 50 tries")
+    raise AssertionError(f"no free port in {ports} after 50 tries")
