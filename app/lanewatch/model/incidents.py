@@ -22,6 +22,7 @@ from lanewatch.model.views import Evidence, Grade, Incident
 from lanewatch.model.writerlist import (
     Writer,
     add_writer,
+    latest_gone,
     mark_gone,
     merge_writers,
     writer_key,
@@ -218,13 +219,9 @@ def _one_intruder(a: IncidentRecord, b: IncidentRecord, newer: IncidentRecord) -
         return dict(newer.intruder)
     older = b if newer is a else a
     out = {**older.intruder, **newer.intruder}
-    gone = [
-        t
-        for t in (x.get("gone_at"), y.get("gone_at"))
-        if isinstance(t, int | float) and not isinstance(t, bool)
-    ]
-    if gone:
-        out["gone_at"] = max(gone)
+    gone = latest_gone(x, y)
+    if gone is not None:
+        out["gone_at"] = gone
     return out
 
 

@@ -73,11 +73,16 @@ def _join(old: Mapping[str, Any], new: Mapping[str, Any], *, counted: bool) -> d
     counts = (int(old.get("count") or 0), int(new.get("count") or 0))
     out["count"] = sum(counts) if counted else max(counts)
     # Gone (`mark_gone`) holds until a sighting after it: then one of its processes lives.
-    gone = max((g for g in (old.get("gone_at"), new.get("gone_at")) if _number(g)), default=None)
+    gone = latest_gone(old, new)
     out.pop("gone_at", None)
     if gone is not None and gone >= out["last_seen"]:
         out["gone_at"] = gone
     return out
+
+
+def latest_gone(*entries: Mapping[str, Any]) -> float | None:
+    """The latest `gone_at` the entries (writers, or an intruder seen twice) say; None: none."""
+    return max((g for g in (e.get("gone_at") for e in entries) if _number(g)), default=None)
 
 
 def _number(value: object) -> TypeGuard[float]:
