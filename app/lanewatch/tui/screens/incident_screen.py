@@ -45,13 +45,7 @@ from lanewatch.tui.plumbing.thread_work import thread_work
 from lanewatch.tui.screens.path_prompt import PathPrompt
 from lanewatch.tui.screens.typeahead_guard import TypeaheadGuard
 from lanewatch.tui.state import humanize
-from lanewatch.tui.state.culprit import (
-    WRITERS_SHOWN,
-    incident_lane,
-    intruder_lane,
-    writer_line,
-    writers_now_and_gone,
-)
+from lanewatch.tui.state.culprit import incident_lane, intruder_lane, writer_rows
 from lanewatch.tui.state.incident_status import state_line
 from lanewatch.tui.widgets.lane_table import Cell, Column, LaneTable, number_key
 from lanewatch.tui.widgets.report_view import writes_renderable
@@ -89,14 +83,10 @@ def summary(incident: Incident, victim: NamespaceView | None) -> Text:
     if isinstance(before, dict):
         text.append("\nbefore   ")
         text.append(who(before, SUMMARY_COMMAND))
-    now, past = writers_now_and_gone(incident)
-    if len(now) + len(past) > 1:  # more than the intruder line says (gone since, too)
-        for label, group, style in (("writing ", now, "bold"), ("gone     ", past, "dim")):
-            for writer in group[:WRITERS_SHOWN]:
-                text.append(f"\n{label.ljust(9)}", style=style)
-                text.append(writer_line(writer, SUMMARY_COMMAND), style=style)
-            if len(group) > WRITERS_SHOWN:
-                text.append(f"\n         … and {len(group) - WRITERS_SHOWN} more", style=style)
+    for label, line, gone in writer_rows(incident, SUMMARY_COMMAND):  # gone since, too
+        style = "dim" if gone else "bold"
+        text.append(f"\n{label.ljust(9)}", style=style)
+        text.append(line, style=style)
     text.append(
         f"\nseen     {humanize.stamp_time(incident.first_seen)}"
         f" → {humanize.stamp_time(incident.last_seen)}"

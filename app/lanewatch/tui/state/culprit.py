@@ -96,6 +96,22 @@ def writer_line(writer: Mapping[str, Any], limit: int) -> str:
     return who(writer, limit)
 
 
+def writer_rows(incident: Incident, limit: int) -> list[tuple[str, str, bool]]:
+    """The writers beyond the intruder's line, as the timeline's summary and the detail pane
+    list them: (label, line, gone), up to WRITERS_SHOWN still running ("writing") then as many
+    gone ("gone"), each group's rest as one "… and N more" row (label ""). None when the
+    incident names one writer (its intruder line says it all)."""
+    now, past = writers_now_and_gone(incident)
+    if len(now) + len(past) < 2:
+        return []
+    rows: list[tuple[str, str, bool]] = []
+    for label, group, gone in (("writing", now, False), ("gone", past, True)):
+        rows += [(label, writer_line(w, limit), gone) for w in group[:WRITERS_SHOWN]]
+        if len(group) > WRITERS_SHOWN:
+            rows.append(("", f"… and {len(group) - WRITERS_SHOWN} more", gone))
+    return rows
+
+
 ONGOING = 300.0  # a collision written this recently, by a writer not seen gone, is ongoing
 
 

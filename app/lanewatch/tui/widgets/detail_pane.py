@@ -21,7 +21,7 @@ from lanewatch.model.views import Incident, NamespaceView
 from lanewatch.runner.fence import describe
 from lanewatch.tui.backend.lane_details import Detail
 from lanewatch.tui.state import humanize
-from lanewatch.tui.state.culprit import WRITERS_SHOWN, writer_line, writers_now_and_gone
+from lanewatch.tui.state.culprit import writer_rows
 from lanewatch.tui.state.forward_hint import forward_line
 from lanewatch.tui.state.humanize import lane_label
 from lanewatch.tui.state.incident_status import incident_state, state_line
@@ -216,13 +216,8 @@ def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]
         grid.add_row(
             "command", _t(" ".join(command) if isinstance(command, list | tuple) else command)
         )
-    now, past = writers_now_and_gone(inc)
-    if len(now) + len(past) > 1:  # more than the intruder: every lane of a shared file or port
-        for label, group in (("writing", now), ("gone", past)):
-            for writer in group[:WRITERS_SHOWN]:
-                grid.add_row(label, _t(writer_line(writer, DETAIL_COMMAND)))
-            if len(group) > WRITERS_SHOWN:
-                grid.add_row("", _t(f"… and {len(group) - WRITERS_SHOWN} more"))
+    for label, line, _gone in writer_rows(inc, DETAIL_COMMAND):  # every lane of a shared path
+        grid.add_row(label, _t(line))
     grid.add_row("first seen", _t(humanize.stamp_time(inc.first_seen)))
     grid.add_row("last seen", _t(humanize.stamp_time(inc.last_seen)))
     grid.add_row("count", _t(inc.count))
