@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 
+from rich.console import Console
 from textual import events
 from textual._time import get_time
 from textual.keys import _character_to_key
@@ -15,6 +17,13 @@ from lanewatch.tui.screens.typeahead_guard import BURST, TypeaheadGuard
 from tests.conftest import until as until  # the one waiting helper, for Pilot tests
 
 _KEY_CHARACTERS = {"enter": "\r", "tab": "\t", "escape": "\x1b", "space": " "}
+
+
+def plain(renderable: object, width: int = 120) -> str:
+    """A Rich renderable as the text a terminal of `width` columns would show, without colour."""
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None).print(renderable)
+    return out.getvalue()
 
 
 def screen_text(app: object) -> str:

@@ -3,7 +3,6 @@ views, formatting, and incident export. No app, no engine: plain data in, plain 
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import threading
@@ -13,7 +12,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rich.console import Console
 
 from lanewatch.model.views import Changes, Evidence, NsState
 from lanewatch.tui.backend.report_export import build_report, render, write_report
@@ -25,6 +23,7 @@ from lanewatch.tui.widgets import view_columns
 from lanewatch.tui.widgets.detail_pane import incident_renderable
 
 from .fakes import NOW, incident, ns_view
+from .helpers import plain
 
 
 def test_buffer_notifies_once_per_batch_and_merges() -> None:
@@ -167,12 +166,6 @@ def test_a_shared_port_timeline_shows_its_listeners_not_files_nor_a_victims_stam
     for shown in (render(build_report([], takeover), "md"),
                   plain(context_renderable(build_report([], takeover)))):  # fmt: skip
         assert all(words in shown for words in files), shown
-
-
-def plain(renderable: object) -> str:
-    out = io.StringIO()
-    Console(file=out, width=120, color_system=None).print(renderable)
-    return out.getvalue()
 
 
 def test_markdown_code_fence_outlasts_backticks_in_the_stamp(tmp_path: Path) -> None:

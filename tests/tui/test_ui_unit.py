@@ -18,7 +18,7 @@ from lanewatch.tui.shell.palette import entries
 from lanewatch.tui.state.dashboard_store import View
 
 from .fakes import NOW, FakeEngine, incident, ns_view
-from .helpers import screen_text, settle, shows, until
+from .helpers import plain, screen_text, settle, shows, until
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "keys.md"
 
@@ -236,10 +236,6 @@ async def test_the_selected_lanes_pane_catches_up_after_a_burst_of_changes() -> 
 def test_a_headless_lane_shows_its_processes_in_the_lanes_view() -> None:
     """The detail pane lists a lane's members (pid, since when, how, command), inert; a
     headless lane stays with the lanes (never the stale view) and can be killed."""
-    from io import StringIO
-
-    from rich.console import Console
-
     from lanewatch.model.views import LaneMember
     from lanewatch.tui.backend.actions_adapter import KILLABLE
     from lanewatch.tui.state.dashboard_store import view_of
@@ -250,9 +246,7 @@ def test_a_headless_lane_shows_its_processes_in_the_lanes_view() -> None:
         LaneMember(201, 10, "evil \x1b]0;pwned\x07", NOW - 29, "marker"),
     )
     ns = ns_view("a", NsState.HEADLESS, members=members, reason="runner pid 5 does not exist")
-    out = StringIO()
-    Console(file=out, width=120, color_system=None).print(namespace_renderable(ns, None, ()))
-    text = out.getvalue()
+    text = plain(namespace_renderable(ns, None, ()))
     assert "headless" in text and "Processes (2)" in text
     assert "pid 200" in text and "tmux -L a new -d" in text and "descendant" in text
     assert "pid 201" in text and "\x1b]0;" not in text  # shown, never sent to the terminal
@@ -262,18 +256,12 @@ def test_a_headless_lane_shows_its_processes_in_the_lanes_view() -> None:
 def test_the_detail_pane_says_a_lane_is_unfenced_and_why() -> None:
     """The dashboard's fence is a key away, in the detail pane: kernel / bwrap with
     the private mounts, or unfenced with the kernel's reason."""
-    from io import StringIO
-
-    from rich.console import Console
-
     from lanewatch.tui.widgets.detail_pane import namespace_renderable
 
     why = "user namespaces disabled by user.max_user_namespaces (0 or reached; here 0)"
     shown = []
     for how, note, private in (("none", why, ()), ("bwrap", "", ("/tmp", "/var/tmp"))):
         ns = ns_view("a", fence=how, fence_note=note, fence_private=private)
-        out = StringIO()
-        Console(file=out, width=200, color_system=None).print(namespace_renderable(ns, None, ()))
-        shown.append(out.getvalue())
+        shown.append(plain(namespace_renderable(ns, None, ()), width=200))
     assert f"unfenced: {why}" in shown[0]
     assert "private /tmp, /var/tmp (bwrap)" in shown[1]
