@@ -30,6 +30,7 @@ def hold(port, seconds):
         except OSError:
             s.close()
             if time.monotonic() > deadline:
+                print(f"cannot bind 127.0.0.1:{port} for a minute", file=sys.stderr)
                 sys.exit(3)
             time.sleep(0.05)
     s.listen()
@@ -60,7 +61,7 @@ def test_two_runs_on_one_fixed_port_are_a_collision_in_the_queue(tmp_path: Path)
         stdin=subprocess.DEVNULL,
     )
     report = json.loads(done.stdout)
-    assert [r["exit_code"] for r in report["runs"]] == [0, 0], done.stderr
+    assert [r["exit_code"] for r in report["runs"]] == [0, 0], (done.stderr, report["runs"])
     (finding,) = [f for f in report["findings"] if f["path"].startswith(":")]
     assert finding["path"] == f":{port}"
     assert finding["scope"] == "unbound" and finding["owner"] == "ports"
