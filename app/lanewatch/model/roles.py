@@ -9,7 +9,6 @@ one file in shared temp that another lane wrote too; no one is the victim there)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -17,29 +16,17 @@ from lanewatch.model.kinds import is_collision
 from lanewatch.model.views import Incident, NamespaceView
 
 
-@dataclass(frozen=True, slots=True)
-class RoleMark:
-    glyph: str
-    word: str
-
-
 class Role(Enum):
-    VICTIM = RoleMark("!", "victim")
-    INTRUDER = RoleMark(">", "intruder")
-    SHARED = RoleMark("~", "shared")
+    """Each member's value is (glyph, word)."""
 
-    @property
-    def glyph(self) -> str:
-        return self.value.glyph
+    VICTIM = ("!", "victim")
+    INTRUDER = (">", "intruder")
+    SHARED = ("~", "shared")
 
-    @property
-    def word(self) -> str:
-        return self.value.word
-
-    @property
-    def label(self) -> str:
-        """Glyph and word: "! victim"."""
-        return f"{self.glyph} {self.word}"
+    def __init__(self, glyph: str, word: str) -> None:
+        self.glyph = glyph
+        self.word = word
+        self.label = f"{glyph} {word}"  # glyph and word: "! victim"
 
 
 ORDER = (Role.VICTIM, Role.INTRUDER, Role.SHARED)  # the worst first
