@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lanewatch.processes.quietpace import FULL_SCAN_EVERY
+
 REPO = Path(__file__).resolve().parents[2]
 CHECKOUT_ID = "bench-0123456789ab"  # a well-formed checkout id no real checkout has
 LANE_PREFIX = "lane-"
@@ -42,7 +44,9 @@ class Scale:
     burst_rate: int = 10_000  # inotify events per second
     burst_seconds: float = 10.0
     burst_namespaces: int = 200
-    idle_seconds: float = 20.0
+    # One full /proc scan's period: a shorter window holds that scan or not by chance (0.19 to
+    # 0.33 % of a core on one quiet machine with 20 s).
+    idle_seconds: float = FULL_SCAN_EVERY
     idle_settle: float = 90.0  # the most the idle window waits for every age to read minutes
     probe_procs: int = 500
     probe_reps: int = 15
