@@ -168,6 +168,23 @@ def test_a_shared_port_timeline_shows_its_listeners_not_files_nor_a_victims_stam
         assert all(words in shown for words in files), shown
 
 
+def test_a_collision_says_what_it_is_about_in_its_row_and_its_detail() -> None:
+    """The Collisions row's WHAT and the detail pane's first line are the incident's summary,
+    which alone names the path or port (five shared files of one lane read alike without it);
+    a summary is built from untrusted names, so its controls are shown as escapes."""
+    said = "xb writes /tmp/.X99-lock\x1b[31m outside its lane"
+    inc = replace(incident("shared-file-1", "", kind="shared-file"), victim=None, summary=said)
+    keys = [c.key for c in view_columns.COLUMNS[View.COLLISIONS]]
+    what = view_columns.collisions_row(inc, NOW, lambda key: key or "–")[keys.index("what")]
+    detail = plain(incident_renderable(inc, lambda v: v or "–"))
+    for shown in (plain(what), detail):
+        assert "xb writes /tmp/.X99-lock\\x1b[31m outside its lane" in shown, shown
+        assert "\x1b" not in shown
+    assert detail.splitlines()[1].startswith("what") and keys[-1] == "what"
+    # A record with no summary (written before summaries were kept) has no "what" line.
+    assert "what" not in plain(incident_renderable(replace(inc, summary=""), lambda v: v or "–"))
+
+
 def test_markdown_code_fence_outlasts_backticks_in_the_stamp(tmp_path: Path) -> None:
     from lanewatch.lanes.stamp import Stamp, write_stamp
 

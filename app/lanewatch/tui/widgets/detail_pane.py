@@ -208,6 +208,8 @@ def incident_renderable(inc: Incident, victim_label: Callable[[str | None], str]
     title = Text(inert(inc.kind), style="bold red")
     title.append(inert(f"  {inc.id}"), style="dim")
     grid = _grid()
+    if inc.summary:
+        grid.add_row("what", _t(inc.summary))
     grid.add_row("victim", _t(victim_label(inc.victim)))
     grid.add_row("namespace", _t(inc.victim))
     grid.add_row("intruder", _t(intruder_label(dict(inc.intruder))))

@@ -103,6 +103,9 @@ COLLISIONS = (
     # "reopened": acknowledged once, written again since (the detail pane says by what).
     Column("ack", "STATE"),
     Column("grade", "GRADE"),
+    # What it is about, as `lanewatch incidents` says it ("xb writes /tmp/.X99-lock outside
+    # its lane"): the path or port, which no column before names. To the view's right edge.
+    Column("what", "WHAT", max_width=40, fill=True, grow=4),
 )
 
 STALE = (
@@ -358,4 +361,5 @@ def collisions_row(
         Text(
             inert(incident.grade), style="bold" if incident.grade == "known" else "italic", end=""
         ),
+        untrusted(incident.summary),
     )
