@@ -14,12 +14,13 @@ import socket
 
 CORPUS_PORTS = (10000, 13999)  # the corpus's plants and docs previews
 TEST_PORTS = (14000, 17999)  # every other test's fixed port
+_pick = random.SystemRandom()  # not `random`'s own state, which a seeded run shares
 
 
 def free_fixed_port(ports: tuple[int, int] = TEST_PORTS) -> int:
     """A port in `ports` that nothing listens on now (tried for real)."""
     for _ in range(50):
-        port = random.randint(*ports)
+        port = _pick.randint(*ports)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))

@@ -30,7 +30,12 @@ def hold(port, seconds):
         except OSError:
             s.close()
             if time.monotonic() > deadline:
-                print(f"cannot bind 127.0.0.1:{port} for a minute", file=sys.stderr)
+                print(f"cannot bind 127.0.0.1:{port} for a minute; its sockets:", file=sys.stderr)
+                for table in ("tcp", "tcp6"):  # state 0A listens, 06 waits (TIME_WAIT); uid
+                    for line in open(f"/proc/net/{table}").read().splitlines()[1:]:
+                        f = line.split()
+                        if int(f[1].rsplit(":", 1)[1], 16) == port:
+                            print(table, "state", f[3], "uid", f[7], "inode", f[9], file=sys.stderr)
                 sys.exit(3)
             time.sleep(0.05)
     s.listen()
@@ -61,7 +66,9 @@ def test_two_runs_on_one_fixed_port_are_a_collision_in_the_queue(tmp_path: Path)
         stdin=subprocess.DEVNULL,
     )
     report = json.loads(done.stdout)
-    assert [r["exit_code"] for r in report["runs"]] == [0, 0], (done.stderr, report["runs"])
+    runs = report["runs"]
+    said = "\n".join(f"run {r['index']} exit {r['exit_code']}: {r['log_tail']}" for r in runs)
+    assert [r["exit_code"] for r in runs] == [0, 0], f"fixed port {port}\n{done.stderr}\n{said}"
     (finding,) = [f for f in report["findings"] if f["path"].startswith(":")]
     assert finding["path"] == f":{port}"
     assert finding["scope"] == "unbound" and finding["owner"] == "ports"
