@@ -134,12 +134,20 @@ def _who(b: BoundSocket, owners: SocketOwners) -> str:
         return "held by " + _named(holders)
     uid = f" of uid {b.uid}" if b.uid is not None else ""
     hidden = [h for h in owners.unreadable if b.uid is None or h.uid == b.uid]
+    # Those whose command line names the socket first (`ssh-agent -a …/agent.sock`): its
+    # server is likeliest among them, and only three are named.
+    hidden.sort(key=lambda h: not _names(h.command, b.path.rpartition("/")[2]))
     if hidden:
         return (
             f"its server{uid} is one of {len(hidden)} process(es) that could not be "
             f"inspected: {_named(hidden)}"
         )
     return f"its server{uid} is not among the processes visible here"
+
+
+def _names(command: str, name: str) -> bool:
+    """`command` has an argument that is the file `name` or a path to it."""
+    return bool(name) and any(a == name or a.endswith(f"/{name}") for a in command.split())
 
 
 def _named(holders: Sequence[SocketHolder]) -> str:
