@@ -136,7 +136,8 @@ def _who(b: BoundSocket, owners: SocketOwners) -> str:
     hidden = [h for h in owners.unreadable if b.uid is None or h.uid == b.uid]
     # Those whose command line names the socket first (`ssh-agent -a …/agent.sock`): its
     # server is likeliest among them, and only three are named.
-    hidden.sort(key=lambda h: not _names(h.command, b.path.rpartition("/")[2]))
+    name = b.path.rpartition("/")[2]
+    hidden.sort(key=lambda h: not _names(h.command, name))
     if hidden:
         return (
             f"its server{uid} is one of {len(hidden)} process(es) that could not be "
