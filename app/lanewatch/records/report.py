@@ -271,7 +271,9 @@ def file_story(roots: Sequence[str], path: str, vs: Sequence[Version]) -> FileSt
     for v in vs:
         data = None
         if v.sha256:
-            data = evidence.load(roots, v.sha256) or on_disk(path, v.sha256)
+            data = evidence.load(roots, v.sha256)
+            if data is None:  # not `or`: an emptied file's content is b"", and kept
+                data = on_disk(path, v.sha256)
         text = _text(data) if data is not None else None
         if v.sha256 is None:
             shown.append(Shown(v, "not-hashed"))
@@ -345,6 +347,8 @@ def says(s: Shown) -> str:
     """One line for a shown version, before its content or diff (inert)."""
     v = s.version
     size = "?" if v.size is None else str(v.size)
+    if s.kind == "content" and not s.lines:
+        return f"Written by {v.writer}: empty."
     return {
         "content": f"Written by {v.writer}:",
         "diff": f"Then {v.writer}, changing it:",
