@@ -7,7 +7,6 @@ import contextlib
 import ctypes
 import os
 import pwd
-import random
 import shutil
 import signal
 import socket
@@ -23,6 +22,7 @@ import pytest
 
 from tests.kits import terminal_signals
 from tests.kits.groups import Groups
+from tests.kits.portkit import lease_window
 
 # The suite's own knobs (.ci/unprivileged, tests/tui/test_churn.py, the flake hunt's seed and
 # log: tests/flakes_plugin.py reads them after this file ran): kept from the environment.
@@ -187,10 +187,6 @@ def one_mount_table() -> Iterator[None]:
         yield
 
 
-# Not the `random` module's own state, which a seeded run would share between its workers.
-_ranges = random.SystemRandom()
-
-
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state = tmp_path / "state"
@@ -199,12 +195,8 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("LANEWATCH_SYSTEM_STATE_DIR", str(tmp_path / "system-state"))
     # Port leases (lanes/leases.py) too: the machine-wide folder is not a test's to write.
     monkeypatch.setenv("LANEWATCH_PORTS_DIR", str(tmp_path / "ports"))
-    # And a window of the lease range of its own: with a lease folder of its own, every test's
-    # first lane leased 20000, so two tests of sessions side by side (the root suite and the
-    # tier) started servers on one $PORT, and one waited a minute for it. A port listened on
-    # when a lease is taken is never leased; one bound later by another test's lane can be.
-    start = _ranges.randrange(20000, 29800)
-    monkeypatch.setenv("LANEWATCH_PORT_RANGE", f"{start}-{start + 199}")
+    # And a window of the lease range of its own (`portkit.lease_window`).
+    monkeypatch.setenv("LANEWATCH_PORT_RANGE", lease_window())
     monkeypatch.delenv("LANEWATCH_ROOT", raising=False)
     for var in (
         "LANEWATCH_LANE",

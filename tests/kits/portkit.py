@@ -12,8 +12,11 @@ from __future__ import annotations
 import random
 import socket
 
+from lanewatch.lanes.leases import DEFAULT_RANGE
+
 CORPUS_PORTS = (10000, 13999)  # the corpus's plants and docs previews
 TEST_PORTS = (14000, 17999)  # every other test's fixed port
+LEASE_WINDOW = 200  # ports of the lease range each test leases from
 _pick = random.SystemRandom()  # not `random`'s own state, which a seeded run shares
 
 
@@ -28,3 +31,14 @@ def free_fixed_port(ports: tuple[int, int] = TEST_PORTS) -> int:
                 continue
             return port
     raise AssertionError(f"no free port in {ports} after 50 tries")
+
+
+def lease_window() -> str:
+    """A `$LANEWATCH_PORT_RANGE` of its own for a test: LEASE_WINDOW ports at random in the
+    leases' default range. With a lease folder of its own, every test's first lane leased the
+    range's first port, so two tests of sessions side by side (the root suite and the tier)
+    started servers on one $PORT, and one waited a minute for it. A port listened on when a
+    lease is taken is never leased; one bound later by another test's lane can be."""
+    low, high = DEFAULT_RANGE
+    start = _pick.randrange(low, high - LEASE_WINDOW + 1)
+    return f"{start}-{start + LEASE_WINDOW - 1}"
