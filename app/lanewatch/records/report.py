@@ -435,8 +435,8 @@ def to_markdown(report: IncidentReport) -> str:
         out.append("No evidence recorded.")
     if report.about_files:
         out += ["", "## What each writer wrote", ""]
-    if report.about_files and not report.files:
-        out += ["No write of these paths was recorded (kernel attribution records them).", ""]
+        if not report.files:
+            out += ["No write of these paths was recorded (kernel attribution records them).", ""]
     for story in report.files:
         out += [f"### {_md(story.path)}", ""]
         for n, s in enumerate(story.shown, 1):

@@ -99,7 +99,7 @@ def writer_line(writer: Mapping[str, Any], limit: int) -> str:
 def writer_rows(incident: Incident, limit: int) -> list[tuple[str, str, bool]]:
     """The writers beyond the intruder's line, as the timeline's summary and the detail pane
     list them: (label, line, gone), up to WRITERS_SHOWN still running ("writing") then as many
-    gone ("gone"), each group's rest as one "… and N more" row (label ""). None when the
+    gone ("gone"), each group's rest as one "… and N more" row (label ""). Empty when the
     incident names one writer (its intruder line says it all)."""
     now, past = writers_now_and_gone(incident)
     if len(now) + len(past) < 2:
