@@ -26,3 +26,23 @@ def test_a_hidden_server_whose_command_names_the_socket_is_named_first() -> None
     assert "inspected: pid 101 (sleep 30)," in _who(
         plain, SocketOwners(unreadable=[*others, agent])
     )
+
+
+def test_a_long_command_keeps_the_argument_that_names_the_socket() -> None:
+    """Cut at 60 characters, `ssh-agent -a /home/<user>/<a long checkout path>/agent.sock`
+    lost the socket's name, the one clue that it is the server."""
+    long_dir = "/home/lanewatch-ci/projects/some-long-checkout-name/.scratch/ns.agent/tmp"
+    sock = BoundSocket(f"{long_dir}/agent.sock", inode=9, vfs=(1, 2), uid=1001)
+    agent = SocketHolder(900, f"/usr/bin/ssh-agent -D -a {long_dir}/agent.sock", 1001)
+    said = _who(sock, SocketOwners(by_inode={9: [agent]}))
+    assert said.startswith("held by pid 900 (ssh-agent …"), said
+    assert said.endswith("/agent.sock)"), said
+    shown = said[len("held by pid 900 (") : -1]
+    assert len(shown) <= 60, shown
+    # A long command whose naming argument is within the width, or names nothing: cut at its end.
+    near = SocketHolder(901, "srv -a agent.sock " + "x" * 80, 1001)
+    assert f"(srv -a agent.sock {'x' * 41}…)" in _who(sock, SocketOwners(by_inode={9: [near]}))
+    whole = SocketHolder(903, f"ssh-agent -a /s/agent.sock {'-x ' * 30}", 1001)
+    assert "(ssh-agent -a /s/agent.sock -x" in _who(sock, SocketOwners(by_inode={9: [whole]}))
+    short = SocketHolder(902, "python3 -m server", 1001)
+    assert "(python3 -m server)" in _who(sock, SocketOwners(by_inode={9: [short]}))

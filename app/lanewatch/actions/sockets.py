@@ -27,6 +27,7 @@ from lanewatch.linux.unixsockets import BoundSocket, bound_unix_sockets, same_fi
 from lanewatch.processes.sockowners import SocketHolder, SocketOwners, socket_owners
 
 MAX_LISTED = 5
+COMMAND_WIDTH = 60  # characters of a process's command line in a message
 
 
 def why_listening(path: Path) -> str | None:
@@ -129,32 +130,50 @@ def _live_text(found: list[tuple[str, BoundSocket]], owners: SocketOwners) -> st
 
 
 def _who(b: BoundSocket, owners: SocketOwners) -> str:
+    name = b.path.rpartition("/")[2]
     holders = owners.by_inode.get(b.inode, [])
     if holders:
-        return "held by " + _named(holders)
+        return "held by " + _named(holders, name)
     uid = f" of uid {b.uid}" if b.uid is not None else ""
     hidden = [h for h in owners.unreadable if b.uid is None or h.uid == b.uid]
     # Those whose command line names the socket first (`ssh-agent -a …/agent.sock`): its
     # server is likeliest among them, and only three are named.
-    name = b.path.rpartition("/")[2]
-    hidden.sort(key=lambda h: not _names(h.command, name))
+    hidden.sort(key=lambda h: _naming(h.command, name) is None)
     if hidden:
         return (
             f"its server{uid} is one of {len(hidden)} process(es) that could not be "
-            f"inspected: {_named(hidden)}"
+            f"inspected: {_named(hidden, name)}"
         )
     return f"its server{uid} is not among the processes visible here"
 
 
-def _names(command: str, name: str) -> bool:
-    """`command` has an argument that is the file `name` or a path to it."""
-    return bool(name) and any(a == name or a.endswith(f"/{name}") for a in command.split())
+def _naming(command: str, name: str) -> str | None:
+    """The argument of `command` that is the file `name` or a path to it; None: none is."""
+    if not name:
+        return None
+    return next((a for a in command.split() if a == name or a.endswith(f"/{name}")), None)
 
 
-def _named(holders: Sequence[SocketHolder]) -> str:
-    listed = ", ".join(f"pid {h.pid} ({h.command[:60]})" for h in holders[:3])
+def _named(holders: Sequence[SocketHolder], name: str) -> str:
+    listed = ", ".join(f"pid {h.pid} ({_short(h.command, name)})" for h in holders[:3])
     more = len(holders) - 3
     return listed + (f" and {more} more" if more > 0 else "")
+
+
+def _short(command: str, name: str, width: int = COMMAND_WIDTH) -> str:
+    """`command` in about `width` characters. Cut at its end, it loses the argument naming
+    the socket when a long path comes first (`ssh-agent -a /home/…/agent.sock`): that
+    argument, the clue, is kept, its own start elided, after the program's name."""
+    if len(command) <= width:
+        return command
+    naming = _naming(command, name)
+    if naming is None or command.find(naming) + len(naming) <= width - 1:
+        return command[: width - 1] + "…"
+    program = command.split(maxsplit=1)[0].rpartition("/")[2][:20]
+    room = max(width - len(program) - 3, len(name))
+    if len(naming) <= room:
+        return f"{program} … {naming}"
+    return f"{program} …{naming[-room:]}"
 
 
 def _untold_text(files: list[str], no_table: bool) -> str:
