@@ -161,9 +161,9 @@ def test_purge_keeps_a_trash_entry_with_a_live_socket(lw: Procs, scratch: Path) 
 # --- the socket table's parts, without the kernel's answer ----------------------------------
 
 
-def test_sock_diag_messages_keep_files_and_skip_abstract_names() -> None:
+def test_sock_diag_messages_keep_files_and_tell_abstract_names_apart() -> None:
     """A bound socket's name, file (device, inode: the kernel's dev_t is MAJOR << 20 | MINOR)
-    and uid; an abstract name (leading NUL) and an unbound socket are no files."""
+    and uid; an abstract name (leading NUL) is no file, and an unbound socket no name."""
     import struct
 
     from lanewatch.linux import unixsockets as us
@@ -181,7 +181,8 @@ def test_sock_diag_messages_keep_files_and_skip_abstract_names() -> None:
         + attr(us.UNIX_DIAG_UID, struct.pack("=I", 1001))
     )
     assert named == us.BoundSocket("agent.sock", 4242, (os.makedev(8, 3), 77), 1001)
-    assert us._message(head + attr(us.UNIX_DIAG_NAME, b"\0abstract")) is None
+    abstract = us._message(head + attr(us.UNIX_DIAG_NAME, b"\0abstract"))
+    assert abstract == us.AbstractListener("@abstract", 4242)
     assert us._message(head) is None
     st = os.stat_result((0o140755, 77 + (1 << 32), os.makedev(8, 3), 1, 0, 0, 0, 0, 0, 0))
     assert us.same_file(named, st)  # the kernel gives 32 bits of the inode
@@ -198,7 +199,7 @@ def test_without_netlink_a_socket_file_no_path_leads_to_cannot_be_told(
     from lanewatch.actions import sockets
     from lanewatch.linux import unixsockets
 
-    def refused() -> list[unixsockets.BoundSocket]:
+    def refused(*_: object) -> list[unixsockets.BoundSocket]:
         raise PermissionError(1, "netlink refused")
 
     monkeypatch.setattr(unixsockets, "_from_netlink", refused)

@@ -8,6 +8,10 @@ reads) gives each bound socket its path as the binder named it, its socket inode
 its owner's uid (`UNIX_DIAG_UID`, Linux 5.3). Any user may ask. Where netlink is refused (a
 seccomp filter), `/proc/net/unix` gives paths and socket inodes only; then `vfs` is None.
 
+`abstract_listeners` lists the other kind: listening sockets bound to an abstract name (no file;
+`@/tmp/.X11-unix/X99`, an X display's), which belong to the network namespace, not to any
+`/tmp`: the fence does not keep them apart, and a second lane's server fails on the name.
+
 Blind spots: only the sockets of our network namespace are listed (a lane with a network
 namespace of its own binds where we cannot see); the kernel gives the file's inode in 32 bits
 (`udiag_vfs_ino`), so it is compared modulo 2**32 with the device.
@@ -16,6 +20,7 @@ namespace of its own binds where we cannot see); the kernel gives the file's ino
 from __future__ import annotations
 
 import os
+import re
 import socket
 import struct
 from dataclasses import dataclass
@@ -39,6 +44,10 @@ _REQ = struct.Struct("=BBHIIIII")
 _MSG = struct.Struct("=BBBBIII")
 _RTA = struct.Struct("=HH")
 _KERNEL_MINOR_BITS = 20  # the kernel's own dev_t: MAJOR << 20 | MINOR (not userspace's)
+ALL_STATES = 0xFFFFFFFF
+LISTENING = 1 << 10  # TCP_LISTEN: the kernel files a listening unix socket under that state
+_ACCEPTCON = 0x10000  # /proc/net/unix's Flags of a listening socket (__SO_ACCEPTCON)
+_X_DISPLAY = re.compile(r"@/tmp/\.X11-unix/X([0-9]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +60,37 @@ class BoundSocket:
     uid: int | None = None  # the socket's owner, where the kernel says
 
 
+@dataclass(frozen=True, slots=True)
+class AbstractListener:
+    """A listening unix socket bound to an abstract name."""
+
+    name: str  # `@` and the name, each NUL in it shown as `@` (as `ss -x` and /proc show it)
+    inode: int  # the socket's own inode (`socket:[inode]` in its holders' fds)
+    uid: int | None = None  # its owner, where the kernel says
+
+    @property
+    def display(self) -> str | None:
+        """`:99` for an X server's `@/tmp/.X11-unix/X99`; None for any other name."""
+        found = _X_DISPLAY.fullmatch(self.name)
+        return f":{found.group(1)}" if found else None
+
+
 def bound_unix_sockets() -> list[BoundSocket] | None:
     """Every unix socket bound to a file in our network namespace (abstract names left out);
     None when neither netlink nor /proc/net/unix can be read."""
     try:
-        return _from_netlink()
+        return [b for b in _from_netlink(ALL_STATES) if isinstance(b, BoundSocket)]
     except OSError:
         return _from_proc()
+
+
+def abstract_listeners() -> list[AbstractListener] | None:
+    """Every listening unix socket bound to an abstract name in our network namespace; None
+    when neither netlink nor /proc/net/unix can be read."""
+    try:
+        return [a for a in _from_netlink(LISTENING) if isinstance(a, AbstractListener)]
+    except OSError:
+        return _abstract_from_proc()
 
 
 def same_file(bound: BoundSocket, st: os.stat_result) -> bool:
@@ -65,16 +98,17 @@ def same_file(bound: BoundSocket, st: os.stat_result) -> bool:
     return bound.vfs is not None and bound.vfs == (st.st_dev, st.st_ino & 0xFFFFFFFF)
 
 
-def _from_netlink() -> list[BoundSocket]:
+def _from_netlink(states: int) -> list[BoundSocket | AbstractListener]:
+    """The named sockets in `states` (a mask of TCP states), as the kernel dumps them."""
     show = UDIAG_SHOW_NAME | UDIAG_SHOW_VFS | UDIAG_SHOW_UID
-    body = _REQ.pack(socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, show, 0xFFFFFFFF, 0xFFFFFFFF)
+    body = _REQ.pack(socket.AF_UNIX, 0, 0, states, 0, show, 0xFFFFFFFF, 0xFFFFFFFF)
     header = _NLMSGHDR.pack(
         _NLMSGHDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 1, 0
     )
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as nl:
         nl.settimeout(5)
         nl.sendto(header + body, (0, 0))
-        found: list[BoundSocket] = []
+        found: list[BoundSocket | AbstractListener] = []
         while True:
             data = nl.recv(1 << 16)
             if not data:
@@ -95,11 +129,13 @@ def _from_netlink() -> list[BoundSocket]:
                 offset += (length + 3) & ~3
 
 
-def _message(msg: bytes) -> BoundSocket | None:
+def _message(msg: bytes) -> BoundSocket | AbstractListener | None:
+    """One socket of the dump; None for an unbound one."""
     if len(msg) < _MSG.size:
         return None
     inode = _MSG.unpack_from(msg)[4]
     path: str | None = None
+    abstract: bytes | None = None
     vfs: tuple[int, int] | None = None
     uid: int | None = None
     offset = _MSG.size
@@ -108,7 +144,9 @@ def _message(msg: bytes) -> BoundSocket | None:
         if length < _RTA.size:
             break
         value = msg[offset + _RTA.size : offset + length]
-        if kind == UNIX_DIAG_NAME and value[:1] not in (b"", b"\0"):
+        if kind == UNIX_DIAG_NAME and value[:1] == b"\0":
+            abstract = value[1:]
+        elif kind == UNIX_DIAG_NAME and value:
             path = os.fsdecode(value.split(b"\0", 1)[0])
         elif kind == UNIX_DIAG_VFS and len(value) >= 8:
             ino, kdev = struct.unpack_from("=II", value)
@@ -117,9 +155,17 @@ def _message(msg: bytes) -> BoundSocket | None:
         elif kind == UNIX_DIAG_UID and len(value) >= 4:
             (uid,) = struct.unpack_from("=I", value)
         offset += (length + 3) & ~3
+    if abstract is not None:
+        return AbstractListener(abstract_name(abstract), inode, uid)
     if path is None:
-        return None  # unbound, or an abstract name (no file)
+        return None  # unbound
     return BoundSocket(path, inode, vfs, uid)
+
+
+def abstract_name(raw: bytes) -> str:
+    """An abstract name's bytes (after its leading NUL) as `ss` shows them: `@`, then the
+    bytes, each NUL as `@`."""
+    return "@" + os.fsdecode(raw.replace(b"\0", b"@"))
 
 
 def _from_proc() -> list[BoundSocket] | None:
@@ -133,4 +179,31 @@ def _from_proc() -> list[BoundSocket] | None:
         fields = line.split(maxsplit=7)
         if len(fields) == 8 and not fields[7].startswith(b"@") and fields[6].isdigit():
             found.append(BoundSocket(os.fsdecode(fields[7]), int(fields[6]), None))
+    return found
+
+
+def _abstract_from_proc() -> list[AbstractListener] | None:
+    try:
+        with open(f"{PROC}/net/unix", "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return parse_abstract_listeners(text)
+
+
+def parse_abstract_listeners(text: bytes) -> list[AbstractListener]:
+    """The listening abstract sockets of /proc/net/unix's text (`Num RefCount Protocol Flags
+    Type St Inode Path`; a listener's Flags hold __SO_ACCEPTCON, an abstract Path starts with
+    `@`). Lines that are not rows are skipped."""
+    found = []
+    for line in text.splitlines()[1:]:
+        fields = line.split(maxsplit=7)
+        if len(fields) != 8 or not fields[7].startswith(b"@") or not fields[6].isdigit():
+            continue
+        try:
+            flags = int(fields[3], 16)
+        except ValueError:
+            continue
+        if flags & _ACCEPTCON:
+            found.append(AbstractListener(os.fsdecode(fields[7]), int(fields[6])))
     return found

@@ -10,13 +10,14 @@ guessed: `SocketOwners.unreadable`.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from lanewatch.linux.proc import (
     GONE_ERRNOS,
     open_fd_dir,
     parse_cmdline,
+    parse_stat,
     parse_status,
     pids,
     pin,
@@ -29,6 +30,7 @@ class SocketHolder:
     pid: int
     command: str  # its command line, joined (its comm when the cmdline is empty)
     uid: int | None = None  # its effective uid
+    start_ticks: int | None = None  # with its pid, who it is (None: its stat was not read)
 
 
 @dataclass(slots=True)
@@ -38,13 +40,13 @@ class SocketOwners:
     unreadable: list[SocketHolder] = field(default_factory=list)
 
 
-def socket_owners(inodes: Collection[int]) -> SocketOwners:
-    """Every process with one of the sockets `inodes` open."""
+def socket_owners(inodes: Collection[int], among: Iterable[int] | None = None) -> SocketOwners:
+    """Every process (of `among`'s pids, else of all) with one of the sockets `inodes` open."""
     wanted = {f"socket:[{i}]": i for i in inodes}
     found = SocketOwners()
     if not wanted:
         return found
-    for pid in pids():
+    for pid in pids() if among is None else sorted(set(among)):
         try:
             dfd = pin(pid)
         except OSError:
@@ -55,7 +57,7 @@ def socket_owners(inodes: Collection[int]) -> SocketOwners:
                 found.unreadable.append(SocketHolder(pid, _command(dfd), _uid(dfd)))
                 continue
             for inode in held:
-                one = SocketHolder(pid, _command(dfd), _uid(dfd))
+                one = SocketHolder(pid, _command(dfd), _uid(dfd), _start_ticks(pid, dfd))
                 found.by_inode.setdefault(inode, []).append(one)
         finally:
             os.close(dfd)
@@ -103,3 +105,11 @@ def _uid(dfd: int) -> int | None:
         return parse_status(read_at(dfd, "status")).euid
     except OSError:
         return None
+
+
+def _start_ticks(pid: int, dfd: int) -> int | None:
+    try:
+        stat = parse_stat(pid, read_at(dfd, "stat"))
+    except OSError:
+        return None
+    return stat.start_ticks if stat is not None else None

@@ -7,6 +7,10 @@ lease is (the lease folder is the machine's). A `--fence net` lane's port is in 
 network namespace (`private`): it is listed, and collides with no one's. Exit codes: 0; with
 PORT, 8 when no lane of the known roots listens on it (the line says whether it is leased, and
 whether something else listens there).
+
+Without PORT it also lists the abstract unix sockets (no file: an X display's
+`@/tmp/.X11-unix/X99`) the lanes' processes listen on (`processes/abstractowners.py`): the
+fence does not keep those apart, so a second lane's X server fails on a display the first holds.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from lanewatch.lanes.leases import Lease, lease_dir, lease_of, read_leases
 from lanewatch.linux import netsockets
 from lanewatch.model.units import checkout_label
 from lanewatch.model.views import LanePort, NamespaceView
+from lanewatch.processes.abstractowners import LaneListener, lane_listeners
 
 # A lease in `ports --json`, key by key (`last` is a property).
 LEASE_FIELDS = (
@@ -38,6 +43,20 @@ LEASE_FIELDS = (
 
 def _lease_json(lease: Lease) -> dict[str, Any]:
     return {k: getattr(lease, k) for k in LEASE_FIELDS}
+
+
+def _abstract_json(one: LaneListener) -> dict[str, Any]:
+    v = one.view
+    return {
+        "name": one.socket.name,
+        "display": one.socket.display,
+        "lane": v.lane,
+        "namespace": v.key,
+        "checkout_id": v.checkout_id,
+        "checkout_path": v.checkout_path,
+        "pid": one.holder.pid,
+        "command": one.holder.command,
+    }
 
 
 def _listener_json(v: NamespaceView, p: LanePort, leases: Sequence[Lease]) -> dict[str, Any]:
@@ -67,6 +86,7 @@ def ports_command(port: int | None, roots: Sequence[str], as_json: bool) -> None
     views = sorted(changes.upserts.values(), key=lambda v: (v.root, v.name))
     on = [(v, p) for v in views for p in v.ports if port is None or p.port == port]
     listeners = [_listener_json(v, p, leases) for v, p in on]
+    named = lane_listeners(views) if port is None else []
     if port is not None:
         leases = [lease for lease in leases if lease.holds(port)]
     if as_json:
@@ -75,10 +95,12 @@ def ports_command(port: int | None, roots: Sequence[str], as_json: bool) -> None
             "lease_dir": str(lease_dir()),
             "leases": [_lease_json(lease) for lease in leases],
             "listeners": listeners,
+            "abstract": None if named is None else [_abstract_json(one) for one in named],
         }
         report("ports", data)
     elif port is None:
         _tables(leases, on)
+        _abstract_table(named)
     else:
         _answer(port, leases, on)
     if port is not None and not on:
@@ -139,3 +161,27 @@ def _tables(leases: Sequence[Lease], on: Sequence[tuple[NamespaceView, LanePort]
             cell(p.command[:80]),
         )
     out.print(listening)
+
+
+def _abstract_table(named: Sequence[LaneListener] | None) -> None:
+    """The lanes' abstract unix sockets; a line when the kernel's table could not be read, and
+    nothing when no lane listens on one."""
+    if named is None:
+        say("abstract unix sockets: the kernel's table could not be read", err=True)
+        return
+    if not named:
+        return
+    table = Table(title="abstract unix sockets", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("name", "display", "lane", "checkout", "pid", "command"):
+        table.add_column(col, overflow="fold" if col in ("name", "command") else "ellipsis")
+    for one in named:
+        v = one.view
+        table.add_row(
+            cell(one.socket.name),
+            one.socket.display or "-",
+            cell(v.lane or v.name),
+            cell(checkout_label(v.checkout_id, v.checkout_path, "-")),
+            str(one.holder.pid),
+            cell(one.holder.command[:80]),
+        )
+    console().print(table)

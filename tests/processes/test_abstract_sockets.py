@@ -1,0 +1,81 @@
+"""`lanewatch ports` names the lane whose process listens on an abstract unix socket (an X
+display's `@/tmp/.X11-unix/X99`): a name in the network namespace, which the fence does not
+keep apart. Real lanes of two worktrees, real sockets; each name is drawn at random, since the
+abstract table is the whole machine's."""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
+from tests.kits.contractkit import parsed
+
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
+# Listen on the abstract name argv[1], or say it is taken and exit 3.
+SERVER = """
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.bind(b"\\0" + sys.argv[1].encode())
+except OSError as exc:
+    print("taken:", exc.strerror, flush=True)
+    sys.exit(3)
+s.listen()
+time.sleep(300)
+"""
+
+
+def _named(cwd: Path, name: str) -> list[dict[str, object]]:
+    done = lanewatch("ports", "--json", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return [a for a in parsed("ports", done.stdout)["abstract"] if a["name"] == name]
+
+
+@pytest.mark.processes
+def test_a_display_held_by_one_lane_is_named_when_another_lane_cannot_have_it(
+    worktrees: tuple[Path, Path], spawn: Spawn
+) -> None:
+    main, side = worktrees
+    display = random.SystemRandom().randint(10**6, 10**7)
+    name = f"/tmp/.X11-unix/X{display}"
+    spawn(
+        [*LANEWATCH, "run", "--lane", "xa", "--", sys.executable, "-c", SERVER, name],
+        cwd=main,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    (held,) = wait_for(lambda: _named(main, f"@{name}"), timeout=30, what=f"@{name} in ports")
+    assert held["lane"] == "xa" and held["display"] == f":{display}"
+    assert held["checkout_path"] == str(main)
+    assert str(held["namespace"]).endswith(".xa")
+
+    # The other worktree's lane, fenced as well, cannot have the same name.
+    second = subprocess.run(
+        [*LANEWATCH, "run", "--lane", "xb", "--", sys.executable, "-c", SERVER, name],
+        cwd=side,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert second.returncode == 3 and "taken" in second.stdout, second.stderr
+    # A process of no lane listening on a name of its own is no lane's.
+    stranger = socket.socket(socket.AF_UNIX)
+    stranger.bind(f"\0lanewatch-test-{display}".encode())
+    stranger.listen()
+    try:
+        assert _named(main, f"@lanewatch-test-{display}") == []
+        (still,) = _named(side, f"@{name}")  # from the other checkout: the same lane
+        assert still["lane"] == "xa" and still["pid"] == held["pid"]
+        shown = lanewatch("ports", cwd=side)
+        assert shown.returncode == 0, shown.stderr
+        assert "abstract unix sockets" in shown.stdout and f":{display}" in shown.stdout
+    finally:
+        stranger.close()
