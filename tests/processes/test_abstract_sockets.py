@@ -5,6 +5,7 @@ abstract table is the whole machine's."""
 
 from __future__ import annotations
 
+import io
 import random
 import socket
 import subprocess
@@ -79,3 +80,33 @@ def test_a_display_held_by_one_lane_is_named_when_another_lane_cannot_have_it(
         assert "abstract unix sockets" in shown.stdout and f":{display}" in shown.stdout
     finally:
         stranger.close()
+
+
+@pytest.mark.processes
+def test_the_detail_pane_says_which_abstract_names_a_lane_listens_on(
+    repo: Path, spawn: Spawn
+) -> None:
+    from rich.console import Console
+
+    from lanewatch.engine.engine import Engine
+    from lanewatch.tui.backend.lane_details import load_detail
+    from lanewatch.tui.widgets.detail_pane import namespace_renderable
+
+    display = random.SystemRandom().randint(10**6, 10**7)
+    name = f"/tmp/.X11-unix/X{display}"
+    spawn(
+        [*LANEWATCH, "run", "--lane", "xa", "--", sys.executable, "-c", SERVER, name],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(lambda: _named(repo, f"@{name}"), timeout=30, what=f"@{name} in ports")
+    (view,) = [v for v in Engine(None).snapshot().upserts.values() if v.lane == "xa"]
+    detail = load_detail(Path(view.key), view=view)
+    assert detail.names == (f"@{name} (display :{display})",)
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(namespace_renderable(view, detail, []))
+    said = out.getvalue()
+    line = next(line for line in said.splitlines() if line.startswith("unix names"))
+    assert line.split(None, 2)[2].rstrip() == f"listens on @{name} (display :{display})", said
+    assert load_detail(Path(view.key)).names == ()  # without its view: not asked

@@ -74,6 +74,11 @@ class AbstractListener:
         found = _X_DISPLAY.fullmatch(self.name)
         return f":{found.group(1)}" if found else None
 
+    @property
+    def said(self) -> str:
+        """`@/tmp/.X11-unix/X99 (display :99)`; another name as it is."""
+        return f"{self.name} (display {self.display})" if self.display else self.name
+
 
 def bound_unix_sockets() -> list[BoundSocket] | None:
     """Every unix socket bound to a file in our network namespace (abstract names left out);

@@ -1,5 +1,6 @@
 """Read what the detail pane shows beyond the engine's view: the owner stamp as written, the
-ledger tail, and the most recently written files. Blocking file I/O: call from a thread worker.
+ledger tail, the most recently written files, and the abstract unix sockets (an X display) the
+lane's processes listen on. Blocking I/O: call from a thread worker.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from lanewatch.lanes import ledger
 from lanewatch.lanes.ledger import LedgerLine
 from lanewatch.lanes.stamp import META_DIR, StampRead, read_stamp
 from lanewatch.model.nsfiles import NsListing
-from lanewatch.model.views import Incident
+from lanewatch.model.views import Incident, NamespaceView
+from lanewatch.processes.abstractowners import lane_listeners
 from lanewatch.records import writes as history
 from lanewatch.records.report import entry_writer, evidence_rows
 
@@ -44,6 +46,8 @@ class Detail:
     error: str | None = None
     elsewhere: str | None = None  # another host's lane: what is not read here, how to see it
     host: str | None = None  # another host's lane whose `writes` its lanewatch listed
+    # the abstract names its processes listen on, as said: "@/tmp/.X11-unix/X99 (display :99)"
+    names: tuple[str, ...] = ()
 
 
 def far_detail(key: str, note: str, listing: NsListing | None = None) -> Detail:
@@ -68,8 +72,10 @@ def load_detail(
     scan_limit: int = SCAN_LIMIT,
     roots: Sequence[str] = (),
     incidents: Sequence[Incident] = (),
+    view: NamespaceView | None = None,
 ) -> Detail:
-    """`roots`' write history and `incidents`' evidence name the writers of the files."""
+    """`roots`' write history and `incidents`' evidence name the writers of the files; the
+    running processes of `view` (the namespace's) are asked for their abstract sockets."""
     error = None
     try:
         recent, scanned, truncated = recent_writes(namespace, writes, scan_limit)
@@ -86,7 +92,13 @@ def load_detail(
         scanned=scanned,
         truncated=truncated,
         error=error,
+        names=abstract_names(view) if view is not None and view.members else (),
     )
+
+
+def abstract_names(view: NamespaceView) -> tuple[str, ...]:
+    """The abstract unix sockets the lane's running processes listen on, each as said."""
+    return tuple(one.socket.said for one in lane_listeners([view]) or ())
 
 
 def with_writers(

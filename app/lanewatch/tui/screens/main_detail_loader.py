@@ -118,7 +118,8 @@ class DetailLoader:
             self._read_at = self.state.monotonic()
             # Read here, on the UI thread: the worker gets copies.
             incidents = self.state.picture.incidents_of(key)
-            read = partial(self._read, key, self.state.roots(), incidents)
+            view = self.state.picture.namespaces.get(key)
+            read = partial(self._read, key, self.state.roots(), incidents, view)
             in_thread(self.screen, read, "detail", "read the selected namespace")
         elif self._read_timer is None:
             self._read_timer = call_after(self.screen, wait, self._timed_read)
@@ -128,14 +129,16 @@ class DetailLoader:
         if self._key is not None and self.screen.live():
             self._schedule_read(self._key)
 
-    def _read(self, key: str, roots: list[str], incidents: list[Incident]) -> None:
+    def _read(
+        self, key: str, roots: list[str], incidents: list[Incident], view: NamespaceView | None
+    ) -> None:
         """In a worker thread: the slow part of the pane, posted back to the screen."""
         far = self.state.adapter.host_of(key)
         if far is not None:  # its files are listed there, by its lanewatch (one ssh call)
             listed = far_files.listing(*far, key, limit=FAR_RECENT, no_meta=True)
             detail = far_detail(key, elsewhere.ledger(far[0]), listed)
         else:
-            detail = load_detail(Path(key), roots=roots, incidents=incidents)
+            detail = load_detail(Path(key), roots=roots, incidents=incidents, view=view)
         post_quietly(self.screen, DetailLoaded(detail))
 
     def loaded(self, detail: Detail) -> None:

@@ -76,6 +76,8 @@ def namespace_renderable(
         owner.add_row("fence", _t(fence))
     if ns.lease is not None or ns.ports:
         owner.add_row("ports", _t(ports_line(ns.lease, ns.ports)))
+    if detail is not None and detail.names:  # an X display's, say: not fenced (ports.md)
+        owner.add_row("unix names", _t("listens on " + ", ".join(detail.names)))
     if "network" in ns.fence_private:  # a `--fence net` lane: how to reach its ports
         owner.add_row("forward", _t(f"{forward_line(ns)} (o: the ports it listens on)"))
     owner.add_row("stamp", _t(ns.stamp_status))
