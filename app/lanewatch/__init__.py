@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from lanewatch.proof.gate import check_gate
     from lanewatch.proof.receipts import write_receipt
 
-__version__ = "0.4.16"
+__version__ = "0.4.17"
 
 __all__ = ["Lane", "__version__", "check_gate", "scratch_dir_for", "write_receipt"]
 
