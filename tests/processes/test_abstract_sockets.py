@@ -16,10 +16,11 @@ import pytest
 
 from tests.conftest import LANEWATCH, Spawn, lanewatch, wait_for
 from tests.kits.contractkit import parsed
+from tests.kits.netfencekit import why_no_net_fence
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
-# Listen on the abstract name argv[1], or say it is taken and exit 3.
+# Listen on the abstract name argv[1] and say so, or say it is taken and exit 3.
 SERVER = """
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
@@ -29,6 +30,7 @@ except OSError as exc:
     print("taken:", exc.strerror, flush=True)
     sys.exit(3)
 s.listen()
+print("listening", flush=True)
 time.sleep(300)
 """
 
@@ -110,3 +112,35 @@ def test_the_detail_pane_says_which_abstract_names_a_lane_listens_on(
     line = next(line for line in said.splitlines() if line.startswith("unix names"))
     assert line.split(None, 2)[2].rstrip() == f"listens on @{name} (display :{display})", said
     assert load_detail(Path(view.key)).names == ()  # without its view: not asked
+
+
+@pytest.mark.processes
+def test_a_net_fenced_lane_has_the_name_to_itself_and_is_not_listed(
+    worktrees: tuple[Path, Path], spawn: Spawn
+) -> None:
+    """`--fence net`: the lane's abstract names are its network namespace's, so the same
+    display in a host lane and in a net-fenced lane are two; only the host's is in our table."""
+    why = why_no_net_fence()
+    if why is not None:
+        pytest.skip(f"no network fence here: {why}")
+    main, side = worktrees
+    name = f"/tmp/.X11-unix/X{random.SystemRandom().randint(10**6, 10**7)}"
+    spawn(
+        [*LANEWATCH, "run", "--lane", "xa", "--", sys.executable, "-c", SERVER, name],
+        cwd=main,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(lambda: _named(main, f"@{name}"), timeout=30, what=f"@{name} in ports")
+    own = spawn(
+        [*LANEWATCH, "run", "--lane", "xn", "--fence", "net", "--",
+         sys.executable, "-c", SERVER, name],
+        cwd=side,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert own.stdout is not None
+    said = own.stdout.readline().decode()  # either line comes at once; EOF if it failed
+    assert said == "listening\n", said
+    (only,) = _named(side, f"@{name}")
+    assert only["lane"] == "xa"
