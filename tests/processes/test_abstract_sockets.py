@@ -41,6 +41,18 @@ def _named(cwd: Path, name: str) -> list[dict[str, object]]:
     return [a for a in parsed("ports", done.stdout)["abstract"] if a["name"] == name]
 
 
+def _listening(spawn: Spawn, cwd: Path, name: str) -> dict[str, object]:
+    """Lane `xa` of the checkout `cwd` listening on `name`, once `ports` lists it."""
+    spawn(
+        [*LANEWATCH, "run", "--lane", "xa", "--", sys.executable, "-c", SERVER, name],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    (held,) = wait_for(lambda: _named(cwd, f"@{name}"), timeout=30, what=f"@{name} in ports")
+    return held
+
+
 @pytest.mark.processes
 def test_a_display_held_by_one_lane_is_named_when_another_lane_cannot_have_it(
     worktrees: tuple[Path, Path], spawn: Spawn
@@ -48,13 +60,7 @@ def test_a_display_held_by_one_lane_is_named_when_another_lane_cannot_have_it(
     main, side = worktrees
     display = random.SystemRandom().randint(10**6, 10**7)
     name = f"/tmp/.X11-unix/X{display}"
-    spawn(
-        [*LANEWATCH, "run", "--lane", "xa", "--", sys.executable, "-c", SERVER, name],
-        cwd=main,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    (held,) = wait_for(lambda: _named(main, f"@{name}"), timeout=30, what=f"@{name} in ports")
+    held = _listening(spawn, main, name)
     assert held["lane"] == "xa" and held["display"] == f":{display}"
     assert held["checkout_path"] == str(main)
     assert str(held["namespace"]).endswith(".xa")
@@ -96,13 +102,7 @@ def test_the_detail_pane_says_which_abstract_names_a_lane_listens_on(
 
     display = random.SystemRandom().randint(10**6, 10**7)
     name = f"/tmp/.X11-unix/X{display}"
-    spawn(
-        [*LANEWATCH, "run", "--lane", "xa", "--", sys.executable, "-c", SERVER, name],
-        cwd=repo,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_for(lambda: _named(repo, f"@{name}"), timeout=30, what=f"@{name} in ports")
+    _listening(spawn, repo, name)
     (view,) = [v for v in Engine(None).snapshot().upserts.values() if v.lane == "xa"]
     detail = load_detail(Path(view.key), view=view)
     assert detail.names == (f"@{name} (display :{display})",)
@@ -125,13 +125,7 @@ def test_a_net_fenced_lane_has_the_name_to_itself_and_is_not_listed(
         pytest.skip(f"no network fence here: {why}")
     main, side = worktrees
     name = f"/tmp/.X11-unix/X{random.SystemRandom().randint(10**6, 10**7)}"
-    spawn(
-        [*LANEWATCH, "run", "--lane", "xa", "--", sys.executable, "-c", SERVER, name],
-        cwd=main,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_for(lambda: _named(main, f"@{name}"), timeout=30, what=f"@{name} in ports")
+    _listening(spawn, main, name)
     own = spawn(
         [*LANEWATCH, "run", "--lane", "xn", "--fence", "net", "--",
          sys.executable, "-c", SERVER, name],
