@@ -64,6 +64,9 @@ def test_a_display_held_by_one_lane_is_named_when_another_lane_cannot_have_it(
     assert held["lane"] == "xa" and held["display"] == f":{display}"
     assert held["checkout_path"] == str(main)
     assert str(held["namespace"]).endswith(".xa")
+    one_port = lanewatch("ports", "1", "--json", cwd=main)  # no lane listens on :1 (exit 8)
+    assert one_port.returncode == 8
+    assert held in parsed("ports", one_port.stdout)["abstract"]  # the JSON has them whole
 
     # The other worktree's lane, fenced as well, cannot have the same name.
     second = subprocess.run(

@@ -8,7 +8,7 @@ network namespace (`private`): it is listed, and collides with no one's. Exit co
 PORT, 8 when no lane of the known roots listens on it (the line says whether it is leased, and
 whether something else listens there).
 
-Without PORT it also lists the abstract unix sockets (no file: an X display's
+Without PORT (and in `--json`) it also lists the abstract unix sockets (no file: an X display's
 `@/tmp/.X11-unix/X99`) the lanes' processes listen on (`processes/abstractowners.py`): the
 fence does not keep those apart, so a second lane's X server fails on a display the first holds.
 """
@@ -86,7 +86,7 @@ def ports_command(port: int | None, roots: Sequence[str], as_json: bool) -> None
     views = sorted(changes.upserts.values(), key=lambda v: (v.root, v.name))
     on = [(v, p) for v in views for p in v.ports if port is None or p.port == port]
     listeners = [_listener_json(v, p, leases) for v, p in on]
-    named = lane_listeners(views) if port is None else []
+    named = lane_listeners(views) if as_json or port is None else []
     if port is not None:
         leases = [lease for lease in leases if lease.holds(port)]
     if as_json:
