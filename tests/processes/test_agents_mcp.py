@@ -51,7 +51,7 @@ def test_inside_a_lane_whoami_names_it_and_a_path_of_another_lane_is_named_as_it
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.splitlines()[-1])
     assert result["tools"] == [
-        "is_path_mine", "my_collisions", "release_stale", "who_wrote", "whoami"
+        "is_path_mine", "my_collisions", "release_stale", "who_listens", "who_wrote", "whoami"
     ]  # fmt: skip
     me, theirs, collisions = (a["data"] for a in result["answers"])
     assert not any(a["is_error"] for a in result["answers"])
@@ -94,12 +94,16 @@ def test_errors_are_tool_errors_and_release_stale_asks_for_confirmation(
     tmp_path: Path, repo: Path, isolated_state: Path
 ) -> None:
     env = {"LANEWATCH_STATE_DIR": str(isolated_state)}
-    calls = [["my_collisions", {}], ["release_stale", {}], ["is_path_mine", {"path": ""}]]
+    free = f"@lanewatch-test-{os.getpid()}-{tmp_path.name}"  # a name nobody listens on
+    calls = [["my_collisions", {}], ["release_stale", {}], ["is_path_mine", {"path": ""}],
+             ["who_listens", {"on": "x"}], ["who_listens", {"on": free}]]  # fmt: skip
     result = drive(calls, env, cwd=tmp_path)
-    collisions, release, empty = result["answers"]
+    collisions, release, empty, nothing, listens = result["answers"]
     assert collisions["is_error"] and "you are in no lane" in collisions["text"]
     assert release["is_error"] and "lanewatch run --lane" in release["text"]
     assert empty["is_error"] and "give a path" in empty["text"]
+    assert nothing["is_error"] and "give a port" in nothing["text"]
+    assert not listens["is_error"] and listens["data"]["fix"] == f"nothing listens on {free} now"
 
 
 def test_without_the_sdk_the_command_says_how_to_get_it(tmp_path: Path) -> None:

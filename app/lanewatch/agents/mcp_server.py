@@ -1,10 +1,11 @@
 """`lanewatch mcp`: the Model Context Protocol server, over stdio, on the official Python SDK
 (`mcp` >= 2, the `lanewatch[mcp]` extra). The one module that imports it.
 
-Tools (answers in agents/answers.py, each a small JSON object, strings inert):
-whoami, is_path_mine, who_wrote, my_collisions (read-only) and release_stale (moves stale
-namespaces of my checkout to the trash, only with `confirm=true`). A failure is an MCP tool
-error (`isError`, one line: what is wrong and what to do), never a traceback.
+Tools (answers in agents/answers.py and agents/listens.py, each a small JSON object, strings
+inert): whoami, is_path_mine, who_wrote, my_collisions, who_listens (read-only) and
+release_stale (moves stale namespaces of my checkout to the trash, only with `confirm=true`).
+A failure is an MCP tool error (`isError`, one line: what is wrong and what to do), never a
+traceback.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from lanewatch import __version__
-from lanewatch.agents import answers
+from lanewatch.agents import answers, listens
 from lanewatch.errors import LanewatchError
 from lanewatch.inert import inert
 
@@ -28,7 +29,8 @@ INSTRUCTIONS = (
     "lanewatch gives each agent session, test worker and CI job (a lane) its own scratch "
     "namespace and watches for collisions. Ask whoami for your lane and where to write "
     "temporary files; is_path_mine before writing a path outside your checkout; who_wrote "
-    "when a file holds what you did not write; my_collisions for open incidents of your lane."
+    "when a file holds what you did not write; my_collisions for open incidents of your lane; "
+    "who_listens when a server of yours finds its port or X display taken."
 )
 
 
@@ -70,6 +72,13 @@ def build_server() -> MCPServer:
     def my_collisions() -> dict[str, Any]:
         """Open incidents in which your lane is the victim or a writer."""
         return _answer(answers.my_collisions)
+
+    @server.tool(annotations=READ_ONLY)
+    def who_listens(on: str) -> dict[str, Any]:
+        """Which lane listens on ON: a port (`3000`, `5353/udp`), an X display (`:99`) or an
+        abstract unix socket (`@name`); `mine` for your own lane's; `elsewhere` when a
+        process of no known lane does; and the fix (your $PORT, `xvfb-run -a`)."""
+        return _answer(lambda: listens.who_listens(on))
 
     @server.tool(
         annotations=ToolAnnotations(

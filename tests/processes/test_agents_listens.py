@@ -1,0 +1,94 @@
+"""The MCP tool `who_listens`: an agent whose server finds its port or X display taken asks
+which lane holds it. Real lanes of two worktrees, a real server on loopback and on an abstract
+name drawn at random (the abstract table is the whole machine's)."""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lanewatch.agents.answers import AgentError
+from lanewatch.agents.listens import target, who_listens
+from lanewatch.agents.me import Me
+from tests.conftest import wait_for
+from tests.kits.enginekit import start_lane
+
+pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
+
+# Listen on 127.0.0.1:$PORT (the lane's lease) and on the abstract name argv[1]; say so.
+SERVER = """
+import os, socket, sys, time
+tcp = socket.socket()
+tcp.bind(("127.0.0.1", int(os.environ["PORT"])))
+tcp.listen()
+unix = socket.socket(socket.AF_UNIX)
+unix.bind(b"\\0" + sys.argv[1].encode())
+unix.listen()
+print("listening", flush=True)
+time.sleep(300)
+"""
+
+
+def test_what_may_be_asked() -> None:
+    assert target("3000") == target(" 3000 ")
+    assert (target("3000").port, target("3000").proto) == (3000, None)
+    assert (target("5353/udp").port, target("5353/udp").proto) == (5353, "udp")
+    assert target(":99").name == "@/tmp/.X11-unix/X99" and target(":99").said == target(":99").name
+    assert target("@dbus x").name == "@dbus x"
+    for bad in ("", "0", "65536", "3000/sctp", "x", "@", ":", "http://x:1", "@a\0b"):
+        with pytest.raises(AgentError, match="give a port"):
+            target(bad)
+
+
+@pytest.mark.processes
+def test_an_agent_learns_which_lane_holds_its_port_and_its_display(
+    worktrees: tuple[Path, Path], root: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    main, side = worktrees
+    display = random.SystemRandom().randint(10**6, 10**7)
+    name = f"/tmp/.X11-unix/X{display}"
+
+    web = start_lane(procs, main, root, "web", (sys.executable, "-c", SERVER, name))
+    port = web.stamp.ports[0] if web.stamp.ports else None
+    assert port is not None, "the lane took no lease"
+    agent = start_lane(procs, side, root, "agent")  # the asking lane, in the other worktree
+    me = Me("agent", str(agent.namespace), str(side), str(root.resolve()), "kernel")
+    mine = Me("web", str(web.namespace), str(main), str(root.resolve()), "kernel")
+
+    held = wait_for(lambda: who_listens(f":{display}", me)["lanes"], timeout=30, what="display")
+    (lane,) = held
+    assert lane["lane"] == "web" and not lane["mine"] and lane["namespace"] == str(web.namespace)
+    answer = who_listens(f":{display}", me)
+    assert answer["on"] == f"@{name}" and not answer["elsewhere"]
+    assert answer["fix"].startswith("lane web holds it:") and "xvfb-run -a" in answer["fix"]
+
+    on_port = wait_for(lambda: (a := who_listens(str(port), me))["lanes"] and a, timeout=30)
+    (lane,) = on_port["lanes"]
+    assert (lane["lane"], lane["pid"] > 0, lane["private"]) == ("web", True, False)
+    assert on_port["leased_to"] == "web"
+    lease = agent.stamp.ports
+    assert lease is not None and f"{lease[0]}-{lease[0] + lease[1] - 1}" in on_port["fix"]
+    assert "$PORT" in on_port["fix"]
+
+    # The lane that holds it asks: its own.
+    own = who_listens(str(port), mine)
+    assert own["lanes"][0]["mine"] and own["fix"].startswith("your own lane holds it")
+
+    # A listener of no lane: there, unnamed; and a name nothing holds.
+    stranger = socket.socket(socket.AF_UNIX)
+    stranger.bind(f"\0lanewatch-test-{display}".encode())
+    stranger.listen()
+    try:
+        theirs = who_listens(f"@lanewatch-test-{display}", me)
+        assert theirs["lanes"] == [] and theirs["elsewhere"]
+        assert theirs["fix"].startswith("a process of no lane known here holds it")
+    finally:
+        stranger.close()
+    free = who_listens(f"@lanewatch-test-free-{display}", me)
+    assert (free["lanes"], free["elsewhere"]) == ([], False)
+    assert free["fix"] == f"nothing listens on @lanewatch-test-free-{display} now"
