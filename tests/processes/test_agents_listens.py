@@ -4,6 +4,7 @@ name drawn at random (the abstract table is the whole machine's)."""
 
 from __future__ import annotations
 
+import json
 import random
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 from lanewatch.agents.answers import AgentError
 from lanewatch.agents.listens import target, who_listens
 from lanewatch.agents.me import Me
-from tests.conftest import wait_for
+from tests.conftest import LANEWATCH, wait_for
 from tests.kits.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
@@ -92,3 +93,67 @@ def test_an_agent_learns_which_lane_holds_its_port_and_its_display(
     free = who_listens(f"@lanewatch-test-free-{display}", me)
     assert (free["lanes"], free["elsewhere"]) == ([], False)
     assert free["fix"] == f"nothing listens on @lanewatch-test-free-{display} now"
+
+
+# Inside a lane: who_listens(argv[1]) as the agent's server would answer it, and whether this
+# process can read the open files of pid argv[2] (another lane's server).
+INSIDE = """
+import json, os, sys
+from lanewatch.agents.listens import who_listens
+try:
+    os.readlink(f"/proc/{sys.argv[2]}/fd/0")
+    readable = True
+except PermissionError:
+    readable = False
+print(json.dumps({"answer": who_listens(sys.argv[1]), "readable": readable}))
+"""
+
+
+@pytest.mark.processes
+def test_from_inside_a_fence_a_lane_it_cannot_read_is_said_not_guessed(
+    worktrees: tuple[Path, Path], root: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """A normal user's fenced lane is a user namespace of its own: from inside, no other
+    process's open files can be read, so which lane listens cannot be told. The answer says
+    so; it never says "a process of no lane" (as root, or unfenced, it names the lane)."""
+    main, side = worktrees
+    name = f"/tmp/.X11-unix/X{random.SystemRandom().randint(10**6, 10**7)}"
+    web = start_lane(procs, main, root, "web", (sys.executable, "-c", SERVER, name))
+    port = web.stamp.ports[0] if web.stamp.ports else None
+    assert port is not None, "the lane took no lease"
+    server = web.stamp.child_pid
+    outside = Me("agent", None, None, str(root.resolve()), None, "")
+    wait_for(lambda: who_listens(str(port), outside)["lanes"], timeout=30, what=f":{port}")
+
+    def ask(on: str) -> dict[str, object]:
+        done = subprocess.run(
+            [*LANEWATCH, "run", "--root", str(root), "--lane", "agent", "--",
+             sys.executable, "-c", INSIDE, on, str(server)],
+            cwd=side, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        said: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+        return said
+
+    for on in (str(port), f"@{name}"):
+        said = ask(on)
+        answer = said["answer"]
+        assert isinstance(answer, dict)
+        assert answer["elsewhere"] is False, answer  # never "no lane's" when unsure
+        if said["readable"]:
+            assert [h["lane"] for h in answer["lanes"]] == ["web"], answer
+            assert answer["hidden"] == [] and answer["fix"].startswith("lane web holds it")
+        else:
+            assert answer["lanes"] == [] and answer["hidden"] == ["web"], answer
+            assert "cannot be told from inside your lane's fence" in answer["fix"], answer
+
+    listed = subprocess.run(
+        [*LANEWATCH, "run", "--root", str(root), "--lane", "agent", "--",
+         *LANEWATCH, "ports", "--root", str(root)],
+        cwd=side, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    if said["readable"]:
+        assert "abstract unix sockets" in listed.stdout and "cannot be read" not in listed.stderr
+    else:
+        assert "the open files of lane(s) web cannot be read here" in listed.stderr

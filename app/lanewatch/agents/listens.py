@@ -70,19 +70,33 @@ def who_listens(on: str, me: Me | None = None) -> dict[str, Any]:
     me = who_am_i() if me is None else me
     views = list(Engine(known_roots(me)).snapshot().upserts.values())
     mine = os.path.realpath(me.namespace) if me.namespace else None
-    if want.name is not None:
-        holders, elsewhere = _named(want.name, views)
-    else:
-        holders, elsewhere = _port(want, views)
-    lanes = [{**h, "mine": h["namespace"] == mine} for h in holders]
-    answer: dict[str, Any] = {"on": inert(want.said), "lanes": lanes, "elsewhere": elsewhere}
+    found = _named(want.name, views) if want.name is not None else _port(want, views)
+    lanes = [{**h, "mine": h["namespace"] == mine} for h in found.lanes]
+    answer: dict[str, Any] = {
+        "on": inert(want.said),
+        "lanes": lanes,
+        "elsewhere": found.elsewhere,
+        "hidden": [inert(v.lane or v.name) for v in found.hidden],
+    }
     if want.port is not None:
         from lanewatch.lanes.leases import lease_of, read_leases
 
         lease = lease_of(want.port, read_leases())
         answer["leased_to"] = inert(lease.lane) if lease is not None else None
-    answer["fix"] = _fix(want, lanes, elsewhere, me)
+    answer["fix"] = _fix(want, lanes, found, me)
     return answer
+
+
+@dataclass(slots=True)
+class Found:
+    lanes: list[dict[str, Any]]  # the lanes seen holding it, eldest holder first
+    listened: bool  # whether our tables list a listener on it at all
+    hidden: list[NamespaceView]  # lanes whose processes' open files could not be read
+
+    @property
+    def elsewhere(self) -> bool:
+        """A listener that is no lane's: only when no lane could be hiding it."""
+        return self.listened and not self.lanes and not self.hidden
 
 
 def _lane(v: NamespaceView, pid: int, command: str) -> dict[str, Any]:
@@ -95,44 +109,60 @@ def _lane(v: NamespaceView, pid: int, command: str) -> dict[str, Any]:
     }
 
 
-def _named(name: str, views: list[NamespaceView]) -> tuple[list[dict[str, Any]], bool]:
+def _named(name: str, views: list[NamespaceView]) -> Found:
     from lanewatch.linux.unixsockets import abstract_listeners
-    from lanewatch.processes.abstractowners import lane_listeners
+    from lanewatch.processes.socketlanes import lanes_holding
 
-    found = [one for one in lane_listeners(views) or () if one.socket.name == name]
-    holders = [_lane(one.view, one.holder.pid, one.holder.command) for one in found]
-    listed = {a.inode for a in abstract_listeners() or () if a.name == name}
-    return holders, bool(listed - {one.socket.inode for one in found})
+    inodes = {a.inode for a in abstract_listeners() or () if a.name == name}
+    held = lanes_holding(inodes, views)
+    lanes = [_lane(v, h.pid, h.command) for i in inodes for v, h in held.by_inode.get(i, ())]
+    return Found(lanes, bool(inodes), held.hidden if not lanes else [])
 
 
-def _port(want: Target, views: list[NamespaceView]) -> tuple[list[dict[str, Any]], bool]:
+def _port(want: Target, views: list[NamespaceView]) -> Found:
     from lanewatch.linux.netsockets import listening
+    from lanewatch.processes.socketlanes import lanes_holding
 
     def fits(proto: str, port: int) -> bool:
         return port == want.port and want.proto in (None, proto)
 
-    holders = [
-        {**_lane(v, p.pid, p.command), "private": p.private}
+    # A --fence net lane's own ports, which the prober read in its network namespace; then
+    # the host's listeners, mapped to lanes here.
+    lanes = [
+        {**_lane(v, p.pid, p.command), "private": True}
         for v in views
         for p in v.ports
-        if fits(p.proto, p.port)
+        if p.private and fits(p.proto, p.port)
     ]
-    # A listener of our tables that no lane holds (a port has one listener, as a rule).
-    elsewhere = not any(not h["private"] for h in holders)
-    return holders, elsewhere and any(fits(s.proto, s.port) for s in listening())
+    inodes = {s.inode for s in listening() if fits(s.proto, s.port)}
+    held = lanes_holding(inodes, views)
+    host = [
+        {**_lane(v, h.pid, h.command), "private": False}
+        for i in sorted(inodes)
+        for v, h in held.by_inode.get(i, ())
+    ]
+    shared = list({h["namespace"]: h for h in host}.values())  # IPv4 and IPv6: one each
+    return Found(shared + lanes, bool(inodes), held.hidden if not shared else [])
 
 
-def _fix(want: Target, lanes: list[dict[str, Any]], elsewhere: bool, me: Me) -> str:
+def _fix(want: Target, lanes: list[dict[str, Any]], found: Found, me: Me) -> str:
     theirs = [h for h in lanes if not h["mine"] and not h.get("private")]
-    if not lanes and not elsewhere:
+    if not lanes and not found.listened:
         return f"nothing listens on {want.said} now"
     if lanes and not theirs:
         pids = ", ".join(str(h["pid"]) for h in lanes)
         return f"your own lane holds it (pid {pids}): reuse it, or end that process first"
-    who = f"lane {theirs[0]['lane']}" if theirs else "a process of no lane known here"
-    if want.name is not None:
-        return f"{who} holds it: {NAME_FIX}"
-    return f"{who} holds it: {PORT_FIX.format(lease=_my_lease(me))}"
+    remedy = NAME_FIX if want.name is not None else PORT_FIX.format(lease=_my_lease(me))
+    if theirs:
+        return f"lane {theirs[0]['lane']} holds it: {remedy}"
+    if found.hidden:
+        names = inert(", ".join(v.lane or v.name for v in found.hidden[:5]))
+        return (
+            "something listens on it, and which lane cannot be told from inside your lane's "
+            f"fence (the open files of lane(s) {names} cannot be read here; `lanewatch ports` "
+            f"outside the lane shows it): {remedy}"
+        )
+    return f"a process of no lane known here holds it: {remedy}"
 
 
 def _my_lease(me: Me) -> str:

@@ -9,7 +9,7 @@ PORT, 8 when no lane of the known roots listens on it (the line says whether it 
 whether something else listens there).
 
 Without PORT (and in `--json`) it also lists the abstract unix sockets (no file: an X display's
-`@/tmp/.X11-unix/X99`) the lanes' processes listen on (`processes/abstractowners.py`): the
+`@/tmp/.X11-unix/X99`) the lanes' processes listen on (`processes/socketlanes.py`): the
 fence does not keep those apart, so a second lane's X server fails on a display the first holds.
 """
 
@@ -32,7 +32,7 @@ from lanewatch.lanes.leases import Lease, lease_dir, lease_of, read_leases
 from lanewatch.linux import netsockets
 from lanewatch.model.units import checkout_label
 from lanewatch.model.views import LanePort, NamespaceView
-from lanewatch.processes.abstractowners import LaneListener, lane_listeners
+from lanewatch.processes.socketlanes import LaneListener, Listened, lane_listeners
 
 # A lease in `ports --json`, key by key (`last` is a property).
 LEASE_FIELDS = (
@@ -86,7 +86,9 @@ def ports_command(port: int | None, roots: Sequence[str], as_json: bool) -> None
     views = sorted(changes.upserts.values(), key=lambda v: (v.root, v.name))
     on = [(v, p) for v in views for p in v.ports if port is None or p.port == port]
     listeners = [_listener_json(v, p, leases) for v, p in on]
-    named = lane_listeners(views) if as_json or port is None else []
+    listened = lane_listeners(views) if as_json or port is None else Listened([], [])
+    named = listened.found if listened is not None else None
+    hidden = sorted({v.key for v in listened.hidden}) if listened is not None else []
     if port is not None:
         leases = [lease for lease in leases if lease.holds(port)]
     if as_json:
@@ -96,11 +98,13 @@ def ports_command(port: int | None, roots: Sequence[str], as_json: bool) -> None
             "leases": [_lease_json(lease) for lease in leases],
             "listeners": listeners,
             "abstract": None if named is None else [_abstract_json(one) for one in named],
+            "hidden": hidden,
         }
         report("ports", data)
     elif port is None:
         _tables(leases, on)
         _abstract_table(named)
+        _hidden_note(listened.hidden if listened is not None else [])
     else:
         _answer(port, leases, on)
     if port is not None and not on:
@@ -185,3 +189,17 @@ def _abstract_table(named: Sequence[LaneListener] | None) -> None:
             cell(one.holder.command[:80]),
         )
     console().print(table)
+
+
+def _hidden_note(hidden: Sequence[NamespaceView]) -> None:
+    """Lanes whose sockets cannot be listed here: say so, never a silent empty table."""
+    if not hidden:
+        return
+    lanes = ", ".join(v.lane or v.name for v in hidden[:5])
+    more = f" and {len(hidden) - 5} more" if len(hidden) > 5 else ""
+    say(
+        f"the open files of lane(s) {lanes}{more} cannot be read here, so what they listen on "
+        "is not listed (inside a lane's fence, a user namespace, no process outside it can be "
+        "read): run `lanewatch ports` outside the lane",
+        err=True,
+    )

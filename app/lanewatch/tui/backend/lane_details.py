@@ -17,7 +17,7 @@ from lanewatch.lanes.ledger import LedgerLine
 from lanewatch.lanes.stamp import META_DIR, StampRead, read_stamp
 from lanewatch.model.nsfiles import NsListing
 from lanewatch.model.views import Incident, NamespaceView
-from lanewatch.processes.abstractowners import lane_listeners
+from lanewatch.processes.socketlanes import lane_listeners
 from lanewatch.records import writes as history
 from lanewatch.records.report import entry_writer, evidence_rows
 
@@ -98,7 +98,8 @@ def load_detail(
 
 def abstract_names(view: NamespaceView) -> tuple[str, ...]:
     """The abstract unix sockets the lane's running processes listen on, each as said."""
-    return tuple(one.socket.said for one in lane_listeners([view]) or ())
+    listened = lane_listeners([view])
+    return tuple(one.socket.said for one in listened.found) if listened is not None else ()
 
 
 def with_writers(
