@@ -21,15 +21,24 @@ from tests.kits.enginekit import start_lane
 
 pytestmark = pytest.mark.unprivileged  # a user journey: also run as a normal user
 
-# Listen on 127.0.0.1:$PORT (the lane's lease) and on the abstract name argv[1]; say so.
+# Listen on 127.0.0.1:$PORT (the lane's lease) and on each abstract name of argv; for an X
+# display's name, write its lock file with this pid, as an X server does (in the lane's own
+# temp folder: /tmp when fenced); say so.
 SERVER = """
 import os, socket, sys, time
 tcp = socket.socket()
 tcp.bind(("127.0.0.1", int(os.environ["PORT"])))
 tcp.listen()
-unix = socket.socket(socket.AF_UNIX)
-unix.bind(b"\\0" + sys.argv[1].encode())
-unix.listen()
+held = []
+for name in sys.argv[1:]:
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(b"\\0" + name.encode())
+    unix.listen()
+    held.append(unix)
+    if name.startswith("/tmp/.X11-unix/X"):
+        lock = os.path.join(os.environ["TMPDIR"], f".X{name.rsplit('X', 1)[1]}-lock")
+        with open(lock, "w") as f:
+            f.write(f"{os.getpid():>10}\\n")
 print("listening", flush=True)
 time.sleep(300)
 """
@@ -117,8 +126,9 @@ def test_from_inside_a_fence_a_lane_it_cannot_read_is_said_not_guessed(
     process's open files can be read, so which lane listens cannot be told. The answer says
     so; it never says "a process of no lane" (as root, or unfenced, it names the lane)."""
     main, side = worktrees
-    name = f"/tmp/.X11-unix/X{random.SystemRandom().randint(10**6, 10**7)}"
-    web = start_lane(procs, main, root, "web", (sys.executable, "-c", SERVER, name))
+    number = random.SystemRandom().randint(10**6, 10**7)
+    name, plain = f"/tmp/.X11-unix/X{number}", f"lanewatch-test-{number}"
+    web = start_lane(procs, main, root, "web", (sys.executable, "-c", SERVER, name, plain))
     port = web.stamp.ports[0] if web.stamp.ports else None
     assert port is not None, "the lane took no lease"
     server = web.stamp.child_pid
@@ -135,14 +145,19 @@ def test_from_inside_a_fence_a_lane_it_cannot_read_is_said_not_guessed(
         said: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
         return said
 
-    for on in (str(port), f"@{name}"):
+    for on in (str(port), f"@{plain}", f":{number}"):
         said = ask(on)
         answer = said["answer"]
         assert isinstance(answer, dict)
         assert answer["elsewhere"] is False, answer  # never "no lane's" when unsure
         if said["readable"]:
             assert [h["lane"] for h in answer["lanes"]] == ["web"], answer
+            assert answer["lanes"][0]["how"] == "open file"
             assert answer["hidden"] == [] and answer["fix"].startswith("lane web holds it")
+        elif on.startswith(":"):  # an X display: its lock file names the server's pid
+            (lane,) = answer["lanes"]
+            assert (lane["lane"], lane["how"], lane["pid"]) == ("web", "X lock file", server)
+            assert answer["fix"].startswith("lane web holds it: for an X server")
         else:
             assert answer["lanes"] == [] and answer["hidden"] == ["web"], answer
             assert "cannot be told from inside your lane's fence" in answer["fix"], answer
@@ -157,3 +172,5 @@ def test_from_inside_a_fence_a_lane_it_cannot_read_is_said_not_guessed(
         assert "abstract unix sockets" in listed.stdout and "cannot be read" not in listed.stderr
     else:
         assert "the open files of lane(s) web cannot be read here" in listed.stderr
+        assert f"{server} (X lock file)" in listed.stdout  # the display, by its lock
+        assert f"@{plain}" not in listed.stdout  # the plain name: no lane can be told

@@ -92,11 +92,12 @@ class Found:
     lanes: list[dict[str, Any]]  # the lanes seen holding it, eldest holder first
     listened: bool  # whether our tables list a listener on it at all
     hidden: list[NamespaceView]  # lanes whose processes' open files could not be read
+    table: bool = True  # False: the kernel's socket table could not be read at all
 
     @property
     def elsewhere(self) -> bool:
         """A listener that is no lane's: only when no lane could be hiding it."""
-        return self.listened and not self.lanes and not self.hidden
+        return self.table and self.listened and not self.lanes and not self.hidden
 
 
 def _lane(v: NamespaceView, pid: int, command: str) -> dict[str, Any]:
@@ -110,13 +111,14 @@ def _lane(v: NamespaceView, pid: int, command: str) -> dict[str, Any]:
 
 
 def _named(name: str, views: list[NamespaceView]) -> Found:
-    from lanewatch.linux.unixsockets import abstract_listeners
-    from lanewatch.processes.socketlanes import lanes_holding
+    from lanewatch.processes.socketlanes import lane_listeners
 
-    inodes = {a.inode for a in abstract_listeners() or () if a.name == name}
-    held = lanes_holding(inodes, views)
-    lanes = [_lane(v, h.pid, h.command) for i in inodes for v, h in held.by_inode.get(i, ())]
-    return Found(lanes, bool(inodes), held.hidden if not lanes else [])
+    listened = lane_listeners(views)
+    if listened is None:  # the kernel's table cannot be read: nothing can be said
+        return Found([], False, [], table=False)
+    found = [one for one in listened.found if one.socket.name == name]
+    lanes = [{**_lane(o.view, o.holder.pid, o.holder.command), "how": o.how} for o in found]
+    return Found(lanes, name in listened.names, listened.hidden if not lanes else [])
 
 
 def _port(want: Target, views: list[NamespaceView]) -> Found:
@@ -142,11 +144,15 @@ def _port(want: Target, views: list[NamespaceView]) -> Found:
         for v, h in held.by_inode.get(i, ())
     ]
     shared = list({h["namespace"]: h for h in host}.values())  # IPv4 and IPv6: one each
+    for h in shared + lanes:
+        h["how"] = "open file"
     return Found(shared + lanes, bool(inodes), held.hidden if not shared else [])
 
 
 def _fix(want: Target, lanes: list[dict[str, Any]], found: Found, me: Me) -> str:
     theirs = [h for h in lanes if not h["mine"] and not h.get("private")]
+    if not found.table:
+        return "cannot tell: the kernel's table of abstract sockets cannot be read here"
     if not lanes and not found.listened:
         return f"nothing listens on {want.said} now"
     if lanes and not theirs:

@@ -11,16 +11,20 @@ are read) holds it open. A lane's own network namespace (`--fence net`) is not o
 Blind spot, said, never guessed (`Held.hidden`): a process whose open files we may not read.
 Inside a normal user's fenced lane (a user namespace of its own) that is every process outside
 it, the user's own included: the kernel lets only a process of the same user namespace read
-another's fds.
+another's fds. An X display is still told there: an X server writes its pid to `/tmp/.X99-lock`
+as it starts, in the lane's own `/tmp` when fenced, which any process of the user may read
+(`x_lock_lanes`; the pid must be a running member of that lane, started before the lock).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from lanewatch.lanes.fsutil import read_nofollow_in
 from lanewatch.linux.unixsockets import AbstractListener, abstract_listeners
-from lanewatch.model.views import NamespaceView
+from lanewatch.model.views import LaneMember, NamespaceView
 from lanewatch.processes.sockowners import SocketHolder, socket_owners
 
 
@@ -31,6 +35,7 @@ class LaneListener:
     socket: AbstractListener
     view: NamespaceView
     holder: SocketHolder
+    how: str = "open file"  # how the holder is known: it holds the socket, or its "X lock file"
 
 
 @dataclass(slots=True)
@@ -46,6 +51,7 @@ class Held:
 class Listened:
     found: list[LaneListener]
     hidden: list[NamespaceView]  # as `Held.hidden`
+    names: frozenset[str] = frozenset()  # every abstract name listened on, a lane's or not
 
 
 def lanes_holding(inodes: Collection[int], views: Iterable[NamespaceView]) -> Held:
@@ -74,10 +80,52 @@ def lane_listeners(views: Iterable[NamespaceView]) -> Listened | None:
     found = abstract_listeners()
     if found is None:
         return None
-    held = lanes_holding({s.inode for s in found}, list(views))
-    out = [
-        LaneListener(s, v, h)
-        for s in sorted(found, key=lambda s: s.name)
-        for v, h in held.by_inode.get(s.inode, ())
-    ]
-    return Listened(out, held.hidden)
+    views = list(views)
+    held = lanes_holding({s.inode for s in found}, views)
+    out: list[LaneListener] = []
+    for s in sorted(found, key=lambda s: s.name):
+        seen = held.by_inode.get(s.inode, [])
+        out.extend(LaneListener(s, v, h) for v, h in seen)
+        if not seen and held.hidden and s.display is not None:
+            for v, m in x_lock_lanes(int(s.display[1:]), held.hidden):
+                holder = SocketHolder(m.pid, m.command, m.uid, m.start_ticks)
+                out.append(LaneListener(s, v, holder, "X lock file"))
+    return Listened(out, held.hidden, frozenset(s.name for s in found))
+
+
+X_LOCK = ".X{}-lock"
+X_LOCK_BYTES = 64
+
+
+def x_lock_lanes(
+    display: int, views: Iterable[NamespaceView], shared: Path = Path("/tmp")
+) -> list[tuple[NamespaceView, LaneMember]]:
+    """The lanes of `views` whose running process is the X server of `display` by its lock
+    file: in the lane's own `tmp/` (fenced), or in `shared` (unfenced). The pid in it must be
+    one of the lane's members, and the lock no older than that process (a stale lock's pid
+    handed out again is no one's)."""
+    name = X_LOCK.format(display)
+    out = []
+    for v in views:
+        for folder in (Path(v.key) / "tmp", shared):
+            member = _lock_member(folder, name, v.members)
+            if member is not None:
+                out.append((v, member))
+                break
+    return out
+
+
+def _lock_member(folder: Path, name: str, members: Iterable[LaneMember]) -> LaneMember | None:
+    try:
+        data, st = read_nofollow_in(folder, name, X_LOCK_BYTES)
+        pid = int(data.strip())
+    except (OSError, ValueError):
+        return None
+    for m in members:
+        started = m.started_at
+        if m.pid == pid and started is not None and st.st_mtime >= started - LOCK_SLACK:
+            return m
+    return None
+
+
+LOCK_SLACK = 1.0  # seconds: a process's start time, from clock ticks, may read a little late

@@ -56,6 +56,7 @@ def _abstract_json(one: LaneListener) -> dict[str, Any]:
         "checkout_path": v.checkout_path,
         "pid": one.holder.pid,
         "command": one.holder.command,
+        "how": one.how,
     }
 
 
@@ -185,7 +186,7 @@ def _abstract_table(named: Sequence[LaneListener] | None) -> None:
             one.socket.display or "-",
             cell(v.lane or v.name),
             cell(checkout_label(v.checkout_id, v.checkout_path, "-")),
-            str(one.holder.pid),
+            str(one.holder.pid) + ("" if one.how == "open file" else f" ({one.how})"),
             cell(one.holder.command[:80]),
         )
     console().print(table)
