@@ -199,8 +199,8 @@ def _hidden_note(hidden: Sequence[NamespaceView]) -> None:
     lanes = ", ".join(v.lane or v.name for v in hidden[:5])
     more = f" and {len(hidden) - 5} more" if len(hidden) > 5 else ""
     say(
-        f"the open files of lane(s) {lanes}{more} cannot be read here, so what they listen on "
-        "is not listed (inside a lane's fence, a user namespace, no process outside it can be "
-        "read): run `lanewatch ports` outside the lane",
+        f"the open files of lane(s) {lanes}{more} cannot be read here (inside a lane's fence, a "
+        "user namespace, no process outside it can be read): their ports, and abstract names "
+        "but an X display's, are not listed; run `lanewatch ports` outside the lane",
         err=True,
     )
