@@ -5,6 +5,7 @@ name drawn at random (the abstract table is the whole machine's)."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import socket
 import subprocess
@@ -174,3 +175,12 @@ def test_from_inside_a_fence_a_lane_it_cannot_read_is_said_not_guessed(
         assert "the open files of lane(s) web cannot be read here" in listed.stderr
         assert f"{server} (X lock file)" in listed.stdout  # the display, by its lock
         assert f"@{plain}" not in listed.stdout  # the plain name: no lane can be told
+    status = subprocess.run(
+        [*LANEWATCH, "run", "--root", str(root), "--lane", "agent", "--",
+         *LANEWATCH, "status", "--root", str(root)],
+        cwd=side, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "300"},
+    )  # fmt: skip
+    assert status.returncode in (0, 4), status.stderr
+    said_so = "seen from inside a lane's fence" in status.stdout
+    assert said_so is not said["readable"], status.stdout

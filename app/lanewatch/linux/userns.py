@@ -67,6 +67,19 @@ def net_namespace() -> str:
         return ""
 
 
+def in_one_uid_namespace() -> bool:
+    """Whether this process runs in a user namespace that maps one uid (what the fence makes for
+    a normal user, and bubblewrap): from there no process outside it, the user's own included,
+    may have its open files read (the kernel asks for the same user namespace)."""
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return False
+    rows = [line.split() for line in lines if line.strip()]
+    return len(rows) == 1 and len(rows[0]) == 3 and rows[0][2] == "1"
+
+
 def source() -> str:
     """This file's text, for a stub that runs it ahead of its own."""
     with open(__file__, encoding="utf-8") as f:

@@ -26,6 +26,7 @@ from lanewatch.cli.rootopts import status_roots
 from lanewatch.hosts.farviews import split_key
 from lanewatch.hosts.stream import HostState
 from lanewatch.linux.procid import hostname
+from lanewatch.linux.userns import in_one_uid_namespace
 from lanewatch.model.footprint import idle_holding
 from lanewatch.model.incidents import evidence_json
 from lanewatch.model.kinds import is_collision
@@ -80,6 +81,11 @@ COLUMNS = (
 # Narrow: no fence or ports column; a live unfenced lane gets its line under the table.
 NARROW_COLUMNS = ("state", "lane", "checkout", "pid", "beat", "write", "disk", "!", "why")
 WIDE = 120  # narrower consoles get NARROW_COLUMNS
+INSIDE_FENCE = (
+    "seen from inside a lane's fence (a user namespace of its own): no process outside it can "
+    "have its open files read here, so other lanes' ports and open files are not shown, nor "
+    "writers inferred from them; `lanewatch status` outside the lane shows them"
+)
 _BAD_HEALTH = {HealthStatus.MISSING.value, HealthStatus.DEGRADED.value}
 
 
@@ -402,6 +408,8 @@ def render(changes: Changes, console: Console, hosts: Sequence[HostState] = ()) 
     if changes.attribution:
         line = f"attribution: {changes.attribution}: {changes.attribution_hint}"
         console.print(cell(line, style="dim"))
+    if in_one_uid_namespace():
+        console.print(cell(INSIDE_FENCE, style="yellow"))
     from lanewatch.records.service import describe, services
 
     for line in describe(services()):
