@@ -94,6 +94,7 @@ class MainChrome:
                 attribution=pic.attribution,
                 default_root=state.default_root,
                 reaper=state.reaper_line,
+                inside_fence=state.inside_fence,
             )
         )
         for view in ORDER:

@@ -6,9 +6,10 @@ facts, and hands it to each screen it opens; screens read it and never reach int
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lanewatch.linux.userns import in_one_uid_namespace
 from lanewatch.tui.state.dashboard_store import Picture
 
 if TYPE_CHECKING:
@@ -28,3 +29,5 @@ class DashboardState:
     engine_error: str | None = None  # the engine could not start
     watchdog: str | None = None  # the picture is not current, in words (`shell/staleness.py`)
     reaper_line: str | None = None  # the reaper's last and next pass (the status line)
+    # run inside a normal user's fenced lane: other lanes' open files cannot be read from here
+    inside_fence: bool = field(default_factory=in_one_uid_namespace)

@@ -39,6 +39,8 @@ class StatusState:
     """Missing before the first `lanewatch run` creates it: not a fault."""
     reaper: str | None = None
     """The service's reaper: what its last pass freed, when the next is (records/reaping.py)."""
+    inside_fence: bool = False
+    """Run inside a normal user's fenced lane: other lanes' ports and open files are unseen."""
 
 
 def health_text(health: Sequence[SourceHealth], default_root: str | None = None) -> Text:
@@ -90,6 +92,9 @@ def status_text(state: StatusState) -> Text:
     if state.attribution:
         text.append("attribution: ", style="dim")
         text.append(state.attribution, style="dim" if state.attribution == "kernel" else "yellow")
+        text.append("  ")
+    if state.inside_fence:
+        text.append("inside a lane's fence: other lanes' open files unseen", style="yellow")
         text.append("  ")
     if state.filter:
         text.append("filter: ", style="bold")
