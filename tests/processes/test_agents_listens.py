@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lanewatch.agents.answers import AgentError
-from lanewatch.agents.listens import target, who_listens
+from lanewatch.agents.listens import Found, Target, _fix, target, who_listens
 from lanewatch.agents.me import Me
 from tests.conftest import LANEWATCH, wait_for
 from tests.kits.enginekit import start_lane
@@ -54,6 +54,29 @@ def test_what_may_be_asked() -> None:
     for bad in ("", "0", "65536", "3000/sctp", "x", "@", ":", "http://x:1", "@a\0b"):
         with pytest.raises(AgentError, match="give a port"):
             target(bad)
+
+
+def test_the_fix_fits_who_holds_it() -> None:
+    me = Me()  # outside every lane: no lease to offer
+    web = {"lane": "web", "pid": 7, "mine": False, "private": False}
+    own = {"lane": "agent", "pid": 8, "mine": True, "private": False}
+    boxed = {"lane": "boxed", "pid": 9, "mine": False, "private": True}
+    port, display = target("3000"), target(":99")
+
+    def fix(want: Target, lanes: list[dict[str, object]], listened: bool = True) -> str:
+        return _fix(want, lanes, Found(lanes, listened, []), me)
+
+    assert fix(port, [web]).startswith("lane web holds it: listen on $PORT instead")
+    assert fix(display, [web]).startswith("lane web holds it: for an X server, `xvfb-run -a`")
+    assert fix(port, [own]).startswith("your own lane holds it (pid 8)")
+    # A --fence net lane's own port is not what holds the asker's.
+    assert fix(port, [boxed], listened=False) == (
+        "nothing listens on :3000 here now (lane boxed listens on it in its own network "
+        "namespace, where it collides with no one's)"
+    )
+    assert fix(port, [boxed, web]).startswith("lane web holds it")
+    assert fix(port, [], listened=True).startswith("a process of no lane known here holds it")
+    assert _fix(port, [], Found([], False, [], table=False), me).startswith("cannot tell")
 
 
 @pytest.mark.processes
@@ -102,7 +125,7 @@ def test_an_agent_learns_which_lane_holds_its_port_and_its_display(
         stranger.close()
     free = who_listens(f"@lanewatch-test-free-{display}", me)
     assert (free["lanes"], free["elsewhere"]) == ([], False)
-    assert free["fix"] == f"nothing listens on @lanewatch-test-free-{display} now"
+    assert free["fix"] == f"nothing listens on @lanewatch-test-free-{display} here now"
 
 
 # Inside a lane: who_listens(argv[1]) as the agent's server would answer it, and whether this

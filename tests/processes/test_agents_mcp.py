@@ -103,7 +103,8 @@ def test_errors_are_tool_errors_and_release_stale_asks_for_confirmation(
     assert release["is_error"] and "lanewatch run --lane" in release["text"]
     assert empty["is_error"] and "give a path" in empty["text"]
     assert nothing["is_error"] and "give a port" in nothing["text"]
-    assert not listens["is_error"] and listens["data"]["fix"] == f"nothing listens on {free} now"
+    assert not listens["is_error"]
+    assert listens["data"]["fix"] == f"nothing listens on {free} here now"
 
 
 def test_without_the_sdk_the_command_says_how_to_get_it(tmp_path: Path) -> None:

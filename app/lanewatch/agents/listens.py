@@ -150,13 +150,21 @@ def _port(want: Target, views: list[NamespaceView]) -> Found:
 
 
 def _fix(want: Target, lanes: list[dict[str, Any]], found: Found, me: Me) -> str:
-    theirs = [h for h in lanes if not h["mine"] and not h.get("private")]
     if not found.table:
         return "cannot tell: the kernel's table of abstract sockets cannot be read here"
-    if not lanes and not found.listened:
-        return f"nothing listens on {want.said} now"
-    if lanes and not theirs:
-        pids = ", ".join(str(h["pid"]) for h in lanes)
+    shared = [h for h in lanes if not h.get("private")]
+    private = [h for h in lanes if h.get("private") and not h["mine"]]
+    aside = (
+        f" (lane {private[0]['lane']} listens on it in its own network namespace, where it "
+        "collides with no one's)"
+        if private
+        else ""
+    )
+    if not shared and not found.listened:
+        return f"nothing listens on {want.said} here now{aside}"
+    theirs = [h for h in shared if not h["mine"]]
+    if shared and not theirs:
+        pids = ", ".join(str(h["pid"]) for h in shared)
         return f"your own lane holds it (pid {pids}): reuse it, or end that process first"
     remedy = NAME_FIX if want.name is not None else PORT_FIX.format(lease=_my_lease(me))
     if theirs:
@@ -168,7 +176,7 @@ def _fix(want: Target, lanes: list[dict[str, Any]], found: Found, me: Me) -> str
             f"fence (the open files of lane(s) {names} cannot be read here; `lanewatch ports` "
             f"outside the lane shows it): {remedy}"
         )
-    return f"a process of no lane known here holds it: {remedy}"
+    return f"a process of no lane known here holds it: {remedy}{aside}"
 
 
 def _my_lease(me: Me) -> str:

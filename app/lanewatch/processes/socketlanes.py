@@ -95,6 +95,7 @@ def lane_listeners(views: Iterable[NamespaceView]) -> Listened | None:
 
 X_LOCK = ".X{}-lock"
 X_LOCK_BYTES = 64
+LOCK_SLACK = 1.0  # seconds: a process's start time, from clock ticks, may read a little late
 
 
 def x_lock_lanes(
@@ -126,6 +127,3 @@ def _lock_member(folder: Path, name: str, members: Iterable[LaneMember]) -> Lane
         if m.pid == pid and started is not None and st.st_mtime >= started - LOCK_SLACK:
             return m
     return None
-
-
-LOCK_SLACK = 1.0  # seconds: a process's start time, from clock ticks, may read a little late
