@@ -184,7 +184,7 @@ def test_from_inside_a_fence_a_lane_it_cannot_read_is_said_not_guessed(
             assert answer["fix"].startswith("lane web holds it: for an X server")
         else:
             assert answer["lanes"] == [] and answer["hidden"] == ["web"], answer
-            assert "cannot be told from inside your lane's fence" in answer["fix"], answer
+            assert "inside a lane's fence, a user namespace" in answer["fix"], answer
 
     listed = subprocess.run(
         [*LANEWATCH, "run", "--root", str(root), "--lane", "agent", "--",

@@ -170,11 +170,12 @@ def _fix(want: Target, lanes: list[dict[str, Any]], found: Found, me: Me) -> str
     if theirs:
         return f"lane {theirs[0]['lane']} holds it: {remedy}"
     if found.hidden:
+        from lanewatch.processes.socketlanes import why_hidden
+
         names = inert(", ".join(v.lane or v.name for v in found.hidden[:5]))
         return (
-            "something listens on it, and which lane cannot be told from inside your lane's "
-            f"fence (the open files of lane(s) {names} cannot be read here; `lanewatch ports` "
-            f"outside the lane shows it): {remedy}"
+            "something listens on it, and which lane cannot be told here: the open files of "
+            f"lane(s) {names} cannot be read ({why_hidden()}): {remedy}"
         )
     return f"a process of no lane known here holds it: {remedy}{aside}"
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from lanewatch.lanes.fsutil import read_nofollow_in
 from lanewatch.linux.unixsockets import AbstractListener, abstract_listeners
+from lanewatch.linux.userns import in_one_uid_namespace
 from lanewatch.model.views import LaneMember, NamespaceView
 from lanewatch.processes.sockowners import SocketHolder, socket_owners
 
@@ -52,6 +53,13 @@ class Listened:
     found: list[LaneListener]
     hidden: list[NamespaceView]  # as `Held.hidden`
     names: frozenset[str] = frozenset()  # every abstract name listened on, a lane's or not
+
+
+def why_hidden() -> str:
+    """Why a lane's open files could not be read here, in words."""
+    if in_one_uid_namespace():
+        return "inside a lane's fence, a user namespace, no process outside it can be read"
+    return "its process made itself unreadable, as ssh-agent does, or is another user's"
 
 
 def lanes_holding(inodes: Collection[int], views: Iterable[NamespaceView]) -> Held:

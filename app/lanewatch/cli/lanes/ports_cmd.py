@@ -32,7 +32,7 @@ from lanewatch.lanes.leases import Lease, lease_dir, lease_of, read_leases
 from lanewatch.linux import netsockets
 from lanewatch.model.units import checkout_label
 from lanewatch.model.views import LanePort, NamespaceView
-from lanewatch.processes.socketlanes import LaneListener, Listened, lane_listeners
+from lanewatch.processes.socketlanes import LaneListener, Listened, lane_listeners, why_hidden
 
 # A lease in `ports --json`, key by key (`last` is a property).
 LEASE_FIELDS = (
@@ -199,8 +199,7 @@ def _hidden_note(hidden: Sequence[NamespaceView]) -> None:
     lanes = ", ".join(v.lane or v.name for v in hidden[:5])
     more = f" and {len(hidden) - 5} more" if len(hidden) > 5 else ""
     say(
-        f"the open files of lane(s) {lanes}{more} cannot be read here (inside a lane's fence, a "
-        "user namespace, no process outside it can be read): their ports, and abstract names "
-        "but an X display's, are not listed; run `lanewatch ports` outside the lane",
+        f"the open files of lane(s) {lanes}{more} cannot be read here ({why_hidden()}): their "
+        "ports, and abstract names but an X display's, may be missing above",
         err=True,
     )
