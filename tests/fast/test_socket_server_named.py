@@ -46,3 +46,13 @@ def test_a_long_command_keeps_the_argument_that_names_the_socket() -> None:
     assert "(ssh-agent -a /s/agent.sock -x" in _who(sock, SocketOwners(by_inode={9: [whole]}))
     short = SocketHolder(902, "python3 -m server", 1001)
     assert "(python3 -m server)" in _who(sock, SocketOwners(by_inode={9: [short]}))
+
+
+def test_a_program_whose_path_has_spaces_is_named_by_its_own_name() -> None:
+    """The joined command line cannot tell a space in a path from one between words: the
+    kernel's argv can (a clone in `/tmp/s22 mid ü/ci` named its Python `s22`)."""
+    argv = ("/tmp/s22 mid ü/ci/.venv/bin/python", "-c", "import socket\n" * 8, "/tmp/lsp.sock")
+    server = SocketHolder(24757, " ".join(argv), 0, 9, argv)
+    sock = BoundSocket("/tmp/lsp.sock", inode=9, vfs=(1, 2), uid=0)
+    said = _who(sock, SocketOwners(by_inode={9: [server]}))
+    assert said == "held by pid 24757 (python … /tmp/lsp.sock)", said

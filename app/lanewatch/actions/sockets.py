@@ -138,7 +138,7 @@ def _who(b: BoundSocket, owners: SocketOwners) -> str:
     hidden = [h for h in owners.unreadable if b.uid is None or h.uid == b.uid]
     # Those whose command line names the socket first (`ssh-agent -a …/agent.sock`): its
     # server is likeliest among them, and only three are named.
-    hidden.sort(key=lambda h: _naming(h.command, name) is None)
+    hidden.sort(key=lambda h: _naming(_words(h), name) is None)
     if hidden:
         return (
             f"its server{uid} is one of {len(hidden)} process(es) that could not be "
@@ -147,29 +147,36 @@ def _who(b: BoundSocket, owners: SocketOwners) -> str:
     return f"its server{uid} is not among the processes visible here"
 
 
-def _naming(command: str, name: str) -> str | None:
-    """The argument of `command` that is the file `name` or a path to it; None: none is."""
+def _words(h: SocketHolder) -> tuple[str, ...]:
+    """Its command line's words: as the kernel keeps them, else (a test's holder) split."""
+    return h.argv or tuple(h.command.split())
+
+
+def _naming(argv: Sequence[str], name: str) -> str | None:
+    """The argument of `argv` that is the file `name` or a path to it; None: none is."""
     if not name:
         return None
-    return next((a for a in command.split() if a == name or a.endswith(f"/{name}")), None)
+    return next((a for a in argv[1:] if a == name or a.endswith(f"/{name}")), None)
 
 
 def _named(holders: Sequence[SocketHolder], name: str) -> str:
-    listed = ", ".join(f"pid {h.pid} ({_short(h.command, name)})" for h in holders[:3])
+    listed = ", ".join(f"pid {h.pid} ({_short(h, name)})" for h in holders[:3])
     more = len(holders) - 3
     return listed + (f" and {more} more" if more > 0 else "")
 
 
-def _short(command: str, name: str, width: int = COMMAND_WIDTH) -> str:
-    """`command` in about `width` characters. Cut at its end, it loses the argument naming
+def _short(h: SocketHolder, name: str, width: int = COMMAND_WIDTH) -> str:
+    """Its command in about `width` characters. Cut at its end, it loses the argument naming
     the socket when a long path comes first (`ssh-agent -a /home/…/agent.sock`): that
-    argument, the clue, is kept, its own start elided, after the program's name."""
+    argument, the clue, is kept, its own start elided, after the program's name (a path with
+    spaces in it is one word: the kernel's argv, not the joined line, is looked at)."""
+    command, argv = h.command, _words(h)
     if len(command) <= width:
         return command
-    naming = _naming(command, name)
+    naming = _naming(argv, name)
     if naming is None or command.find(naming) + len(naming) <= width - 1:
         return command[: width - 1] + "…"
-    program = command.split(maxsplit=1)[0].rpartition("/")[2][:20]
+    program = argv[0].rpartition("/")[2][:20]
     room = max(width - len(program) - 3, len(name))
     if len(naming) <= room:
         return f"{program} … {naming}"

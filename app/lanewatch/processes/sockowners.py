@@ -31,6 +31,7 @@ class SocketHolder:
     command: str  # its command line, joined (its comm when the cmdline is empty)
     uid: int | None = None  # its effective uid
     start_ticks: int | None = None  # with its pid, who it is (None: its stat was not read)
+    argv: tuple[str, ...] = ()  # its command line's words, as the kernel keeps them
 
 
 @dataclass(slots=True)
@@ -54,10 +55,10 @@ def socket_owners(inodes: Collection[int], among: Iterable[int] | None = None) -
         try:
             held = _held(dfd, wanted)
             if held is None:
-                found.unreadable.append(SocketHolder(pid, _command(dfd), _uid(dfd)))
+                found.unreadable.append(_holder(pid, dfd))
                 continue
             for inode in held:
-                one = SocketHolder(pid, _command(dfd), _uid(dfd), _start_ticks(pid, dfd))
+                one = _holder(pid, dfd, _start_ticks(pid, dfd))
                 found.by_inode.setdefault(inode, []).append(one)
         finally:
             os.close(dfd)
@@ -90,12 +91,21 @@ def _held(dfd: int, wanted: dict[str, int]) -> set[int] | None:
         os.close(fdd)
 
 
-def _command(dfd: int) -> str:
+def _holder(pid: int, dfd: int, start_ticks: int | None = None) -> SocketHolder:
+    argv = _argv(dfd)
+    return SocketHolder(pid, " ".join(argv) or _comm(dfd), _uid(dfd), start_ticks, argv)
+
+
+def _argv(dfd: int) -> tuple[str, ...]:
     try:
-        argv = parse_cmdline(read_at(dfd, "cmdline"))
-        if argv:
-            return " ".join(argv)
-        return read_at(dfd, "comm").decode(errors="replace").strip()
+        return tuple(parse_cmdline(read_at(dfd, "cmdline")))
+    except OSError:
+        return ()
+
+
+def _comm(dfd: int) -> str:
+    try:
+        return read_at(dfd, "comm").decode(errors="replace").strip() or "?"
     except OSError:
         return "?"
 
