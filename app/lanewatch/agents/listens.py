@@ -128,25 +128,19 @@ def _port(want: Target, views: list[NamespaceView]) -> Found:
     def fits(proto: str, port: int) -> bool:
         return port == want.port and want.proto in (None, proto)
 
-    # A --fence net lane's own ports, which the prober read in its network namespace; then
-    # the host's listeners, mapped to lanes here.
+    # What the snapshot's probe saw each lane listen on: the host's ports, and a --fence net
+    # lane's own, read in its network namespace.
+    seen = [(v, p) for v in views for p in v.ports if fits(p.proto, p.port)]
+    host = {v.key: (v, p) for v, p in seen if not p.private}  # IPv4 and IPv6: one each
+    own = [(v, p) for v, p in seen if p.private]
     lanes = [
-        {**_lane(v, p.pid, p.command), "private": True}
-        for v in views
-        for p in v.ports
-        if p.private and fits(p.proto, p.port)
+        {**_lane(v, p.pid, p.command), "private": p.private, "how": "open file"}
+        for v, p in [*host.values(), *own]
     ]
     inodes = {s.inode for s in listening() if fits(s.proto, s.port)}
-    held = lanes_holding(inodes, views)
-    host = [
-        {**_lane(v, h.pid, h.command), "private": False}
-        for i in sorted(inodes)
-        for v, h in held.by_inode.get(i, ())
-    ]
-    shared = list({h["namespace"]: h for h in host}.values())  # IPv4 and IPv6: one each
-    for h in shared + lanes:
-        h["how"] = "open file"
-    return Found(shared + lanes, bool(inodes), held.hidden if not shared else [])
+    # A listener no lane was seen holding: whose cannot be told if a lane could not be read.
+    hidden = lanes_holding(inodes, views).hidden if inodes and not host else []
+    return Found(lanes, bool(inodes), hidden)
 
 
 def _fix(want: Target, lanes: list[dict[str, Any]], found: Found, me: Me) -> str:
