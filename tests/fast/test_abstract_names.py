@@ -32,6 +32,7 @@ def test_the_proc_table_gives_listening_abstract_names_only() -> None:
         AbstractListener("@dbus@x", 4246),  # the path socket: not abstract
     ]
     assert [a.display for a in found] == [":99", None]
+    assert [a.display_number for a in found] == [99, None]
     assert [a.said for a in found] == ["@/tmp/.X11-unix/X99 (display :99)", "@dbus@x"]
     assert unixsockets.parse_abstract_listeners(b"") == []
 

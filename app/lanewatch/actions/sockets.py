@@ -148,7 +148,8 @@ def _who(b: BoundSocket, owners: SocketOwners) -> str:
 
 
 def _words(h: SocketHolder) -> tuple[str, ...]:
-    """Its command line's words: as the kernel keeps them, else (a test's holder) split."""
+    """Its command line's words as the kernel keeps them; without them (an unreadable or
+    empty cmdline: its command is its short name) that command, split."""
     return h.argv or tuple(h.command.split())
 
 

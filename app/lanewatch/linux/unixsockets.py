@@ -75,6 +75,12 @@ class AbstractListener:
         return f":{found.group(1)}" if found else None
 
     @property
+    def display_number(self) -> int | None:
+        """99 for an X server's `@/tmp/.X11-unix/X99` (its lock file is `/tmp/.X99-lock`)."""
+        found = _X_DISPLAY.fullmatch(self.name)
+        return int(found.group(1)) if found else None
+
+    @property
     def said(self) -> str:
         """`@/tmp/.X11-unix/X99 (display :99)`; another name as it is."""
         return f"{self.name} (display {self.display})" if self.display else self.name

@@ -94,8 +94,9 @@ def lane_listeners(views: Iterable[NamespaceView]) -> Listened | None:
     for s in sorted(found, key=lambda s: s.name):
         seen = held.by_inode.get(s.inode, [])
         out.extend(LaneListener(s, v, h) for v, h in seen)
-        if not seen and held.hidden and s.display is not None:
-            for v, m in x_lock_lanes(int(s.display[1:]), held.hidden):
+        number = s.display_number
+        if not seen and held.hidden and number is not None:
+            for v, m in x_lock_lanes(number, held.hidden):
                 holder = SocketHolder(m.pid, m.command, m.uid, m.start_ticks)
                 out.append(LaneListener(s, v, holder, "X lock file"))
     return Listened(out, held.hidden, frozenset(s.name for s in found))
