@@ -159,12 +159,16 @@ def test_from_inside_a_fence_a_lane_it_cannot_read_is_said_not_guessed(
     outside = Me("agent", None, None, str(root.resolve()), None, "")
     wait_for(lambda: who_listens(str(port), outside)["lanes"], timeout=30, what=f":{port}")
 
-    def ask(on: str) -> dict[str, object]:
-        done = subprocess.run(
-            [*LANEWATCH, "run", "--root", str(root), "--lane", "agent", "--",
-             sys.executable, "-c", INSIDE, on, str(server)],
+    def in_agent_lane(*cmd: str, **env: str) -> subprocess.CompletedProcess[str]:
+        """CMD run to its end in lane `agent` of the other worktree, fenced as lanes are."""
+        return subprocess.run(
+            [*LANEWATCH, "run", "--root", str(root), "--lane", "agent", "--", *cmd],
             cwd=side, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
         )  # fmt: skip
+
+    def ask(on: str) -> dict[str, object]:
+        done = in_agent_lane(sys.executable, "-c", INSIDE, on, str(server))
         assert done.returncode == 0, done.stderr
         said: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
         return said
@@ -186,11 +190,7 @@ def test_from_inside_a_fence_a_lane_it_cannot_read_is_said_not_guessed(
             assert answer["lanes"] == [] and answer["hidden"] == ["web"], answer
             assert "inside a lane's fence, a user namespace" in answer["fix"], answer
 
-    listed = subprocess.run(
-        [*LANEWATCH, "run", "--root", str(root), "--lane", "agent", "--",
-         *LANEWATCH, "ports", "--root", str(root)],
-        cwd=side, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    listed = in_agent_lane(*LANEWATCH, "ports", "--root", str(root))
     assert listed.returncode == 0, listed.stderr
     if said["readable"]:
         assert "abstract unix sockets" in listed.stdout and "cannot be read" not in listed.stderr
@@ -198,12 +198,7 @@ def test_from_inside_a_fence_a_lane_it_cannot_read_is_said_not_guessed(
         assert "the open files of lane(s) web cannot be read here" in listed.stderr
         assert f"{server} (X lock file)" in listed.stdout  # the display, by its lock
         assert f"@{plain}" not in listed.stdout  # the plain name: no lane can be told
-    status = subprocess.run(
-        [*LANEWATCH, "run", "--root", str(root), "--lane", "agent", "--",
-         *LANEWATCH, "status", "--root", str(root)],
-        cwd=side, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "300"},
-    )  # fmt: skip
+    status = in_agent_lane(*LANEWATCH, "status", "--root", str(root), COLUMNS="300")
     assert status.returncode in (0, 4), status.stderr
     said_so = "seen from inside a lane's fence" in status.stdout
     assert said_so is not said["readable"], status.stdout
